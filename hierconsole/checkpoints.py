@@ -1,0 +1,97 @@
+"""Atomic, verifiable checkpoints.
+
+A checkpoint is written to a temporary file, fsynced and renamed into place, so a kill leaves either the
+old file or the new one. Its SHA256 is written beside it afterwards; a file whose hash is missing or
+wrong (truncated by a crash of the machine, say) is skipped and the one before it is used. Payloads hold
+only tensors, numbers, strings and containers of them, so `torch.load(weights_only=True)` reads them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+_NAME_RE = re.compile(r"^ckpt-(\d{6})\.pt$")
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def save_payload(path: Path, payload: dict[str, Any]) -> str:
+    """Write `payload` atomically with a SHA256 sidecar; return the hash."""
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    data = buf.getvalue()
+    digest = hashlib.sha256(data).hexdigest()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, data)
+    atomic_write_bytes(path.with_name(path.name + ".sha256"), digest.encode())
+    return digest
+
+
+def load_payload(path: Path, *, verify: bool = True) -> dict[str, Any]:
+    data = path.read_bytes()
+    if verify:
+        side = path.with_name(path.name + ".sha256")
+        if not side.exists() or side.read_text().strip() != hashlib.sha256(data).hexdigest():
+            raise ValueError(f"checkpoint {path} does not match its recorded SHA256 (truncated?)")
+    return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+
+
+def checkpoint_path(directory: Path, epoch: int) -> Path:
+    return directory / f"ckpt-{epoch:06d}.pt"
+
+
+def list_checkpoints(directory: Path) -> list[tuple[int, Path]]:
+    if not directory.is_dir():
+        return []
+    found = []
+    for p in directory.iterdir():
+        m = _NAME_RE.match(p.name)
+        if m:
+            found.append((int(m.group(1)), p))
+    return sorted(found)
+
+
+def save_checkpoint(directory: Path, epoch: int, payload: dict[str, Any], *, keep: int = 2) -> str:
+    digest = save_payload(checkpoint_path(directory, epoch), payload)
+    for old_epoch, old in list_checkpoints(directory)[:-keep]:
+        if old_epoch != epoch:
+            old.unlink(missing_ok=True)
+            old.with_name(old.name + ".sha256").unlink(missing_ok=True)
+    return digest
+
+
+def load_latest(directory: Path) -> tuple[int, dict[str, Any], list[str]] | None:
+    """The newest checkpoint that verifies, with notes on any newer one that did not."""
+    notes: list[str] = []
+    for epoch, path in reversed(list_checkpoints(directory)):
+        try:
+            return epoch, load_payload(path), notes
+        except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint falls back to the previous
+            notes.append(f"skipped {path.name}: {exc}")
+    return None

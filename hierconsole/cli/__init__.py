@@ -1,0 +1,76 @@
+"""`hierconsole`: the TUI with no arguments, headless subcommands otherwise.
+
+Each command group lives in its own module exposing ``register(subparsers)``; the module adds its
+parsers and sets ``func`` (taking the parsed namespace, returning an exit status).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.markup import escape
+
+from hierconsole import __version__
+from hierconsole.errors import HierconsoleError
+
+# Modules under hierconsole.cli, each with register(subparsers). Order is the order in --help.
+COMMAND_MODULES: tuple[str, ...] = (
+    "data",
+    "score",
+    "runs",
+    "analysis",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hierconsole",
+        description="Controlled hierarchy-aware retrieval studies on frozen image features.",
+    )
+    parser.add_argument("--version", action="version", version=f"hierconsole {__version__}")
+    parser.add_argument(
+        "--home",
+        metavar="DIR",
+        default=None,
+        help="folder holding hierconsole.duckdb and run artifacts (default: $HIERCONSOLE_HOME, "
+        "else the user data dir)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"hierconsole.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"hierconsole.cli.{name}":
+                continue  # command group not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    err = Console(stderr=True)
+    if getattr(args, "func", None) is None:
+        try:
+            from hierconsole.tui import run_app  # noqa: PLC0415 - the TUI is optional at import time
+        except ImportError:
+            parser.print_help()
+            return 0
+        return run_app(home=args.home)
+    try:
+        return int(args.func(args) or 0)
+    except HierconsoleError as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/]")
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,280 @@
+"""`hierconsole effects` and `hierconsole export`: arm tables, simple effects and table export.
+
+Both work from a study in the store or, without any store, from a per-seed CSV the user brings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import polars as pl
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from hierconsole.effects import (
+    ARMS,
+    EFFECTS,
+    Redistribution,
+    SimpleEffects,
+    arm_table,
+    effects_json,
+    load_effects_csv,
+    redistribution,
+    seeds_of,
+    simple_effects,
+)
+from hierconsole.errors import HierconsoleError
+from hierconsole.export import (
+    ANALYSIS_TABLES,
+    FORMATS,
+    MAX_PRECISION,
+    TABLES,
+    analysis_frame,
+    check_table,
+    export_table,
+)
+from hierconsole.levels import LEVELS
+from hierconsole.locations import resolve_home
+
+ARM_PRECISION = 4
+EFFECT_PRECISION = 6
+"""Display defaults: arm values as in paper Table 1, effects (often ~1e-3) as in Tables S7 and S11."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "effects",
+        help="arm table and simple effects (geometry, loss, interaction) of a study or a per-seed CSV",
+        description="Mean ± sample SD per arm and the paired simple effects H_R-E_R, H_S-E_S, E_S-E_R, "
+        "H_S-H_R and (H_S-E_S)-(H_R-E_R), per seed and across seeds.",
+    )
+    p.add_argument("study", nargs="?", metavar="STUDY", help="study id in the store")
+    p.add_argument(
+        "--from-csv",
+        metavar="FILE",
+        type=Path,
+        help="per-seed CSV instead of a study: columns arm (ER/HR/ES/HS or E_R...), seed, one per metric",
+    )
+    p.add_argument(
+        "--metric",
+        metavar="NAME",
+        action="append",
+        help="metric column to analyse (repeatable; default: every numeric column)",
+    )
+    p.add_argument("--json", action="store_true", help="print the effects as JSON only")
+    p.add_argument(
+        "--precision",
+        type=int,
+        metavar="N",
+        default=None,
+        help=f"decimals shown (default {ARM_PRECISION} for arms, {EFFECT_PRECISION} for effects)",
+    )
+    p.set_defaults(func=cmd_effects)
+
+    names = ", ".join(TABLES)
+    e = subparsers.add_parser(
+        "export",
+        help="write a table (runs, metrics, arms, effects, ...) as CSV, Parquet, JSON, Markdown or LaTeX",
+        description=f"Tables: {names}. Markdown and LaTeX show mean ± SD rounded to --precision; the "
+        "other formats keep full precision.",
+    )
+    e.add_argument("table", metavar="TABLE", help=f"one of: {names}")
+    e.add_argument("--study", metavar="ID", help="study id (tables of one study)")
+    e.add_argument(
+        "--from-csv",
+        metavar="FILE",
+        type=Path,
+        help=f"compute {', '.join(ANALYSIS_TABLES)} from a per-seed CSV instead of the store",
+    )
+    e.add_argument("--metric", metavar="NAME", action="append", help="metric column(s) for --from-csv tables")
+    e.add_argument(
+        "--format",
+        dest="fmt",
+        metavar="FMT",
+        help=f"one of: {', '.join(FORMATS)} (default: from the suffix of -o)",
+    )
+    e.add_argument("-o", "--output", metavar="PATH", type=Path, required=True, help="file to write")
+    e.add_argument("--force", action="store_true", help="overwrite PATH if it exists")
+    e.add_argument("--precision", type=int, metavar="N", default=4, help="decimals in md/latex (default 4)")
+    e.set_defaults(func=cmd_export)
+
+
+# ------------------------------------------------------------------------------------------ store
+
+
+def _analysis_store(purpose: str) -> ModuleType:
+    """The store-side analysis module, imported only when a study is asked for."""
+    try:
+        return importlib.import_module("hierconsole.analysis_store")
+    except ModuleNotFoundError as exc:
+        if exc.name != "hierconsole.analysis_store":
+            raise
+        raise HierconsoleError(
+            f"{purpose} needs the study store, which this hierconsole build does not provide yet\n"
+            "  fix: compute from a per-seed CSV with --from-csv FILE"
+        ) from None
+
+
+def _per_seed(args: argparse.Namespace) -> tuple[pl.DataFrame, str]:
+    if args.study and args.from_csv:
+        raise HierconsoleError("give either a STUDY or --from-csv FILE, not both")
+    if args.from_csv:
+        return load_effects_csv(args.from_csv, args.metric), str(args.from_csv)
+    if args.study:
+        store = _analysis_store("study-backed effects")
+        return store.per_seed_for_study(resolve_home(args.home), args.study), f"study {args.study}"
+    raise HierconsoleError(
+        "nothing to analyse\n  fix: name a STUDY, or pass --from-csv FILE (columns arm, seed, <metric>...)"
+    )
+
+
+# ---------------------------------------------------------------------------------------- effects
+
+
+def cmd_effects(args: argparse.Namespace) -> int:
+    per_seed, source = _per_seed(args)
+    effects = simple_effects(per_seed, args.metric, source=source)
+    if args.json:
+        # Plain stdout, not rich: the JSON must reach pipes byte-exact, without wrapping or colour.
+        sys.stdout.write(json.dumps(effects_json(effects), indent=2) + "\n")
+        return 0
+    if args.precision is not None and not 0 <= args.precision <= MAX_PRECISION:
+        raise HierconsoleError(
+            f"--precision {args.precision} is out of range\n  fix: use 0 to {MAX_PRECISION}"
+        )
+    arm_digits = ARM_PRECISION if args.precision is None else args.precision
+    effect_digits = EFFECT_PRECISION if args.precision is None else args.precision
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=max(console.width, 160))
+    console.print(arm_rich_table(arm_table(per_seed, list(effects), source=source), arm_digits, source))
+    console.print(effects_rich_table(effects, effect_digits))
+    if all(f"{level}_mAP" in effects for level in LEVELS):
+        console.print(redistribution_rich_table(redistribution(per_seed, "mAP", source=source), effect_digits))
+    return 0
+
+
+def _signed(value: float, digits: int) -> Text:
+    style = "green" if value > 0 else "red" if value < 0 else ""
+    return Text(f"{value:+.{digits}f}", style=style)
+
+
+def _mean_sd(mean: float, sd: float | None, digits: int, *, signed: bool = False) -> Text:
+    text = _signed(mean, digits) if signed else Text(f"{mean:.{digits}f}")
+    text.append(" (n=1, no SD)" if sd is None else f" ± {sd:.{digits}f}")
+    return text
+
+
+def _seed_count(k: int, n: int) -> Text:
+    style = "green" if k == n else "red" if k == 0 else "yellow"
+    return Text(f"{k}/{n} seeds", style=style)
+
+
+def arm_rich_table(arms: pl.DataFrame, digits: int, source: str) -> Table:
+    present = [a for a in ARMS if a in set(arms["arm"].to_list())]
+    n_of = {r["arm"]: r["n"] for r in arms.iter_rows(named=True)}
+    table = Table(title=f"Arms: mean ± sample SD over seeds ({source})", title_justify="left")
+    table.add_column("metric", no_wrap=True)
+    for arm in present:
+        table.add_column(f"{arm} (n={n_of[arm]})", justify="right", no_wrap=True)
+    cells = {(r["arm"], r["metric"]): r for r in arms.iter_rows(named=True)}
+    for metric in dict.fromkeys(arms["metric"].to_list()):
+        row = [Text(metric)]
+        for arm in present:
+            r = cells[(arm, metric)]
+            row.append(_mean_sd(r["mean"], r["sd"], digits))
+        table.add_row(*row)
+    return table
+
+
+def effects_rich_table(effects: SimpleEffects, digits: int) -> Table:
+    seeds = seeds_of(effects)
+    table = Table(title="Simple effects, paired within seed", title_justify="left")
+    table.add_column("metric", no_wrap=True)
+    table.add_column("effect", no_wrap=True)
+    table.add_column("definition", no_wrap=True, style="dim")
+    for s in seeds:
+        table.add_column(str(s), justify="right", no_wrap=True)
+    table.add_column("mean ± SD", justify="right", no_wrap=True)
+    table.add_column("positive", justify="right", no_wrap=True)
+    metrics = list(effects)
+    for i, metric in enumerate(metrics):
+        names = list(effects[metric])
+        for j, name in enumerate(names):
+            e = effects[metric][name]
+            table.add_row(
+                metric if j == 0 else "",
+                name,
+                EFFECTS[name],
+                *(_signed(e.per_seed[s], digits) for s in seeds),
+                _mean_sd(e.mean, e.sd, digits, signed=True),
+                _seed_count(e.positive_seeds, e.n_seeds),
+                end_section=j == len(names) - 1 and i < len(metrics) - 1,
+            )
+    return table
+
+
+def redistribution_rich_table(result: Redistribution, digits: int) -> Table:
+    table = Table(
+        title=f"Level-wise redistribution of {result.metric} (finer levels down, highest level up?)",
+        title_justify="left",
+    )
+    table.add_column("contrast", no_wrap=True)
+    for level in LEVELS:
+        table.add_column(level, justify="right", no_wrap=True)
+    table.add_column("pattern", no_wrap=True)
+    for contrast, by_level in result.contrasts.items():
+        flag = result.pattern[contrast]
+        seeds = f"{result.seeds_with_pattern[contrast]}/{result.n_seeds} seeds"
+        table.add_row(
+            EFFECTS[contrast],
+            *(_mean_sd(by_level[level].mean, by_level[level].sd, digits, signed=True) for level in LEVELS),
+            Text(f"{'yes' if flag else 'no'} ({seeds})", style="bold" if flag else "dim"),
+        )
+    return table
+
+
+# ----------------------------------------------------------------------------------------- export
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    table = check_table(args.table)
+    if args.from_csv:
+        if args.study:
+            raise HierconsoleError("give either --study or --from-csv FILE, not both")
+        if table not in ANALYSIS_TABLES:
+            raise HierconsoleError(
+                f"table {table!r} comes from the study store and cannot be computed from a CSV\n"
+                f"  fix: with --from-csv, export one of {', '.join(ANALYSIS_TABLES)}"
+            )
+
+        def provider(name: str, _study: str | None) -> pl.DataFrame:
+            per_seed = load_effects_csv(args.from_csv, args.metric)
+            return analysis_frame(name, per_seed, metrics=args.metric, source=str(args.from_csv))
+
+    else:
+        if args.metric:
+            raise HierconsoleError("--metric applies to --from-csv tables only")
+        store = _analysis_store(f"exporting table {table!r}")
+        home = resolve_home(args.home)
+
+        def provider(name: str, study: str | None) -> pl.DataFrame:
+            return store.table_frame(home, name, study)
+
+    path, frame = export_table(
+        table,
+        provider,
+        args.output,
+        args.fmt,
+        study_id=args.study,
+        force=args.force,
+        precision=args.precision,
+    )
+    print(f"wrote table {table} ({frame.height} rows) to {path}")
+    return 0

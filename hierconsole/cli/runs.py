@@ -1,0 +1,365 @@
+"""`hierconsole run|demo|runs|studies|audit|resume|cancel|rescore`: the factorial, headless."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+
+from hierconsole.audit import run_audits, stored_audits
+from hierconsole.catalog import ensure_dataset
+from hierconsole.errors import HierconsoleError
+from hierconsole.jobs import Orchestrator
+from hierconsole.protocol import load_preset
+from hierconsole.storage import Store
+from hierconsole.studies import create_study, get_study, list_studies, resolve_study
+
+
+def _seeds(value: str) -> list[int]:
+    try:
+        return [int(s) for s in value.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds must be comma-separated integers, got {value!r}") from None
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    def add_run_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--epochs", type=int, help="override training.epochs")
+        p.add_argument("--seeds", type=_seeds, help="override training.seeds, e.g. 42,2024")
+        p.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), help="override compute.device")
+        p.add_argument("--parallel", type=int, metavar="N", help="worker processes at once (default: preset)")
+
+    r = sub.add_parser(
+        "run", help="run a study preset: the 2x2 factorial for each seed, then test and audits"
+    )
+    r.add_argument("preset", help="a shipped preset name (demo, cub, ...) or a TOML file")
+    r.add_argument("--dataset", help="dataset id in the store (overrides data.dataset)")
+    add_run_options(r)
+    r.set_defaults(func=cmd_run)
+
+    d = sub.add_parser(
+        "demo", help="import the synthetic demo data if absent, run demo.toml, show the results"
+    )
+    add_run_options(d)
+    d.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("studies", help="list studies")
+    s.set_defaults(func=cmd_studies)
+
+    j = sub.add_parser("runs", help="jobs and runs with their states")
+    j.add_argument("study", nargs="?", help="study id or name (default: all)")
+    j.set_defaults(func=cmd_runs)
+
+    a = sub.add_parser("audit", help="fairness and leakage checks of a study")
+    a.add_argument("study", nargs="?", help="study id or name (default: newest)")
+    a.add_argument("--recheck", action="store_true", help="recompute the checks from the stored evidence")
+    a.set_defaults(func=cmd_audit)
+
+    u = sub.add_parser("resume", help="resume crashed, cancelled or failed jobs from their last checkpoint")
+    u.add_argument("study", nargs="?", help="study id or name (default: every resumable job)")
+    u.add_argument("--parallel", type=int, metavar="N")
+    u.set_defaults(func=cmd_resume)
+
+    c = sub.add_parser("cancel", help="cancel the queued or orphaned running jobs of a study")
+    c.add_argument("study")
+    c.set_defaults(func=cmd_cancel)
+
+    q = sub.add_parser("rescore", help="re-score a locked study's test embeddings under another aggregation")
+    q.add_argument("study")
+    q.add_argument("--aggregate", choices=("micro", "macro"), required=True)
+    q.set_defaults(func=cmd_rescore)
+
+
+# -- progress ---------------------------------------------------------------------------------------
+
+
+class JobProgress:
+    """Rich progress bars, one per job: epoch, latest losses per cell, ETA."""
+
+    def __init__(self, store: Store, console: Console):
+        self.store = store
+        self.progress = Progress(
+            TextColumn("{task.fields[job]}", style="bold"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[state]}"),
+            TextColumn("{task.fields[losses]}", style="dim"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        self.tasks: dict[str, Any] = {}
+        self.losses: dict[str, dict[str, float]] = {}
+
+    def on_events(self, job_id: str, events: list[dict[str, Any]]) -> None:
+        for ev in events:
+            if ev.get("kind") == "epoch":
+                self.losses.setdefault(job_id, {})[ev["cell"]] = ev["train_loss"]
+
+    def refresh(self, study_ids: list[str]) -> None:
+        rows = self.store.dicts(
+            "SELECT job_id, kind, state, epochs_done, epochs_total FROM jobs "
+            "WHERE study_id IN (SELECT unnest(?)) ORDER BY created_at, job_id",
+            [study_ids],
+        )
+        for row in rows:
+            job = row["job_id"].split("/", 1)[1]
+            losses = " ".join(f"{k}={v:.3f}" for k, v in sorted(self.losses.get(row["job_id"], {}).items()))
+            total = max(row["epochs_total"], 1)
+            done = (
+                row["epochs_done"]
+                if row["kind"] != "evaluate"
+                else (total if row["state"] == "finished" else 0)
+            )
+            if row["job_id"] not in self.tasks:
+                self.tasks[row["job_id"]] = self.progress.add_task(
+                    "", total=total, job=job, state="", losses=""
+                )
+            self.progress.update(self.tasks[row["job_id"]], completed=done, state=row["state"], losses=losses)
+
+
+def drive(store: Store, study_ids: list[str], *, parallel: int | None, console: Console) -> None:
+    """Run the orchestrator until the studies' jobs are done. Ctrl-C cancels them (resumable)."""
+    view = JobProgress(store, console)
+    orch = Orchestrator(store, max_parallel=parallel, on_events=view.on_events)
+    interrupted = False
+
+    def on_int(signum, frame):  # noqa: ARG001
+        nonlocal interrupted
+        interrupted = True
+
+    previous = signal.signal(signal.SIGINT, on_int)
+    try:
+        with view.progress:
+            while True:
+                if interrupted:
+                    console.print(
+                        "[yellow]interrupted: cancelling jobs (resume with `hierconsole resume`)[/]"
+                    )
+                    orch.shutdown(cancel=True)
+                    break
+                orch.tick()
+                view.refresh(study_ids)
+                if not orch.busy(study_ids):
+                    break
+                time.sleep(0.2)
+            view.refresh(study_ids)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _parallel(args: argparse.Namespace, preset) -> int:
+    if args.parallel is not None:
+        if args.parallel < 1:
+            raise HierconsoleError("--parallel must be at least 1")
+        return args.parallel
+    return preset.compute.max_parallel_jobs
+
+
+def start_study(
+    store: Store, args: argparse.Namespace, preset_ref: str, dataset: str | None
+) -> tuple[str, Any]:
+    preset = load_preset(preset_ref)
+    preset = preset.with_overrides(epochs=args.epochs, seeds=args.seeds, device=args.device)
+    dataset_id = ensure_dataset(store, dataset or preset.data.dataset)
+    return create_study(store, preset, dataset_id), preset
+
+
+def summarize(store: Store, study_id: str, console: Console) -> int:
+    study = get_study(store, study_id)
+    failed = store.rows(
+        "SELECT job_id, state, error FROM jobs WHERE study_id = ? AND state <> 'finished'", [study_id]
+    )
+    console.print(f"study [bold]{study_id}[/] phase: [bold]{study.phase}[/]")
+    for job_id, state, error in failed:
+        console.print(
+            f"  [red]{job_id}: {state}[/]" + (f"\n{error.strip()[-800:]}" if error else ""), highlight=False
+        )
+    if study.phase != "complete":
+        return 1
+    from hierconsole.analysis_store import per_seed
+    from hierconsole.cli.analysis import arm_rich_table, effects_rich_table
+    from hierconsole.effects import arm_table, simple_effects
+
+    table = per_seed(store, study_id)
+    metrics = ["leaf_mAP", "middle_mAP", "high_mAP", "hier_mAP"]
+    console.print(arm_rich_table(arm_table(table, metrics), 4, f"study {study_id}"))
+    console.print(effects_rich_table(simple_effects(table, ["hier_mAP"]), 6))
+    console.print(audit_table(stored_audits(store, study_id)))
+    return 0 if all(c.ok for c in stored_audits(store, study_id)) else 1
+
+
+def audit_table(checks) -> Table:
+    table = Table(title="audits", title_justify="left")
+    table.add_column("check", no_wrap=True)
+    table.add_column("result", no_wrap=True)
+    table.add_column("evidence")
+    for c in checks:
+        result = (
+            Text("pending", "yellow")
+            if c.ok is None
+            else Text("pass", "green")
+            if c.ok
+            else Text("FAIL", "bold white on red")
+        )
+        table.add_row(c.name, result, c.evidence)
+    return table
+
+
+# -- commands ---------------------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    console = Console()
+    with Store(args.home) as store:
+        study_id, preset = start_study(store, args, args.preset, args.dataset)
+        console.print(
+            f"study [bold]{study_id}[/]: {preset.name} on {get_study(store, study_id).dataset_id}, "
+            f"seeds {list(preset.training.seeds)}, {preset.training.epochs} epochs"
+        )
+        drive(store, [study_id], parallel=_parallel(args, preset), console=console)
+        return summarize(store, study_id, console)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    args.dataset = None
+    args.preset = "demo"
+    return cmd_run(args)
+
+
+def cmd_studies(args: argparse.Namespace) -> int:
+    with Store(args.home) as store:
+        table = Table(title="studies", title_justify="left")
+        for col in ("study", "name", "dataset", "phase", "jobs finished", "created"):
+            table.add_column(col)
+        for s in list_studies(store):
+            table.add_row(
+                s["study_id"],
+                s["name"],
+                s["dataset_id"],
+                s["phase"],
+                f"{s['jobs_finished']}/{s['jobs']}",
+                str(s["created_at"])[:19],
+            )
+        Console().print(table)
+    return 0
+
+
+STATE_STYLE = {
+    "finished": "green",
+    "running": "cyan",
+    "queued": "dim",
+    "failed": "red",
+    "crashed": "red",
+    "cancelled": "yellow",
+}
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    with Store(args.home) as store:
+        sql = (
+            "SELECT j.job_id, j.kind, j.seed, j.state, j.epochs_done, j.epochs_total, j.attempts, j.error, "
+            "string_agg(r.arm || coalesce('@' || CAST(r.tau AS VARCHAR), ''), ' ' ORDER BY r.arm) AS cells "
+            "FROM jobs j LEFT JOIN runs r USING (job_id)"
+        )
+        params: list[Any] = []
+        if args.study:
+            sql += " WHERE j.study_id = ?"
+            params.append(resolve_study(store, args.study))
+        rows = store.dicts(sql + " GROUP BY ALL ORDER BY j.created_at, j.job_id", params)
+        table = Table(title="runs", title_justify="left")
+        for col in ("job", "kind", "seed", "cells", "state", "epoch", "tries", "error"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(
+                r["job_id"],
+                r["kind"],
+                str(r["seed"]),
+                r["cells"] or "",
+                Text(r["state"], STATE_STYLE.get(r["state"], "")),
+                f"{r['epochs_done']}/{r['epochs_total']}",
+                str(r["attempts"]),
+                (r["error"] or "").strip().splitlines()[-1][:60] if r["error"] else "",
+            )
+        Console().print(table)
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    with Store(args.home) as store:
+        study_id = resolve_study(store, args.study)
+        checks = (
+            run_audits(store, study_id)
+            if args.recheck or not stored_audits(store, study_id)
+            else stored_audits(store, study_id)
+        )
+        Console().print(f"study [bold]{study_id}[/]")
+        Console().print(audit_table(checks))
+        return 0 if all(c.ok for c in checks) else 1
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    console = Console()
+    with Store(args.home) as store:
+        sql = "SELECT job_id, study_id FROM jobs WHERE state IN ('crashed', 'cancelled', 'failed')"
+        params: list[Any] = []
+        if args.study:
+            sql += " AND study_id = ?"
+            params.append(resolve_study(store, args.study))
+        orch_probe = Orchestrator(store)  # marks orphans crashed before we look
+        rows = store.rows(sql, params)
+        if not rows:
+            console.print("nothing to resume")
+            return 0
+        orch_probe.resume([r[0] for r in rows])
+        studies = sorted({r[1] for r in rows})
+        # A study whose jobs all ended may have a phase to catch up on.
+        drive(store, studies, parallel=args.parallel or 1, console=console)
+        from hierconsole.studies import advance
+
+        for s in studies:
+            advance(store, s)
+        return max(summarize(store, s, console) for s in studies)
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    with Store(args.home) as store:
+        study_id = resolve_study(store, args.study)
+        orch = Orchestrator(store)
+        ids = [
+            r[0]
+            for r in store.rows(
+                "SELECT job_id FROM jobs WHERE study_id = ? AND state IN ('queued', 'running')", [study_id]
+            )
+        ]
+        for job_id in ids:
+            orch.cancel(job_id)
+        orch.shutdown(cancel=True)
+        Console().print(f"cancelled {len(ids)} jobs of {study_id}")
+    return 0
+
+
+def cmd_rescore(args: argparse.Namespace) -> int:
+    console = Console()
+    with Store(args.home) as store:
+        study_id = resolve_study(store, args.study)
+        study = get_study(store, study_id)
+        if study.phase != "complete":
+            raise HierconsoleError(
+                f"study {study_id} is {study.phase}; only a complete study can be re-scored"
+            )
+        from hierconsole.rescoring import queue_rescore
+
+        queue_rescore(store, study_id, args.aggregate)
+        drive(store, [study_id], parallel=1, console=console)
+        from hierconsole.rescoring import reconcile
+
+        report = reconcile(store, study_id)
+        console.print(report.message)
+        return 0 if report.ok else 1

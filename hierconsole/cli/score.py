@@ -1,0 +1,233 @@
+"""`hierconsole score EMB.npz`: strict retrieval metrics for embeddings a user brings."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pickle
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from hierconsole.errors import InputError
+from hierconsole.geometry import GEOMETRIES, make_geometry
+from hierconsole.levels import DEFAULT_LEVEL_NAMES, LEVELS
+from hierconsole.retrieval import DEFAULT_KS, evaluate
+
+REQUIRED = ("query", "gallery", "query_labels", "gallery_labels")
+_SHOWN = 5
+_NPZ_HINT = (
+    "save with np.savez(path, query=Q, gallery=G, query_labels=QL, gallery_labels=GL), embeddings float "
+    "[N, D], labels integer [N, 3] with columns (leaf, middle, high), optionally level_names=[3 names]"
+)
+
+
+def _ks(value: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(int(p) for p in value.split(","))
+    except ValueError:
+        ks = ()
+    if not ks or any(k < 1 for k in ks) or len(set(ks)) != len(ks):
+        raise argparse.ArgumentTypeError(f"expected distinct positive integers like 1,5,10,20; got {value!r}")
+    return ks
+
+
+def _curvature(value: str) -> float:
+    try:
+        c = float(value)
+    except ValueError:
+        c = float("nan")
+    if not (math.isfinite(c) and c > 0):
+        raise argparse.ArgumentTypeError(f"the curvature must be a finite number > 0; got {value!r}")
+    return c
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "score",
+        help="strict retrieval metrics (mAP, Recall@K per level) for query/gallery embeddings in an .npz",
+        description=(
+            "Score query embeddings against gallery embeddings with strict hierarchical positives: leaf = "
+            "same leaf; middle = same middle, different leaf; high = same high, different middle. Queries "
+            "without a positive in the gallery at a level are left out of that level. Equal distances are "
+            "ranked by gallery index. The .npz holds query [Q, D], gallery [G, D], query_labels [Q, 3] and "
+            "gallery_labels [G, 3] (integer columns leaf, middle, high) and optionally level_names."
+        ),
+    )
+    p.add_argument("npz", metavar="EMB.npz", type=Path, help="embeddings and labels (see above)")
+    p.add_argument(
+        "--geometry",
+        choices=GEOMETRIES,
+        default="euclidean",
+        help="distance to rank by (default euclidean, used as given: normalise first if you want cosine "
+        "ranking). poincare assumes the points already lie on the ball of curvature -C and projects them "
+        "onto it with geoopt's projx (points beyond the boundary margin are pulled inside)",
+    )
+    p.add_argument(
+        "--curvature",
+        metavar="C",
+        type=_curvature,
+        default=1.0,
+        help="absolute curvature for poincare (default 1.0)",
+    )
+    p.add_argument(
+        "--aggregate",
+        choices=("micro", "macro"),
+        default="micro",
+        help="micro: mean over valid queries; macro: mean over groups (the query's label at each level) of "
+        "the per-group means (default micro)",
+    )
+    p.add_argument(
+        "--ks", type=_ks, default=DEFAULT_KS, metavar="K,K,...", help="Recall@K cut-offs (default 1,5,10,20)"
+    )
+    p.add_argument("--json", action="store_true", help="print the metrics as JSON instead of a table")
+    p.set_defaults(func=_score)
+
+
+def load_scoring_npz(
+    path: Path,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[str, str, str] | None]:
+    """(query, gallery, query_labels, gallery_labels, level_names or None), checked; InputError lists every
+    problem found."""
+    if not path.is_file():
+        raise InputError(path, "the file does not exist")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise InputError(path, "this is a single .npy array, not an .npz archive", hint=_NPZ_HINT)
+        with loaded as z:
+            missing = [name for name in REQUIRED if name not in z.files]
+            if missing:
+                raise InputError(
+                    path,
+                    [f"no array named {name!r}" for name in missing]
+                    + [f"arrays present: {', '.join(z.files) or 'none'}"],
+                    hint=_NPZ_HINT,
+                )
+            arrays = {name: z[name] for name in REQUIRED}
+            raw_names = z["level_names"] if "level_names" in z.files else None
+    except InputError:
+        raise
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError) as exc:
+        # np.load refuses pickled (object) arrays with ValueError; damaged files raise the others.
+        raise InputError(path, f"cannot read the file as .npz: {exc}", hint=_NPZ_HINT) from exc
+
+    problems: list[str] = []
+    emb: dict[str, np.ndarray] = {}
+    for name in ("query", "gallery"):
+        a = arrays[name]
+        if a.dtype.kind not in "fiu":
+            problems.append(f"{name!r} must hold real numbers, got dtype {a.dtype}")
+        elif a.ndim != 2 or a.shape[0] == 0 or a.shape[1] == 0:
+            problems.append(f"{name!r} must be a non-empty [N, D] matrix, got shape {a.shape}")
+        else:
+            a = a.astype(np.float64 if a.dtype == np.float64 else np.float32)
+            bad = np.flatnonzero(~np.isfinite(a).all(axis=1))
+            if bad.size:
+                problems.append(
+                    f"{name!r} has NaN or infinite values in {bad.size} rows (first: {_first(bad)})"
+                )
+            emb[name] = a
+    if len(emb) == 2 and emb["query"].shape[1] != emb["gallery"].shape[1]:
+        problems.append(
+            f"'query' has width {emb['query'].shape[1]} but 'gallery' has width {emb['gallery'].shape[1]}"
+        )
+
+    labels: dict[str, np.ndarray] = {}
+    for name, rows_of in (("query_labels", "query"), ("gallery_labels", "gallery")):
+        a = arrays[name]
+        if a.dtype.kind not in "iu":
+            problems.append(f"{name!r} must hold integers, got dtype {a.dtype}")
+        elif a.ndim != 2 or a.shape[1] != 3:
+            problems.append(f"{name!r} must be [N, 3] (leaf, middle, high), got shape {a.shape}")
+        elif rows_of in emb and a.shape[0] != emb[rows_of].shape[0]:
+            problems.append(f"{name!r} has {a.shape[0]} rows but {rows_of!r} has {emb[rows_of].shape[0]}")
+        else:
+            labels[name] = a.astype(np.int64)
+    if len(labels) == 2:
+        problems += _tree_problems(np.concatenate([labels["query_labels"], labels["gallery_labels"]]))
+
+    level_names = None
+    if raw_names is not None:
+        if raw_names.dtype.kind != "U" or raw_names.shape != (3,):
+            problems.append(
+                f"'level_names' must be 3 strings, got dtype {raw_names.dtype} shape {raw_names.shape}"
+            )
+        else:
+            level_names = tuple(str(s) for s in raw_names)
+    if problems:
+        raise InputError(path, problems, hint=_NPZ_HINT)
+    return emb["query"], emb["gallery"], labels["query_labels"], labels["gallery_labels"], level_names  # type: ignore[return-value]
+
+
+def _first(idx: np.ndarray) -> str:
+    shown = ", ".join(str(i) for i in idx[:_SHOWN])
+    return shown + (", ..." if idx.size > _SHOWN else "")
+
+
+def _tree_problems(labels: np.ndarray) -> list[str]:
+    # Strict sets assume a tree: a leaf has one middle and a middle one high. A violation most often means
+    # the columns are in the wrong order (e.g. high, middle, leaf).
+    problems = []
+    for child, parent, child_name, parent_name in ((0, 1, "leaf", "middle"), (1, 2, "middle", "high")):
+        pairs = np.unique(labels[:, [child, parent]], axis=0)
+        kids, counts = np.unique(pairs[:, 0], return_counts=True)
+        bad = kids[counts > 1]
+        if bad.size:
+            problems.append(
+                f"labels are not a tree: {bad.size} {child_name} labels have more than one {parent_name} "
+                f"label (first: {_first(bad)}); columns must be (leaf, middle, high), finest first"
+            )
+    return problems
+
+
+def _score(args: argparse.Namespace) -> int:
+    query, gallery, q_labels, g_labels, level_names = load_scoring_npz(args.npz)
+    geometry = make_geometry(args.geometry, c=args.curvature)
+    evaluation = evaluate(
+        torch.from_numpy(query), torch.from_numpy(gallery), q_labels, g_labels, geometry, ks=args.ks
+    )
+    metrics = evaluation.aggregate(args.aggregate)
+    if args.json:
+        print(json.dumps({level: {k: _json_value(v) for k, v in m.items()} for level, m in metrics.items()}))
+        return 0
+    names = level_names or DEFAULT_LEVEL_NAMES
+    shown = {
+        "leaf": names[0],
+        "middle": f"{names[1]} (cross-{names[0].lower()})",
+        "high": f"{names[2]} (cross-{names[1].lower()})",
+    }
+    geometry_text = args.geometry + (f" c={args.curvature:g}" if args.geometry == "poincare" else "")
+    table = Table(
+        title=f"{args.npz.name}: {query.shape[0]} queries x {gallery.shape[0]} gallery, {geometry_text}, "
+        f"{'query-micro' if args.aggregate == 'micro' else 'group-macro'}"
+    )
+    table.add_column("level")
+    for key in ["mAP"] + [f"R@{k}" for k in args.ks]:
+        table.add_column(key, justify="right")
+    table.add_column("valid queries", justify="right")
+    if args.aggregate == "macro":
+        table.add_column("groups", justify="right")
+    for level in LEVELS:
+        m = metrics[level]
+        row = [shown[level], _cell(m["mAP"])] + [_cell(m[f"R@{k}"]) for k in args.ks]
+        row.append(str(m["valid_queries"]))
+        if args.aggregate == "macro":
+            row.append(str(m["groups"]))
+        table.add_row(*row)
+    Console().print(table)
+    return 0
+
+
+def _json_value(v: float | int) -> float | int | None:
+    # A level with no valid query has no mean; JSON has no NaN, so it is null.
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
+def _cell(v: float | int) -> str:
+    return "-" if isinstance(v, float) and math.isnan(v) else f"{v:.4f}"

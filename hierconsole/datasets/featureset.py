@@ -1,0 +1,215 @@
+"""FeatureSet: frozen image features with sample ids, leaf labels, the official split and the taxonomy."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from hierconsole.errors import InputError
+from hierconsole.taxonomy import Taxonomy, load_taxonomy_csv
+
+SPLIT_NAMES: tuple[str, str, str] = ("train", "val", "test")
+"""Official split codes: an int8 split value is an index into this tuple."""
+
+FORMAT_VERSION = 1
+KINDS = ("generic", "cub", "nabirds", "synthetic")
+
+
+@dataclass(eq=False)
+class FeatureSet:
+    name: str
+    features: np.ndarray
+    ids: np.ndarray
+    leaf: np.ndarray
+    split: np.ndarray
+    taxonomy: Taxonomy
+    kind: str
+    sources: dict[str, str] = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.features = np.ascontiguousarray(self.features, dtype=np.float32)
+        self.ids = np.array([str(x) for x in self.ids], dtype=object)
+        self.leaf = np.asarray(self.leaf, dtype=np.int64).reshape(-1)
+        self.split = np.asarray(self.split, dtype=np.int8).reshape(-1)
+        n = len(self.ids)
+        problems = []
+        if self.kind not in KINDS:
+            problems.append(f"kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if self.features.ndim != 2 or self.features.shape[0] != n:
+            problems.append(f"features have shape {self.features.shape}, expected ({n}, D)")
+        elif not np.isfinite(self.features).all():
+            problems.append("features hold NaN or infinite values")
+        if len(self.leaf) != n or len(self.split) != n:
+            problems.append(f"{n} ids, {len(self.leaf)} leaf labels and {len(self.split)} split codes")
+        if len(set(self.ids.tolist())) != n:
+            problems.append("ids are not unique")
+        if n and (self.leaf.min() < 0 or self.leaf.max() >= self.taxonomy.n_leaves):
+            problems.append("leaf labels outside the taxonomy")
+        if n and (self.split.min() < 0 or self.split.max() >= len(SPLIT_NAMES)):
+            problems.append("split codes outside 0..2")
+        if problems:
+            raise InputError(f"feature set {self.name!r}", problems)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def labels(self) -> np.ndarray:
+        """[N, 3] int64 (leaf, middle, high)."""
+        return self.taxonomy.labels(self.leaf)
+
+    @property
+    def dim(self) -> int:
+        return int(self.features.shape[1])
+
+    def split_counts(self) -> dict[str, int]:
+        counts = np.bincount(self.split, minlength=len(SPLIT_NAMES))
+        return {name: int(c) for name, c in zip(SPLIT_NAMES, counts, strict=True)}
+
+    def sha256(self) -> str:
+        """Content hash over shape, feature bytes, ids, leaf labels, split codes and the taxonomy hash."""
+        h = hashlib.sha256()
+        h.update(np.array(self.features.shape, dtype="<i8").tobytes())
+        h.update(self.features.astype("<f4", copy=False).tobytes())
+        h.update(json.dumps(self.ids.tolist(), ensure_ascii=False).encode("utf-8"))
+        h.update(self.leaf.astype("<i8", copy=False).tobytes())
+        h.update(self.split.astype("i1", copy=False).tobytes())
+        h.update(self.taxonomy.sha256().encode("ascii"))
+        return h.hexdigest()
+
+    def save(self, directory: str | Path) -> None:
+        """Write features.npy, samples.parquet, taxonomy.csv and manifest.json atomically.
+
+        Files go to a sibling temporary folder, are fsynced, and the folder is renamed into place, so a
+        reader sees either the old set or the new one, never a half-written one. An existing folder is
+        replaced.
+        """
+        directory = Path(directory)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = directory.parent / f".{directory.name}.tmp-{uuid.uuid4().hex}"
+        tmp.mkdir()
+        try:
+            with (tmp / "features.npy").open("wb") as fh:
+                np.save(fh, self.features, allow_pickle=False)
+            pl.DataFrame(
+                {
+                    "id": pl.Series(self.ids.tolist(), dtype=pl.String),
+                    "leaf": pl.Series(self.leaf, dtype=pl.Int64),
+                    "split": pl.Series(self.split, dtype=pl.Int8),
+                }
+            ).write_parquet(tmp / "samples.parquet")
+            pl.DataFrame(self.taxonomy.rows(), schema=["leaf", "middle", "high"], orient="row").write_csv(
+                tmp / "taxonomy.csv"
+            )
+            manifest = {
+                "format_version": FORMAT_VERSION,
+                "name": self.name,
+                "kind": self.kind,
+                "n": len(self),
+                "dim": self.dim,
+                "level_names": list(self.taxonomy.level_names),
+                "taxonomy_order": {
+                    "middles": list(self.taxonomy.middles),
+                    "highs": list(self.taxonomy.highs),
+                },
+                "split_names": list(SPLIT_NAMES),
+                "sources": self.sources,
+                "params": self.params,
+                "sha256": self.sha256(),
+            }
+            (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False), "utf-8")
+            for f in tmp.iterdir():
+                _fsync(f)
+            _fsync(tmp)
+            old = None
+            if directory.exists():
+                old = directory.parent / f".{directory.name}.old-{uuid.uuid4().hex}"
+                os.replace(directory, old)
+            os.replace(tmp, directory)
+            _fsync(directory.parent)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    @classmethod
+    def load(cls, directory: str | Path) -> FeatureSet:
+        """Read a saved set and check it against the hash in its manifest."""
+        directory = Path(directory)
+        try:
+            manifest = json.loads((directory / "manifest.json").read_text("utf-8"))
+            features = np.load(directory / "features.npy", allow_pickle=False)
+            samples = pl.read_parquet(directory / "samples.parquet")
+        except (OSError, ValueError) as exc:
+            raise InputError(directory, f"not a readable feature set: {exc}") from exc
+        tax = load_taxonomy_csv(directory / "taxonomy.csv", level_names=manifest["level_names"])
+        order = manifest.get("taxonomy_order")
+        if order:
+            tax = _reorder(tax, order["middles"], order["highs"])
+        fs = cls(
+            name=manifest["name"],
+            features=features,
+            ids=np.array(samples["id"].to_list(), dtype=object),
+            leaf=samples["leaf"].to_numpy(),
+            split=samples["split"].to_numpy(),
+            taxonomy=tax,
+            kind=manifest["kind"],
+            sources=manifest.get("sources", {}),
+            params=manifest.get("params", {}),
+        )
+        if fs.sha256() != manifest["sha256"]:
+            raise InputError(
+                directory,
+                "content does not match the sha256 in manifest.json",
+                hint="the files were changed or damaged after saving; import the dataset again",
+            )
+        return fs
+
+
+def _reorder(tax: Taxonomy, middles: list[str], highs: list[str]) -> Taxonomy:
+    """Restore middle and high index order, which a shuffled taxonomy need not share with its CSV rows."""
+    rows = tax.rows()
+    high_of = {m: h for _, m, h in rows}
+    if set(middles) != set(high_of) or set(highs) != set(high_of.values()):
+        raise InputError("manifest.json", "taxonomy_order does not match taxonomy.csv")
+    m_index = {m: i for i, m in enumerate(middles)}
+    h_index = {h: i for i, h in enumerate(highs)}
+    return Taxonomy(
+        leaves=tax.leaves,
+        middles=tuple(middles),
+        highs=tuple(highs),
+        leaf_middle=np.array([m_index[m] for _, m, _ in rows], dtype=np.int64),
+        middle_high=np.array([h_index[high_of[m]] for m in middles], dtype=np.int64),
+        level_names=tax.level_names,
+    )
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def source_hashes(*paths: str | Path) -> dict[str, str]:
+    """Input file path -> sha256, as recorded in FeatureSet.sources."""
+    return {str(Path(p).resolve()): file_sha256(p) for p in paths}

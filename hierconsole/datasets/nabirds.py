@@ -1,0 +1,135 @@
+"""NABirds directory import: the CUB file layout plus hierarchy.txt (`child parent` edges).
+
+The three levels come from the native tree: Leaf = a class that images use, Parent = its direct parent,
+Supergroup = the direct child of the root on its path (the root is the node without a parent). A leaf
+whose parent is itself a child of the root has the same node as Parent and Supergroup; the taxonomy
+summary reports that.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from hierconsole.datasets.cub import (
+    ImageDir,
+    PairFile,
+    class_order,
+    read_features_for,
+    read_image_dir,
+    read_pair_file,
+)
+from hierconsole.datasets.featureset import FeatureSet, source_hashes
+from hierconsole.errors import InputError
+from hierconsole.levels import NABIRDS_LEVEL_NAMES
+from hierconsole.taxonomy import Taxonomy
+
+_SHOWN = 20
+
+
+def read_hierarchy(root: Path, class_ids: set[str], problems: list[str]) -> dict[str, str]:
+    """child id -> parent id from hierarchy.txt; unknown ids and second parents go to `problems`."""
+    edges = read_pair_file(root / "hierarchy.txt", ("child_id", "parent_id"), problems)
+    if class_ids:
+        for child, parent, line in zip(edges.keys, edges.values, edges.lines, strict=True):
+            unknown = [
+                f"{what} {v!r}" for what, v in (("child", child), ("parent", parent)) if v not in class_ids
+            ]
+            if unknown:
+                problems.append(f"hierarchy.txt line {line}: {' and '.join(unknown)} not in classes.txt")
+    return edges.mapping()
+
+
+def leaf_paths(table: ImageDir, parent_of: dict[str, str]) -> tuple[dict[str, list[str]], list[str]]:
+    """Path leaf -> ... -> root for every class the images use, and the problems found on the way."""
+    class_name = table.classes.mapping()
+    paths: dict[str, list[str]] = {}
+    problems: list[str] = []
+    for cid in class_order(set(table.class_ids)):
+        path = [cid]
+        while path[-1] in parent_of:
+            nxt = parent_of[path[-1]]
+            if nxt in path:
+                loop = " -> ".join(path[path.index(nxt) :] + [nxt])
+                problems.append(f"hierarchy.txt: a cycle through class ids {loop}")
+                break
+            path.append(nxt)
+        else:
+            label = f"class {class_name.get(cid, '?')!r} (id {cid})"
+            if len(path) == 1:
+                problems.append(f"{label} is used by images but has no parent in hierarchy.txt")
+            elif len(path) == 2:
+                problems.append(f"{label} hangs directly under the root {path[1]!r}: it has no Parent group")
+            else:
+                paths[cid] = path
+    roots = sorted({p[-1] for p in paths.values()})
+    if len(roots) > 1:
+        problems.append(
+            f"hierarchy.txt: the leaves reach {len(roots)} different roots (ids {', '.join(roots[:_SHOWN])}); "
+            "expected one tree"
+        )
+    return paths, problems
+
+
+def display_names(table: ImageDir) -> dict[str, str]:
+    """Class names from classes.txt, with ` [id]` added where two nodes share a name."""
+    seen: dict[str, int] = {}
+    for name in table.classes.values:
+        seen[name] = seen.get(name, 0) + 1
+    return {
+        cid: (f"{name} [{cid}]" if seen[name] > 1 else name)
+        for cid, name in zip(table.classes.keys, table.classes.values, strict=True)
+    }
+
+
+def import_nabirds(
+    root: str | Path,
+    features_path: str | Path,
+    *,
+    name: str = "nabirds",
+    level_names: tuple[str, str, str] = NABIRDS_LEVEL_NAMES,
+) -> FeatureSet:
+    """A FeatureSet from a NABirds folder and a features file keyed by image UUID or image path.
+
+    Rows follow images.txt; leaf indices follow class ids. Writes nothing; raises InputError listing every
+    problem of the stage that failed.
+    """
+    root = Path(root)
+    parent_of: dict[str, str] = {}
+
+    def check_hierarchy(problems: list[str], classes: PairFile) -> None:
+        parent_of.update(read_hierarchy(root, set(classes.keys), problems))
+
+    table = read_image_dir(root, extra=check_hierarchy)
+    paths, problems = leaf_paths(table, parent_of)
+    if problems:
+        raise InputError(
+            root / "hierarchy.txt", problems, hint="hierarchy.txt must form one tree over classes.txt"
+        )
+    names = display_names(table)
+    leaves = list(paths)
+    tax = Taxonomy.from_rows(
+        [(names[c], names[paths[c][1]], names[paths[c][-2]]) for c in leaves],
+        level_names=level_names,
+        source=root / "hierarchy.txt",
+    )
+    x, scheme = read_features_for(table, features_path)
+    leaf_of = {cid: i for i, cid in enumerate(leaves)}
+    root_id = paths[leaves[0]][-1]
+    return FeatureSet(
+        name=name,
+        features=x,
+        ids=np.array(table.ids, dtype=object),
+        leaf=np.array([leaf_of[c] for c in table.class_ids], dtype=np.int64),
+        split=table.split,
+        taxonomy=tax,
+        kind="nabirds",
+        sources=source_hashes(*table.files(), root / "hierarchy.txt", features_path),
+        params={
+            "root": str(root.resolve()),
+            "features_keyed_by": scheme,
+            "tree_root": {"id": root_id, "name": names[root_id]},
+            "leaf_class_ids": leaves,
+        },
+    )

@@ -1,0 +1,256 @@
+"""Splits as sorted row-index arrays with a SHA256 identifier: official, hierarchy-disjoint, tuning, Q/G.
+
+Every generator is a pure function of its arguments (labels, indices, seed); the parts of a split are
+pairwise disjoint. Randomness comes from numpy's PCG64 `default_rng(seed)`, which is the same on every
+platform, so a seed reproduces the same indices and hash anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hierconsole.errors import ConfigError
+from hierconsole.levels import LEVELS
+
+if TYPE_CHECKING:
+    from hierconsole.datasets.featureset import FeatureSet
+
+DEFAULT_QG_SEEDS: tuple[int, int, int] = (42, 2024, 3407)
+PARTS = {
+    "official": ("train", "val", "test"),
+    "hierarchy_disjoint": ("train", "val", "test"),
+    "tuning": ("fit", "query", "gallery"),
+    "qg": ("query", "gallery"),
+}
+
+
+@dataclass(frozen=True, eq=False)
+class Split:
+    kind: str
+    parts: dict[str, np.ndarray]
+    params: dict
+
+    def __post_init__(self) -> None:
+        if self.kind not in PARTS:
+            raise ValueError(f"unknown split kind {self.kind!r}")
+        parts = {}
+        for name, idx in self.parts.items():
+            arr = np.unique(np.asarray(idx, dtype=np.int64))
+            if len(arr) != len(idx):
+                raise ValueError(f"split part {name!r} repeats indices")
+            arr.flags.writeable = False
+            parts[name] = arr
+        names = sorted(parts)
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                if np.intersect1d(parts[a], parts[b]).size:
+                    raise ValueError(f"split parts {a!r} and {b!r} overlap")
+        object.__setattr__(self, "parts", parts)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.parts[name]
+
+    def sizes(self) -> dict[str, int]:
+        return {name: len(idx) for name, idx in self.parts.items()}
+
+    def sha256(self) -> str:
+        """Over the kind, then each part in name order: name, count and int64 little-endian indices."""
+        h = hashlib.sha256(self.kind.encode("utf-8"))
+        for name in sorted(self.parts):
+            idx = self.parts[name]
+            h.update(b"\x00" + name.encode("utf-8") + b"\x00")
+            h.update(np.int64(len(idx)).astype("<i8").tobytes())
+            h.update(idx.astype("<i8", copy=False).tobytes())
+        return h.hexdigest()
+
+
+def official_split(fs: FeatureSet) -> Split:
+    """The dataset's own split: train and test, plus val when any sample is marked val."""
+    from hierconsole.datasets.featureset import SPLIT_NAMES
+
+    parts = {name: np.flatnonzero(fs.split == code) for code, name in enumerate(SPLIT_NAMES)}
+    if not len(parts["val"]):
+        del parts["val"]
+    return Split("official", parts, {"dataset_sha256": fs.sha256()})
+
+
+def _largest_remainder(total: int, fractions: Sequence[float]) -> list[int]:
+    """Integer counts summing to `total`, proportional to `fractions`, each positive fraction >= 1."""
+    f = np.asarray(fractions, dtype=np.float64)
+    raw = f / f.sum() * total
+    counts = np.floor(raw).astype(np.int64)
+    for i in np.argsort(-(raw - counts), kind="stable")[: total - counts.sum()]:
+        counts[i] += 1
+    for i in np.flatnonzero((f > 0) & (counts == 0)):
+        donor = int(np.argmax(counts))
+        if counts[donor] > 1:
+            counts[donor] -= 1
+            counts[i] += 1
+    return counts.tolist()
+
+
+def hierarchy_disjoint_split(
+    labels: np.ndarray,
+    *,
+    level: str = "middle",
+    counts: Sequence[int] | None = None,
+    fractions: Sequence[float] | None = None,
+    seed: int,
+    within: np.ndarray | None = None,
+) -> Split:
+    """Assign whole groups of `level` to train/val/test, so the parts share no group at that level nor
+    any finer one (a middle-disjoint split is also leaf-disjoint, e.g. NABirds Parent-disjoint).
+
+    `counts` gives groups per part (train, val, test) and must add up to the number of groups; otherwise
+    `fractions` (default 0.6/0.2/0.2) is rounded by largest remainder. Groups are drawn by a seeded
+    permutation. `within` restricts the split to those rows (default all).
+    """
+    if level not in LEVELS:
+        raise ConfigError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
+    if counts is not None and fractions is not None:
+        raise ConfigError("give counts or fractions, not both")
+    labels = np.asarray(labels, dtype=np.int64)
+    rows = np.arange(len(labels)) if within is None else np.unique(np.asarray(within, dtype=np.int64))
+    col = LEVELS.index(level)
+    groups = np.unique(labels[rows, col])
+    if counts is None:
+        fr = tuple(fractions) if fractions is not None else (0.6, 0.2, 0.2)
+        if len(fr) != 3 or min(fr) < 0 or sum(fr) <= 0:
+            raise ConfigError(f"fractions must be three non-negative numbers, got {fr!r}")
+        counts = _largest_remainder(len(groups), fr)
+    counts = [int(c) for c in counts]
+    if len(counts) != 3 or min(counts) < 0 or sum(counts) != len(groups):
+        raise ConfigError(
+            f"counts {counts} must be three non-negative numbers adding up to the {len(groups)} {level} groups"
+        )
+    rng = np.random.default_rng(seed)
+    drawn = rng.permutation(groups)
+    bounds = np.cumsum([0, *counts])
+    part_of = np.empty(int(groups.max()) + 1 if len(groups) else 0, dtype=np.int64)
+    for p in range(3):
+        part_of[drawn[bounds[p] : bounds[p + 1]]] = p
+    where = part_of[labels[rows, col]]
+    parts = {name: rows[where == p] for p, name in enumerate(("train", "val", "test"))}
+    return Split(
+        "hierarchy_disjoint",
+        parts,
+        {
+            "level": level,
+            "counts": counts,
+            "seed": int(seed),
+            "n_rows": len(rows),
+            **_group_counts(labels, parts),
+        },
+    )
+
+
+def _group_counts(labels: np.ndarray, parts: dict[str, np.ndarray]) -> dict[str, dict[str, int]]:
+    return {
+        f"{level}_groups": {name: len(np.unique(labels[idx, i])) for name, idx in parts.items()}
+        for i, level in enumerate(LEVELS)
+    }
+
+
+def tuning_split(
+    labels: np.ndarray,
+    train_idx: np.ndarray,
+    val_idx: np.ndarray | None = None,
+    *,
+    query_fraction: float = 0.2,
+    holdout_fraction: float = 0.2,
+    seed: int = 0,
+) -> Split:
+    """Training-internal query/gallery validation for temperature tuning (official test never touched).
+
+    With `val_idx` (e.g. a hierarchy-disjoint val part): fit = train_idx, and val is split into query and
+    gallery. Without it: a seeded, leaf-stratified `holdout_fraction` of train_idx becomes the validation
+    pool (each leaf keeps at least one fitting sample; leaves with one sample stay whole in fit), fit is
+    the rest, and the pool is split into query and gallery. The query part is a seeded uniform draw of
+    round(query_fraction * pool) rows.
+    """
+    if not 0 < query_fraction < 1 or not 0 < holdout_fraction < 1:
+        raise ConfigError("query_fraction and holdout_fraction must lie strictly between 0 and 1")
+    labels = np.asarray(labels, dtype=np.int64)
+    train_idx = np.unique(np.asarray(train_idx, dtype=np.int64))
+    rng = np.random.default_rng(seed)
+    if val_idx is not None:
+        fit, pool, mode = train_idx, np.unique(np.asarray(val_idx, dtype=np.int64)), "given_val"
+    else:
+        shuffled = rng.permutation(train_idx)
+        leaf = labels[shuffled, 0]
+        order = np.argsort(leaf, kind="stable")
+        shuffled, leaf = shuffled[order], leaf[order]
+        starts = np.flatnonzero(np.r_[True, leaf[1:] != leaf[:-1]])
+        sizes = np.diff(np.r_[starts, len(leaf)])
+        take = np.minimum(np.rint(sizes * holdout_fraction).astype(np.int64), sizes - 1)
+        rank = np.arange(len(leaf)) - np.repeat(starts, sizes)
+        held = rank < np.repeat(take, sizes)
+        fit, pool, mode = shuffled[~held], shuffled[held], "holdout"
+    n_query = int(round(query_fraction * len(pool)))
+    if n_query < 1 or n_query >= len(pool):
+        raise ConfigError(
+            f"the validation pool of {len(pool)} rows is too small to split into query and gallery"
+        )
+    drawn = rng.permutation(pool)
+    query, gallery = drawn[:n_query], drawn[n_query:]
+    return Split(
+        "tuning",
+        {"fit": fit, "query": query, "gallery": gallery},
+        {
+            "mode": mode,
+            "seed": int(seed),
+            "query_fraction": query_fraction,
+            "holdout_fraction": holdout_fraction if mode == "holdout" else None,
+            "strict_valid": strict_valid_counts(labels, query, gallery),
+        },
+    )
+
+
+def qg_perturbation(labels: np.ndarray, test_idx: np.ndarray, *, n_query: int, seed: int) -> Split:
+    """One query/gallery perturbation of the test rows: a seeded uniform draw of n_query queries, the rest
+    gallery (e.g. 870 of 5,794 for CUB, 1,003 of 5,017 for NABirds)."""
+    test_idx = np.unique(np.asarray(test_idx, dtype=np.int64))
+    if not 0 < n_query < len(test_idx):
+        raise ConfigError(f"n_query must lie between 1 and {len(test_idx) - 1}, got {n_query}")
+    drawn = np.random.default_rng(seed).permutation(test_idx)
+    query, gallery = drawn[:n_query], drawn[n_query:]
+    return Split(
+        "qg",
+        {"query": query, "gallery": gallery},
+        {
+            "seed": int(seed),
+            "n_query": int(n_query),
+            "n_test": len(test_idx),
+            "strict_valid": strict_valid_counts(labels, query, gallery),
+        },
+    )
+
+
+def qg_perturbations(
+    labels: np.ndarray, test_idx: np.ndarray, *, n_query: int, seeds: Sequence[int] = DEFAULT_QG_SEEDS
+) -> list[Split]:
+    return [qg_perturbation(labels, test_idx, n_query=n_query, seed=s) for s in seeds]
+
+
+def strict_valid_counts(labels: np.ndarray, query_idx: np.ndarray, gallery_idx: np.ndarray) -> dict[str, int]:
+    """Queries with at least one strict positive in the gallery, per level (paper S2).
+
+    leaf: another gallery item of the same leaf; middle: same middle, other leaf; high: same high, other
+    middle. Counting by group sizes makes a query never its own positive, even if it sits in the gallery.
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    q = labels[np.asarray(query_idx, dtype=np.int64)]
+    g = labels[np.asarray(gallery_idx, dtype=np.int64)]
+    in_gallery = np.isin(np.asarray(query_idx), np.asarray(gallery_idx)).astype(np.int64)
+    size = [np.bincount(g[:, i], minlength=int(labels[:, i].max(initial=-1)) + 1) for i in range(3)]
+    positives = {
+        "leaf": size[0][q[:, 0]] - in_gallery,
+        "middle": size[1][q[:, 1]] - size[0][q[:, 0]],
+        "high": size[2][q[:, 2]] - size[1][q[:, 1]],
+    }
+    return {level: int((positives[level] > 0).sum()) for level in LEVELS}

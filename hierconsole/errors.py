@@ -1,0 +1,56 @@
+"""User-facing errors. Every message says what is wrong, where, and how to fix it.
+
+The CLI prints these without a traceback and exits with status 2; the TUI shows them in place.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class HierconsoleError(Exception):
+    """Base class of errors that are the user's to fix, not bugs."""
+
+    exit_code = 2
+
+
+class InputError(HierconsoleError):
+    """Bad input data: a file, a row, a value.
+
+    Problems are collected so that one import reports every issue at once rather than one per attempt.
+    """
+
+    def __init__(self, source: str | Path, problems: list[str] | str, hint: str | None = None):
+        self.source = str(source)
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        self.hint = hint
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        shown = self.problems[:50]
+        lines = [f"{self.source}:"] + [f"  - {p}" for p in shown]
+        if len(self.problems) > len(shown):
+            lines.append(f"  ... and {len(self.problems) - len(shown)} more problems")
+        if self.hint:
+            lines.append(f"  fix: {self.hint}")
+        return "\n".join(lines)
+
+
+class ConfigError(HierconsoleError):
+    """A preset or option with a wrong key or value."""
+
+
+class StoreBusyError(HierconsoleError):
+    """Another process holds the DuckDB store."""
+
+
+class NotFoundError(HierconsoleError):
+    """A dataset, study, run or table that does not exist."""
+
+
+class SealError(HierconsoleError):
+    """The official test split was asked for before the study was locked."""
+
+
+class NoPositivePairsError(HierconsoleError):
+    """A minibatch holds no positive taxonomy relation at any active level."""

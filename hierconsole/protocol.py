@@ -1,0 +1,654 @@
+"""Study presets: the protocol of one study as frozen dataclasses, loaded from TOML and validated.
+
+A preset fixes everything a study's runs depend on besides the data and the training seed: split protocol,
+query/gallery perturbations, aggregation, the Poincaré operating point, temperatures (or how to tune them),
+the optimiser, the budget and the controls (paper Sec. 3.4, 4, S3-S6, S9). Its canonical JSON and that
+JSON's SHA256 are the study's configuration record, so `to_dict` is complete and deterministic.
+
+Validation collects every problem of a file before raising, and each message names the file, the dotted
+key, the bad value and what is allowed, so a user fixes a preset in one pass.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import itertools
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+from hierconsole.errors import ConfigError, NotFoundError
+from hierconsole.levels import LEVELS
+from hierconsole.locations import resource_dir
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: tomllib arrived in 3.11
+    try:
+        import tomli as tomllib  # type: ignore[no-redef]  # same API, used only if already installed
+    except ModuleNotFoundError:
+        tomllib = None  # type: ignore[assignment]
+
+SYNTHETIC_DATASETS: tuple[str, ...] = ("synthetic:demo", "synthetic:cub-sized")
+SPLIT_PROTOCOLS: tuple[str, ...] = ("official", "hierarchy_disjoint")
+AGGREGATIONS: tuple[str, ...] = ("micro", "macro")
+DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
+TUNE = "tune"
+"""The temperature value that asks for validation-only tuning instead of a fixed number (paper S6)."""
+
+DEFAULT_SEEDS: tuple[int, ...] = (42, 2024, 3407)
+DEFAULT_TEMPERATURE_CANDIDATES: tuple[float, ...] = (0.07, 0.10, 0.20, 0.30, 0.50, 1.00)
+DEFAULT_SHUFFLE_SEED = 20260818
+MAX_SEED = 2**32 - 1
+"""numpy's legacy seeding accepts at most 32 bits; torch accepts more, so the smaller bound is the rule."""
+
+Temperature = float | Literal["tune"]
+
+
+# --- value checks ---------------------------------------------------------------------------------------
+
+
+class _Invalid(Exception):
+    """A value that fails its check; the message says what was expected."""
+
+
+def _toml_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    if isinstance(value, Mapping):
+        return "a table"
+    if value is None:
+        return "null"
+    return type(value).__name__
+
+
+def _fmt(x: float) -> str:
+    return repr(x) if isinstance(x, float) else str(x)
+
+
+class _Check:
+    """A validator: `expected` describes the allowed values; calling returns the canonical value."""
+
+    expected: str
+
+    def __call__(self, value: Any) -> Any:
+        raise NotImplementedError
+
+
+class _Number(_Check):
+    def __init__(self, *, integer: bool = False, gt=None, ge=None, lt=None, le=None):
+        self.integer, self.gt, self.ge, self.lt, self.le = integer, gt, ge, lt, le
+        kind = "an integer" if integer else "a number"
+        low = f"({_fmt(gt)}" if gt is not None else (f"[{_fmt(ge)}" if ge is not None else None)
+        high = f"{_fmt(lt)})" if lt is not None else (f"{_fmt(le)}]" if le is not None else None)
+        if low and high:
+            self.expected = f"{kind} in {low}, {high}"
+        elif low:
+            self.expected = f"{kind} {'>' if gt is not None else '>='} {low[1:]}"
+        elif high:
+            self.expected = f"{kind} {'<' if lt is not None else '<='} {high[:-1]}"
+        else:
+            self.expected = kind
+
+    def __call__(self, value: Any) -> int | float:
+        # bool is an int subclass in Python; `true` for a number is a typo, never intended.
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _Invalid(f"expected {self.expected}")
+        if self.integer and not isinstance(value, int):
+            raise _Invalid(f"expected {self.expected} (write it without a decimal point)")
+        if not math.isfinite(value):
+            raise _Invalid(f"expected {self.expected} (finite)")
+        if (
+            (self.gt is not None and not value > self.gt)
+            or (self.ge is not None and not value >= self.ge)
+            or (self.lt is not None and not value < self.lt)
+            or (self.le is not None and not value <= self.le)
+        ):
+            raise _Invalid(f"out of range: expected {self.expected}")
+        # Floats are canonicalised so that `lr = 1` and `lr = 1.0` give the same preset hash.
+        return int(value) if self.integer else float(value)
+
+
+class _Choice(_Check):
+    def __init__(self, *allowed: str):
+        self.allowed = allowed
+        self.expected = "one of " + ", ".join(repr(a) for a in allowed)
+
+    def __call__(self, value: Any) -> str:
+        if not isinstance(value, str):
+            raise _Invalid(f"expected a string, {self.expected}")
+        if value not in self.allowed:
+            close = difflib.get_close_matches(value, self.allowed, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise _Invalid(f"not allowed: expected {self.expected}{hint}")
+        return value
+
+
+class _Text(_Check):
+    expected = "a non-empty string"
+
+    def __call__(self, value: Any) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise _Invalid(f"expected {self.expected}")
+        return value
+
+
+class _FreeText(_Check):
+    expected = "a string"
+
+    def __call__(self, value: Any) -> str:
+        if not isinstance(value, str):
+            raise _Invalid(f"expected {self.expected}")
+        return value
+
+
+class _Bool(_Check):
+    expected = "true or false"
+
+    def __call__(self, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise _Invalid(f"expected {self.expected}")
+        return value
+
+
+class _Dataset(_Check):
+    expected = "a dataset id from `hierconsole datasets`, or one of " + ", ".join(
+        repr(s) for s in SYNTHETIC_DATASETS
+    )
+
+    def __call__(self, value: Any) -> str:
+        if not isinstance(value, str) or not value.strip() or value != value.strip():
+            raise _Invalid(f"expected {self.expected}")
+        if value.startswith("synthetic:") and value not in SYNTHETIC_DATASETS:
+            raise _Invalid(
+                "unknown synthetic dataset: expected one of " + ", ".join(repr(s) for s in SYNTHETIC_DATASETS)
+            )
+        return value
+
+
+class _Temperature(_Check):
+    expected = f"a number > 0, or {TUNE!r}"
+
+    def __call__(self, value: Any) -> Temperature:
+        if value == TUNE:
+            return TUNE
+        if isinstance(value, str) and difflib.get_close_matches(value.strip().lower(), [TUNE], n=1):
+            raise _Invalid(f"expected {self.expected}; did you mean {TUNE!r}?")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _Invalid(f"expected {self.expected}")
+        if not math.isfinite(value) or value <= 0:
+            raise _Invalid(f"out of range: expected {self.expected}")
+        return float(value)
+
+
+class _List(_Check):
+    def __init__(
+        self,
+        item: _Check,
+        *,
+        length: int | None = None,
+        unique: bool = False,
+        increasing: bool = False,
+        sort: bool = False,
+        what: str = "",
+    ):
+        self.item, self.length, self.unique, self.increasing, self.sort = (
+            item,
+            length,
+            unique,
+            increasing,
+            sort,
+        )
+        size = f"{length} " if length is not None else "a non-empty array of "
+        extra = []
+        if unique:
+            extra.append("no repeats")
+        if increasing:
+            extra.append("strictly increasing")
+        tail = f" ({', '.join(extra)})" if extra else ""
+        body = f"{size}{'values' if length else 'items'}, each {item.expected}{tail}"
+        self.expected = f"{what}: {body}" if what else body
+
+    def __call__(self, value: Any) -> tuple:
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            raise _Invalid(f"expected {self.expected}")
+        if self.length is not None and len(value) != self.length:
+            raise _Invalid(f"has {len(value)} items: expected {self.expected}")
+        if not value:
+            raise _Invalid(f"is empty: expected {self.expected}")
+        out = []
+        for i, v in enumerate(value):
+            try:
+                out.append(self.item(v))
+            except _Invalid as exc:
+                raise _Invalid(f"item {i} = {_show(v)} ({_toml_type(v)}): {exc}") from None
+        if self.unique and len(set(out)) != len(out):
+            dup = sorted({v for v in out if out.count(v) > 1})
+            raise _Invalid(f"repeats {', '.join(_fmt(d) for d in dup)}: expected {self.expected}")
+        if self.increasing and any(b <= a for a, b in itertools.pairwise(out)):
+            raise _Invalid(f"not strictly increasing: expected {self.expected}")
+        return tuple(sorted(out)) if self.sort else tuple(out)
+
+
+class _Optional(_Check):
+    """Absent in TOML (which has no null) or None from JSON; otherwise the inner check."""
+
+    def __init__(self, inner: _Check):
+        self.inner = inner
+        self.expected = inner.expected
+
+    def __call__(self, value: Any) -> Any:
+        return None if value is None else self.inner(value)
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value) if isinstance(value, (list, tuple, Mapping, str, bool)) else repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _opt(check: _Check, default: Any = MISSING, doc: str = "") -> Any:
+    """A preset option: its check, its default (MISSING = required) and a one-line meaning."""
+    return field(default=default, metadata={"check": check, "doc": doc})
+
+
+def _section(cls: type) -> Any:
+    return field(metadata={"section": cls})
+
+
+_SEED = _Number(integer=True, ge=0, le=MAX_SEED)
+_POSITIVE = _Number(gt=0)
+_COUNT = _Number(integer=True, ge=1)
+_FRACTION = _Number(gt=0, lt=1)
+
+
+# --- the preset -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyConfig:
+    name: str = _opt(_Text(), doc="short study name shown in tables")
+    description: str = _opt(_FreeText(), "", doc="one line on what the study is for")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataConfig:
+    dataset: str = _opt(_Dataset(), doc="dataset id in the store, or built-in synthetic data")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SplitConfig:
+    protocol: str = _opt(_Choice(*SPLIT_PROTOCOLS), "official", doc="which samples train, validate and test")
+    level: str = _opt(_Choice(*LEVELS), "middle", doc="hierarchy_disjoint: level whose groups are disjoint")
+    counts: tuple[int, int, int] | None = _opt(
+        _Optional(_List(_COUNT, length=3, what="train, val, test group counts")), None
+    )
+    fractions: tuple[float, float, float] | None = _opt(
+        _Optional(_List(_FRACTION, length=3, what="train, val, test group fractions summing to 1")), None
+    )
+    seed: int = _opt(_SEED, 42, doc="hierarchy_disjoint: seed of the group assignment")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluationConfig:
+    aggregation: str = _opt(_Choice(*AGGREGATIONS), doc="query-micro or group-macro (paper S2)")
+    n_query: int = _opt(_COUNT, doc="queries per query/gallery perturbation of the test set")
+    qg_seeds: tuple[int, ...] = _opt(_List(_SEED, unique=True), DEFAULT_SEEDS, doc="Q/G perturbation seeds")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoincareConfig:
+    c: float = _opt(_POSITIVE, doc="absolute curvature (sectional curvature -c)")
+    r: float = _opt(_POSITIVE, doc="tangent radius of the r*tanh squashing before expmap0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GeometryConfig:
+    poincare: PoincareConfig = _section(PoincareConfig)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TuningConfig:
+    candidates: tuple[float, ...] = _opt(
+        _List(_POSITIVE, unique=True, sort=True), DEFAULT_TEMPERATURE_CANDIDATES, doc="temperatures tried"
+    )
+    seed: int = _opt(_SEED, 42, doc="training seed of every tuning run")
+    epochs: int = _opt(_COUNT, 50, doc="fixed budget; candidates are scored at this epoch only")
+    query_fraction: float = _opt(_FRACTION, 0.2, doc="share of the validation samples used as queries")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TemperatureConfig:
+    euclidean: Temperature = _opt(_Temperature(), doc="Taxonomy-SupCon tau of the Euclidean cells")
+    poincare: Temperature = _opt(_Temperature(), doc="Taxonomy-SupCon tau of the Poincaré cells")
+    tuning: TuningConfig = _section(TuningConfig)
+
+    def for_geometry(self, geometry: str) -> Temperature:
+        if geometry not in ("euclidean", "poincare"):
+            raise ValueError(f"unknown geometry {geometry!r}; expected 'euclidean' or 'poincare'")
+        return self.euclidean if geometry == "euclidean" else self.poincare
+
+    @property
+    def tuned_geometries(self) -> tuple[str, ...]:
+        """Geometries whose temperature is chosen by validation-only tuning, in a fixed order."""
+        return tuple(g for g in ("euclidean", "poincare") if self.for_geometry(g) == TUNE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingConfig:
+    seeds: tuple[int, ...] = _opt(_List(_SEED, unique=True), DEFAULT_SEEDS, doc="one job per training seed")
+    epochs: int = _opt(_COUNT, 100, doc="fixed endpoint of every final cell")
+    optimizer: str = _opt(_Choice("adamw"), "adamw")
+    lr: float = _opt(_POSITIVE, 5e-5)
+    weight_decay: float = _opt(_Number(ge=0), 1e-4)
+    lr_schedule: str = _opt(_Choice("constant"), "constant")
+    batch_size: int = _opt(_Number(integer=True, ge=2), 128, doc="a contrastive batch needs two samples")
+    drop_last: bool = _opt(_Bool(), True)
+    grad_clip: float = _opt(_POSITIVE, 1.0, doc="max gradient L2 norm")
+    dropout: float = _opt(_Number(ge=0, lt=1), 0.1)
+    hidden: int = _opt(_COUNT, 256)
+    out_dim: int = _opt(_Number(integer=True, ge=2), 32)
+    regression_targets: tuple[float, float, float, float] = _opt(
+        _List(_Number(ge=0), length=4, increasing=True, what="target distances for relations c, m, h, o"),
+        (0.2, 0.5, 0.8, 1.0),
+    )
+    level_weights: tuple[float, float, float] = _opt(
+        _List(_Number(ge=0), length=3, what="Taxonomy-SupCon weights for leaf, middle, high"),
+        (1.0, 1.0, 1.0),
+    )
+    val_every: int = _opt(_Number(integer=True, ge=0), 10, doc="validation period in epochs; 0 = never")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComputeConfig:
+    device: str = _opt(_Choice(*DEVICES), "auto", doc="auto = cuda, then mps, then cpu")
+    threads_per_worker: int = _opt(_COUNT, 1, doc="torch intra-op threads in each worker")
+    max_parallel_jobs: int = _opt(_COUNT, 1, doc="concurrent seed jobs on CPU (one per GPU otherwise)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControlsConfig:
+    taxonomy_shuffle: bool = _opt(_Bool(), False, doc="train on a structure-preserving shuffled taxonomy")
+    shuffle_seed: int = _opt(_SEED, DEFAULT_SHUFFLE_SEED)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Preset:
+    study: StudyConfig = _section(StudyConfig)
+    data: DataConfig = _section(DataConfig)
+    split: SplitConfig = _section(SplitConfig)
+    evaluation: EvaluationConfig = _section(EvaluationConfig)
+    geometry: GeometryConfig = _section(GeometryConfig)
+    temperature: TemperatureConfig = _section(TemperatureConfig)
+    training: TrainingConfig = _section(TrainingConfig)
+    compute: ComputeConfig = _section(ComputeConfig)
+    controls: ControlsConfig = _section(ControlsConfig)
+    source: str = field(default="<dict>", compare=False)
+    """Where the preset came from (file path or a description); not part of the configuration."""
+
+    @property
+    def name(self) -> str:
+        return self.study.name
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every option, defaults included, as plain JSON types with tables in TOML section order."""
+        return _to_dict(self)
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+    def sha256(self) -> str:
+        """The study's configuration hash: SHA256 of the canonical JSON of `to_dict()`."""
+        return hashlib.sha256(self.canonical_json().encode("ascii")).hexdigest()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str | Path = "<dict>") -> Preset:
+        """Validate a TOML-shaped mapping; raise ConfigError listing every problem found."""
+        problems: list[str] = []
+        parts = _build(cls, data, "", problems)
+        if parts is not None:
+            _cross_check(parts, problems)
+        if problems or parts is None:
+            raise _config_error(source, problems)
+        return cls(**parts, source=str(source))
+
+    def with_overrides(
+        self,
+        *,
+        epochs: int | None = None,
+        seeds: Sequence[int] | None = None,
+        device: str | None = None,
+        dataset: str | None = None,
+        values: Mapping[str, Any] | None = None,
+    ) -> Preset:
+        """A validated copy with command-line style overrides; `values` maps dotted keys to values."""
+        data = self.to_dict()
+        updates: dict[str, Any] = dict(values or {})
+        for key, value in (
+            ("training.epochs", epochs),
+            ("training.seeds", list(seeds) if seeds is not None else None),
+            ("compute.device", device),
+            ("data.dataset", dataset),
+        ):
+            if value is not None:
+                updates[key] = value
+        problems: list[str] = []
+        for key, value in updates.items():
+            node = data
+            *parents, leaf = key.split(".")
+            for i, part in enumerate(parents):
+                node = node.setdefault(part, {})
+                if not isinstance(node, dict):
+                    problems.append(
+                        f"{'.'.join(parents[: i + 1])}: is an option, not a table (override {key})"
+                    )
+                    break
+            else:
+                node[leaf] = value
+        source = f"{self.source} (with overrides)"
+        if problems:
+            raise _config_error(source, problems)
+        return Preset.from_dict(data, source=source)
+
+
+# --- building and checking ------------------------------------------------------------------------------
+
+
+def _build(cls: type, data: Any, prefix: str, problems: list[str]) -> dict[str, Any] | None:
+    """Keyword arguments for `cls` from `data`, appending a message per problem; None if any."""
+    if not isinstance(data, Mapping):
+        where = f"{prefix} = {_show(data)} ({_toml_type(data)})" if prefix else f"{_toml_type(data)} given"
+        problems.append(f"{where}: expected a table{f' [{prefix}]' if prefix else ''}")
+        return None
+    options = {f.name: f for f in fields(cls) if "check" in f.metadata or "section" in f.metadata}
+    ok = True
+    for key in data:
+        if key not in options:
+            path = f"{prefix}.{key}" if prefix else str(key)
+            problems.append(f"{path}: unknown key{_suggest(str(key), prefix, list(options))}")
+            ok = False
+    kwargs: dict[str, Any] = {}
+    for name, f in options.items():
+        path = f"{prefix}.{name}" if prefix else name
+        if "section" in f.metadata:
+            sub = _build(f.metadata["section"], data.get(name, {}), path, problems)
+            if sub is None:
+                ok = False
+            else:
+                kwargs[name] = f.metadata["section"](**sub)
+            continue
+        check: _Check = f.metadata["check"]
+        if name in data:
+            value = data[name]
+            try:
+                kwargs[name] = check(value)
+            except _Invalid as exc:
+                problems.append(f"{path} = {_show(value)} ({_toml_type(value)}): {exc}")
+                ok = False
+        elif f.default is MISSING:
+            problems.append(f"{path}: required key is missing; expected {check.expected}")
+            ok = False
+    return kwargs if ok else None
+
+
+def _all_paths(cls: type = Preset, prefix: str = "") -> list[str]:
+    out = []
+    for f in fields(cls):
+        path = f"{prefix}.{f.name}" if prefix else f.name
+        if "section" in f.metadata:
+            out.append(path)
+            out.extend(_all_paths(f.metadata["section"], path))
+        elif "check" in f.metadata:
+            out.append(path)
+    return out
+
+
+def _suggest(key: str, prefix: str, local: list[str]) -> str:
+    here = f"[{prefix}]" if prefix else "the top level"
+    allowed = f"; allowed in {here}: {', '.join(local)}"
+    close = difflib.get_close_matches(key, local, n=1)
+    if close:
+        path = f"{prefix}.{close[0]}" if prefix else close[0]
+        return f"; did you mean {path!r}?{allowed}"
+    # A right name in the wrong table: point to where it belongs (the shallowest table wins a tie).
+    homes: dict[str, str] = {}
+    for path in sorted(_all_paths(), key=lambda p: (p.count("."), p)):
+        homes.setdefault(path.rsplit(".", 1)[-1], path)
+    close = difflib.get_close_matches(key, list(homes), n=1)
+    if close:
+        return f"; did you mean {homes[close[0]]!r}?{allowed}"
+    return allowed
+
+
+def _cross_check(parts: dict[str, Any], problems: list[str]) -> None:
+    """Rules that involve more than one option."""
+    split: SplitConfig = parts["split"]
+    if split.protocol == "hierarchy_disjoint":
+        if (split.counts is None) == (split.fractions is None):
+            problems.append(
+                "split: protocol = 'hierarchy_disjoint' needs exactly one of split.counts or split.fractions "
+                f"(got {'both' if split.counts is not None else 'neither'}); e.g. counts = [242, 81, 81]"
+            )
+        if split.fractions is not None and abs(sum(split.fractions) - 1.0) > 1e-6:
+            problems.append(
+                f"split.fractions = {_show(list(split.fractions))}: sums to {sum(split.fractions):g}; "
+                "expected train, val, test fractions summing to 1"
+            )
+        if split.level == "leaf":
+            # Leaf-disjoint would be expressible, but the protocol's disjointness is defined on groups.
+            problems.append(
+                "split.level = \"leaf\": not allowed with protocol = 'hierarchy_disjoint'; "
+                "expected one of 'middle', 'high'"
+            )
+    else:
+        for key in ("counts", "fractions"):
+            if getattr(split, key) is not None:
+                problems.append(
+                    f"split.{key} = {_show(list(getattr(split, key)))}: only used with protocol = "
+                    f"'hierarchy_disjoint'; remove it or set split.protocol = 'hierarchy_disjoint'"
+                )
+    training: TrainingConfig = parts["training"]
+    if not any(w > 0 for w in training.level_weights):
+        problems.append(
+            f"training.level_weights = {_show(list(training.level_weights))}: all zero; "
+            "expected at least one weight > 0"
+        )
+    tuning = parts["temperature"].tuning
+    if parts["temperature"].tuned_geometries and len(tuning.candidates) < 2:
+        problems.append(
+            f"temperature.tuning.candidates = {_show(list(tuning.candidates))}: tuning needs at least two "
+            "candidates; give more, or set the temperature to a number"
+        )
+
+
+def _config_error(source: str | Path, problems: list[str]) -> ConfigError:
+    lines = [f"{source}: invalid preset ({len(problems)} problem{'s' if len(problems) != 1 else ''})"]
+    lines += [f"  - {p}" for p in problems]
+    err = ConfigError("\n".join(lines))
+    err.source = str(source)  # type: ignore[attr-defined]
+    err.problems = list(problems)  # type: ignore[attr-defined]
+    return err
+
+
+def _to_dict(obj: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in fields(obj):
+        if "section" in f.metadata:
+            out[f.name] = _to_dict(getattr(obj, f.name))
+        elif "check" in f.metadata:
+            value = getattr(obj, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+# --- files ----------------------------------------------------------------------------------------------
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if tomllib is None:
+        raise ConfigError(
+            f"{path}: reading TOML presets needs Python 3.11+ (tomllib), or the `tomli` package on 3.10"
+        )
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read preset: {exc.strerror or exc}") from None
+
+
+def presets_dir() -> Path:
+    return resource_dir("presets")
+
+
+def resolve_preset(path_or_name: str | Path) -> Path:
+    """A preset file: an existing path as given, else a bare name (`demo`) among the shipped presets."""
+    path = Path(path_or_name).expanduser()
+    if path.is_file():
+        return path
+    text = str(path_or_name)
+    if "/" not in text and "\\" not in text:
+        stem = text[: -len(".toml")] if text.endswith(".toml") else text
+        shipped = presets_dir() / f"{stem}.toml"
+        if shipped.is_file():
+            return shipped
+    names = ", ".join(name for name, _, _ in list_presets()) or "(none)"
+    raise NotFoundError(
+        f"preset {text!r} not found: no such file, and no shipped preset of that name; "
+        f"shipped presets: {names}"
+    )
+
+
+def load_preset(path_or_name: str | Path) -> Preset:
+    """Load and validate a preset from a TOML file path or a shipped preset's bare name."""
+    path = resolve_preset(path_or_name)
+    return Preset.from_dict(_read_toml(path), source=path)
+
+
+def list_presets() -> list[tuple[str, Path, str]]:
+    """Shipped presets as (bare name, path, description), sorted by name.
+
+    A file that cannot be read is still listed, with the reason as its description, so that a broken
+    preset shows up where users look rather than vanishing.
+    """
+    out = []
+    for path in sorted(presets_dir().glob("*.toml"), key=lambda p: p.stem):
+        try:
+            study = _read_toml(path).get("study", {})
+            description = study.get("description", "") if isinstance(study, Mapping) else ""
+        except ConfigError as exc:
+            description = f"(unreadable: {exc})"
+        out.append((path.stem, path, str(description)))
+    return out

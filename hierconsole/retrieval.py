@@ -1,0 +1,281 @@
+"""Strict hierarchical retrieval: positive masks, AP, Recall@K and their aggregation (paper S2).
+
+For a query q and gallery item j the strict positives are (S2 Eqs. 1-3)
+
+    leaf:   y_q^leaf = y_j^leaf
+    middle: y_q^middle = y_j^middle and y_q^leaf != y_j^leaf
+    high:   y_q^high = y_j^high and y_q^middle != y_j^middle
+
+A query counts at a level only if the gallery holds at least one of its positives there ("valid").
+AP follows S2 Eq. (4); Recall@K is 1 when a positive is among the first K items.
+
+Conventions, fixed here once:
+- Query and gallery are disjoint sets: nothing is excluded from the gallery for a query (no self-match).
+- Ranking is by increasing distance; equal distances are ordered by gallery index (a stable sort), so
+  results are deterministic and identical on CPU and GPU.
+- Each query row is sorted once and that order serves all three levels.
+- Queries are processed in chunks whose size follows a memory budget, so a 10^6-item gallery needs a few
+  hundred MiB beyond the embeddings, never a full [Q, G] matrix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from hierconsole.geometry import EVAL_CLIP, Geometry
+from hierconsole.levels import LEVELS
+
+DEFAULT_KS: tuple[int, ...] = (1, 5, 10, 20)
+DEFAULT_MEMORY_BUDGET = 512 * 2**20
+"""Bytes of [chunk, gallery] temporaries that one query chunk may use."""
+_BYTES_PER_PAIR = 64
+"""Peak bytes per (query, gallery) pair inside a chunk: distance (4-8), sort values and int64 indices
+(12-16, plus the sort's own copies), the packed positive bits and their ranked copy, one level's bool
+row and, at worst, its nonzero() positions (16). Rounded up: the budget is a ceiling, not an estimate."""
+
+Aggregation = Literal["micro", "macro"]
+
+
+def as_label_tensor(labels: np.ndarray | Tensor, device: torch.device | str | None = None) -> Tensor:
+    """Labels as an int64 [N, 3] tensor (leaf, middle, high), on ``device`` if given."""
+    t = torch.as_tensor(labels)
+    if t.dim() != 2 or t.shape[1] != 3:
+        raise ValueError(f"labels must be [N, 3] (leaf, middle, high); got shape {tuple(t.shape)}")
+    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        raise ValueError(f"labels must be integers; got {t.dtype}")
+    return t.to(device=device, dtype=torch.int64)
+
+
+def strict_masks(a_labels: Tensor, b_labels: Tensor) -> Tensor:
+    """Bool [3, Na, Nb]: strict leaf / middle / high positives of each row of ``a`` among ``b``.
+
+    No self-exclusion: within one set, the leaf mask's diagonal is True and a caller that pairs a set
+    with itself (the losses) removes it.
+    """
+    a = a_labels.unsqueeze(1)
+    b = b_labels.unsqueeze(0)
+    leaf_eq = a[..., 0] == b[..., 0]
+    middle_eq = a[..., 1] == b[..., 1]
+    high_eq = a[..., 2] == b[..., 2]
+    return torch.stack([leaf_eq, middle_eq & ~leaf_eq, high_eq & ~middle_eq])
+
+
+def _strict_bits(q_labels: Tensor, g_labels: Tensor) -> Tensor:
+    # The three masks of strict_masks packed into one uint8 (bit l = level l), so that one gather by the
+    # sorted order ranks all three levels at once.
+    m = strict_masks(q_labels, g_labels).to(torch.uint8)
+    return m[0] | (m[1] << 1) | (m[2] << 2)
+
+
+@dataclass(frozen=True, eq=False)
+class LevelResult:
+    """Per-query results at one level, for the valid queries only (in query order)."""
+
+    level: str
+    query_index: np.ndarray  # int64 [V]: row in the query set
+    ap: np.ndarray  # float64 [V]
+    hits: np.ndarray  # bool [V, len(ks)]: a positive within the first K
+    groups: np.ndarray  # int64 [V]: the query's label at this level (the group of group-macro)
+    n_positives: np.ndarray  # int64 [V]: strict positives in the gallery
+
+    @property
+    def valid_queries(self) -> int:
+        return int(self.query_index.shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class Evaluation:
+    """Strict retrieval results of one query set against one gallery."""
+
+    ks: tuple[int, ...]
+    n_queries: int
+    n_gallery: int
+    levels: dict[str, LevelResult]
+
+    def aggregate(self, how: Aggregation = "micro") -> dict[str, dict[str, float | int]]:
+        """level -> {"mAP", "R@K" for each K, "valid_queries"} (+ "groups" under "macro").
+
+        "micro" averages over valid queries. "macro" first averages the valid queries of each group (the
+        query's label at that level), then averages the group means with equal weight. A level without
+        valid queries reports NaN metrics and zero counts.
+        """
+        if how not in ("micro", "macro"):
+            raise ValueError(f"aggregation must be 'micro' or 'macro', got {how!r}")
+        out: dict[str, dict[str, float | int]] = {}
+        for level in LEVELS:
+            res = self.levels[level]
+            per_query = np.column_stack([res.ap, res.hits.astype(np.float64)])  # [V, 1 + len(ks)]
+            if how == "micro":
+                means = _mean_rows(per_query)
+            else:
+                _, group_of = np.unique(res.groups, return_inverse=True)
+                n_groups = int(group_of.max()) + 1 if group_of.size else 0
+                sums = np.zeros((n_groups, per_query.shape[1]))
+                np.add.at(sums, group_of, per_query)
+                means = _mean_rows(sums / np.bincount(group_of, minlength=n_groups)[:, None])
+            entry: dict[str, float | int] = {"mAP": float(means[0])}
+            entry.update({f"R@{k}": float(m) for k, m in zip(self.ks, means[1:], strict=True)})
+            entry["valid_queries"] = res.valid_queries
+            if how == "macro":
+                entry["groups"] = n_groups
+            out[level] = entry
+        return out
+
+    def flat(self, how: Aggregation = "micro") -> dict[str, float]:
+        """Store metric names: "{level}_mAP", "{level}_R@K" and "hier_mAP" (mean of middle and high mAP)."""
+        agg = self.aggregate(how)
+        flat = {
+            f"{level}_{name}": float(value)
+            for level in LEVELS
+            for name, value in agg[level].items()
+            if name == "mAP" or name.startswith("R@")
+        }
+        flat["hier_mAP"] = (flat["middle_mAP"] + flat["high_mAP"]) / 2.0
+        return flat
+
+
+def _mean_rows(a: np.ndarray) -> np.ndarray:
+    if a.shape[0] == 0:
+        return np.full(a.shape[1], np.nan)
+    return a.mean(axis=0)
+
+
+def _check_ks(ks: Sequence[int]) -> tuple[int, ...]:
+    ks = tuple(int(k) for k in ks)
+    if not ks or any(k < 1 for k in ks) or len(set(ks)) != len(ks):
+        raise ValueError(f"ks must be distinct positive integers, got {ks}")
+    return ks
+
+
+def chunk_rows(n_gallery: int, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> int:
+    """Query rows per chunk so that the chunk's [rows, gallery] temporaries fit the memory budget."""
+    return max(1, memory_budget // (_BYTES_PER_PAIR * max(1, n_gallery)))
+
+
+def _score_rows(dist: Tensor, bits: Tensor, ks: tuple[int, ...]) -> tuple[Tensor, Tensor, Tensor]:
+    """AP [3, q] (float64), positives [3, q] (int64) and hits [3, q, len(ks)] for a [q, G] distance chunk."""
+    q = dist.shape[0]
+    order = torch.argsort(dist, dim=1, stable=True)
+    ranked = bits.gather(1, order)  # bit l of ranked[i, k] says: rank k of query i is a level-l positive
+    del order
+    ap = torch.zeros(3, q, dtype=torch.float64, device=dist.device)
+    n_pos = torch.zeros(3, q, dtype=torch.int64, device=dist.device)
+    hits = torch.zeros(3, q, len(ks), dtype=torch.bool, device=dist.device)
+    for lvl in range(3):
+        r = (ranked & (1 << lvl)) != 0
+        n_pos[lvl] = r.sum(dim=1)
+        for i, k in enumerate(ks):
+            hits[lvl, :, i] = r[:, :k].any(dim=1)
+        # Eq. (4) over the positives only: the j-th positive of a row, at 0-based rank p, adds j / (p + 1).
+        rows, pos = r.nonzero(as_tuple=True)  # row-major, so each row's positions come in rank order
+        first = torch.cumsum(n_pos[lvl], 0) - n_pos[lvl]
+        j = torch.arange(1, rows.shape[0] + 1, device=dist.device) - first[rows]
+        ap[lvl].index_add_(0, rows, j.to(torch.float64) / (pos + 1).to(torch.float64))
+    ap /= n_pos.clamp_min(1)
+    return ap, n_pos, hits
+
+
+def _evaluate_rows(
+    n_queries: int,
+    n_gallery: int,
+    distances_for,  # (start, stop) -> [stop - start, G] distances
+    q_labels: Tensor,
+    g_labels: Tensor,
+    ks: tuple[int, ...],
+    chunk_size: int,
+) -> Evaluation:
+    aps, n_poss, hitss = [], [], []
+    with torch.no_grad():
+        for start in range(0, n_queries, chunk_size):
+            stop = min(start + chunk_size, n_queries)
+            bits = _strict_bits(q_labels[start:stop], g_labels)
+            ap, n_pos, hits = _score_rows(distances_for(start, stop), bits, ks)
+            aps.append(ap.cpu())
+            n_poss.append(n_pos.cpu())
+            hitss.append(hits.cpu())
+    if n_queries:
+        ap_all = torch.cat(aps, dim=1).numpy()
+        n_pos_all = torch.cat(n_poss, dim=1).numpy()
+        hits_all = torch.cat(hitss, dim=1).numpy()
+    else:
+        ap_all = np.zeros((3, 0))
+        n_pos_all = np.zeros((3, 0), dtype=np.int64)
+        hits_all = np.zeros((3, 0, len(ks)), dtype=bool)
+    labels_np = q_labels.cpu().numpy()
+    levels = {}
+    for lvl, level in enumerate(LEVELS):
+        valid = np.flatnonzero(n_pos_all[lvl] > 0)
+        levels[level] = LevelResult(
+            level=level,
+            query_index=valid.astype(np.int64),
+            ap=ap_all[lvl, valid],
+            hits=hits_all[lvl, valid],
+            groups=labels_np[valid, lvl],
+            n_positives=n_pos_all[lvl, valid],
+        )
+    return Evaluation(ks=ks, n_queries=n_queries, n_gallery=n_gallery, levels=levels)
+
+
+def evaluate(
+    query_emb: Tensor,
+    gallery_emb: Tensor,
+    q_labels: np.ndarray | Tensor,
+    g_labels: np.ndarray | Tensor,
+    geometry: Geometry,
+    ks: Sequence[int] = DEFAULT_KS,
+    chunk_size: int | None = None,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+) -> Evaluation:
+    """Strict retrieval of every query against the gallery under ``geometry``'s distance.
+
+    Runs on the embeddings' device. Distances use ``geometry.pairwise`` clipped at EVAL_CLIP. Queries are
+    taken ``chunk_size`` at a time (default: as many as ``memory_budget`` allows for this gallery).
+    """
+    ks = _check_ks(ks)
+    if query_emb.dim() != 2 or gallery_emb.dim() != 2 or query_emb.shape[1] != gallery_emb.shape[1]:
+        raise ValueError(
+            f"embeddings must be [Q, D] and [G, D]; got {tuple(query_emb.shape)} and {tuple(gallery_emb.shape)}"
+        )
+    device = gallery_emb.device
+    q_lab = as_label_tensor(q_labels, device)
+    g_lab = as_label_tensor(g_labels, device)
+    _check_rows(query_emb.shape[0], q_lab, gallery_emb.shape[0], g_lab)
+    chunk = chunk_size or chunk_rows(gallery_emb.shape[0], memory_budget)
+
+    def distances_for(start: int, stop: int) -> Tensor:
+        return geometry.pairwise(query_emb[start:stop], gallery_emb, clip_max=EVAL_CLIP)
+
+    return _evaluate_rows(query_emb.shape[0], gallery_emb.shape[0], distances_for, q_lab, g_lab, ks, chunk)
+
+
+def evaluate_distances(
+    dist: Tensor,
+    q_labels: np.ndarray | Tensor,
+    g_labels: np.ndarray | Tensor,
+    ks: Sequence[int] = DEFAULT_KS,
+    chunk_size: int | None = None,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+) -> Evaluation:
+    """Strict retrieval from a precomputed [Q, G] distance matrix (smaller = closer); not modified."""
+    ks = _check_ks(ks)
+    if dist.dim() != 2:
+        raise ValueError(f"dist must be [Q, G]; got shape {tuple(dist.shape)}")
+    q_lab = as_label_tensor(q_labels, dist.device)
+    g_lab = as_label_tensor(g_labels, dist.device)
+    _check_rows(dist.shape[0], q_lab, dist.shape[1], g_lab)
+    chunk = chunk_size or chunk_rows(dist.shape[1], memory_budget)
+    return _evaluate_rows(dist.shape[0], dist.shape[1], lambda a, b: dist[a:b], q_lab, g_lab, ks, chunk)
+
+
+def _check_rows(n_q: int, q_lab: Tensor, n_g: int, g_lab: Tensor) -> None:
+    if q_lab.shape[0] != n_q or g_lab.shape[0] != n_g:
+        raise ValueError(
+            f"label rows do not match embeddings: {q_lab.shape[0]} query labels for {n_q} queries, "
+            f"{g_lab.shape[0]} gallery labels for {n_g} gallery items"
+        )

@@ -1,0 +1,389 @@
+"""The factorial trainer: the cells of one seed trained in lockstep on one batch order.
+
+Within a seed every cell starts from the same trainable state and sees the same batches in the same
+order; what differs is only the geometry head and the loss. Each cell draws its dropout masks from its
+own generator, seeded from (seed, cell), so a cell's trajectory does not depend on which other cells
+train beside it. A job checkpoints at epoch boundaries and, restarted after a kill, continues from its
+last checkpoint to a bit-identical end (on CPU with a fixed thread count).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from hierconsole import checkpoints
+from hierconsole.datasets import FeatureSet
+from hierconsole.determinism import (
+    capture_global_rngs,
+    derive_seed,
+    reset_all_rngs,
+    restore_global_rngs,
+    state_sha256,
+)
+from hierconsole.geometry import TRAIN_CLIP, make_geometry
+from hierconsole.jobspec import CellSpec, Hyper, JobSpec
+from hierconsole.losses import regression_loss, taxonomy_supcon_loss
+from hierconsole.model import Projector, count_trainable
+from hierconsole.retrieval import evaluate
+
+Emit = Callable[[dict[str, Any]], None]
+VERIFY_SAMPLE = 256
+
+
+class Cancelled(Exception):
+    """The job was asked to stop; work since the last checkpoint is dropped."""
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    return torch.device(name)
+
+
+class CellRng:
+    """A cell's own dropout stream, swapped into the device's default generator around its forward.
+
+    Dropout draws from the default generator; keeping a state per cell makes each cell's masks a
+    function of (seed, cell) alone.
+    """
+
+    def __init__(self, device: torch.device, seed: int):
+        self.device = device
+        gen = torch.Generator(device=device)
+        gen.manual_seed(seed)
+        self.state = gen.get_state()
+
+    def _default(self) -> torch.Generator:
+        if self.device.type == "cuda":
+            return torch.cuda.default_generators[self.device.index or torch.cuda.current_device()]
+        if self.device.type == "mps":  # pragma: no cover - no MPS in CI
+            import torch.mps as mps
+
+            return mps._get_default_mps_generator()
+        return torch.default_generator
+
+    @contextmanager
+    def active(self):
+        default = self._default()
+        saved = default.get_state()
+        default.set_state(self.state)
+        try:
+            yield
+        finally:
+            self.state = default.get_state()
+            default.set_state(saved)
+
+
+def build_projector(in_dim: int, cell: CellSpec, hyper: Hyper) -> Projector:
+    geometry = make_geometry(cell.geometry, c=hyper.c, r=hyper.r)
+    return Projector(in_dim, geometry, hidden=hyper.hidden, out_dim=hyper.out_dim, dropout=hyper.dropout)
+
+
+def trunk_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The geometry-independent state (weights and BatchNorm buffers) that all cells share at init."""
+    return {k: v.detach().clone() for k, v in model.state_dict().items() if not k.startswith("geometry.")}
+
+
+def initial_state(seed: int, in_dim: int, hyper: Hyper) -> dict[str, torch.Tensor]:
+    reset_all_rngs(seed)
+    base = build_projector(in_dim, CellSpec("E_R", "euclidean", "regression"), hyper)
+    return trunk_state(base)
+
+
+def cell_loss(cell: CellSpec, dist: torch.Tensor, labels: torch.Tensor, hyper: Hyper) -> torch.Tensor:
+    if cell.loss == "regression":
+        return regression_loss(dist, labels, targets=hyper.targets)
+    if cell.loss == "supcon":
+        assert cell.tau is not None
+        return taxonomy_supcon_loss(dist, labels, cell.tau, weights=hyper.level_weights)
+    raise ValueError(f"unknown loss {cell.loss!r}")
+
+
+@torch.no_grad()
+def embed(model: Projector, features: torch.Tensor, chunk: int = 8192) -> torch.Tensor:
+    was_training = model.training
+    model.eval()
+    out = torch.cat([model(features[i : i + chunk]) for i in range(0, features.shape[0], chunk)])
+    model.train(was_training)
+    return out
+
+
+def validation_scores(
+    model: Projector,
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    query: torch.Tensor,
+    gallery: torch.Tensor,
+    aggregation: str,
+) -> dict[str, dict[str, float]]:
+    z = embed(model, features[torch.cat([query, gallery])])
+    zq, zg = z[: query.numel()], z[query.numel() :]
+    result = evaluate(zq, zg, labels[query], labels[gallery], model.geometry)
+    return result.aggregate(aggregation)
+
+
+def hierarchy_score(metrics: dict[str, dict[str, float]]) -> float:
+    """Mean strict middle and high mAP: the tuning and validation-best criterion (leaf excluded)."""
+    vals = [metrics[level]["mAP"] for level in ("middle", "high")]
+    vals = [v for v in vals if v is not None and not np.isnan(v)]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+@dataclass
+class Cell:
+    spec: CellSpec
+    model: Projector
+    optimizer: torch.optim.Optimizer
+    rng: CellRng
+    updates: int = 0
+    loss_sum: torch.Tensor | None = None
+    batch_hash: Any = None
+    best_epoch: int = -1
+    best_score: float = float("-inf")
+    history: list[float] = field(default_factory=list)
+
+
+def load_indices(path: str | Path) -> dict[str, np.ndarray]:
+    with np.load(path) as z:
+        return {k: z[k].astype(np.int64) for k in z.files}
+
+
+class FactorialTrainer:
+    """Trains the cells of one job in lockstep. `emit` receives progress events (plain dicts)."""
+
+    def __init__(
+        self,
+        spec: JobSpec,
+        emit: Emit,
+        should_stop: Callable[[], bool] = lambda: False,
+    ):
+        self.spec = spec
+        self.emit = emit
+        self.should_stop = should_stop
+        self.out = Path(spec.out_dir)
+        self.ckpt_dir = self.out / "checkpoints"
+        self.device = resolve_device(spec.device)
+        torch.set_num_threads(max(1, spec.threads))
+        fs = FeatureSet.load(Path(spec.dataset_dir))
+        labels = fs.labels
+        if spec.taxonomy_shuffle_seed is not None:
+            from hierconsole.taxonomy import structure_preserving_shuffle
+
+            labels = structure_preserving_shuffle(fs.taxonomy, spec.taxonomy_shuffle_seed).labels(fs.leaf)
+        self.features = torch.from_numpy(np.ascontiguousarray(fs.features)).to(self.device)
+        self.labels = torch.from_numpy(np.ascontiguousarray(labels)).to(self.device)
+        self.in_dim = int(fs.features.shape[1])
+        self.train_idx = torch.from_numpy(load_indices(spec.splits["train"])["fit"]).to(self.device)
+        self.val: tuple[torch.Tensor, torch.Tensor] | None = None
+        if "val" in spec.splits:
+            parts = load_indices(spec.splits["val"])
+            self.val = (
+                torch.from_numpy(parts["query"]).to(self.device),
+                torch.from_numpy(parts["gallery"]).to(self.device),
+            )
+
+    # -- set-up -------------------------------------------------------------------------------------
+    def _build_cells(self) -> list[Cell]:
+        hyper = self.spec.hyper
+        init = initial_state(self.spec.seed, self.in_dim, hyper)
+        cells = []
+        for cs in self.spec.cells:
+            model = build_projector(self.in_dim, cs, hyper).to(self.device)
+            missing, unexpected = model.load_state_dict(init, strict=False)
+            assert not unexpected and all(k.startswith("geometry.") for k in missing), (missing, unexpected)
+            params = [p for p in model.parameters() if p.requires_grad]
+            opt = torch.optim.AdamW(params, lr=hyper.lr, weight_decay=hyper.weight_decay)
+            rng = CellRng(self.device, derive_seed(self.spec.seed, "dropout", cs.key))
+            cells.append(Cell(cs, model, opt, rng))
+        return cells
+
+    def _batch_generator(self) -> torch.Generator:
+        gen = torch.Generator(device="cpu")
+        gen.manual_seed(self.spec.seed)
+        return gen
+
+    # -- checkpoints --------------------------------------------------------------------------------
+    def _checkpoint_payload(self, epoch: int, cells: list[Cell], gen: torch.Generator) -> dict[str, Any]:
+        return {
+            "epoch": epoch,
+            "batch_generator": gen.get_state(),
+            "global_rngs": capture_global_rngs(),
+            "cells": {
+                c.spec.key: {
+                    "model": c.model.state_dict(),
+                    "optimizer": c.optimizer.state_dict(),
+                    "rng": c.rng.state,
+                    "updates": c.updates,
+                    "best_epoch": c.best_epoch,
+                    "best_score": c.best_score,
+                    "history": torch.tensor(c.history, dtype=torch.float64),
+                }
+                for c in cells
+            },
+        }
+
+    def _restore(self, payload: dict[str, Any], cells: list[Cell], gen: torch.Generator) -> int:
+        gen.set_state(payload["batch_generator"])
+        restore_global_rngs(payload["global_rngs"])
+        for c in cells:
+            s = payload["cells"][c.spec.key]
+            c.model.load_state_dict(s["model"])
+            c.optimizer.load_state_dict(s["optimizer"])
+            c.rng.state = s["rng"]
+            c.updates = int(s["updates"])
+            c.best_epoch = int(s["best_epoch"])
+            c.best_score = float(s["best_score"])
+            c.history = s["history"].tolist()
+        return int(payload["epoch"])
+
+    # -- the loop -----------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        spec, hyper = self.spec, self.spec.hyper
+        cells = self._build_cells()
+        gen = self._batch_generator()
+        for c in cells:
+            self.emit(
+                {
+                    "kind": "init",
+                    "key": f"init:{c.spec.key}",
+                    "cell": c.spec.key,
+                    "arm": c.spec.arm,
+                    "tau": c.spec.tau,
+                    "geometry": c.spec.geometry,
+                    "loss": c.spec.loss,
+                    "trainable_params": count_trainable(c.model),
+                    "init_sha256": state_sha256(c.model),
+                }
+            )
+        start_epoch = 0
+        latest = checkpoints.load_latest(self.ckpt_dir)
+        if latest is not None:
+            start_epoch = self._restore(latest[1], cells, gen)
+            self.emit(
+                {"kind": "resume", "key": f"resume:{start_epoch}", "epoch": start_epoch, "notes": latest[2]}
+            )
+
+        n = self.train_idx.numel()
+        bs = hyper.batch_size
+        n_batches = n // bs if hyper.drop_last else -(-n // bs)
+        if n_batches == 0:
+            raise ValueError(f"{n} training samples cannot fill one batch of {bs} with drop_last")
+        for epoch in range(start_epoch + 1, hyper.epochs + 1):
+            t0 = time.perf_counter()
+            perm = torch.randperm(n, generator=gen)
+            order = self.train_idx[perm.to(self.device)]
+            used = order[: n_batches * bs] if hyper.drop_last else order
+            for c in cells:
+                c.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+                c.batch_hash = hashlib.sha256()
+            for b in range(n_batches):
+                if self.should_stop():
+                    raise Cancelled(f"stopped in epoch {epoch}")
+                idx = used[b * bs : (b + 1) * bs]
+                x, y = self.features[idx], self.labels[idx]
+                idx_bytes = idx.to("cpu", torch.int64).numpy().tobytes()
+                for c in cells:
+                    c.batch_hash.update(idx_bytes)
+                    self._step(c, x, y)
+            seconds = time.perf_counter() - t0
+            for c in cells:
+                loss = float(c.loss_sum) / n_batches
+                c.history.append(loss)
+                self.emit(
+                    {
+                        "kind": "epoch",
+                        "key": f"epoch:{c.spec.key}:{epoch}",
+                        "cell": c.spec.key,
+                        "epoch": epoch,
+                        "epochs": hyper.epochs,
+                        "train_loss": loss,
+                        "updates": c.updates,
+                        "batch_sha256": c.batch_hash.hexdigest(),
+                        "seconds": seconds,
+                    }
+                )
+            if self.val is not None and (epoch % spec.val_every == 0 or epoch == hyper.epochs):
+                self._validate(cells, epoch)
+            if epoch % spec.checkpoint_every == 0 or epoch == hyper.epochs:
+                digest = checkpoints.save_checkpoint(
+                    self.ckpt_dir, epoch, self._checkpoint_payload(epoch, cells, gen)
+                )
+                self.emit(
+                    {"kind": "checkpoint", "key": f"checkpoint:{epoch}", "epoch": epoch, "sha256": digest}
+                )
+        return self._finish(cells)
+
+    def _step(self, c: Cell, x: torch.Tensor, y: torch.Tensor) -> None:
+        hyper = self.spec.hyper
+        c.model.train()
+        with c.rng.active():
+            z = c.model(x)
+        dist = c.model.geometry.pairwise(z, z, clip_max=TRAIN_CLIP)
+        loss = cell_loss(c.spec, dist, y, hyper)
+        c.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_([p for p in c.model.parameters() if p.requires_grad], hyper.grad_clip)
+        c.optimizer.step()
+        c.updates += 1
+        c.loss_sum += loss.detach().to(torch.float64)
+
+    def _validate(self, cells: list[Cell], epoch: int) -> None:
+        assert self.val is not None
+        q, g = self.val
+        for c in cells:
+            metrics = validation_scores(c.model, self.features, self.labels, q, g, self.spec.aggregation)
+            score = hierarchy_score(metrics)
+            if score > c.best_score:
+                c.best_score, c.best_epoch = score, epoch
+                checkpoints.save_payload(
+                    self.out / f"best-{c.spec.key}.pt", {"model": c.model.state_dict(), "epoch": epoch}
+                )
+            self.emit(
+                {
+                    "kind": "val",
+                    "key": f"val:{c.spec.key}:{epoch}",
+                    "cell": c.spec.key,
+                    "epoch": epoch,
+                    "aggregation": self.spec.aggregation,
+                    "metrics": metrics,
+                    "score": score,
+                }
+            )
+
+    def _finish(self, cells: list[Cell]) -> dict[str, Any]:
+        hyper = self.spec.hyper
+        verify = self.features[self.train_idx[: min(VERIFY_SAMPLE, self.train_idx.numel())]]
+        summary = {}
+        for c in cells:
+            path = self.out / f"final-{c.spec.key}.pt"
+            checkpoints.save_payload(path, {"model": c.model.state_dict()})
+            fresh = build_projector(self.in_dim, c.spec, hyper).to(self.device)
+            fresh.load_state_dict(checkpoints.load_payload(path)["model"])
+            diff = (embed(fresh, verify) - embed(c.model, verify)).abs().max().item()
+            event = {
+                "kind": "final",
+                "key": f"final:{c.spec.key}",
+                "cell": c.spec.key,
+                "final_sha256": state_sha256(c.model),
+                "updates": c.updates,
+                "reload_max_diff": diff,
+                "best_epoch": c.best_epoch,
+                "best_score": c.best_score if c.best_epoch >= 0 else None,
+                "path": str(path),
+            }
+            self.emit(event)
+            summary[c.spec.key] = event
+        return summary

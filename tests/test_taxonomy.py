@@ -1,0 +1,209 @@
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hierconsole.errors import InputError
+from hierconsole.levels import CUB_LEVEL_NAMES, REL_C, REL_H, REL_M, REL_O
+from hierconsole.taxonomy import (
+    Taxonomy,
+    load_taxonomy_csv,
+    min_fixed_points,
+    relation_codes,
+    structure_preserving_shuffle,
+)
+
+ROWS = [
+    ("sparrow", "Passer", "Passeridae"),
+    ("tree sparrow", "Passer", "Passeridae"),
+    ("albatross", "Phoebastria", "Diomedeidae"),
+    ("laysan", "Phoebastria", "Diomedeidae"),
+    ("petrel", "Pterodroma", "Procellariidae"),
+]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_from_rows_indexes_by_first_appearance():
+    tax = Taxonomy.from_rows(ROWS)
+    assert tax.leaves == ("sparrow", "tree sparrow", "albatross", "laysan", "petrel")
+    assert tax.middles == ("Passer", "Phoebastria", "Pterodroma")
+    assert tax.highs == ("Passeridae", "Diomedeidae", "Procellariidae")
+    assert tax.leaf_middle.tolist() == [0, 0, 1, 1, 2]
+    assert tax.middle_high.tolist() == [0, 1, 2]
+    assert tax.rows() == ROWS
+    assert tax.leaf_index()["laysan"] == 3
+    labels = tax.labels(np.array([4, 0, 3]))
+    assert labels.dtype == np.int64
+    assert labels.tolist() == [[4, 2, 2], [0, 0, 0], [3, 1, 1]]
+
+
+def test_csv_reads_display_name_header_and_ignores_extra_columns(tmp_path):
+    path = write(tmp_path / "t.csv", "note,Class,Genus,Family\nx,a,G1,F1\ny,b,G1,F1\n\nz,c,G2,F1\n")
+    tax = load_taxonomy_csv(path, level_names=CUB_LEVEL_NAMES)
+    assert tax.rows() == [("a", "G1", "F1"), ("b", "G1", "F1"), ("c", "G2", "F1")]
+    assert tax.level_names == CUB_LEVEL_NAMES
+
+
+def test_csv_lists_every_conflict_with_rows(tmp_path):
+    path = write(
+        tmp_path / "tax.csv",
+        "leaf,middle,high\n"
+        "a,G1,F1\n"  # line 2
+        "b,G1,F2\n"  # line 3: G1 under a second high
+        "a,G2,F1\n"  # line 4: leaf a under a second middle
+        "c,,F1\n"  # line 5: empty middle
+        "d,G3,F3\n"  # line 6
+        "d,G3,F3\n"  # line 7: duplicate of 6
+        "e,G3\n",  # line 8: short row
+    )
+    with pytest.raises(InputError) as err:
+        load_taxonomy_csv(path)
+    problems = err.value.problems
+    text = str(err.value)
+    assert str(path) in text
+    assert any("Leaf 'a' is under 2 Middle values" in p and "'G1' (row 2)" in p and "'G2' (row 4)" in p for p in problems)
+    assert any("Middle 'G1' is under 2 High values" in p and "'F1' (row 2)" in p and "'F2' (row 3)" in p for p in problems)
+    assert any(p.startswith("row 5: empty Middle") for p in problems)
+    assert any(p.startswith("row 7: duplicate of row 6") for p in problems)
+    assert any(p.startswith("row 8: empty High") for p in problems)
+    assert len(problems) == 5
+    assert "fix:" in text
+
+
+def test_csv_missing_column_and_empty_file(tmp_path):
+    with pytest.raises(InputError, match=r"line 1: missing columns middle, high"):
+        load_taxonomy_csv(write(tmp_path / "a.csv", "leaf,genus\nx,y\n"))
+    with pytest.raises(InputError, match="empty"):
+        load_taxonomy_csv(write(tmp_path / "b.csv", ""))
+    with pytest.raises(InputError, match="no rows"):
+        load_taxonomy_csv(write(tmp_path / "c.csv", "leaf,middle,high\n"))
+    with pytest.raises(InputError, match="cannot read"):
+        load_taxonomy_csv(tmp_path / "absent.csv")
+
+
+def test_summary_counts_singletons_with_display_names():
+    # 124 genera of which 87 hold one class, as in CUB: 87 singletons + 37 genera of 3 or 4 classes = 200.
+    rows = []
+    for g in range(124):
+        size = 1 if g < 87 else (4 if g < 87 + 2 else 3)
+        rows += [(f"c{g}_{k}", f"g{g}", f"f{g % 37}") for k in range(size)]
+    tax = Taxonomy.from_rows(rows, level_names=CUB_LEVEL_NAMES)
+    s = tax.summary()
+    assert s.counts == {"leaf": 200, "middle": 124, "high": 37}
+    assert s.singleton_middles == 87
+    lines = s.lines()
+    assert lines[0] == "200 classes, 124 genera, 37 families"
+    assert "87 of 124 genera hold one class" in lines
+    assert "0 of 37 families hold one genus" in lines
+    assert not s.warnings
+
+
+def test_summary_depth_sanity_warnings():
+    # A middle named like a high, and every middle holding one leaf (the middle level collapses).
+    tax = Taxonomy.from_rows([("a", "Perching", "Perching"), ("b", "Ducks", "Water")])
+    warnings = tax.summary().warnings
+    assert any("also used as high names: 'Perching'" in w for w in warnings)
+    assert any("every middle holds one leaf" in w for w in warnings)
+    assert any("every high holds one middle" in w for w in warnings)
+    assert all(w.startswith("warning: ") for w in tax.summary().lines()[5:])
+
+
+def test_relation_codes_match_loops():
+    rng = np.random.default_rng(0)
+    tax = Taxonomy.from_rows([(f"l{i}", f"m{i // 3}", f"h{i // 6}") for i in range(20)])
+    a = tax.labels(rng.integers(0, 20, 30))
+    b = tax.labels(rng.integers(0, 20, 25))
+    codes = relation_codes(a, b)
+    assert codes.dtype == np.int8 and codes.shape == (30, 25)
+    for i, j in itertools.product(range(30), range(25)):
+        if a[i, 0] == b[j, 0]:
+            want = REL_C
+        elif a[i, 1] == b[j, 1]:
+            want = REL_M
+        elif a[i, 2] == b[j, 2]:
+            want = REL_H
+        else:
+            want = REL_O
+        assert codes[i, j] == want
+    assert set(np.unique(codes)) == {REL_C, REL_M, REL_H, REL_O}
+
+
+def test_sha256_is_content_hash():
+    a, b = Taxonomy.from_rows(ROWS), Taxonomy.from_rows(list(ROWS))
+    assert a.sha256() == b.sha256()
+    moved = [*ROWS[:4], ("petrel", "Phoebastria", "Diomedeidae"), ("p2", "Pterodroma", "Procellariidae")]
+    assert Taxonomy.from_rows(moved).sha256() != a.sha256()
+    assert Taxonomy.from_rows(ROWS, level_names=CUB_LEVEL_NAMES).sha256() != a.sha256()
+
+
+def _random_taxonomy(rng, n_leaves, n_middles, n_highs):
+    lm = np.concatenate([np.arange(n_middles), rng.integers(0, n_middles, n_leaves - n_middles)])
+    mh = np.concatenate([np.arange(n_highs), rng.integers(0, n_highs, n_middles - n_highs)])
+    # index by first appearance so that from_rows would give the same indices
+    return Taxonomy(
+        leaves=tuple(f"l{i}" for i in range(n_leaves)),
+        middles=tuple(f"m{i}" for i in range(n_middles)),
+        highs=tuple(f"h{i}" for i in range(n_highs)),
+        leaf_middle=lm,
+        middle_high=mh,
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_shuffle_guarantees(seed):
+    rng = np.random.default_rng(seed)
+    tax = _random_taxonomy(rng, 60, 25, 6)
+    shuf = structure_preserving_shuffle(tax, seed=seed)
+    assert (shuf.leaves, shuf.middles, shuf.highs) == (tax.leaves, tax.middles, tax.highs)
+    assert sorted(np.bincount(shuf.leaf_middle).tolist()) == sorted(np.bincount(tax.leaf_middle).tolist())
+    assert (np.bincount(shuf.leaf_middle) == np.bincount(tax.leaf_middle)).all()
+    assert (np.bincount(shuf.middle_high) == np.bincount(tax.middle_high)).all()
+    assert (shuf.leaf_middle != tax.leaf_middle).all()
+    assert (shuf.middle_high == tax.middle_high).sum() == min_fixed_points(tax.middle_high)
+    # Not a relabelling of whole groups: some middle's leaves land in different middles.
+    assert any(len(set(shuf.leaf_middle[tax.leaf_middle == m].tolist())) > 1 for m in range(25))
+
+
+def test_shuffle_deterministic_and_seeded():
+    tax = _random_taxonomy(np.random.default_rng(5), 40, 15, 4)
+    a = structure_preserving_shuffle(tax)
+    assert a.sha256() == structure_preserving_shuffle(tax).sha256()
+    assert a.sha256() == structure_preserving_shuffle(tax, seed=20260818).sha256()
+    assert a.sha256() != structure_preserving_shuffle(tax, seed=1).sha256()
+    assert a.sha256() != tax.sha256()
+
+
+@pytest.mark.parametrize(
+    ("leaf_middle", "middle_high"),
+    [
+        ([0, 0, 0, 0, 0, 1, 2, 3], [0, 0, 0, 1]),  # dominant middle and dominant high: fixed points forced
+        ([0, 0, 1, 1, 2, 3, 3, 4], [0, 1, 1, 2, 2]),  # balanced: a full derangement exists
+    ],
+)
+def test_shuffle_fixed_points_are_the_brute_force_minimum(leaf_middle, middle_high):
+    tax = Taxonomy(
+        leaves=tuple(f"l{i}" for i in range(len(leaf_middle))),
+        middles=tuple(f"m{i}" for i in range(len(middle_high))),
+        highs=tuple(f"h{i}" for i in range(max(middle_high) + 1)),
+        leaf_middle=leaf_middle,
+        middle_high=middle_high,
+    )
+    for groups, attr in ((leaf_middle, "leaf_middle"), (middle_high, "middle_high")):
+        best = min(sum(a == b for a, b in zip(p, groups)) for p in itertools.permutations(groups))
+        assert min_fixed_points(np.array(groups)) == best
+        for seed in range(5):
+            got = getattr(structure_preserving_shuffle(tax, seed=seed), attr).tolist()
+            assert sorted(got) == sorted(groups)
+            assert sum(a == b for a, b in zip(got, groups)) == best
+
+
+def test_direct_construction_is_checked():
+    with pytest.raises(InputError, match="every middle needs a leaf"):
+        Taxonomy(leaves=("a",), middles=("m", "n"), highs=("h",), leaf_middle=[0], middle_high=[0, 0])
+    with pytest.raises(InputError, match="outside the middles"):
+        Taxonomy(leaves=("a",), middles=("m",), highs=("h",), leaf_middle=[3], middle_high=[0])
