@@ -22,6 +22,12 @@ from torch import Tensor, nn
 
 from hierconsole.errors import ConfigError
 
+# geoopt's Poincaré math is TorchScript. The profiling executor re-specialises a scripted function after
+# its first calls, and the specialised graph rounds differently, so the same inputs gave different
+# gradients depending on how often the function had already run in the process: a resumed run (fewer
+# prior calls) drifted from an uninterrupted one. Plain interpretation keeps every call bit-identical.
+torch._C._jit_set_profiling_executor(False)
+
 TRAIN_CLIP = 20.0
 """Upper clip of training distances (paper S5)."""
 EVAL_CLIP = 1e6

@@ -10,6 +10,8 @@ last checkpoint to a bit-identical end (on CPU with a fixed thread count).
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -37,6 +39,17 @@ from hierconsole.retrieval import evaluate
 
 Emit = Callable[[dict[str, Any]], None]
 VERIFY_SAMPLE = 256
+# Fault injection for the crash-recovery tests: "EPOCH:BATCH" makes the worker SIGKILL itself right
+# before that batch, the same way an OOM killer or a pulled plug would end it.
+FAULT_ENV = "HIERCONSOLE_FAULT_KILL_AT"
+
+
+def _fault_point() -> tuple[int, int] | None:
+    value = os.environ.get(FAULT_ENV)
+    if not value:
+        return None
+    epoch, batch = value.split(":")
+    return int(epoch), int(batch)
 
 
 class Cancelled(Exception):
@@ -281,6 +294,7 @@ class FactorialTrainer:
         n_batches = n // bs if hyper.drop_last else -(-n // bs)
         if n_batches == 0:
             raise ValueError(f"{n} training samples cannot fill one batch of {bs} with drop_last")
+        fault = _fault_point()
         for epoch in range(start_epoch + 1, hyper.epochs + 1):
             t0 = time.perf_counter()
             perm = torch.randperm(n, generator=gen)
@@ -292,6 +306,8 @@ class FactorialTrainer:
             for b in range(n_batches):
                 if self.should_stop():
                     raise Cancelled(f"stopped in epoch {epoch}")
+                if fault == (epoch, b):
+                    os.kill(os.getpid(), signal.SIGKILL)
                 idx = used[b * bs : (b + 1) * bs]
                 x, y = self.features[idx], self.labels[idx]
                 idx_bytes = idx.to("cpu", torch.int64).numpy().tobytes()

@@ -66,8 +66,14 @@ def test_csv_lists_every_conflict_with_rows(tmp_path):
     problems = err.value.problems
     text = str(err.value)
     assert str(path) in text
-    assert any("Leaf 'a' is under 2 Middle values" in p and "'G1' (row 2)" in p and "'G2' (row 4)" in p for p in problems)
-    assert any("Middle 'G1' is under 2 High values" in p and "'F1' (row 2)" in p and "'F2' (row 3)" in p for p in problems)
+    assert any(
+        "Leaf 'a' is under 2 Middle values" in p and "'G1' (row 2)" in p and "'G2' (row 4)" in p
+        for p in problems
+    )
+    assert any(
+        "Middle 'G1' is under 2 High values" in p and "'F1' (row 2)" in p and "'F2' (row 3)" in p
+        for p in problems
+    )
     assert any(p.startswith("row 5: empty Middle") for p in problems)
     assert any(p.startswith("row 7: duplicate of row 6") for p in problems)
     assert any(p.startswith("row 8: empty High") for p in problems)
@@ -194,12 +200,14 @@ def test_shuffle_fixed_points_are_the_brute_force_minimum(leaf_middle, middle_hi
         middle_high=middle_high,
     )
     for groups, attr in ((leaf_middle, "leaf_middle"), (middle_high, "middle_high")):
-        best = min(sum(a == b for a, b in zip(p, groups)) for p in itertools.permutations(groups))
+        best = min(
+            sum(a == b for a, b in zip(p, groups, strict=True)) for p in itertools.permutations(groups)
+        )
         assert min_fixed_points(np.array(groups)) == best
         for seed in range(5):
             got = getattr(structure_preserving_shuffle(tax, seed=seed), attr).tolist()
             assert sorted(got) == sorted(groups)
-            assert sum(a == b for a, b in zip(got, groups)) == best
+            assert sum(a == b for a, b in zip(got, groups, strict=True)) == best
 
 
 def test_direct_construction_is_checked():

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -204,15 +205,18 @@ def _score(args: argparse.Namespace) -> int:
     }
     geometry_text = args.geometry + (f" c={args.curvature:g}" if args.geometry == "poincare" else "")
     table = Table(
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 0, 0, 1),
         title=f"{args.npz.name}: {query.shape[0]} queries x {gallery.shape[0]} gallery, {geometry_text}, "
-        f"{'query-micro' if args.aggregate == 'micro' else 'group-macro'}"
+        f"{'query-micro' if args.aggregate == 'micro' else 'group-macro'}",
     )
-    table.add_column("level")
+    table.add_column("level", no_wrap=True)
     for key in ["mAP"] + [f"R@{k}" for k in args.ks]:
-        table.add_column(key, justify="right")
-    table.add_column("valid queries", justify="right")
+        table.add_column(key, justify="right", no_wrap=True)
+    table.add_column("queries", justify="right", no_wrap=True)
     if args.aggregate == "macro":
-        table.add_column("groups", justify="right")
+        table.add_column("groups", justify="right", no_wrap=True)
     for level in LEVELS:
         m = metrics[level]
         row = [shown[level], _cell(m["mAP"])] + [_cell(m[f"R@{k}"]) for k in args.ks]
@@ -220,7 +224,10 @@ def _score(args: argparse.Namespace) -> int:
         if args.aggregate == "macro":
             row.append(str(m["groups"]))
         table.add_row(*row)
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:  # piped or captured: rich would assume 80 columns and squeeze the numbers
+        console = Console(width=max(console.width, 120))
+    console.print(table)
     return 0
 
 

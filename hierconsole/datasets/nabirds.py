@@ -46,30 +46,42 @@ def leaf_paths(table: ImageDir, parent_of: dict[str, str]) -> tuple[dict[str, li
     class_name = table.classes.mapping()
     paths: dict[str, list[str]] = {}
     problems: list[str] = []
+    cycles: set[frozenset[str]] = set()
     for cid in class_order(set(table.class_ids)):
         path = [cid]
         while path[-1] in parent_of:
             nxt = parent_of[path[-1]]
             if nxt in path:
-                loop = " -> ".join(path[path.index(nxt) :] + [nxt])
-                problems.append(f"hierarchy.txt: a cycle through class ids {loop}")
+                loop = path[path.index(nxt) :]
+                if frozenset(loop) not in cycles:
+                    cycles.add(frozenset(loop))
+                    problems.append(f"hierarchy.txt: a cycle through class ids {' -> '.join([*loop, nxt])}")
                 break
             path.append(nxt)
         else:
-            label = f"class {class_name.get(cid, '?')!r} (id {cid})"
             if len(path) == 1:
-                problems.append(f"{label} is used by images but has no parent in hierarchy.txt")
-            elif len(path) == 2:
-                problems.append(f"{label} hangs directly under the root {path[1]!r}: it has no Parent group")
+                problems.append(
+                    f"class {class_name.get(cid, '?')!r} (id {cid}) is used by images but has no parent "
+                    "in hierarchy.txt"
+                )
             else:
                 paths[cid] = path
-    roots = sorted({p[-1] for p in paths.values()})
-    if len(roots) > 1:
+    reach: dict[str, int] = {}
+    for path in paths.values():
+        reach[path[-1]] = reach.get(path[-1], 0) + 1
+    if len(reach) > 1:
+        shown = ", ".join(f"{r} {class_name.get(r, '?')!r} ({n} leaves)" for r, n in sorted(reach.items()))
         problems.append(
-            f"hierarchy.txt: the leaves reach {len(roots)} different roots (ids {', '.join(roots[:_SHOWN])}); "
-            "expected one tree"
+            f"hierarchy.txt: the leaves reach {len(reach)} different roots: {shown}; expected one tree"
         )
-    return paths, problems
+    else:
+        for cid, path in paths.items():
+            if len(path) == 2:
+                problems.append(
+                    f"class {class_name.get(cid, '?')!r} (id {cid}) hangs directly under the root "
+                    f"{class_name.get(path[1], '?')!r}: it has no Parent group"
+                )
+    return {c: p for c, p in paths.items() if len(p) > 2}, problems
 
 
 def display_names(table: ImageDir) -> dict[str, str]:

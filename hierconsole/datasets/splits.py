@@ -76,7 +76,7 @@ def official_split(fs: FeatureSet) -> Split:
     parts = {name: np.flatnonzero(fs.split == code) for code, name in enumerate(SPLIT_NAMES)}
     if not len(parts["val"]):
         del parts["val"]
-    return Split("official", parts, {"dataset_sha256": fs.sha256()})
+    return Split("official", parts, {"dataset": fs.name, "n_rows": len(fs)})
 
 
 def _largest_remainder(total: int, fractions: Sequence[float]) -> list[int]:

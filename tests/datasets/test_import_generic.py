@@ -1,0 +1,97 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hierconsole.datasets import import_generic
+from hierconsole.errors import InputError
+
+TAX = (
+    "leaf,middle,high\nsparrow,Passer,Passeridae\ntree,Passer,Passeridae\nalbatross,Phoebastria,Diomedeidae\n"
+)
+
+
+def files(tmp_path: Path, labels: str, *, ids=("s1", "s2", "s3", "s4"), x=None):
+    x = np.arange(4 * 5, dtype=np.float32).reshape(4, 5) if x is None else x
+    (tmp_path / "tax.csv").write_text(TAX)
+    (tmp_path / "labels.csv").write_text(labels)
+    feats = tmp_path / "f.npz"
+    if ids is None:
+        np.savez(feats, features=x)
+    else:
+        np.savez(feats, features=x, ids=np.array(ids))
+    return feats, tmp_path / "labels.csv", tmp_path / "tax.csv", x
+
+
+def bad(tmp_path, labels, **kw) -> InputError:
+    args = files(tmp_path, labels, **kw)[:3]
+    with pytest.raises(InputError) as err:
+        import_generic(*args, name="g")
+    return err.value
+
+
+def test_import_with_ids_and_split(tmp_path):
+    labels = "id,leaf,split\ns3,albatross,TEST\ns1,sparrow,train\ns2,tree,val\ns4,tree,validation\n"
+    feats, lab, tax, x = files(tmp_path, labels)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    fs = import_generic(feats, lab, tax, name="g", expected_dim=5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert fs.ids.tolist() == ["s3", "s1", "s2", "s4"]  # label CSV order
+    np.testing.assert_array_equal(fs.features, x[[2, 0, 1, 3]])
+    assert fs.leaf.tolist() == [2, 0, 1, 1]
+    assert fs.split.tolist() == [2, 0, 1, 1]
+    assert fs.labels.tolist() == [[2, 1, 1], [0, 0, 0], [1, 0, 0], [1, 0, 0]]
+    assert fs.kind == "generic" and fs.params == {"features_keyed_by": "id", "split_column": True}
+    assert set(fs.sources) == {str(p.resolve()) for p in (feats, lab, tax)}
+
+
+def test_without_split_or_feature_ids(tmp_path):
+    feats, lab, tax, x = files(tmp_path, "id,leaf\na,sparrow\nb,tree\nc,albatross\nd,albatross\n", ids=None)
+    fs = import_generic(feats, lab, tax, name="g")
+    np.testing.assert_array_equal(fs.features, x)
+    assert fs.split.tolist() == [0, 0, 0, 0]
+    assert fs.params == {"features_keyed_by": "row order", "split_column": False}
+
+
+def test_label_problems_listed_with_rows(tmp_path):
+    labels = (
+        "id,leaf,split\n"
+        "s1,sparrow,train\n"  # row 2
+        "s1,tree,train\n"  # row 3: duplicate id
+        "s2,owl,test\n"  # row 4: leaf not in taxonomy
+        "s3,owl,test\n"  # row 5
+        "s4,sparrow,tset\n"  # row 6: unknown split
+        ",sparrow,train\n"  # row 7: empty id
+    )
+    err = bad(tmp_path, labels)
+    assert err.source.endswith("labels.csv")
+    p = err.problems
+    assert "row 3: id 's1' repeats row 2" in p
+    assert "row 6: split 'tset' is not one of train, val, test" in p
+    assert "row 7: empty id" in p
+    assert "leaf 'owl' (rows 4, 5) is not in tax.csv" in p
+    assert any("1 leaves of tax.csv have no rows here (no samples): 'albatross'" in m for m in p)
+
+
+def test_missing_columns(tmp_path):
+    err = bad(tmp_path, "name,leaf\na,sparrow\n")
+    assert "line 1: missing column id" in str(err)
+
+
+def test_feature_id_mismatch(tmp_path):
+    labels = "id,leaf\ns1,sparrow\ns2,tree\ns3,albatross\ns5,albatross\n"
+    err = bad(tmp_path, labels)
+    assert err.source.endswith("f.npz")
+    assert "no features for id 's5' (labels.csv row 5)" in err.problems
+    assert "1 feature ids are not in labels.csv (matched by id): 's4'" in err.problems
+
+
+def test_feature_count_without_ids(tmp_path):
+    err = bad(tmp_path, "id,leaf\na,sparrow\nb,tree\nc,albatross\n", ids=None)
+    assert "4 feature rows but labels.csv lists 3 samples" in str(err)
+
+
+def test_expected_dim(tmp_path):
+    feats, lab, tax, _ = files(tmp_path, "id,leaf\ns1,sparrow\ns2,tree\ns3,albatross\ns4,albatross\n")
+    with pytest.raises(InputError, match="features have 5 dimensions, expected 768"):
+        import_generic(feats, lab, tax, name="g", expected_dim=768)

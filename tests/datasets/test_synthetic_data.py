@@ -1,0 +1,89 @@
+import dataclasses
+import time
+
+import numpy as np
+import pytest
+
+from hierconsole.datasets import CUB_SIZED_CONFIG, DEMO_CONFIG, SyntheticConfig, make_synthetic
+from hierconsole.errors import ConfigError
+from hierconsole.levels import REL_C, REL_H, REL_M, REL_O
+from hierconsole.taxonomy import relation_codes
+
+
+def test_demo_shape():
+    fs = make_synthetic()
+    assert fs.name == "demo" and fs.kind == "synthetic" and fs.sources == {}
+    assert fs.features.shape == (2200, 768) and fs.features.dtype == np.float32
+    assert fs.split_counts() == {"train": 1200, "val": 0, "test": 1000}
+    s = fs.taxonomy.summary()
+    assert s.counts == {"leaf": 40, "middle": 16, "high": 5}
+    assert s.singleton_middles == 6
+    # every leaf appears in both parts, so leaf retrieval on the test split has positives
+    for code in (0, 2):
+        assert len(np.unique(fs.leaf[fs.split == code])) == 40
+    assert fs.params["seed"] == 0 and fs.params["n_train"] == 1200
+
+
+def test_bit_deterministic_and_seeded():
+    a, b = make_synthetic(DEMO_CONFIG), make_synthetic(DEMO_CONFIG)
+    assert a.features.tobytes() == b.features.tobytes()
+    assert a.sha256() == b.sha256()
+    c = make_synthetic(dataclasses.replace(DEMO_CONFIG, seed=1))
+    assert c.sha256() != a.sha256()
+    assert c.taxonomy.sha256() != a.taxonomy.sha256()
+
+
+def test_cub_sized_is_fast_and_shaped():
+    t = time.perf_counter()
+    fs = make_synthetic(CUB_SIZED_CONFIG)
+    assert time.perf_counter() - t < 2.0
+    assert fs.split_counts() == {"train": 5994, "val": 0, "test": 5794}
+    s = fs.taxonomy.summary()
+    assert s.counts == {"leaf": 200, "middle": 124, "high": 37}
+    assert s.singleton_middles == 87
+    assert "87 of 124 genera hold one class" in s.lines()
+
+
+def test_features_carry_the_hierarchy():
+    fs = make_synthetic()
+    rng = np.random.default_rng(0)
+    idx = rng.choice(len(fs), 600, replace=False)
+    x, lab = fs.features[idx].astype(np.float64), fs.labels[idx]
+    sq = (x**2).sum(1)
+    d = np.sqrt(np.maximum(sq[:, None] + sq[None] - 2 * x @ x.T, 0))
+    rel = relation_codes(lab, lab)
+    off = ~np.eye(len(idx), dtype=bool)
+    means = [d[(rel == r) & off].mean() for r in (REL_C, REL_M, REL_H, REL_O)]
+    assert means[0] < means[1] < means[2] < means[3]
+
+
+def test_leaf_is_easier_than_strict_middle_on_raw_features():
+    """Nearest train-centroid accuracy: leaves are fairly easy; a middle from other leaves is harder."""
+    fs = make_synthetic()
+    lab = fs.labels
+    train, test = fs.split == 0, fs.split == 2
+    x = fs.features / np.linalg.norm(fs.features, axis=1, keepdims=True)
+    cent = np.stack([x[train & (fs.leaf == k)].mean(0) for k in range(40)])
+    leaf_acc = (np.argmax(x[test] @ cent.T, 1) == fs.leaf[test]).mean()
+    assert leaf_acc > 0.6
+    # strict middle: among centroids of the *other* leaves, is the nearest one a sibling?
+    scores = x[test] @ cent.T
+    scores[np.arange(test.sum()), fs.leaf[test]] = -np.inf
+    has_sibling = np.array([(fs.taxonomy.leaf_middle == m).sum() > 1 for m in lab[test, 1]])
+    nearest = np.argmax(scores, 1)
+    sibling_acc = (fs.taxonomy.leaf_middle[nearest] == lab[test, 1])[has_sibling].mean()
+    assert 0.1 < sibling_acc < leaf_acc
+
+
+@pytest.mark.parametrize(
+    "over",
+    [
+        {"n_middles": 50},
+        {"n_singleton_middles": 17},
+        {"n_train": 10},
+        {"n_highs": 0},
+    ],
+)
+def test_config_checked(over):
+    with pytest.raises(ConfigError):
+        SyntheticConfig(**over)
