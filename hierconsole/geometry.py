@@ -219,7 +219,9 @@ class Poincare(Geometry):
         x = self.ball.projx(x)
         y = x if same else self.ball.projx(y)
         c = self.c
-        guard = torch.finfo(x.dtype).eps  # keeps 1 - c|x|^2 positive for points pushed onto the boundary
+        # projx already keeps c|x|^2 <= (1 - 4e-3)^2 (float32) or (1 - 1e-5)^2 (float64); the floor keeps the
+        # division finite should a point still reach the boundary.
+        guard = torch.finfo(x.dtype).eps
         x2 = (x * x).sum(-1, keepdim=True)
         y2 = (y * y).sum(-1, keepdim=True)
         inv_ax = 1.0 / (1.0 - c * x2).clamp_min(guard)

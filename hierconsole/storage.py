@@ -35,7 +35,7 @@ _LOCK_RE = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\
 
 def _busy_error(home: Path, exc: duckdb.IOException) -> StoreBusyError:
     match = _LOCK_RE.search(str(exc))
-    holder = f"process {match['pid']} ({match['exe']})" if match else "another process"
+    holder = f"PID {match['pid']} ({match['exe']})" if match else "another process"
     return StoreBusyError(
         f"the store {db_path(home)} is in use by {holder}. Only one hierconsole can open a store at a "
         f"time: use that console (or stop it), or pass another folder with --home DIR "

@@ -85,7 +85,7 @@ def list_studies(store: Store) -> list[dict[str, Any]]:
     return store.dicts(
         "SELECT s.study_id, s.name, s.dataset_id, s.phase, s.created_at, "
         "count(j.job_id) FILTER (WHERE j.state = 'finished') AS jobs_finished, count(j.job_id) AS jobs "
-        "FROM studies s LEFT JOIN jobs j USING (study_id) GROUP BY ALL ORDER BY s.created_at"
+        "FROM studies s LEFT JOIN jobs j USING (study_id) GROUP BY ALL ORDER BY s.created_at, s.study_id"
     )
 
 

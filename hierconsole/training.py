@@ -5,6 +5,10 @@ order; what differs is only the geometry head and the loss. Each cell draws its 
 own generator, seeded from (seed, cell), so a cell's trajectory does not depend on which other cells
 train beside it. A job checkpoints at epoch boundaries and, restarted after a kill, continues from its
 last checkpoint to a bit-identical end (on CPU with a fixed thread count).
+
+Two interchangeable engines step the cells: the per-cell loop below (one Projector and optimiser per
+cell, the reference) and ``batched.BatchedCells`` (all cells as one computation), chosen by
+``JobSpec.batched``. Both write the same checkpoint and final-model layout: per-cell state dicts.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy as np
 import torch
 
 from hierconsole import checkpoints
+from hierconsole.batched import BatchedCells
 from hierconsole.datasets import FeatureSet
 from hierconsole.determinism import (
     capture_global_rngs,
@@ -158,8 +163,8 @@ def hierarchy_score(metrics: dict[str, dict[str, float]]) -> float:
 @dataclass
 class Cell:
     spec: CellSpec
-    model: Projector
-    optimizer: torch.optim.Optimizer
+    model: Projector | None  # None on the batched path, where BatchedCells holds every cell's state
+    optimizer: torch.optim.Optimizer | None
     rng: CellRng
     updates: int = 0
     loss_sum: torch.Tensor | None = None
@@ -182,8 +187,13 @@ class FactorialTrainer:
         spec: JobSpec,
         emit: Emit,
         should_stop: Callable[[], bool] = lambda: False,
+        *,
+        dtype: torch.dtype = torch.float32,
     ):
         self.spec = spec
+        # float64 exists for the tests that hold the batched path to the reference at 1e-9.
+        self.dtype = dtype
+        self.batched: BatchedCells | None = None
         self.emit = emit
         self.should_stop = should_stop
         self.out = Path(spec.out_dir)
@@ -196,7 +206,7 @@ class FactorialTrainer:
             from hierconsole.taxonomy import structure_preserving_shuffle
 
             labels = structure_preserving_shuffle(fs.taxonomy, spec.taxonomy_shuffle_seed).labels(fs.leaf)
-        self.features = torch.from_numpy(np.ascontiguousarray(fs.features)).to(self.device)
+        self.features = torch.from_numpy(np.ascontiguousarray(fs.features)).to(self.device, dtype)
         self.labels = torch.from_numpy(np.ascontiguousarray(labels)).to(self.device)
         self.in_dim = int(fs.features.shape[1])
         self.train_idx = torch.from_numpy(load_indices(spec.splits["train"])["fit"]).to(self.device)
@@ -209,19 +219,44 @@ class FactorialTrainer:
             )
 
     # -- set-up -------------------------------------------------------------------------------------
-    def _build_cells(self) -> list[Cell]:
+    def _build_cells(self, batched: bool) -> list[Cell]:
         hyper = self.spec.hyper
         init = initial_state(self.spec.seed, self.in_dim, hyper)
         cells = []
         for cs in self.spec.cells:
-            model = build_projector(self.in_dim, cs, hyper).to(self.device)
+            model = build_projector(self.in_dim, cs, hyper).to(self.device, self.dtype)
             missing, unexpected = model.load_state_dict(init, strict=False)
             assert not unexpected and all(k.startswith("geometry.") for k in missing), (missing, unexpected)
             params = [p for p in model.parameters() if p.requires_grad]
             opt = torch.optim.AdamW(params, lr=hyper.lr, weight_decay=hyper.weight_decay)
             rng = CellRng(self.device, derive_seed(self.spec.seed, "dropout", cs.key))
             cells.append(Cell(cs, model, opt, rng))
+        if batched:
+            self.batched = BatchedCells(self.spec.cells, self.in_dim, hyper, self.device, self.dtype)
+            self.batched.load([c.model.state_dict() for c in cells], [{"state": {}} for _ in cells])
+            for c in cells:
+                c.model = c.optimizer = None  # the stacked state is the only copy from here on
         return cells
+
+    # -- per-cell views (the same on both paths) -----------------------------------------------------
+    def _model(self, i: int, c: Cell) -> Projector:
+        """Cell i's model: the live one on the reference path, a copy of its state on the batched path."""
+        if self.batched is not None:
+            return self.batched.projector(i)
+        assert c.model is not None
+        return c.model
+
+    def _model_state(self, i: int, c: Cell) -> dict[str, torch.Tensor]:
+        if self.batched is not None:
+            return self.batched.cell_state(i)
+        assert c.model is not None
+        return c.model.state_dict()
+
+    def _optimizer_state(self, i: int, c: Cell) -> dict[str, Any]:
+        if self.batched is not None:
+            return self.batched.optimizer_state(i)
+        assert c.optimizer is not None
+        return c.optimizer.state_dict()
 
     def _batch_generator(self) -> torch.Generator:
         gen = torch.Generator(device="cpu")
@@ -234,27 +269,32 @@ class FactorialTrainer:
             "epoch": epoch,
             "batch_generator": gen.get_state(),
             "global_rngs": capture_global_rngs(),
+            "batched": self.batched is not None,
             "cells": {
                 c.spec.key: {
-                    "model": c.model.state_dict(),
-                    "optimizer": c.optimizer.state_dict(),
+                    "model": self._model_state(i, c),
+                    "optimizer": self._optimizer_state(i, c),
                     "rng": c.rng.state,
                     "updates": c.updates,
                     "best_epoch": c.best_epoch,
                     "best_score": c.best_score,
                     "history": torch.tensor(c.history, dtype=torch.float64),
                 }
-                for c in cells
+                for i, c in enumerate(cells)
             },
         }
 
     def _restore(self, payload: dict[str, Any], cells: list[Cell], gen: torch.Generator) -> int:
         gen.set_state(payload["batch_generator"])
         restore_global_rngs(payload["global_rngs"])
+        if self.batched is not None:
+            states = [payload["cells"][c.spec.key] for c in cells]
+            self.batched.load([s["model"] for s in states], [s["optimizer"] for s in states])
         for c in cells:
             s = payload["cells"][c.spec.key]
-            c.model.load_state_dict(s["model"])
-            c.optimizer.load_state_dict(s["optimizer"])
+            if c.model is not None and c.optimizer is not None:
+                c.model.load_state_dict(s["model"])
+                c.optimizer.load_state_dict(s["optimizer"])
             c.rng.state = s["rng"]
             c.updates = int(s["updates"])
             c.best_epoch = int(s["best_epoch"])
@@ -265,9 +305,15 @@ class FactorialTrainer:
     # -- the loop -----------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         spec, hyper = self.spec, self.spec.hyper
-        cells = self._build_cells()
+        latest = checkpoints.load_latest(self.ckpt_dir)
+        # A resumed job stays on the engine that wrote its checkpoint (checkpoints from before the batched
+        # path have no flag and were per-cell): the two engines round differently, so switching midway
+        # would break the bit-identity of a resumed run with an uninterrupted one.
+        batched = bool(latest[1].get("batched", False)) if latest is not None else spec.batched
+        cells = self._build_cells(batched)
         gen = self._batch_generator()
-        for c in cells:
+        for i, c in enumerate(cells):
+            model = self._model(i, c)
             self.emit(
                 {
                     "kind": "init",
@@ -277,12 +323,11 @@ class FactorialTrainer:
                     "tau": c.spec.tau,
                     "geometry": c.spec.geometry,
                     "loss": c.spec.loss,
-                    "trainable_params": count_trainable(c.model),
-                    "init_sha256": state_sha256(c.model),
+                    "trainable_params": count_trainable(model),
+                    "init_sha256": state_sha256(model),
                 }
             )
         start_epoch = 0
-        latest = checkpoints.load_latest(self.ckpt_dir)
         if latest is not None:
             start_epoch = self._restore(latest[1], cells, gen)
             self.emit(
@@ -313,7 +358,11 @@ class FactorialTrainer:
                 idx_bytes = idx.to("cpu", torch.int64).numpy().tobytes()
                 for c in cells:
                     c.batch_hash.update(idx_bytes)
-                    self._step(c, x, y)
+                if self.batched is not None:
+                    self._step_batched(cells, x, y)
+                else:
+                    for c in cells:
+                        self._step(c, x, y)
             seconds = time.perf_counter() - t0
             for c in cells:
                 loss = float(c.loss_sum) / n_batches
@@ -342,8 +391,16 @@ class FactorialTrainer:
                 )
         return self._finish(cells)
 
+    def _step_batched(self, cells: list[Cell], x: torch.Tensor, y: torch.Tensor) -> None:
+        assert self.batched is not None
+        losses = self.batched.step(x, y, [c.rng for c in cells]).to(torch.float64)
+        for i, c in enumerate(cells):
+            c.updates += 1
+            c.loss_sum += losses[i]
+
     def _step(self, c: Cell, x: torch.Tensor, y: torch.Tensor) -> None:
         hyper = self.spec.hyper
+        assert c.model is not None and c.optimizer is not None
         c.model.train()
         with c.rng.active():
             z = c.model(x)
@@ -359,13 +416,23 @@ class FactorialTrainer:
     def _validate(self, cells: list[Cell], epoch: int) -> None:
         assert self.val is not None
         q, g = self.val
-        for c in cells:
-            metrics = validation_scores(c.model, self.features, self.labels, q, g, self.spec.aggregation)
+        batched_z = None
+        if self.batched is not None:
+            batched_z = self.batched.embed(self.features[torch.cat([q, g])])
+        for i, c in enumerate(cells):
+            if batched_z is not None:
+                assert self.batched is not None
+                zq, zg = batched_z[i][: q.numel()], batched_z[i][q.numel() :]
+                result = evaluate(zq, zg, self.labels[q], self.labels[g], self.batched.geometry(i))
+                metrics = result.aggregate(self.spec.aggregation)
+            else:
+                assert c.model is not None
+                metrics = validation_scores(c.model, self.features, self.labels, q, g, self.spec.aggregation)
             score = hierarchy_score(metrics)
             if score > c.best_score:
                 c.best_score, c.best_epoch = score, epoch
                 checkpoints.save_payload(
-                    self.out / f"best-{c.spec.key}.pt", {"model": c.model.state_dict(), "epoch": epoch}
+                    self.out / f"best-{c.spec.key}.pt", {"model": self._model_state(i, c), "epoch": epoch}
                 )
             self.emit(
                 {
@@ -383,17 +450,18 @@ class FactorialTrainer:
         hyper = self.spec.hyper
         verify = self.features[self.train_idx[: min(VERIFY_SAMPLE, self.train_idx.numel())]]
         summary = {}
-        for c in cells:
+        for i, c in enumerate(cells):
+            model = self._model(i, c)
             path = self.out / f"final-{c.spec.key}.pt"
-            checkpoints.save_payload(path, {"model": c.model.state_dict()})
-            fresh = build_projector(self.in_dim, c.spec, hyper).to(self.device)
+            checkpoints.save_payload(path, {"model": model.state_dict()})
+            fresh = build_projector(self.in_dim, c.spec, hyper).to(self.device, self.dtype)
             fresh.load_state_dict(checkpoints.load_payload(path)["model"])
-            diff = (embed(fresh, verify) - embed(c.model, verify)).abs().max().item()
+            diff = (embed(fresh, verify) - embed(model, verify)).abs().max().item()
             event = {
                 "kind": "final",
                 "key": f"final:{c.spec.key}",
                 "cell": c.spec.key,
-                "final_sha256": state_sha256(c.model),
+                "final_sha256": state_sha256(model),
                 "updates": c.updates,
                 "reload_max_diff": diff,
                 "best_epoch": c.best_epoch,

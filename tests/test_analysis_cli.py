@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
-import types
 from pathlib import Path
 
 import duckdb
@@ -43,32 +41,6 @@ def run(tmp_path, capsys, *argv: str) -> tuple[int, str, str]:
     code = main(["--home", str(tmp_path / "home"), *argv])
     out, err = capsys.readouterr()
     return code, out, " ".join(err.split())  # rich may wrap long error lines
-
-
-@pytest.fixture
-def no_store(monkeypatch):
-    # Whatever the store module's state in this checkout, behave as if it were absent.
-    monkeypatch.setitem(sys.modules, "hierconsole.analysis_store", None)
-
-
-@pytest.fixture
-def fake_store(monkeypatch, cub_csv):
-    """A stand-in for the lead's `hierconsole.analysis_store`, recording how it is called."""
-    calls = []
-    module = types.ModuleType("hierconsole.analysis_store")
-
-    def per_seed_for_study(home, study_id):
-        calls.append(("per_seed_for_study", Path(home), study_id))
-        return load_effects_csv(cub_csv)
-
-    def table_frame(home, table, study_id):
-        calls.append(("table_frame", Path(home), table, study_id))
-        return pl.DataFrame({"run_id": ["r1", "r2"], "seed": [42, 2024], "state": ["finished", "failed"]})
-
-    module.per_seed_for_study = per_seed_for_study
-    module.table_frame = table_frame
-    monkeypatch.setitem(sys.modules, "hierconsole.analysis_store", module)
-    return calls
 
 
 # ----------------------------------------------------------------------------------------- effects
@@ -123,27 +95,11 @@ def test_effects_missing_cell_is_a_clear_error(tmp_path, capsys):
     assert "nan" not in err.lower()
 
 
-def test_effects_needs_study_or_csv(tmp_path, capsys, cub_csv):
+def test_effects_on_an_empty_store_says_how_to_get_a_study(tmp_path, capsys, cub_csv):
     code, _, err = run(tmp_path, capsys, "effects")
-    assert code == 2 and "--from-csv" in err
+    assert code == 2 and "no study yet" in err and "hierconsole run" in err
     code, _, err = run(tmp_path, capsys, "effects", "s1", "--from-csv", str(cub_csv))
     assert code == 2 and "not both" in err
-
-
-def test_effects_for_a_study_without_store_module(tmp_path, capsys, no_store):
-    code, out, err = run(tmp_path, capsys, "effects", "s1")
-    assert code == 2 and out == ""
-    assert "study-backed effects needs the study store" in err
-
-
-def test_effects_for_a_study_uses_the_store_module(tmp_path, capsys, fake_store, cub_csv):
-    code, out, _ = run(tmp_path, capsys, "effects", "s1", "--json", "--metric", "hier_mAP")
-    assert code == 0
-    assert fake_store == [("per_seed_for_study", (tmp_path / "home").resolve(), "s1")]
-    assert json.loads(out) == effects_json(simple_effects(load_effects_csv(cub_csv), "hier_mAP"))
-
-
-# ------------------------------------------------------------------------------------------ export
 
 
 def test_export_effects_from_csv_reads_back_equal_to_the_cli_json(tmp_path, capsys, cub_csv):
@@ -246,18 +202,3 @@ def test_export_store_table_from_csv_is_refused(tmp_path, capsys, cub_csv):
         tmp_path, capsys, "export", "runs", "--from-csv", str(cub_csv), "-o", str(tmp_path / "r.csv")
     )
     assert code == 2 and "cannot be computed from a CSV" in err
-
-
-def test_export_without_store_module(tmp_path, capsys, no_store):
-    code, _, err = run(tmp_path, capsys, "export", "runs", "-o", str(tmp_path / "r.csv"))
-    assert code == 2 and "needs the study store" in err
-
-
-def test_export_through_the_store_module(tmp_path, capsys, fake_store):
-    target = tmp_path / "runs.parquet"
-    code, out, _ = run(tmp_path, capsys, "export", "runs", "--study", "s1", "-o", str(target))
-    assert code == 0
-    assert fake_store == [("table_frame", (tmp_path / "home").resolve(), "runs", "s1")]
-    back = duckdb.sql(f"SELECT run_id, seed, state FROM read_parquet('{target}') ORDER BY seed").fetchall()
-    assert back == [("r1", 42, "finished"), ("r2", 2024, "failed")]
-    assert "2 rows" in out and str(target) in out

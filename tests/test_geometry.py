@@ -77,6 +77,7 @@ def test_poincare_embed_matches_eqs_6_7(c):
     t = torch.randn(30, 8, dtype=torch.float64) * 3.0
     t[0] = 0.0  # the 1e-6 tangent-norm floor: a zero output maps to the origin
     t[1] = 1e-9  # below the floor
+    t[2] = 3e-5  # just above it
     z = h.embed(t)
     for i in range(t.shape[0]):
         ti = t[i].tolist()
@@ -86,7 +87,7 @@ def test_poincare_embed_matches_eqs_6_7(c):
         # exp_0^c(v) = tanh(sqrt(c)|v|) v / (sqrt(c)|v|), continuous at 0 (paper S5)
         scale = math.tanh(math.sqrt(c) * s) / (math.sqrt(c) * s) if s > 0 else 1.0
         expected = torch.tensor([scale * v for v in tp], dtype=torch.float64)
-        torch.testing.assert_close(z[i], expected, rtol=1e-12, atol=1e-15)
+        torch.testing.assert_close(z[i], expected, rtol=1e-12, atol=0)
     assert z.norm(dim=-1).max().item() <= norm_bound(c, r) * (1 + 1e-12)
 
 
@@ -210,11 +211,12 @@ def test_leading_cell_axis(geometry):
         torch.testing.assert_close(within[cell], geometry.pairwise(x[cell], clip_max=TRAIN_CLIP))
 
 
-def test_non_finite_values_are_sanitised_and_clipped():
+@pytest.mark.parametrize("grad", [False, True], ids=["eval", "train"])
+def test_non_finite_values_are_sanitised_and_clipped(grad):
     e = Euclidean()
-    x = torch.tensor([[0.0, 0.0], [30.0, 40.0], [float("nan"), 0.0]])
+    x = torch.tensor([[0.0, 0.0], [30.0, 40.0], [float("nan"), 0.0]], requires_grad=grad)
     d = e.pairwise(x, clip_max=TRAIN_CLIP)
-    assert torch.isfinite(d).all()
+    assert torch.isfinite(d).all() and d.requires_grad == grad
     assert d[0, 1].item() == TRAIN_CLIP  # 50 clipped to 20
     # a NaN point is as far as allowed from every other point; its self-distance is zero by definition
     assert d[2, :2].tolist() == [TRAIN_CLIP] * 2 and d[:2, 2].tolist() == [TRAIN_CLIP] * 2 and d[2, 2] == 0
@@ -222,6 +224,7 @@ def test_non_finite_values_are_sanitised_and_clipped():
 
     h = Poincare(c=1.0)
     outside = torch.tensor([[0.0, 0.0], [0.9999999, 0.0], [5.0, 0.0], [-5.0, 0.0]], dtype=torch.float64)
+    outside.requires_grad_(grad)
     for f in (h.pairwise, h.pairwise_reference):
         d = f(outside, outside.clone(), clip_max=TRAIN_CLIP)
         assert torch.isfinite(d).all() and (d >= 0).all() and (d <= TRAIN_CLIP).all()
@@ -233,3 +236,21 @@ def test_non_finite_values_are_sanitised_and_clipped():
     ref = h.pairwise_reference(outside, outside.clone(), clip_max=EVAL_CLIP)
     assert ref[2, 3].item() == pytest.approx(2 * math.atanh(1 - 1e-7), rel=1e-6)
     torch.testing.assert_close(fast[0], ref[0], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_cuda_matches_cpu_with_the_curvature_left_on_cpu():
+    h = Poincare(c=2.0)
+    t = torch.randn(50, 32, generator=torch.Generator().manual_seed(11))
+    model_like = torch.nn.Sequential(h).cuda()  # moving a parent must leave the curvature a CPU float64
+    assert h.ball.c.device.type == "cpu" and h.ball.c.dtype == torch.float64
+    z_cpu, z_gpu = h.embed(t), model_like[0].embed(t.cuda())
+    torch.testing.assert_close(z_gpu.cpu(), z_cpu, rtol=1e-5, atol=1e-6)
+    for geometry in (h, Euclidean()):
+        a, b = geometry.embed(t), geometry.embed(t.flip(0))
+        torch.testing.assert_close(
+            geometry.pairwise(a.cuda(), b.cuda(), clip_max=EVAL_CLIP).cpu(),
+            geometry.pairwise(a, b, clip_max=EVAL_CLIP),
+            rtol=1e-5,
+            atol=1e-5,
+        )

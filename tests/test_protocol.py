@@ -151,7 +151,7 @@ def test_demo_preset_is_small_and_never_tunes() -> None:
     assert p.data.dataset == "synthetic:demo"
     assert p.split.protocol == "official"
     assert p.temperature.tuned_geometries == ()
-    assert p.training.epochs == 20
+    assert p.training.epochs <= 30
     assert p.training.seeds == (42, 2024, 3407)
     assert 100 <= p.evaluation.n_query <= 300
 

@@ -16,6 +16,7 @@ from hierconsole.retrieval import (
     chunk_rows,
     evaluate,
     evaluate_distances,
+    rank_order,
     strict_masks,
 )
 
@@ -254,3 +255,20 @@ def test_gpu_matches_cpu():
     for level in LEVELS:
         assert np.array_equal(cpu.levels[level].query_index, gpu.levels[level].query_index)
         np.testing.assert_allclose(cpu.levels[level].ap, gpu.levels[level].ap, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rank_order_is_a_stable_ascending_sort(dtype):
+    g = torch.Generator().manual_seed(70)
+    d = (torch.randint(-4, 5, (30, 200), generator=g) * 0.5).to(dtype)  # ties, negatives, zeros
+    zeros = d == 0
+    d[zeros] = torch.where(torch.rand(int(zeros.sum()), generator=g) < 0.5, 0.0, -0.0).to(
+        dtype
+    )  # -0.0 ties +0.0
+    nan = float("nan")
+    d[0, :8] = torch.tensor([float("inf"), float("-inf"), 1e-45, -1e-45, 3e38, -3e38, nan, nan], dtype=dtype)
+    d[0, 7] = -d[0, 7]  # a NaN with the sign bit set
+    order = rank_order(d)
+    for row in range(30):
+        values = [float("inf") if math.isnan(v) else v for v in d[row].tolist()]  # NaN ranks last
+        assert order[row].tolist() == sorted(range(200), key=lambda j, v=values: (v[j], j))

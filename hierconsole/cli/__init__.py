@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     if getattr(args, "func", None) is None:
         try:
             from hierconsole.tui import run_app  # noqa: PLC0415 - the TUI is optional at import time

@@ -6,17 +6,15 @@ Both work from a study in the store or, without any store, from a per-seed CSV t
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import polars as pl
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from hierconsole.cli.output import output_console
 from hierconsole.effects import (
     ARMS,
     EFFECTS,
@@ -108,30 +106,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # ------------------------------------------------------------------------------------------ store
 
 
-def _analysis_store(purpose: str) -> ModuleType:
-    """The store-side analysis module, imported only when a study is asked for."""
-    try:
-        return importlib.import_module("hierconsole.analysis_store")
-    except ModuleNotFoundError as exc:
-        if exc.name != "hierconsole.analysis_store":
-            raise
-        raise HierconsoleError(
-            f"{purpose} needs the study store, which this hierconsole build does not provide yet\n"
-            "  fix: compute from a per-seed CSV with --from-csv FILE"
-        ) from None
-
-
 def _per_seed(args: argparse.Namespace) -> tuple[pl.DataFrame, str]:
     if args.study and args.from_csv:
         raise HierconsoleError("give either a STUDY or --from-csv FILE, not both")
     if args.from_csv:
         return load_effects_csv(args.from_csv, args.metric), str(args.from_csv)
-    if args.study:
-        store = _analysis_store("study-backed effects")
-        return store.per_seed_for_study(resolve_home(args.home), args.study), f"study {args.study}"
-    raise HierconsoleError(
-        "nothing to analyse\n  fix: name a STUDY, or pass --from-csv FILE (columns arm, seed, <metric>...)"
-    )
+    from hierconsole.analysis_store import per_seed_for_study
+
+    # No STUDY means the newest study in the store; an empty store says how to get one.
+    return per_seed_for_study(resolve_home(args.home), args.study), f"study {args.study or '(newest)'}"
 
 
 # ---------------------------------------------------------------------------------------- effects
@@ -150,13 +133,13 @@ def cmd_effects(args: argparse.Namespace) -> int:
         )
     arm_digits = ARM_PRECISION if args.precision is None else args.precision
     effect_digits = EFFECT_PRECISION if args.precision is None else args.precision
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        console = Console(highlight=False, width=max(console.width, 160))
+    console = output_console()
     console.print(arm_rich_table(arm_table(per_seed, list(effects), source=source), arm_digits, source))
     console.print(effects_rich_table(effects, effect_digits))
     if all(f"{level}_mAP" in effects for level in LEVELS):
-        console.print(redistribution_rich_table(redistribution(per_seed, "mAP", source=source), effect_digits))
+        console.print(
+            redistribution_rich_table(redistribution(per_seed, "mAP", source=source), effect_digits)
+        )
     return 0
 
 
@@ -261,11 +244,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         if args.metric:
             raise HierconsoleError("--metric applies to --from-csv tables only")
-        store = _analysis_store(f"exporting table {table!r}")
+        from hierconsole.analysis_store import table_frame
+
         home = resolve_home(args.home)
 
         def provider(name: str, study: str | None) -> pl.DataFrame:
-            return store.table_frame(home, name, study)
+            return table_frame(home, name, study)
 
     path, frame = export_table(
         table,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from rich.console import Console
 from rich.table import Table
 
 from hierconsole.catalog import get_dataset, list_datasets, load_dataset, register_dataset
+from hierconsole.cli.output import output_console
 from hierconsole.storage import Store
 
 
@@ -64,13 +64,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _register(args: argparse.Namespace, fs) -> int:
     with Store(args.home) as store:
         info = register_dataset(store, fs, replace=getattr(args, "replace", False))
-    Console().print(
+    output_console().print(
         f"[green]imported[/] {info.dataset_id}: {info.n_samples:,} samples x {info.dim}-D, "
         f"{info.n_leaf}/{info.n_middle}/{info.n_high} {'/'.join(info.level_names)}, "
         f"train {info.n_train:,} / val {info.n_val:,} / test {info.n_test:,}"
     )
     for line in fs.taxonomy.summary().lines():
-        Console().print(f"  {line}", highlight=False)
+        output_console().print(f"  {line}", highlight=False)
     return 0
 
 
@@ -135,7 +135,7 @@ def datasets_table(store: Store) -> Table:
 
 def _datasets(args: argparse.Namespace) -> int:
     with Store(args.home) as store:
-        Console().print(datasets_table(store))
+        output_console().print(datasets_table(store))
     return 0
 
 
@@ -143,7 +143,7 @@ def _taxonomy(args: argparse.Namespace) -> int:
     with Store(args.home) as store:
         info = get_dataset(store, args.dataset)
         fs = load_dataset(store, args.dataset)
-    console = Console()
+    console = output_console()
     console.print(
         f"[bold]{info.dataset_id}[/] taxonomy ({'/'.join(info.level_names)}), sha256 "
         f"{fs.taxonomy.sha256()[:12]}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 import time
+import tomllib
 from typing import Any
 
 from rich.console import Console
@@ -14,11 +15,25 @@ from rich.text import Text
 
 from hierconsole.audit import run_audits, stored_audits
 from hierconsole.catalog import ensure_dataset
+from hierconsole.cli.output import output_console
 from hierconsole.errors import HierconsoleError
 from hierconsole.jobs import Orchestrator
 from hierconsole.protocol import load_preset
 from hierconsole.storage import Store
 from hierconsole.studies import create_study, get_study, list_studies, resolve_study
+
+
+def _assignment(value: str) -> tuple[str, object]:
+    """`--set key=value`: the value is read as a TOML literal (numbers, booleans, lists, quoted strings),
+    and as a bare string when it is not one (e.g. --set temperature.euclidean=tune)."""
+    key, sep, raw = value.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (e.g. training.lr=1e-4), got {value!r}")
+    try:
+        parsed = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        parsed = raw
+    return key.strip(), parsed
 
 
 def _seeds(value: str) -> list[int]:
@@ -34,6 +49,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--seeds", type=_seeds, help="override training.seeds, e.g. 42,2024")
         p.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), help="override compute.device")
         p.add_argument("--parallel", type=int, metavar="N", help="worker processes at once (default: preset)")
+        p.add_argument(
+            "--set",
+            dest="overrides",
+            type=_assignment,
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override any preset option, e.g. --set training.lr=1e-4 (repeatable)",
+        )
 
     r = sub.add_parser(
         "run", help="run a study preset: the 2x2 factorial for each seed, then test and audits"
@@ -166,7 +190,9 @@ def start_study(
     store: Store, args: argparse.Namespace, preset_ref: str, dataset: str | None
 ) -> tuple[str, Any]:
     preset = load_preset(preset_ref)
-    preset = preset.with_overrides(epochs=args.epochs, seeds=args.seeds, device=args.device)
+    preset = preset.with_overrides(
+        epochs=args.epochs, seeds=args.seeds, device=args.device, values=dict(args.overrides)
+    )
     dataset_id = ensure_dataset(store, dataset or preset.data.dataset)
     return create_study(store, preset, dataset_id), preset
 
@@ -216,7 +242,7 @@ def audit_table(checks) -> Table:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    console = Console()
+    console = output_console()
     with Store(args.home) as store:
         study_id, preset = start_study(store, args, args.preset, args.dataset)
         console.print(
@@ -247,7 +273,7 @@ def cmd_studies(args: argparse.Namespace) -> int:
                 f"{s['jobs_finished']}/{s['jobs']}",
                 str(s["created_at"])[:19],
             )
-        Console().print(table)
+        output_console().print(table)
     return 0
 
 
@@ -272,7 +298,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         if args.study:
             sql += " WHERE j.study_id = ?"
             params.append(resolve_study(store, args.study))
-        rows = store.dicts(sql + " GROUP BY ALL ORDER BY j.created_at, j.job_id", params)
+        rows = store.dicts(sql + " GROUP BY ALL ORDER BY min(j.created_at), j.job_id", params)
         table = Table(title="runs", title_justify="left")
         for col in ("job", "kind", "seed", "cells", "state", "epoch", "tries", "error"):
             table.add_column(col)
@@ -287,7 +313,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 str(r["attempts"]),
                 (r["error"] or "").strip().splitlines()[-1][:60] if r["error"] else "",
             )
-        Console().print(table)
+        output_console().print(table)
     return 0
 
 
@@ -299,13 +325,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
             if args.recheck or not stored_audits(store, study_id)
             else stored_audits(store, study_id)
         )
-        Console().print(f"study [bold]{study_id}[/]")
-        Console().print(audit_table(checks))
+        output_console().print(f"study [bold]{study_id}[/]")
+        output_console().print(audit_table(checks))
         return 0 if all(c.ok for c in checks) else 1
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    console = Console()
+    console = output_console()
     with Store(args.home) as store:
         sql = "SELECT job_id, study_id FROM jobs WHERE state IN ('crashed', 'cancelled', 'failed')"
         params: list[Any] = []
@@ -341,12 +367,12 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         for job_id in ids:
             orch.cancel(job_id)
         orch.shutdown(cancel=True)
-        Console().print(f"cancelled {len(ids)} jobs of {study_id}")
+        output_console().print(f"cancelled {len(ids)} jobs of {study_id}")
     return 0
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
-    console = Console()
+    console = output_console()
     with Store(args.home) as store:
         study_id = resolve_study(store, args.study)
         study = get_study(store, study_id)

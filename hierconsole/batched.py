@@ -1,0 +1,358 @@
+"""The cells of one job as one computation: stacked projectors, grouped heads and losses, per-cell optimiser.
+
+Every cell of a seed sees the same input batch, so the first layers of C projectors are one wide GEMM
+[B, D] @ [D, C*H]; BatchNorm over C*H channels is C independent BatchNorm1d(H) (statistics are per
+channel); the second layer is one ``baddbmm`` over a cell axis. Heads run once per geometry, losses once
+per loss kind, each over a cell axis.
+
+What must stay per cell, and how it does:
+- dropout masks: each cell's mask is drawn with that cell's own generator state swapped into the default
+  generator, by the same ``F.dropout`` call (same shape, dtype and device) as in the per-cell reference, so
+  the masks are identical to the reference's on every device;
+- gradient clipping: each cell's gradient norm is computed and clipped separately (one global norm over the
+  stack would let the cell with the largest gradient shrink everybody else's step);
+- AdamW: the update is elementwise (moments, bias correction and decoupled weight decay alike), so one
+  optimiser over the stacked tensors is per-element the same as one optimiser per cell; the step count is
+  shared, which is right because the cells always step together.
+
+The stacked state converts to and from per-cell ``Projector`` state dicts and per-cell optimiser state
+dicts exactly (slicing and stacking copy bits), so checkpoints and final models look the same whichever
+path trained them. The per-cell path in ``training`` stays the reference these are tested against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from hierconsole.geometry import TRAIN_CLIP, Geometry, make_geometry
+from hierconsole.jobspec import CellSpec, Hyper
+from hierconsole.losses import regression_loss, taxonomy_supcon_loss
+from hierconsole.model import Projector
+
+# Stacked name -> Projector state-dict key, in Projector.parameters() order (the per-cell optimiser's
+# parameter indices 0..5 refer to this order).
+PARAMS: tuple[tuple[str, str], ...] = (
+    ("w1", "fc1.weight"),
+    ("b1", "fc1.bias"),
+    ("gamma", "bn.weight"),
+    ("beta", "bn.bias"),
+    ("w2", "fc2.weight"),
+    ("b2", "fc2.bias"),
+)
+BUFFERS: tuple[tuple[str, str], ...] = (
+    ("running_mean", "bn.running_mean"),
+    ("running_var", "bn.running_var"),
+    ("num_batches_tracked", "bn.num_batches_tracked"),
+)
+# Projector.state_dict() key order, so a converted state dict is indistinguishable from a real one.
+STATE_ORDER: tuple[str, ...] = (
+    "fc1.weight",
+    "fc1.bias",
+    "bn.weight",
+    "bn.bias",
+    "bn.running_mean",
+    "bn.running_var",
+    "bn.num_batches_tracked",
+    "fc2.weight",
+    "fc2.bias",
+)
+CLIP_EPS = 1e-6
+"""The denominator guard of torch.nn.utils.clip_grad_norm_, kept so per-cell clipping matches it."""
+
+
+class StackedProjector(nn.Module):
+    """C projectors Linear -> BatchNorm1d -> ReLU -> Dropout -> Linear with parameters stacked on axis 0."""
+
+    def __init__(
+        self,
+        n_cells: int,
+        in_dim: int,
+        hidden: int,
+        out_dim: int,
+        *,
+        bn_eps: float = 1e-5,
+        bn_momentum: float = 0.1,
+    ):
+        super().__init__()
+        c, h, o = n_cells, hidden, out_dim
+        self.n_cells, self.in_dim, self.hidden, self.out_dim = c, in_dim, h, o
+        self.bn_eps, self.bn_momentum = bn_eps, bn_momentum
+        self.w1 = nn.Parameter(torch.zeros(c, h, in_dim))
+        self.b1 = nn.Parameter(torch.zeros(c, h))
+        self.gamma = nn.Parameter(torch.ones(c, h))
+        self.beta = nn.Parameter(torch.zeros(c, h))
+        self.w2 = nn.Parameter(torch.zeros(c, o, h))
+        self.b2 = nn.Parameter(torch.zeros(c, o))
+        self.register_buffer("running_mean", torch.zeros(c, h))
+        self.register_buffer("running_var", torch.ones(c, h))
+        self.register_buffer("num_batches_tracked", torch.zeros(c, dtype=torch.long))
+
+    def hidden_layer(self, x: Tensor) -> Tensor:
+        """[B, D] -> [B, C*H]: the first Linear, BatchNorm and ReLU of all cells (no dropout)."""
+        c, h = self.n_cells, self.hidden
+        z = F.linear(x, self.w1.view(c * h, self.in_dim), self.b1.view(c * h))
+        if self.training:
+            self.num_batches_tracked.add_(1)
+        # The running-stat views share storage with the [C, H] buffers, so batch_norm updates them in place.
+        z = F.batch_norm(
+            z,
+            self.running_mean.view(c * h),
+            self.running_var.view(c * h),
+            self.gamma.view(c * h),
+            self.beta.view(c * h),
+            training=self.training,
+            momentum=self.bn_momentum,
+            eps=self.bn_eps,
+        )
+        return F.relu(z)
+
+    def output_layer(self, a: Tensor) -> Tensor:
+        """[B, C*H] -> [C, B, O]: the second Linear of each cell on its own slice of the hidden layer."""
+        b = a.shape[0]
+        per_cell = a.view(b, self.n_cells, self.hidden).transpose(0, 1)  # [C, B, H]
+        return _ContiguousGrad.apply(torch.baddbmm(self.b2.unsqueeze(1), per_cell, self.w2.transpose(1, 2)))
+
+    def forward(self, x: Tensor, noise: Tensor | None = None) -> Tensor:
+        """Raw outputs [C, B, O]; ``noise`` [B, C*H] is the dropout factor (0 or 1/(1-p)) of every cell."""
+        a = self.hidden_layer(x)
+        if noise is not None:
+            a = a * noise
+        return self.output_layer(a)
+
+    # -- per-cell views -----------------------------------------------------------------------------
+    def cell_state(self, i: int) -> dict[str, Tensor]:
+        """Cell ``i`` as a Projector state dict (independent copies, same keys and order)."""
+        by_key = {key: getattr(self, name)[i] for name, key in PARAMS + BUFFERS}
+        return {key: by_key[key].detach().clone() for key in STATE_ORDER}
+
+    @torch.no_grad()
+    def load_cell_states(self, states: Sequence[dict[str, Tensor]]) -> None:
+        """Stack per-cell Projector state dicts (cell i from ``states[i]``); bits are copied exactly."""
+        if len(states) != self.n_cells:
+            raise ValueError(f"{len(states)} cell states for {self.n_cells} stacked cells")
+        for name, key in PARAMS + BUFFERS:
+            target = getattr(self, name)
+            target.copy_(torch.stack([s[key].to(device=target.device) for s in states]))
+
+
+class _ContiguousGrad(torch.autograd.Function):
+    """Identity whose backward hands on a contiguous gradient.
+
+    The gradient reaching the raw outputs has a layout that depends on how the heads sliced the cells
+    (contiguous after a gather, transposed when one head took them all), and the bias gradient's
+    reduction order follows that layout. A fixed layout keeps every cell's arithmetic independent of
+    which other cells share the stack.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:  # noqa: ARG004
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:  # noqa: ARG004
+        return grad.contiguous()
+
+
+def cell_noise(
+    rngs: Sequence[Any], batch: int, hidden: int, p: float, dtype: torch.dtype, device: torch.device
+) -> Tensor | None:
+    """[B, C*H] dropout factors, cell i's block drawn under ``rngs[i].active()``.
+
+    ``F.dropout`` of a ones tensor is the factor the reference multiplies by (mask / (1 - p), or the fused
+    kernel's mask * scale on CUDA), from the same draw that ``nn.Dropout`` makes on a [B, H] input.
+    """
+    if p == 0.0:
+        return None
+    ones = torch.ones(batch, hidden, dtype=dtype, device=device)
+    blocks = []
+    for rng in rngs:
+        with rng.active():
+            blocks.append(F.dropout(ones, p, training=True))
+    return torch.cat(blocks, dim=1)
+
+
+@torch.no_grad()
+def clip_per_cell_(params: Sequence[Tensor], max_norm: float) -> Tensor:
+    """Clip each cell's gradient (axis 0 of every stacked parameter) to ``max_norm``; return the [C] norms.
+
+    The same arithmetic as ``clip_grad_norm_`` applied to each cell's parameters alone: the L2 norm of the
+    per-tensor L2 norms, and a factor min(1, max_norm / (norm + 1e-6)).
+    """
+    grads = [p.grad for p in params if p.grad is not None]
+    n_cells = grads[0].shape[0]
+    per_tensor = torch.stack([torch.linalg.vector_norm(g.reshape(n_cells, -1), dim=1) for g in grads], dim=1)
+    total = torch.linalg.vector_norm(per_tensor, dim=1)
+    coef = (max_norm / (total + CLIP_EPS)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(coef.view(n_cells, *([1] * (g.dim() - 1))))
+    return total
+
+
+def _supports_fused(device: torch.device) -> bool:
+    return device.type in ("cpu", "cuda")
+
+
+class BatchedCells:
+    """The cells of one job trained as one computation. ``specs`` order is the cell axis."""
+
+    def __init__(
+        self,
+        specs: Sequence[CellSpec],
+        in_dim: int,
+        hyper: Hyper,
+        device: torch.device,
+        dtype: torch.dtype = torch.float32,
+    ):
+        self.specs = tuple(specs)
+        self.hyper = hyper
+        self.in_dim = in_dim
+        self.device = device
+        self.dtype = dtype
+        c = len(self.specs)
+        self.net = StackedProjector(c, in_dim, hyper.hidden, hyper.out_dim).to(device=device, dtype=dtype)
+        # One head per geometry: the cells of a geometry are embedded and compared together.
+        self.heads: list[tuple[Geometry, list[int]]] = []
+        for name in dict.fromkeys(s.geometry for s in self.specs):
+            idx = [i for i, s in enumerate(self.specs) if s.geometry == name]
+            self.heads.append((make_geometry(name, c=hyper.c, r=hyper.r).to(device), idx))
+        head_order = [i for _, idx in self.heads for i in idx]
+        self._from_heads = _inverse(head_order, device)
+        self._regression = [i for i, s in enumerate(self.specs) if s.loss == "regression"]
+        self._supcon = [i for i, s in enumerate(self.specs) if s.loss == "supcon"]
+        unknown = [s.loss for s in self.specs if s.loss not in ("regression", "supcon")]
+        if unknown:
+            raise ValueError(f"unknown loss {unknown[0]!r}")
+        self._loss_order = _inverse(self._regression + self._supcon, device)
+        self._regression_t = torch.tensor(self._regression, device=device)
+        self._supcon_t = torch.tensor(self._supcon, device=device)
+        self._taus = torch.tensor([self.specs[i].tau for i in self._supcon], dtype=dtype, device=device)
+        self.params = [getattr(self.net, name) for name, _ in PARAMS]
+        fused = {"fused": True} if _supports_fused(device) else {}
+        self.optimizer = torch.optim.AdamW(
+            self.params, lr=hyper.lr, weight_decay=hyper.weight_decay, **fused
+        )
+
+    @property
+    def n_cells(self) -> int:
+        return len(self.specs)
+
+    # -- training -----------------------------------------------------------------------------------
+    def distances(self, raw: Tensor, clip_max: float = TRAIN_CLIP) -> Tensor:
+        """[C, B, B] within-batch distances of raw outputs [C, B, O], each cell under its own geometry."""
+        parts = []
+        for geometry, idx in self.heads:
+            z = geometry.embed(raw if len(idx) == self.n_cells else raw[idx])
+            parts.append(geometry.pairwise(z, z, clip_max=clip_max))
+        d = parts[0] if len(parts) == 1 else torch.cat(parts)
+        return d if self._from_heads is None else d.index_select(0, self._from_heads)
+
+    def losses(self, dist: Tensor, labels: Tensor) -> Tensor:
+        """[C] loss of each cell from its [B, B] distances."""
+        hyper = self.hyper
+        parts = []
+        if self._regression:
+            d = dist if len(self._regression) == self.n_cells else dist.index_select(0, self._regression_t)
+            parts.append(regression_loss(d, labels, targets=hyper.targets))
+        if self._supcon:
+            d = dist if len(self._supcon) == self.n_cells else dist.index_select(0, self._supcon_t)
+            parts.append(taxonomy_supcon_loss(d, labels, self._taus, weights=hyper.level_weights))
+        loss = parts[0] if len(parts) == 1 else torch.cat(parts)
+        return loss if self._loss_order is None else loss.index_select(0, self._loss_order)
+
+    def step(self, x: Tensor, labels: Tensor, rngs: Sequence[Any]) -> Tensor:
+        """One optimiser step of every cell on the batch (x, labels); returns the [C] losses (detached)."""
+        hyper = self.hyper
+        self.net.train()
+        noise = cell_noise(rngs, x.shape[0], hyper.hidden, hyper.dropout, x.dtype, x.device)
+        loss = self.losses(self.distances(self.net(x, noise)), labels)
+        self.optimizer.zero_grad(set_to_none=True)
+        # The cells share no parameter, so the gradient of the sum is each cell's own gradient.
+        loss.sum().backward()
+        clip_per_cell_(self.params, hyper.grad_clip)
+        self.optimizer.step()
+        return loss.detach()
+
+    @torch.no_grad()
+    def embed(self, features: Tensor, chunk: int = 8192) -> list[Tensor]:
+        """Evaluation-mode embeddings of ``features`` for every cell (list in cell order)."""
+        was_training = self.net.training
+        self.net.eval()
+        out: list[list[Tensor]] = [[] for _ in self.specs]
+        for start in range(0, features.shape[0], chunk):
+            raw = self.net(features[start : start + chunk])
+            for geometry, idx in self.heads:
+                z = geometry.embed(raw[idx])
+                for j, i in enumerate(idx):
+                    out[i].append(z[j])
+        self.net.train(was_training)
+        return [torch.cat(parts) for parts in out]
+
+    # -- per-cell state -----------------------------------------------------------------------------
+    def geometry(self, i: int) -> Geometry:
+        return next(g for g, idx in self.heads if i in idx)
+
+    def projector(self, i: int) -> Projector:
+        """Cell ``i`` as a stand-alone Projector (a copy of its current state)."""
+        model = Projector(
+            self.in_dim,
+            make_geometry(self.specs[i].geometry, c=self.hyper.c, r=self.hyper.r),
+            hidden=self.hyper.hidden,
+            out_dim=self.hyper.out_dim,
+            dropout=self.hyper.dropout,
+        ).to(device=self.device, dtype=self.dtype)
+        model.load_state_dict(self.net.cell_state(i))
+        return model
+
+    def cell_state(self, i: int) -> dict[str, Tensor]:
+        return self.net.cell_state(i)
+
+    def optimizer_state(self, i: int) -> dict[str, Any]:
+        """Cell ``i``'s AdamW state in the layout of a per-cell optimiser over Projector.parameters()."""
+        full = self.optimizer.state_dict()
+        state = {
+            k: {
+                name: (v[i] if name != "step" else v).detach().clone()
+                for name, v in s.items()
+                if torch.is_tensor(v)
+            }
+            for k, s in full["state"].items()
+        }
+        groups = [{**g, "params": list(range(len(PARAMS)))} for g in full["param_groups"]]
+        return {"state": state, "param_groups": groups}
+
+    def load(self, models: Sequence[dict[str, Tensor]], optimizers: Sequence[dict[str, Any]]) -> None:
+        """Restore from per-cell model and optimiser state dicts (as written by cell_state/optimizer_state)."""
+        self.net.load_cell_states(models)
+        current = self.optimizer.state_dict()
+        state: dict[int, dict[str, Tensor]] = {}
+        for k in range(len(PARAMS)):
+            cells = [o["state"].get(k, o["state"].get(str(k))) for o in optimizers]
+            if any(s is None for s in cells):
+                continue  # never stepped
+            entry = {}
+            for name in cells[0]:
+                if name == "step":
+                    steps = [s["step"] for s in cells]
+                    if any(not torch.equal(steps[0], s) for s in steps[1:]):
+                        raise ValueError("cells of a batched job must have taken the same number of steps")
+                    entry["step"] = steps[0].clone()
+                else:
+                    entry[name] = torch.stack([s[name] for s in cells])
+            state[k] = entry
+        # Hyperparameters (lr, weight decay, fused) come from this job's optimiser, the moments from the file.
+        self.optimizer.load_state_dict({"state": state, "param_groups": current["param_groups"]})
+
+
+def _inverse(order: list[int], device: torch.device) -> Tensor | None:
+    """Index that puts rows produced in ``order`` back into cell order (None if already in order)."""
+    if order == sorted(order):
+        return None
+    inv = [0] * len(order)
+    for pos, i in enumerate(order):
+        inv[i] = pos
+    return torch.tensor(inv, device=device)

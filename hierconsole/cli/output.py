@@ -1,0 +1,15 @@
+"""The console every command prints through."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+PIPE_WIDTH = 160
+
+
+def output_console() -> Console:
+    """Rich output for stdout; piped or captured output is not squeezed into 80 columns."""
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=max(console.width, PIPE_WIDTH))
+    return console

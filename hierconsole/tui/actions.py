@@ -1,0 +1,158 @@
+"""The one action registry: key bindings, footer, command palette and help screen all come from `ACTIONS`.
+
+An action runs a Textual action string (`handler`) on the node of its scope: the app for "app", else the
+screen whose `SCOPE` matches. Adding a row here is all it takes to bind, show, document and search it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+
+from textual.binding import Binding
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+VIEWS = Binding.Group("views", compact=True)
+
+
+@dataclass(frozen=True)
+class Action:
+    id: str
+    key: str
+    description: str
+    scope: str
+    handler: str
+    help: str = ""
+    show: bool = True
+    key_display: str | None = None
+    group: Binding.Group | None = None
+
+
+SCOPES: dict[str, str] = {
+    "app": "Everywhere",
+    "datasets": "Datasets",
+    "runs": "Runs",
+    "run_detail": "Run detail",
+    "effects": "Effects",
+    "audits": "Audits",
+    "redistribution": "Redistribution",
+    "export": "Export",
+}
+
+VIEW_MODES: tuple[tuple[str, str], ...] = (
+    ("datasets", "Datasets"),
+    ("runs", "Runs"),
+    ("effects", "Effects"),
+    ("audits", "Audits"),
+    ("redistribution", "Redistribution"),
+    ("export", "Export"),
+)
+"""(mode, title) of the top-level views, in the order of their number keys."""
+
+ACTIONS: tuple[Action, ...] = (
+    *(
+        Action(
+            f"view.{mode}",
+            str(i),
+            title,
+            "app",
+            f"show_view('{mode}')",
+            help=f"switch to the {title.lower()} view",
+            group=VIEWS,
+        )
+        for i, (mode, title) in enumerate(VIEW_MODES, start=1)
+    ),
+    Action("app.help", "question_mark", "help", "app", "help", "list every key and command", key_display="?"),
+    Action("app.quit", "q", "quit", "app", "quit", "leave the console (asks what to do with running jobs)"),
+    Action(
+        "datasets.demo",
+        "d",
+        "demo",
+        "datasets",
+        "load_demo",
+        "import the synthetic demo dataset and launch the demo study",
+    ),
+    Action("datasets.import", "i", "import", "datasets", "import_dataset", "import a generic, CUB or NABirds set"),
+    Action("datasets.launch", "l", "launch", "datasets", "launch", "launch a preset on the selected dataset"),
+    Action("runs.launch", "l", "launch", "runs", "launch", "launch a preset on a dataset"),
+    Action("runs.open", "enter", "open", "runs", "open", "make a study current / show a job's curves and log"),
+    Action("runs.cancel", "c", "cancel", "runs", "cancel", "cancel the selected job (it can be resumed)"),
+    Action("runs.resume", "r", "resume", "runs", "resume", "resume the selected crashed, cancelled or failed job"),
+    Action("runs.delete", "x", "delete", "runs", "delete", "delete the selected study, after confirmation"),
+    Action("run_detail.back", "escape", "back", "run_detail", "back", "return to the run queue"),
+    Action("effects.level", "m", "metric", "effects", "next_level", "cycle hier / middle / high / leaf"),
+    Action("effects.measure", "k", "mAP/R@K", "effects", "next_measure", "cycle mAP, R@1, R@5, R@10, R@20"),
+    Action("effects.aggregation", "a", "aggregation", "effects", "next_aggregation", "micro / macro if re-scored"),
+    Action("redistribution.measure", "k", "mAP/R@K", "redistribution", "next_measure", "cycle mAP and R@K"),
+    Action(
+        "redistribution.aggregation",
+        "a",
+        "aggregation",
+        "redistribution",
+        "next_aggregation",
+        "micro / macro if re-scored",
+    ),
+    Action("audits.recheck", "r", "reload", "audits", "reload", "read the checks again"),
+    Action("export.write", "w", "write", "export", "write", "write the chosen table in the chosen format"),
+)
+
+
+def actions_for(scope: str) -> list[Action]:
+    return [a for a in ACTIONS if a.scope == scope]
+
+
+def bindings_for(scope: str) -> list[Binding]:
+    """The BINDINGS of the app ("app") or of the screen class whose SCOPE is `scope`."""
+    return [
+        Binding(
+            a.key,
+            a.handler,
+            a.description,
+            show=a.show,
+            key_display=a.key_display,
+            id=a.id,
+            tooltip=a.help,
+            group=a.group,
+        )
+        for a in actions_for(scope)
+    ]
+
+
+def key_label(action: Action) -> str:
+    return action.key_display or action.key
+
+
+def help_rows() -> Iterator[tuple[str, str, str, str]]:
+    """(scope title, key, description, help) for every action, scope by scope."""
+    for scope, title in SCOPES.items():
+        for a in actions_for(scope):
+            yield title, key_label(a), a.description, a.help
+
+
+class ActionsProvider(Provider):
+    """Command palette entries for the global actions and those of the screen it was opened on."""
+
+    def _actions(self) -> Iterator[tuple[str, str, object]]:
+        scope = getattr(self.screen, "SCOPE", None)
+        for a in ACTIONS:
+            if a.scope == "app":
+                node = self.app
+            elif a.scope == scope:
+                node = self.screen
+            else:
+                continue
+            title = f"{SCOPES[a.scope]}: {a.description}"
+            help_text = f"[{key_label(a)}] {a.help}"
+            yield title, help_text, partial(self.app.run_action, a.handler, node)
+
+    async def discover(self) -> Hits:
+        for title, help_text, callback in self._actions():
+            yield DiscoveryHit(title, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, help_text, callback in self._actions():
+            score = matcher.match(f"{title} {help_text}")
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), callback, help=help_text)

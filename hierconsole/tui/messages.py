@@ -1,0 +1,62 @@
+"""Messages that worker threads post to the app. They carry plain data; `@on` handlers own state changes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from textual.message import Message
+
+from hierconsole.console_queries import JobRow
+
+
+@dataclass
+class QueueChanged(Message):
+    """The orchestrator's view of the store after a tick: every study and job, and failed audit counts."""
+
+    studies: list[dict[str, Any]]
+    jobs: list[JobRow]
+    failed_audits: dict[str, int] = field(default_factory=dict)
+
+    def can_replace(self, message: Message) -> bool:
+        # Only the newest picture matters; a slow UI must not replay stale ones.
+        return isinstance(message, QueueChanged)
+
+
+@dataclass
+class JobEvents(Message):
+    """Events a worker wrote, already stored: progress, validation, final states, test metrics."""
+
+    job_id: str
+    study_id: str
+    events: list[dict[str, Any]]
+
+    @property
+    def kinds(self) -> set[str]:
+        return {str(e.get("kind")) for e in self.events}
+
+
+@dataclass
+class StudyLaunched(Message):
+    study_id: str
+    parallel: int
+
+
+@dataclass
+class OrchestratorFailed(Message):
+    """An orchestrator step raised; the loop keeps going, the user is told."""
+
+    error: str
+
+
+@dataclass
+class OrchestratorStopped(Message):
+    cancelled_jobs: bool
+
+
+@dataclass
+class Notice(Message):
+    """A one-line outcome of a command (cancel, resume, delete) to show as a toast."""
+
+    text: str
+    severity: str = "information"

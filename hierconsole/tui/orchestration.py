@@ -1,0 +1,100 @@
+"""The console's orchestrator loop: the one thread that ever touches the `Orchestrator`.
+
+The UI thread never calls the orchestrator. It queues commands (cancel, resume, ...); this loop runs them
+between ticks and reports what happened only by posting messages (the `post` callable), like Harlequin's
+driver façade: nothing here may touch a widget.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Callable
+from typing import Any
+
+from textual.message import Message
+
+from hierconsole.console_queries import failed_audit_counts, job_rows
+from hierconsole.errors import HierconsoleError
+from hierconsole.jobs import Orchestrator
+from hierconsole.storage import Store
+from hierconsole.studies import list_studies
+from hierconsole.tui.messages import JobEvents, Notice, OrchestratorFailed, OrchestratorStopped, QueueChanged
+
+Command = Callable[[Orchestrator], str | None]
+"""Runs on the loop thread with the orchestrator; returns a notice to show, or None."""
+
+
+class Shutdown:
+    def __init__(self, cancel_jobs: bool):
+        self.cancel_jobs = cancel_jobs
+
+
+class OrchestratorLoop:
+    def __init__(
+        self,
+        store: Store,
+        post: Callable[[Message], Any],
+        *,
+        interval: float = 0.5,
+        max_parallel: int | None = None,
+    ):
+        self.store = store
+        self.post = post
+        self.interval = interval
+        self.max_parallel = max_parallel
+        self.commands: queue.Queue[Command | Shutdown] = queue.Queue()
+        self._last: QueueChanged | None = None
+
+    # -- called from the UI thread -------------------------------------------------------------------
+    def submit(self, command: Command) -> None:
+        self.commands.put(command)
+
+    def stop(self, *, cancel_jobs: bool) -> None:
+        self.commands.put(Shutdown(cancel_jobs))
+
+    # -- the loop thread -----------------------------------------------------------------------------
+    def _on_events(self, job_id: str, events: list[dict[str, Any]]) -> None:
+        self.post(JobEvents(job_id, job_id.split("/", 1)[0], list(events)))
+
+    def _publish(self) -> None:
+        update = QueueChanged(list_studies(self.store), job_rows(self.store), failed_audit_counts(self.store))
+        previous = self._last
+        if previous is None or (update.studies, update.jobs, update.failed_audits) != (
+            previous.studies,
+            previous.jobs,
+            previous.failed_audits,
+        ):
+            self._last = update
+            self.post(update)
+
+    def run(self, cancelled: Callable[[], bool]) -> None:
+        """Recover, then tick until told to stop (or until the worker is cancelled: jobs are left running)."""
+        orch = Orchestrator(self.store, max_parallel=self.max_parallel, on_events=self._on_events)
+        shutdown: Shutdown | None = None
+        while not cancelled():
+            try:
+                item = self.commands.get(timeout=self.interval)
+            except queue.Empty:
+                item = None
+            try:
+                while item is not None:
+                    if isinstance(item, Shutdown):
+                        shutdown = item
+                        break
+                    notice = item(orch)
+                    if notice:
+                        self.post(Notice(notice))
+                    item = self.commands.get_nowait() if not self.commands.empty() else None
+                if shutdown is not None:
+                    break
+                orch.tick()
+                self._publish()
+            except HierconsoleError as exc:
+                self.post(Notice(str(exc), "error"))
+            except Exception as exc:  # noqa: BLE001 - the loop must survive one bad tick; the user is told
+                self.post(OrchestratorFailed(f"{type(exc).__name__}: {exc}"))
+        cancel_jobs = shutdown.cancel_jobs if shutdown is not None else False
+        orch.shutdown(cancel=cancel_jobs)
+        if cancel_jobs:
+            self._publish()
+        self.post(OrchestratorStopped(cancel_jobs))

@@ -1,0 +1,1 @@
+"""The console's screens: one per view, plus the run detail, help and dialogs."""

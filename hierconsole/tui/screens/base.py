@@ -1,0 +1,80 @@
+"""What every view shares: the tab and study lines, the footer, and reloading when the data changes.
+
+A view reloads (in its own thread worker) when it is shown after a change it cares about, or at once if
+it is showing. Views never query the store on the UI thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, ClassVar, cast
+
+from textual import on
+from textual.app import ComposeResult
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Footer
+from textual.worker import Worker
+
+from hierconsole.tui.messages import JobEvents
+from hierconsole.tui.widgets.chrome import ContextBar, NavBar
+
+if TYPE_CHECKING:
+    from hierconsole.tui.app import HierConsole
+
+
+class ConsoleScreen(Screen):
+    SCOPE: ClassVar[str] = ""
+    RELOAD_ON: ClassVar[frozenset[str]] = frozenset()
+    """State changes ("queue", "study") that make this view reload."""
+    RELOAD_ON_EVENTS: ClassVar[frozenset[str]] = frozenset()
+    """Worker event kinds of the current study that make this view reload."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._stale = True
+
+    @property
+    def console_app(self) -> HierConsole:
+        return cast("HierConsole", self.app)
+
+    def compose(self) -> ComposeResult:
+        yield NavBar(self.SCOPE, id="nav")
+        yield ContextBar(id="context")
+        yield from self.compose_body()
+        yield Footer(compact=True)
+
+    def compose_body(self) -> Iterable[Widget]:
+        return ()
+
+    def on_mount(self) -> None:
+        self.console_app.state_signal.subscribe(self, self._state_changed)
+        self.console_app.events_signal.subscribe(self, self._events)
+
+    def on_screen_resume(self) -> None:
+        if self._stale:
+            self._stale = False
+            self.reload()
+
+    def _state_changed(self, what: str) -> None:
+        if what in self.RELOAD_ON:
+            self.mark_stale()
+
+    def _events(self, message: JobEvents) -> None:
+        if message.study_id == self.console_app.study_id and message.kinds & self.RELOAD_ON_EVENTS:
+            self.mark_stale()
+
+    def mark_stale(self) -> None:
+        """Reload now if showing, else when next shown."""
+        if self.is_current:
+            self._stale = False
+            self.reload()
+        else:
+            self._stale = True
+
+    def reload(self) -> None:
+        """Start the view's loading worker (override)."""
+
+    @on(Worker.StateChanged)
+    def _worker_state(self, event: Worker.StateChanged) -> None:
+        self.console_app.report_worker_error(event)

@@ -1,0 +1,1 @@
+"""Widgets shared by the console's screens."""
