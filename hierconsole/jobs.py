@@ -93,8 +93,10 @@ class Active:
     pid: int
     pid_start: str | None
     proc: subprocess.Popen | None = None
+    gpu: str | None = None
     offset: int = 0
     cancel_requested_at: float | None = None
+    stale: bool = False
     last_events: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -108,9 +110,14 @@ class Orchestrator:
         max_parallel: int | None = None,
         python: str | None = None,
         on_events: Callable[[str, list[dict[str, Any]]], None] | None = None,
+        gpus: list[str] | None = None,
+        stale_after: float = STALE_HEARTBEAT_SECONDS,
     ):
+        self.stale_after = stale_after
         self.store = store
         self.max_parallel = max_parallel
+        # One worker per GPU: each sees only its own device through CUDA_VISIBLE_DEVICES.
+        self.gpus = list(gpus or [])
         self.python = python or sys.executable
         self.on_events = on_events
         self.active: dict[str, Active] = {}
@@ -180,6 +187,8 @@ class Orchestrator:
 
     # -- launching ----------------------------------------------------------------------------------
     def _capacity(self) -> int:
+        if self.gpus:
+            return len(self.gpus)
         if self.max_parallel is not None:
             return self.max_parallel
         return 1
@@ -204,6 +213,11 @@ class Orchestrator:
         log = open(folder / "worker.log", "ab")  # noqa: SIM115 - handed to the child
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", str(job["threads"] or 1))
+        gpu = None
+        if self.gpus:
+            busy = {a.gpu for a in self.active.values()}
+            gpu = next(g for g in self.gpus if g not in busy)
+            env["CUDA_VISIBLE_DEVICES"] = gpu
         proc = subprocess.Popen(
             [self.python, "-m", "hierconsole.worker", str(spec_path)],
             stdout=log,
@@ -225,6 +239,7 @@ class Orchestrator:
             proc.pid,
             start,
             proc=proc,
+            gpu=gpu,
             offset=offset,
         )
         self.store.execute(
@@ -251,10 +266,14 @@ class Orchestrator:
                 self.on_events(a.job_id, events)
         beat = a.folder / "heartbeat"
         if beat.exists():
-            self.store.execute(
-                "UPDATE jobs SET heartbeat_at = to_timestamp(?) WHERE job_id = ?",
-                [beat.stat().st_mtime, a.job_id],
-            )
+            mtime = beat.stat().st_mtime
+            self.store.execute("UPDATE jobs SET heartbeat_at = to_timestamp(?) WHERE job_id = ?", [mtime, a.job_id])
+            # The heartbeat thread beats every few seconds whatever the training does; a process that
+            # stopped beating is frozen (SIGSTOP, a hung filesystem) and is ended so it cannot stay
+            # "running" forever. It resumes from its last checkpoint.
+            if time.time() - mtime > self.stale_after and a.cancel_requested_at is None and not a.stale:
+                a.stale = True
+                self._signal(a, signal.SIGKILL)
         ended = a.proc.poll() is not None if a.proc is not None else not pid_alive(a.pid, a.pid_start)
         if a.cancel_requested_at is not None and not ended:
             if time.monotonic() - a.cancel_requested_at > CANCEL_GRACE_SECONDS:
@@ -273,7 +292,9 @@ class Orchestrator:
                 self.on_events(a.job_id, tail)
         del self.active[a.job_id]
         state, error = _outcome(a.last_events, cancel_requested=a.cancel_requested_at is not None)
-        if state == "crashed" and a.proc is not None:
+        if state == "crashed" and a.stale:
+            error = f"worker sent no heartbeat for {self.stale_after:.0f} s and was killed; resume it"
+        elif state == "crashed" and a.proc is not None:
             error = f"worker exited with status {a.proc.returncode} without a final event; see worker.log"
         self._set_state(a.job_id, state, error)
         if state == "finished":

@@ -541,3 +541,25 @@ def evaluate_job(
         [study_id],
     )
     return spec
+
+
+def delete_study(store: Store, study_id: str) -> None:
+    """Remove a study's rows and artifacts. Refused while any of its jobs is queued or running."""
+    get_study(store, study_id)
+    active = store.one(
+        "SELECT count(*) FROM jobs WHERE study_id = ? AND state IN ('queued', 'running')", [study_id]
+    )[0]
+    if active:
+        raise HierconsoleError(f"study {study_id} has {active} queued or running jobs; cancel them first")
+
+    def delete(con) -> None:
+        con.execute("DELETE FROM epochs WHERE run_id IN (SELECT run_id FROM runs WHERE study_id = ?)", [study_id])
+        con.execute(
+            "DELETE FROM val_metrics WHERE run_id IN (SELECT run_id FROM runs WHERE study_id = ?)", [study_id]
+        )
+        con.execute("DELETE FROM events WHERE job_id IN (SELECT job_id FROM jobs WHERE study_id = ?)", [study_id])
+        for table in ("metrics", "audits", "tuning", "splits", "runs", "jobs", "studies"):
+            con.execute(f"DELETE FROM {table} WHERE study_id = ?", [study_id])
+
+    store.write(delete)
+    shutil.rmtree(study_dir(store, study_id), ignore_errors=True)

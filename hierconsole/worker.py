@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             "pid": os.getpid(),
             "device": str(resolve_device(spec.device)),
             "threads": spec.threads,
+            "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         }
     )
     try:

@@ -36,6 +36,13 @@ def _assignment(value: str) -> tuple[str, object]:
     return key.strip(), parsed
 
 
+def _gpus(value: str) -> list[str]:
+    ids = [g.strip() for g in value.split(",") if g.strip()]
+    if not ids:
+        raise argparse.ArgumentTypeError("give GPU ids separated by commas, e.g. 0,1")
+    return ids
+
+
 def _seeds(value: str) -> list[int]:
     try:
         return [int(s) for s in value.split(",") if s.strip()]
@@ -49,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--seeds", type=_seeds, help="override training.seeds, e.g. 42,2024")
         p.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), help="override compute.device")
         p.add_argument("--parallel", type=int, metavar="N", help="worker processes at once (default: preset)")
+        p.add_argument("--gpus", type=_gpus, metavar="IDS", help="one worker per listed GPU, e.g. 0,1")
         p.add_argument(
             "--set",
             dest="overrides",
@@ -88,7 +96,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     u = sub.add_parser("resume", help="resume crashed, cancelled or failed jobs from their last checkpoint")
     u.add_argument("study", nargs="?", help="study id or name (default: every resumable job)")
     u.add_argument("--parallel", type=int, metavar="N")
+    u.add_argument("--gpus", type=_gpus, metavar="IDS", help="one worker per listed GPU, e.g. 0,1")
     u.set_defaults(func=cmd_resume)
+
+    x = sub.add_parser("delete", help="delete a study (its rows and artifacts); refused while jobs run")
+    x.add_argument("study")
+    x.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    x.set_defaults(func=cmd_delete)
 
     c = sub.add_parser("cancel", help="cancel the queued or orphaned running jobs of a study")
     c.add_argument("study")
@@ -148,10 +162,12 @@ class JobProgress:
             self.progress.update(self.tasks[row["job_id"]], completed=done, state=row["state"], losses=losses)
 
 
-def drive(store: Store, study_ids: list[str], *, parallel: int | None, console: Console) -> None:
+def drive(
+    store: Store, study_ids: list[str], *, parallel: int | None, console: Console, gpus: list[str] | None = None
+) -> None:
     """Run the orchestrator until the studies' jobs are done. Ctrl-C cancels them (resumable)."""
     view = JobProgress(store, console)
-    orch = Orchestrator(store, max_parallel=parallel, on_events=view.on_events)
+    orch = Orchestrator(store, max_parallel=parallel, on_events=view.on_events, gpus=gpus)
     interrupted = False
 
     def on_int(signum, frame):  # noqa: ARG001
@@ -249,7 +265,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"study [bold]{study_id}[/]: {preset.name} on {get_study(store, study_id).dataset_id}, "
             f"seeds {list(preset.training.seeds)}, {preset.training.epochs} epochs"
         )
-        drive(store, [study_id], parallel=_parallel(args, preset), console=console)
+        drive(store, [study_id], parallel=_parallel(args, preset), console=console, gpus=args.gpus)
         return summarize(store, study_id, console)
 
 
@@ -346,7 +362,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         orch_probe.resume([r[0] for r in rows])
         studies = sorted({r[1] for r in rows})
         # A study whose jobs all ended may have a phase to catch up on.
-        drive(store, studies, parallel=args.parallel or 1, console=console)
+        drive(store, studies, parallel=args.parallel or 1, console=console, gpus=args.gpus)
         from hierconsole.studies import advance
 
         for s in studies:
@@ -389,3 +405,18 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         report = reconcile(store, study_id)
         console.print(report.message)
         return 0 if report.ok else 1
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    from hierconsole.studies import delete_study
+
+    with Store(args.home) as store:
+        study_id = resolve_study(store, args.study)
+        if not args.yes:
+            answer = input(f"delete study {study_id} with all its runs, metrics and artifacts? [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                output_console().print("kept")
+                return 1
+        delete_study(store, study_id)
+        output_console().print(f"deleted {study_id}")
+    return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,12 +14,12 @@ import pytest
 
 from hierconsole.audit import stored_audits
 from hierconsole.catalog import register_dataset
-from hierconsole.errors import SealError
+from hierconsole.errors import HierconsoleError, SealError
 from hierconsole.jobs import Orchestrator, pid_alive
 from hierconsole.jobspec import JobSpec
 from hierconsole.protocol import load_preset
 from hierconsole.storage import Store
-from hierconsole.studies import create_study, evaluate_job, get_study, job_dir, lock_study
+from hierconsole.studies import create_study, delete_study, evaluate_job, get_study, job_dir, lock_study
 from hierconsole.training import FAULT_ENV
 
 TINY_VALUES = {
@@ -242,3 +243,51 @@ def test_crashed_workers_are_detected_and_resume_to_the_same_result(tmp_path, ti
             store.rows("SELECT arm, final_sha256 FROM runs WHERE study_id = ? AND kind = 'final'", [clean_id])
         )
     assert resumed == clean and len(clean) == 4
+
+
+def test_a_frozen_worker_is_killed_and_marked_crashed(tmp_path, tiny_fs):
+    with _store_with_tiny(tmp_path / "home", tiny_fs) as store:
+        study_id = create_study(store, tiny_preset(epochs=40, seeds=(42,)), "tiny")
+        orch = Orchestrator(store, max_parallel=1, stale_after=5.0)  # the worker beats every 2 s
+        job_sql = "SELECT state, pid, epochs_done FROM jobs WHERE study_id = ? AND kind = 'final'"
+        _tick_until(orch, store, job_sql, [study_id], lambda r: r[0] == "running" and r[2] >= 1)
+        os.kill(store.one(job_sql, [study_id])[1], signal.SIGSTOP)  # alive, but beating no more
+        row = _tick_until(orch, store, job_sql, [study_id], lambda r: r[0] != "running", timeout=30)
+        assert row[0] == "crashed"
+        error = store.one("SELECT error FROM jobs WHERE study_id = ? AND kind = 'final'", [study_id])[0]
+        assert "no heartbeat" in error
+
+
+def test_one_worker_per_gpu_each_sees_only_its_own(tmp_path, tiny_fs):
+    with _store_with_tiny(tmp_path / "home", tiny_fs) as store:
+        study_id = create_study(store, tiny_preset(epochs=1, seeds=(42, 2024, 3407)), "tiny")
+        orch = Orchestrator(store, gpus=["3", "5"])
+        seen: set[tuple[str, ...]] = set()
+        while orch.busy([study_id]):
+            orch.tick()
+            seen.add(tuple(sorted(a.gpu for a in orch.active.values())))
+            time.sleep(0.02)
+        assert max(len(s) for s in seen) <= 2 and all(len(set(s)) == len(s) for s in seen)
+        starts = [json.loads(p)["visible_devices"] for (p,) in store.rows(
+            "SELECT payload FROM events WHERE kind = 'start' AND job_id LIKE ?", [f"{study_id}/final%"])]
+        assert sorted(starts)[0] in ("3", "5") and set(starts) <= {"3", "5"} and len(starts) == 3
+        # Without a visible GPU the workers fell back to the CPU and the study still completed.
+        assert get_study(store, study_id).phase == "complete"
+
+
+def test_deleting_a_study_removes_rows_and_artifacts(finished_study, tmp_path, tiny_fs):
+    with _store_with_tiny(tmp_path / "home", tiny_fs) as store:
+        keep = create_study(store, tiny_preset(epochs=1, seeds=(42,)), "tiny")
+        Orchestrator(store).run_until_idle()
+        gone = create_study(store, tiny_preset(epochs=1, seeds=(42,)), "tiny")
+        with pytest.raises(HierconsoleError, match="cancel them first"):
+            delete_study(store, gone)  # its job is still queued
+        Orchestrator(store).run_until_idle()
+        folder = store.home / "studies" / gone
+        assert folder.exists()
+        delete_study(store, gone)
+        assert not folder.exists()
+        for table in ("studies", "jobs", "runs", "metrics", "splits", "audits"):
+            assert store.one(f"SELECT count(*) FROM {table} WHERE study_id = ?", [gone])[0] == 0
+            assert store.one(f"SELECT count(*) FROM {table} WHERE study_id = ?", [keep])[0] > 0
+        assert store.one("SELECT count(*) FROM events WHERE starts_with(job_id, ?)", [gone])[0] == 0
