@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -24,6 +23,21 @@ from typing import Any, Literal
 from hierconsole.errors import ConfigError, NotFoundError
 from hierconsole.levels import LEVELS
 from hierconsole.locations import resource_dir
+from hierconsole.option_checks import (
+    Bool,
+    Check,
+    Choice,
+    FreeText,
+    Invalid,
+    ListOf,
+    Number,
+    Optional,
+    Text,
+    option,
+    section,
+    show,
+    toml_type,
+)
 
 try:
     import tomllib
@@ -49,228 +63,40 @@ MAX_SEED = 2**32 - 1
 Temperature = float | Literal["tune"]
 
 
-# --- value checks ---------------------------------------------------------------------------------------
-
-
-class _Invalid(Exception):
-    """A value that fails its check; the message says what was expected."""
-
-
-def _toml_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a float"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, (list, tuple)):
-        return "an array"
-    if isinstance(value, Mapping):
-        return "a table"
-    if value is None:
-        return "null"
-    return type(value).__name__
-
-
-def _fmt(x: float) -> str:
-    return repr(x) if isinstance(x, float) else str(x)
-
-
-class _Check:
-    """A validator: `expected` describes the allowed values; calling returns the canonical value."""
-
-    expected: str
-
-    def __call__(self, value: Any) -> Any:
-        raise NotImplementedError
-
-
-class _Number(_Check):
-    def __init__(self, *, integer: bool = False, gt=None, ge=None, lt=None, le=None):
-        self.integer, self.gt, self.ge, self.lt, self.le = integer, gt, ge, lt, le
-        kind = "an integer" if integer else "a number"
-        low = f"({_fmt(gt)}" if gt is not None else (f"[{_fmt(ge)}" if ge is not None else None)
-        high = f"{_fmt(lt)})" if lt is not None else (f"{_fmt(le)}]" if le is not None else None)
-        if low and high:
-            self.expected = f"{kind} in {low}, {high}"
-        elif low:
-            self.expected = f"{kind} {'>' if gt is not None else '>='} {low[1:]}"
-        elif high:
-            self.expected = f"{kind} {'<' if lt is not None else '<='} {high[:-1]}"
-        else:
-            self.expected = kind
-
-    def __call__(self, value: Any) -> int | float:
-        # bool is an int subclass in Python; `true` for a number is a typo, never intended.
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise _Invalid(f"expected {self.expected}")
-        if self.integer and not isinstance(value, int):
-            raise _Invalid(f"expected {self.expected} (write it without a decimal point)")
-        if not math.isfinite(value):
-            raise _Invalid(f"expected {self.expected} (finite)")
-        if (
-            (self.gt is not None and not value > self.gt)
-            or (self.ge is not None and not value >= self.ge)
-            or (self.lt is not None and not value < self.lt)
-            or (self.le is not None and not value <= self.le)
-        ):
-            raise _Invalid(f"out of range: expected {self.expected}")
-        # Floats are canonicalised so that `lr = 1` and `lr = 1.0` give the same preset hash.
-        return int(value) if self.integer else float(value)
-
-
-class _Choice(_Check):
-    def __init__(self, *allowed: str):
-        self.allowed = allowed
-        self.expected = "one of " + ", ".join(repr(a) for a in allowed)
-
-    def __call__(self, value: Any) -> str:
-        if not isinstance(value, str):
-            raise _Invalid(f"expected a string, {self.expected}")
-        if value not in self.allowed:
-            close = difflib.get_close_matches(value, self.allowed, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise _Invalid(f"not allowed: expected {self.expected}{hint}")
-        return value
-
-
-class _Text(_Check):
-    expected = "a non-empty string"
-
-    def __call__(self, value: Any) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise _Invalid(f"expected {self.expected}")
-        return value
-
-
-class _FreeText(_Check):
-    expected = "a string"
-
-    def __call__(self, value: Any) -> str:
-        if not isinstance(value, str):
-            raise _Invalid(f"expected {self.expected}")
-        return value
-
-
-class _Bool(_Check):
-    expected = "true or false"
-
-    def __call__(self, value: Any) -> bool:
-        if not isinstance(value, bool):
-            raise _Invalid(f"expected {self.expected}")
-        return value
-
-
-class _Dataset(_Check):
+class _Dataset(Check):
     expected = "a dataset id from `hierconsole datasets`, or one of " + ", ".join(
         repr(s) for s in SYNTHETIC_DATASETS
     )
 
     def __call__(self, value: Any) -> str:
         if not isinstance(value, str) or not value.strip() or value != value.strip():
-            raise _Invalid(f"expected {self.expected}")
+            raise Invalid(f"expected {self.expected}")
         if value.startswith("synthetic:") and value not in SYNTHETIC_DATASETS:
-            raise _Invalid(
+            raise Invalid(
                 "unknown synthetic dataset: expected one of " + ", ".join(repr(s) for s in SYNTHETIC_DATASETS)
             )
         return value
 
 
-class _Temperature(_Check):
+class _Temperature(Check):
     expected = f"a number > 0, or {TUNE!r}"
 
     def __call__(self, value: Any) -> Temperature:
         if value == TUNE:
             return TUNE
         if isinstance(value, str) and difflib.get_close_matches(value.strip().lower(), [TUNE], n=1):
-            raise _Invalid(f"expected {self.expected}; did you mean {TUNE!r}?")
+            raise Invalid(f"expected {self.expected}; did you mean {TUNE!r}?")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise _Invalid(f"expected {self.expected}")
+            raise Invalid(f"expected {self.expected}")
         if not math.isfinite(value) or value <= 0:
-            raise _Invalid(f"out of range: expected {self.expected}")
+            raise Invalid(f"out of range: expected {self.expected}")
         return float(value)
 
 
-class _List(_Check):
-    def __init__(
-        self,
-        item: _Check,
-        *,
-        length: int | None = None,
-        unique: bool = False,
-        increasing: bool = False,
-        sort: bool = False,
-        what: str = "",
-    ):
-        self.item, self.length, self.unique, self.increasing, self.sort = (
-            item,
-            length,
-            unique,
-            increasing,
-            sort,
-        )
-        size = f"{length} " if length is not None else "a non-empty array of "
-        extra = []
-        if unique:
-            extra.append("no repeats")
-        if increasing:
-            extra.append("strictly increasing")
-        tail = f" ({', '.join(extra)})" if extra else ""
-        body = f"{size}{'values' if length else 'items'}, each {item.expected}{tail}"
-        self.expected = f"{what}: {body}" if what else body
-
-    def __call__(self, value: Any) -> tuple:
-        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-            raise _Invalid(f"expected {self.expected}")
-        if self.length is not None and len(value) != self.length:
-            raise _Invalid(f"has {len(value)} items: expected {self.expected}")
-        if not value:
-            raise _Invalid(f"is empty: expected {self.expected}")
-        out = []
-        for i, v in enumerate(value):
-            try:
-                out.append(self.item(v))
-            except _Invalid as exc:
-                raise _Invalid(f"item {i} = {_show(v)} ({_toml_type(v)}): {exc}") from None
-        if self.unique and len(set(out)) != len(out):
-            dup = sorted({v for v in out if out.count(v) > 1})
-            raise _Invalid(f"repeats {', '.join(_fmt(d) for d in dup)}: expected {self.expected}")
-        if self.increasing and any(b <= a for a, b in itertools.pairwise(out)):
-            raise _Invalid(f"not strictly increasing: expected {self.expected}")
-        return tuple(sorted(out)) if self.sort else tuple(out)
-
-
-class _Optional(_Check):
-    """Absent in TOML (which has no null) or None from JSON; otherwise the inner check."""
-
-    def __init__(self, inner: _Check):
-        self.inner = inner
-        self.expected = inner.expected
-
-    def __call__(self, value: Any) -> Any:
-        return None if value is None else self.inner(value)
-
-
-def _show(value: Any) -> str:
-    text = json.dumps(value) if isinstance(value, (list, tuple, Mapping, str, bool)) else repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _opt(check: _Check, default: Any = MISSING, doc: str = "") -> Any:
-    """A preset option: its check, its default (MISSING = required) and a one-line meaning."""
-    return field(default=default, metadata={"check": check, "doc": doc})
-
-
-def _section(cls: type) -> Any:
-    return field(metadata={"section": cls})
-
-
-_SEED = _Number(integer=True, ge=0, le=MAX_SEED)
-_POSITIVE = _Number(gt=0)
-_COUNT = _Number(integer=True, ge=1)
-_FRACTION = _Number(gt=0, lt=1)
+_SEED = Number(integer=True, ge=0, le=MAX_SEED)
+_POSITIVE = Number(gt=0)
+_COUNT = Number(integer=True, ge=1)
+_FRACTION = Number(gt=0, lt=1)
 
 
 # --- the preset -----------------------------------------------------------------------------------------
@@ -278,61 +104,63 @@ _FRACTION = _Number(gt=0, lt=1)
 
 @dataclass(frozen=True, kw_only=True)
 class StudyConfig:
-    name: str = _opt(_Text(), doc="short study name shown in tables")
-    description: str = _opt(_FreeText(), "", doc="one line on what the study is for")
+    name: str = option(Text(), doc="short study name shown in tables")
+    description: str = option(FreeText(), "", doc="one line on what the study is for")
 
 
 @dataclass(frozen=True, kw_only=True)
 class DataConfig:
-    dataset: str = _opt(_Dataset(), doc="dataset id in the store, or built-in synthetic data")
+    dataset: str = option(_Dataset(), doc="dataset id in the store, or built-in synthetic data")
 
 
 @dataclass(frozen=True, kw_only=True)
 class SplitConfig:
-    protocol: str = _opt(_Choice(*SPLIT_PROTOCOLS), "official", doc="which samples train, validate and test")
-    level: str = _opt(_Choice(*LEVELS), "middle", doc="hierarchy_disjoint: level whose groups are disjoint")
-    counts: tuple[int, int, int] | None = _opt(
-        _Optional(_List(_COUNT, length=3, what="train, val, test group counts")), None
+    protocol: str = option(Choice(*SPLIT_PROTOCOLS), "official", doc="which samples train, validate and test")
+    level: str = option(Choice(*LEVELS), "middle", doc="hierarchy_disjoint: level whose groups are disjoint")
+    counts: tuple[int, int, int] | None = option(
+        Optional(ListOf(_COUNT, length=3, what="train, val, test group counts")), None
     )
-    fractions: tuple[float, float, float] | None = _opt(
-        _Optional(_List(_FRACTION, length=3, what="train, val, test group fractions summing to 1")), None
+    fractions: tuple[float, float, float] | None = option(
+        Optional(ListOf(_FRACTION, length=3, what="train, val, test group fractions summing to 1")), None
     )
-    seed: int = _opt(_SEED, 42, doc="hierarchy_disjoint: seed of the group assignment")
+    seed: int = option(_SEED, 42, doc="hierarchy_disjoint: seed of the group assignment")
 
 
 @dataclass(frozen=True, kw_only=True)
 class EvaluationConfig:
-    aggregation: str = _opt(_Choice(*AGGREGATIONS), doc="query-micro or group-macro (paper S2)")
-    n_query: int = _opt(_COUNT, doc="queries per query/gallery perturbation of the test set")
-    qg_seeds: tuple[int, ...] = _opt(_List(_SEED, unique=True), DEFAULT_SEEDS, doc="Q/G perturbation seeds")
+    aggregation: str = option(Choice(*AGGREGATIONS), doc="query-micro or group-macro (paper S2)")
+    n_query: int = option(_COUNT, doc="queries per query/gallery perturbation of the test set")
+    qg_seeds: tuple[int, ...] = option(
+        ListOf(_SEED, unique=True), DEFAULT_SEEDS, doc="Q/G perturbation seeds"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
 class PoincareConfig:
-    c: float = _opt(_POSITIVE, doc="absolute curvature (sectional curvature -c)")
-    r: float = _opt(_POSITIVE, doc="tangent radius of the r*tanh squashing before expmap0")
+    c: float = option(_POSITIVE, doc="absolute curvature (sectional curvature -c)")
+    r: float = option(_POSITIVE, doc="tangent radius of the r*tanh squashing before expmap0")
 
 
 @dataclass(frozen=True, kw_only=True)
 class GeometryConfig:
-    poincare: PoincareConfig = _section(PoincareConfig)
+    poincare: PoincareConfig = section(PoincareConfig)
 
 
 @dataclass(frozen=True, kw_only=True)
 class TuningConfig:
-    candidates: tuple[float, ...] = _opt(
-        _List(_POSITIVE, unique=True, sort=True), DEFAULT_TEMPERATURE_CANDIDATES, doc="temperatures tried"
+    candidates: tuple[float, ...] = option(
+        ListOf(_POSITIVE, unique=True, sort=True), DEFAULT_TEMPERATURE_CANDIDATES, doc="temperatures tried"
     )
-    seed: int = _opt(_SEED, 42, doc="training seed of every tuning run")
-    epochs: int = _opt(_COUNT, 50, doc="fixed budget; candidates are scored at this epoch only")
-    query_fraction: float = _opt(_FRACTION, 0.2, doc="share of the validation samples used as queries")
+    seed: int = option(_SEED, 42, doc="training seed of every tuning run")
+    epochs: int = option(_COUNT, 50, doc="fixed budget; candidates are scored at this epoch only")
+    query_fraction: float = option(_FRACTION, 0.2, doc="share of the validation samples used as queries")
 
 
 @dataclass(frozen=True, kw_only=True)
 class TemperatureConfig:
-    euclidean: Temperature = _opt(_Temperature(), doc="Taxonomy-SupCon tau of the Euclidean cells")
-    poincare: Temperature = _opt(_Temperature(), doc="Taxonomy-SupCon tau of the Poincaré cells")
-    tuning: TuningConfig = _section(TuningConfig)
+    euclidean: Temperature = option(_Temperature(), doc="Taxonomy-SupCon tau of the Euclidean cells")
+    poincare: Temperature = option(_Temperature(), doc="Taxonomy-SupCon tau of the Poincaré cells")
+    tuning: TuningConfig = section(TuningConfig)
 
     def for_geometry(self, geometry: str) -> Temperature:
         if geometry not in ("euclidean", "poincare"):
@@ -347,53 +175,55 @@ class TemperatureConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class TrainingConfig:
-    seeds: tuple[int, ...] = _opt(_List(_SEED, unique=True), DEFAULT_SEEDS, doc="one job per training seed")
-    epochs: int = _opt(_COUNT, 100, doc="fixed endpoint of every final cell")
-    optimizer: str = _opt(_Choice("adamw"), "adamw")
-    lr: float = _opt(_POSITIVE, 5e-5)
-    weight_decay: float = _opt(_Number(ge=0), 1e-4)
-    lr_schedule: str = _opt(_Choice("constant"), "constant")
-    batch_size: int = _opt(_Number(integer=True, ge=2), 128, doc="a contrastive batch needs two samples")
-    drop_last: bool = _opt(_Bool(), True)
-    grad_clip: float = _opt(_POSITIVE, 1.0, doc="max gradient L2 norm")
-    dropout: float = _opt(_Number(ge=0, lt=1), 0.1)
-    hidden: int = _opt(_COUNT, 256)
-    out_dim: int = _opt(_Number(integer=True, ge=2), 32)
-    regression_targets: tuple[float, float, float, float] = _opt(
-        _List(_Number(ge=0), length=4, increasing=True, what="target distances for relations c, m, h, o"),
+    seeds: tuple[int, ...] = option(
+        ListOf(_SEED, unique=True), DEFAULT_SEEDS, doc="one job per training seed"
+    )
+    epochs: int = option(_COUNT, 100, doc="fixed endpoint of every final cell")
+    optimizer: str = option(Choice("adamw"), "adamw")
+    lr: float = option(_POSITIVE, 5e-5)
+    weight_decay: float = option(Number(ge=0), 1e-4)
+    lr_schedule: str = option(Choice("constant"), "constant")
+    batch_size: int = option(Number(integer=True, ge=2), 128, doc="a contrastive batch needs two samples")
+    drop_last: bool = option(Bool(), True)
+    grad_clip: float = option(_POSITIVE, 1.0, doc="max gradient L2 norm")
+    dropout: float = option(Number(ge=0, lt=1), 0.1)
+    hidden: int = option(_COUNT, 256)
+    out_dim: int = option(Number(integer=True, ge=2), 32)
+    regression_targets: tuple[float, float, float, float] = option(
+        ListOf(Number(ge=0), length=4, increasing=True, what="target distances for relations c, m, h, o"),
         (0.2, 0.5, 0.8, 1.0),
     )
-    level_weights: tuple[float, float, float] = _opt(
-        _List(_Number(ge=0), length=3, what="Taxonomy-SupCon weights for leaf, middle, high"),
+    level_weights: tuple[float, float, float] = option(
+        ListOf(Number(ge=0), length=3, what="Taxonomy-SupCon weights for leaf, middle, high"),
         (1.0, 1.0, 1.0),
     )
-    val_every: int = _opt(_Number(integer=True, ge=0), 10, doc="validation period in epochs; 0 = never")
+    val_every: int = option(Number(integer=True, ge=0), 10, doc="validation period in epochs; 0 = never")
 
 
 @dataclass(frozen=True, kw_only=True)
 class ComputeConfig:
-    device: str = _opt(_Choice(*DEVICES), "auto", doc="auto = cuda, then mps, then cpu")
-    threads_per_worker: int = _opt(_COUNT, 1, doc="torch intra-op threads in each worker")
-    max_parallel_jobs: int = _opt(_COUNT, 1, doc="concurrent seed jobs on CPU (one per GPU otherwise)")
+    device: str = option(Choice(*DEVICES), "auto", doc="auto = cuda, then mps, then cpu")
+    threads_per_worker: int = option(_COUNT, 1, doc="torch intra-op threads in each worker")
+    max_parallel_jobs: int = option(_COUNT, 1, doc="concurrent seed jobs on CPU (one per GPU otherwise)")
 
 
 @dataclass(frozen=True, kw_only=True)
 class ControlsConfig:
-    taxonomy_shuffle: bool = _opt(_Bool(), False, doc="train on a structure-preserving shuffled taxonomy")
-    shuffle_seed: int = _opt(_SEED, DEFAULT_SHUFFLE_SEED)
+    taxonomy_shuffle: bool = option(Bool(), False, doc="train on a structure-preserving shuffled taxonomy")
+    shuffle_seed: int = option(_SEED, DEFAULT_SHUFFLE_SEED)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Preset:
-    study: StudyConfig = _section(StudyConfig)
-    data: DataConfig = _section(DataConfig)
-    split: SplitConfig = _section(SplitConfig)
-    evaluation: EvaluationConfig = _section(EvaluationConfig)
-    geometry: GeometryConfig = _section(GeometryConfig)
-    temperature: TemperatureConfig = _section(TemperatureConfig)
-    training: TrainingConfig = _section(TrainingConfig)
-    compute: ComputeConfig = _section(ComputeConfig)
-    controls: ControlsConfig = _section(ControlsConfig)
+    study: StudyConfig = section(StudyConfig)
+    data: DataConfig = section(DataConfig)
+    split: SplitConfig = section(SplitConfig)
+    evaluation: EvaluationConfig = section(EvaluationConfig)
+    geometry: GeometryConfig = section(GeometryConfig)
+    temperature: TemperatureConfig = section(TemperatureConfig)
+    training: TrainingConfig = section(TrainingConfig)
+    compute: ComputeConfig = section(ComputeConfig)
+    controls: ControlsConfig = section(ControlsConfig)
     source: str = field(default="<dict>", compare=False)
     """Where the preset came from (file path or a description); not part of the configuration."""
 
@@ -468,7 +298,7 @@ class Preset:
 def _build(cls: type, data: Any, prefix: str, problems: list[str]) -> dict[str, Any] | None:
     """Keyword arguments for `cls` from `data`, appending a message per problem; None if any."""
     if not isinstance(data, Mapping):
-        where = f"{prefix} = {_show(data)} ({_toml_type(data)})" if prefix else f"{_toml_type(data)} given"
+        where = f"{prefix} = {show(data)} ({toml_type(data)})" if prefix else f"{toml_type(data)} given"
         problems.append(f"{where}: expected a table{f' [{prefix}]' if prefix else ''}")
         return None
     options = {f.name: f for f in fields(cls) if "check" in f.metadata or "section" in f.metadata}
@@ -488,13 +318,13 @@ def _build(cls: type, data: Any, prefix: str, problems: list[str]) -> dict[str, 
             else:
                 kwargs[name] = f.metadata["section"](**sub)
             continue
-        check: _Check = f.metadata["check"]
+        check: Check = f.metadata["check"]
         if name in data:
             value = data[name]
             try:
                 kwargs[name] = check(value)
-            except _Invalid as exc:
-                problems.append(f"{path} = {_show(value)} ({_toml_type(value)}): {exc}")
+            except Invalid as exc:
+                problems.append(f"{path} = {show(value)} ({toml_type(value)}): {exc}")
                 ok = False
         elif f.default is MISSING:
             problems.append(f"{path}: required key is missing; expected {check.expected}")
@@ -542,7 +372,7 @@ def _cross_check(parts: dict[str, Any], problems: list[str]) -> None:
             )
         if split.fractions is not None and abs(sum(split.fractions) - 1.0) > 1e-6:
             problems.append(
-                f"split.fractions = {_show(list(split.fractions))}: sums to {sum(split.fractions):g}; "
+                f"split.fractions = {show(list(split.fractions))}: sums to {sum(split.fractions):g}; "
                 "expected train, val, test fractions summing to 1"
             )
         if split.level == "leaf":
@@ -555,19 +385,19 @@ def _cross_check(parts: dict[str, Any], problems: list[str]) -> None:
         for key in ("counts", "fractions"):
             if getattr(split, key) is not None:
                 problems.append(
-                    f"split.{key} = {_show(list(getattr(split, key)))}: only used with protocol = "
+                    f"split.{key} = {show(list(getattr(split, key)))}: only used with protocol = "
                     f"'hierarchy_disjoint'; remove it or set split.protocol = 'hierarchy_disjoint'"
                 )
     training: TrainingConfig = parts["training"]
     if not any(w > 0 for w in training.level_weights):
         problems.append(
-            f"training.level_weights = {_show(list(training.level_weights))}: all zero; "
+            f"training.level_weights = {show(list(training.level_weights))}: all zero; "
             "expected at least one weight > 0"
         )
     tuning = parts["temperature"].tuning
     if parts["temperature"].tuned_geometries and len(tuning.candidates) < 2:
         problems.append(
-            f"temperature.tuning.candidates = {_show(list(tuning.candidates))}: tuning needs at least two "
+            f"temperature.tuning.candidates = {show(list(tuning.candidates))}: tuning needs at least two "
             "candidates; give more, or set the temperature to a number"
         )
 
