@@ -97,6 +97,7 @@ class Active:
     offset: int = 0
     cancel_requested_at: float | None = None
     stale: bool = False
+    heartbeat_seen: float = 0.0
     last_events: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -125,15 +126,19 @@ class Orchestrator:
 
     # -- start-up -----------------------------------------------------------------------------------
     def recover(self) -> list[str]:
-        """Replay every job's events, adopt live workers, mark dead ones crashed. Returns crashed ids."""
+        """Settle jobs left "running" by an earlier orchestrator. Returns the ids marked crashed.
+
+        Each such job's events are replayed first (whatever the dead orchestrator had not ingested). A
+        live worker is adopted; a worker that ended on its own is given the state its last event says
+        (and its study moves on); one that vanished without a final event is marked crashed. Jobs in
+        other states were fully ingested when they ended, so start-up stays fast on a large store.
+        """
         crashed = []
-        for job in self.store.dicts("SELECT job_id, study_id, kind, seed, state, pid, pid_start FROM jobs"):
+        for job in self.store.dicts(
+            "SELECT job_id, study_id, kind, seed, state, pid, pid_start FROM jobs WHERE state = 'running'"
+        ):
             folder = job_dir(self.store, job["job_id"])
-            events, offset = read_events(folder / "events.jsonl")
-            if events:
-                self._write_events(job, events)
-            if job["state"] != "running":
-                continue
+            events, offset = self.replay(job)
             if job["pid"] and pid_alive(job["pid"], job["pid_start"]):
                 self.active[job["job_id"]] = Active(
                     job["job_id"],
@@ -148,13 +153,21 @@ class Orchestrator:
                 continue
             state, error = _outcome(events, cancel_requested=False)
             if state == "crashed":
-                error = (
-                    f"worker PID {job['pid']} is gone (orchestrator restarted); "
-                    "resume it with `hierconsole resume`"
-                )
+                error = f"worker PID {job['pid']} is gone (orchestrator restarted); resume it with `hierconsole resume`"
                 crashed.append(job["job_id"])
             self._set_state(job["job_id"], state, error)
+            if state == "finished":
+                advance(self.store, job["study_id"])
         return crashed
+
+    def replay(self, job: dict[str, Any] | str) -> tuple[list[dict[str, Any]], int]:
+        """Write a job's whole events.jsonl again (idempotent); returns the events and the file offset."""
+        if isinstance(job, str):
+            job = self.store.dicts("SELECT job_id, study_id, kind, seed FROM jobs WHERE job_id = ?", [job])[0]
+        events, offset = read_events(job_dir(self.store, job["job_id"]) / "events.jsonl")
+        if events:
+            self._write_events(job, events)
+        return events, offset
 
     # -- the loop -----------------------------------------------------------------------------------
     def tick(self) -> None:
@@ -267,7 +280,11 @@ class Orchestrator:
         beat = a.folder / "heartbeat"
         if beat.exists():
             mtime = beat.stat().st_mtime
-            self.store.execute("UPDATE jobs SET heartbeat_at = to_timestamp(?) WHERE job_id = ?", [mtime, a.job_id])
+            if mtime != a.heartbeat_seen:
+                a.heartbeat_seen = mtime
+                self.store.execute(
+                    "UPDATE jobs SET heartbeat_at = to_timestamp(?) WHERE job_id = ?", [mtime, a.job_id]
+                )
             # The heartbeat thread beats every few seconds whatever the training does; a process that
             # stopped beating is frozen (SIGSTOP, a hung filesystem) and is ended so it cannot stay
             # "running" forever. It resumes from its last checkpoint.

@@ -106,7 +106,9 @@ def test_replaying_every_event_changes_nothing(finished_study):
     tables = ("runs", "epochs", "val_metrics", "metrics", "events")
     with Store(home) as store:
         before = {t: store.frame(f"SELECT * FROM {t} ORDER BY ALL") for t in tables}
-        Orchestrator(store).recover()  # replays each job's whole events.jsonl
+        orch = Orchestrator(store)
+        for (job_id,) in store.rows("SELECT job_id FROM jobs"):
+            assert orch.replay(job_id)[0]  # each job's whole events.jsonl, written again
         after = {t: store.frame(f"SELECT * FROM {t} ORDER BY ALL") for t in tables}
     for t in tables:
         assert before[t].equals(after[t]), t
@@ -268,8 +270,12 @@ def test_one_worker_per_gpu_each_sees_only_its_own(tmp_path, tiny_fs):
             seen.add(tuple(sorted(a.gpu for a in orch.active.values())))
             time.sleep(0.02)
         assert max(len(s) for s in seen) <= 2 and all(len(set(s)) == len(s) for s in seen)
-        starts = [json.loads(p)["visible_devices"] for (p,) in store.rows(
-            "SELECT payload FROM events WHERE kind = 'start' AND job_id LIKE ?", [f"{study_id}/final%"])]
+        starts = [
+            json.loads(p)["visible_devices"]
+            for (p,) in store.rows(
+                "SELECT payload FROM events WHERE kind = 'start' AND job_id LIKE ?", [f"{study_id}/final%"]
+            )
+        ]
         assert sorted(starts)[0] in ("3", "5") and set(starts) <= {"3", "5"} and len(starts) == 3
         # Without a visible GPU the workers fell back to the CPU and the study still completed.
         assert get_study(store, study_id).phase == "complete"
@@ -291,3 +297,25 @@ def test_deleting_a_study_removes_rows_and_artifacts(finished_study, tmp_path, t
             assert store.one(f"SELECT count(*) FROM {table} WHERE study_id = ?", [gone])[0] == 0
             assert store.one(f"SELECT count(*) FROM {table} WHERE study_id = ?", [keep])[0] > 0
         assert store.one("SELECT count(*) FROM events WHERE starts_with(job_id, ?)", [gone])[0] == 0
+
+
+def test_a_worker_that_finishes_while_no_orchestrator_runs_is_settled_at_start(tmp_path, tiny_fs):
+    home = tmp_path / "home"
+    store = _store_with_tiny(home, tiny_fs)
+    study_id = create_study(store, tiny_preset(epochs=3, seeds=(42,)), "tiny")
+    orch = Orchestrator(store, max_parallel=1)
+    job_sql = "SELECT state, pid FROM jobs WHERE study_id = ? AND kind = 'final'"
+    _, pid = _tick_until(orch, store, job_sql, [study_id], lambda r: r[0] == "running")
+    store.close()  # the console quits and leaves the worker running
+    deadline = time.monotonic() + 120
+    while pid_alive(pid, None):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    with Store(home) as store:
+        orch = Orchestrator(store, max_parallel=1)
+        assert store.one(job_sql, [study_id])[0] == "finished"
+        assert store.one("SELECT count(*) FROM epochs e JOIN runs r USING (run_id) WHERE r.study_id = ?",
+                         [study_id])[0] == 12  # every epoch event was ingested on the way
+        assert get_study(store, study_id).phase == "evaluating"
+        orch.run_until_idle()
+        assert get_study(store, study_id).phase == "complete"
