@@ -210,7 +210,7 @@ class Orchestrator:
         while len(self.active) < self._capacity():
             row = self.store.one(
                 "SELECT job_id FROM jobs WHERE state = 'queued' ORDER BY "
-                "CASE kind WHEN 'tune' THEN 0 WHEN 'final' THEN 1 ELSE 2 END, created_at, job_id LIMIT 1"
+                "CASE kind WHEN 'tune' THEN 0 WHEN 'final' THEN 1 ELSE 2 END, created_at, seed, tau, job_id LIMIT 1"
             )
             if row is None:
                 return

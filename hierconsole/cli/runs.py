@@ -163,11 +163,18 @@ class JobProgress:
 
 
 def drive(
-    store: Store, study_ids: list[str], *, parallel: int | None, console: Console, gpus: list[str] | None = None
+    store: Store,
+    study_ids: list[str],
+    *,
+    parallel: int | None,
+    console: Console,
+    gpus: list[str] | None = None,
+    orchestrator: Orchestrator | None = None,
 ) -> None:
     """Run the orchestrator until the studies' jobs are done. Ctrl-C cancels them (resumable)."""
     view = JobProgress(store, console)
-    orch = Orchestrator(store, max_parallel=parallel, on_events=view.on_events, gpus=gpus)
+    orch = orchestrator or Orchestrator(store, max_parallel=parallel, gpus=gpus)
+    orch.on_events = view.on_events
     interrupted = False
 
     def on_int(signum, frame):  # noqa: ARG001
@@ -347,26 +354,33 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
+    """Crashed, cancelled and failed jobs go back in the queue; queued and orphaned running ones are
+    driven too, so a console that quit and left work behind can be replaced by a headless resume."""
+    from hierconsole.studies import advance
+
     console = output_console()
     with Store(args.home) as store:
-        sql = "SELECT job_id, study_id FROM jobs WHERE state IN ('crashed', 'cancelled', 'failed')"
-        params: list[Any] = []
-        if args.study:
-            sql += " AND study_id = ?"
-            params.append(resolve_study(store, args.study))
-        orch_probe = Orchestrator(store)  # marks orphans crashed before we look
-        rows = store.rows(sql, params)
-        if not rows:
+        only = resolve_study(store, args.study) if args.study else None
+        orch = Orchestrator(store, max_parallel=args.parallel or 1, gpus=args.gpus)  # settles orphans first
+        where, params = ("AND study_id = ?", [only]) if only else ("", [])
+        requeue = store.rows(
+            f"SELECT job_id, study_id FROM jobs WHERE state IN ('crashed', 'cancelled', 'failed') {where}",
+            params,
+        )
+        orch.resume([job_id for job_id, _ in requeue])
+        pending = store.rows(
+            f"SELECT study_id FROM jobs WHERE state IN ('queued', 'running') {where}", params
+        )
+        stalled = store.rows(
+            f"SELECT study_id FROM studies WHERE phase NOT IN ('complete', 'failed') {where}", params
+        )
+        studies = sorted({r[-1] for r in requeue} | {r[0] for r in pending} | {r[0] for r in stalled})
+        if not studies:
             console.print("nothing to resume")
             return 0
-        orch_probe.resume([r[0] for r in rows])
-        studies = sorted({r[1] for r in rows})
-        # A study whose jobs all ended may have a phase to catch up on.
-        drive(store, studies, parallel=args.parallel or 1, console=console, gpus=args.gpus)
-        from hierconsole.studies import advance
-
-        for s in studies:
-            advance(store, s)
+        for study_id in studies:
+            advance(store, study_id)  # a study whose jobs all ended may have a phase to catch up on
+        drive(store, studies, parallel=args.parallel or 1, console=console, orchestrator=orch)
         return max(summarize(store, s, console) for s in studies)
 
 

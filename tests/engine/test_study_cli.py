@@ -118,3 +118,21 @@ def test_rescore_adds_posthoc_macro_and_reconciles_micro(study, capsys):
     assert before.equals(after)  # the registered endpoint is untouched
     assert macro[0] > 0 and macro[1] is True
     assert check[0] is True
+
+
+def test_resume_drives_work_a_console_left_queued(tmp_path, capsys, tiny_fs):
+    from hierconsole.protocol import load_preset
+    from hierconsole.studies import create_study, get_study
+
+    home = tmp_path / "home"
+    values = dict(setting.split("=", 1) for setting in TINY_SETTINGS)
+    values = {k: json.loads(v.replace("'", '"')) for k, v in values.items()}
+    preset = load_preset("demo").with_overrides(epochs=1, seeds=[42], dataset="tiny", values=values)
+    with Store(home) as store:
+        register_dataset(store, tiny_fs)
+        study_id = create_study(store, preset, "tiny")  # queued, never launched
+    code, out, err = run(home, capsys, "resume")
+    assert code == 0, out + err
+    with Store(home) as store:
+        assert get_study(store, study_id).phase == "complete"
+    assert run(home, capsys, "resume")[1].strip() == "nothing to resume"
