@@ -7,7 +7,6 @@ Everything scientific is delegated: per-seed tables come from `analysis_store`, 
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +17,6 @@ from hierconsole.audit import CHECKS, Check, stored_audits
 from hierconsole.effects import ARMS, per_seed_from_long
 from hierconsole.errors import HierconsoleError
 from hierconsole.storage import Store
-from hierconsole.studies import ACTIVE_STATES, study_dir
 from hierconsole.taxonomy import Taxonomy
 
 RESUMABLE_STATES = ("crashed", "cancelled", "failed")
@@ -85,7 +83,7 @@ LEFT JOIN scored s USING (job_id)
 LEFT JOIN cells c ON c.study_id = j.study_id
 LEFT JOIN perturbations p ON p.study_id = j.study_id
 {where}
-ORDER BY j.created_at, j.job_id
+ORDER BY j.created_at, CASE j.kind WHEN 'tune' THEN 0 WHEN 'final' THEN 1 ELSE 2 END, j.seed, j.tau, j.job_id
 """
 
 
@@ -248,31 +246,6 @@ def taxonomy_lines(store: Store, dataset_id: str) -> list[str]:
         raise HierconsoleError(f"dataset {dataset_id!r} has no stored taxonomy")
     tax = Taxonomy.from_rows(rows, level_names=tuple(names[0]), source=f"dataset {dataset_id}")
     return tax.summary().lines()
-
-
-def delete_study(store: Store, study_id: str) -> None:
-    """Remove a study's rows and artifacts. Refused while any of its jobs is queued or running."""
-    active = store.one(
-        "SELECT count(*) FROM jobs WHERE study_id = ? AND state IN (SELECT unnest(?))",
-        [study_id, list(ACTIVE_STATES)],
-    )[0]
-    if active:
-        raise HierconsoleError(
-            f"study {study_id} has {active} queued or running jobs; cancel them before deleting it"
-        )
-    if store.one("SELECT 1 FROM studies WHERE study_id = ?", [study_id]) is None:
-        raise HierconsoleError(f"no study {study_id!r} in the store")
-
-    def delete(con) -> None:
-        runs = "SELECT run_id FROM runs WHERE study_id = ?"
-        con.execute(f"DELETE FROM epochs WHERE run_id IN ({runs})", [study_id])
-        con.execute(f"DELETE FROM val_metrics WHERE run_id IN ({runs})", [study_id])
-        con.execute("DELETE FROM events WHERE job_id IN (SELECT job_id FROM jobs WHERE study_id = ?)", [study_id])
-        for table in ("metrics", "runs", "jobs", "splits", "tuning", "audits", "studies"):
-            con.execute(f"DELETE FROM {table} WHERE study_id = ?", [study_id])
-
-    store.write(delete)
-    shutil.rmtree(study_dir(store, study_id), ignore_errors=True)
 
 
 def preset_parallelism(store: Store, study_id: str) -> int:

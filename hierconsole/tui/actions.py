@@ -38,6 +38,11 @@ SCOPES: dict[str, str] = {
     "audits": "Audits",
     "redistribution": "Redistribution",
     "export": "Export",
+    "help": "Help",
+    "import": "Import dialog",
+    "launch": "Launch dialog",
+    "confirm": "Confirmation",
+    "quit": "Quit dialog",
 }
 
 VIEW_MODES: tuple[tuple[str, str], ...] = (
@@ -73,17 +78,25 @@ ACTIONS: tuple[Action, ...] = (
         "load_demo",
         "import the synthetic demo dataset and launch the demo study",
     ),
-    Action("datasets.import", "i", "import", "datasets", "import_dataset", "import a generic, CUB or NABirds set"),
+    Action(
+        "datasets.import", "i", "import", "datasets", "import_dataset", "import a generic, CUB or NABirds set"
+    ),
     Action("datasets.launch", "l", "launch", "datasets", "launch", "launch a preset on the selected dataset"),
     Action("runs.launch", "l", "launch", "runs", "launch", "launch a preset on a dataset"),
-    Action("runs.open", "enter", "open", "runs", "open", "make a study current / show a job's curves and log"),
+    Action(
+        "runs.open", "enter", "open", "runs", "open", "make a study current / show a job's curves and log"
+    ),
     Action("runs.cancel", "c", "cancel", "runs", "cancel", "cancel the selected job (it can be resumed)"),
-    Action("runs.resume", "r", "resume", "runs", "resume", "resume the selected crashed, cancelled or failed job"),
+    Action(
+        "runs.resume", "r", "resume", "runs", "resume", "resume the selected crashed, cancelled or failed job"
+    ),
     Action("runs.delete", "x", "delete", "runs", "delete", "delete the selected study, after confirmation"),
     Action("run_detail.back", "escape", "back", "run_detail", "back", "return to the run queue"),
     Action("effects.level", "m", "metric", "effects", "next_level", "cycle hier / middle / high / leaf"),
     Action("effects.measure", "k", "mAP/R@K", "effects", "next_measure", "cycle mAP, R@1, R@5, R@10, R@20"),
-    Action("effects.aggregation", "a", "aggregation", "effects", "next_aggregation", "micro / macro if re-scored"),
+    Action(
+        "effects.aggregation", "a", "aggregation", "effects", "next_aggregation", "micro / macro if re-scored"
+    ),
     Action("redistribution.measure", "k", "mAP/R@K", "redistribution", "next_measure", "cycle mAP and R@K"),
     Action(
         "redistribution.aggregation",
@@ -94,6 +107,24 @@ ACTIONS: tuple[Action, ...] = (
         "micro / macro if re-scored",
     ),
     Action("audits.recheck", "r", "reload", "audits", "reload", "read the checks again"),
+    Action("help.close", "escape", "close", "help", "close", "close the help screen"),
+    Action("import.submit", "ctrl+s", "import", "import", "submit", "check and import the files"),
+    Action("import.cancel", "escape", "cancel", "import", "cancel", "close without importing"),
+    Action("launch.submit", "ctrl+s", "launch", "launch", "submit", "create the study and queue its jobs"),
+    Action("launch.cancel", "escape", "cancel", "launch", "cancel", "close without launching"),
+    Action("confirm.yes", "y", "yes", "confirm", "answer(True)", "go ahead"),
+    Action(
+        "confirm.no",
+        "n,escape",
+        "no",
+        "confirm",
+        "answer(False)",
+        "keep things as they are",
+        key_display="n/esc",
+    ),
+    Action("quit.cancel", "c", "cancel jobs", "quit", "choose('cancel')", "cancel running jobs, then quit"),
+    Action("quit.leave", "l", "leave jobs", "quit", "choose('leave')", "quit and leave the workers running"),
+    Action("quit.stay", "escape", "stay", "quit", "choose(None)", "do not quit"),
     Action("export.write", "w", "write", "export", "write", "write the chosen table in the chosen format"),
 )
 

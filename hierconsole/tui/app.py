@@ -7,14 +7,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from hierconsole.tui.screens.audits import AuditsScreen
-from hierconsole.tui.screens.datasets import DatasetsScreen
-from hierconsole.tui.screens.dialogs import QuitDialog
-from hierconsole.tui.screens.effects import EffectsScreen
-from hierconsole.tui.screens.export import ExportScreen
-from hierconsole.tui.screens.help import HelpScreen
-from hierconsole.tui.screens.redistribution import RedistributionScreen
-from hierconsole.tui.screens.runs import RunsScreen
 from textual import on, work
 from textual.app import App
 from textual.signal import Signal
@@ -36,6 +28,15 @@ from hierconsole.tui.messages import (
     StudyLaunched,
 )
 from hierconsole.tui.orchestration import OrchestratorLoop
+from hierconsole.tui.screens.audits import AuditsScreen
+from hierconsole.tui.screens.datasets import DatasetsScreen
+from hierconsole.tui.screens.dialogs import QuitDialog
+from hierconsole.tui.screens.effects import EffectsScreen
+from hierconsole.tui.screens.export import ExportScreen
+from hierconsole.tui.screens.help import HelpScreen
+from hierconsole.tui.screens.launch import LaunchRequest
+from hierconsole.tui.screens.redistribution import RedistributionScreen
+from hierconsole.tui.screens.runs import RunsScreen
 
 QuitChoice = Literal["ask", "cancel", "leave"]
 
@@ -51,14 +52,6 @@ class DemoOffer:
     def default(cls) -> DemoOffer:
         preset = load_preset("demo")
         return cls(preset, lambda store: ensure_dataset(store, preset.data.dataset))
-
-
-@dataclass(frozen=True)
-class LaunchRequest:
-    preset: str
-    dataset: str | None = None
-    epochs: int | None = None
-    seeds: tuple[int, ...] | None = None
 
 
 class HierConsole(App[int]):
@@ -82,35 +75,42 @@ class HierConsole(App[int]):
         orchestrate: bool = True,
         tick_interval: float = 0.5,
         max_parallel: int | None = None,
+        gpus: list[str] | None = None,
         on_quit: QuitChoice = "ask",
         demo: DemoOffer | None = None,
         home_label: str | None = None,
+        study: str | None = None,
     ):
         super().__init__()
         self.store = store
         self.orchestrate = orchestrate
+        self._max_parallel = max_parallel
         self.on_quit = on_quit
         self.home_label = home_label if home_label is not None else str(store.home)
-        self._demo = demo
-        self.orchestrator_loop = OrchestratorLoop(store, self.post_message, interval=tick_interval, max_parallel=max_parallel)
+        self.demo = demo or DemoOffer.default()
+        self.orchestrator_loop = OrchestratorLoop(
+            store, self.post_message, interval=tick_interval, max_parallel=max_parallel, gpus=gpus
+        )
         self.loop_done = threading.Event()
-        if not orchestrate:
-            self.loop_done.set()
+        """Set whenever no orchestrator loop runs: before it starts, after it stops, or never started."""
+        self.loop_done.set()
         self.studies: list[dict[str, Any]] = list_studies(store)
         self.jobs: list[JobRow] = []
         self.failed_audits: dict[str, int] = {}
-        self.study_id: str | None = self.studies[-1]["study_id"] if self.studies else None
+        self.study_id: str | None = study or (self.studies[-1]["study_id"] if self.studies else None)
         self._start_mode = "runs" if has_data(store) else "datasets"
         self.state_signal: Signal[str] = Signal(self, "state")
         """Published after any change of the studies, jobs, failed audits or the current study."""
         self.events_signal: Signal[JobEvents] = Signal(self, "events")
         self._quitting = False
+        self._audits_seen = False
 
     # -- start-up ------------------------------------------------------------------------------------
     def on_mount(self) -> None:
         self.switch_mode(self._start_mode)
         self.refresh_queue()
         if self.orchestrate:
+            self.loop_done.clear()
             self.run_orchestrator()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="orchestrator")
@@ -123,7 +123,9 @@ class HierConsole(App[int]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="queue")
     def refresh_queue(self) -> None:
-        self.post_message(QueueChanged(list_studies(self.store), job_rows(self.store), failed_audit_counts(self.store)))
+        self.post_message(
+            QueueChanged(list_studies(self.store), job_rows(self.store), failed_audit_counts(self.store))
+        )
 
     # -- app-wide state ------------------------------------------------------------------------------
     def current_study(self) -> dict[str, Any] | None:
@@ -136,10 +138,20 @@ class HierConsole(App[int]):
 
     @on(QueueChanged)
     def _queue_changed(self, message: QueueChanged) -> None:
+        # Failures known at start-up are flagged in the tabs; a failure arriving now also gets a toast.
+        for study_id, failed in message.failed_audits.items():
+            if self._audits_seen and failed > self.failed_audits.get(study_id, 0):
+                self.notify(
+                    f"{failed} audit check(s) FAILED for {study_id}: see Audits (4)",
+                    title="audits",
+                    severity="error",
+                    timeout=30,
+                )
         self.studies, self.jobs, self.failed_audits = message.studies, message.jobs, message.failed_audits
+        self._audits_seen = True
         known = {s["study_id"] for s in self.studies}
-        if self.study_id not in known:
-            self.study_id = self.studies[-1]["study_id"] if self.studies else None
+        if self.study_id not in known:  # deleted: fall back to the newest
+            self.set_study(self.studies[-1]["study_id"] if self.studies else None)
         self.state_signal.publish("queue")
 
     @on(JobEvents)
@@ -148,10 +160,12 @@ class HierConsole(App[int]):
 
     @on(StudyLaunched)
     def _study_launched(self, message: StudyLaunched) -> None:
-        self.orchestrator_loop.submit(lambda orch: _raise_parallel(orch, message.parallel))
+        if self._max_parallel is None:  # an explicit limit stays; otherwise honour what the preset asks
+            self.orchestrator_loop.submit(lambda orch: _raise_parallel(orch, message.parallel))
         self.study_id = message.study_id
         self.refresh_queue()
         self.state_signal.publish("study")
+        self.state_signal.publish("datasets")
         self.notify(f"launched study {message.study_id}", title="launch")
         self.switch_mode("runs")
 
@@ -176,10 +190,17 @@ class HierConsole(App[int]):
     def _worker_state(self, event: Worker.StateChanged) -> None:
         self.report_worker_error(event)
 
+    def submit(self, command: Callable[[Any], str | None]) -> None:
+        """Hand a command to the orchestrator loop (the only thread that may call the orchestrator)."""
+        if not self.orchestrate or self.loop_done.is_set():
+            self.notify("no orchestrator runs in this console", severity="error")
+            return
+        self.orchestrator_loop.submit(command)
+
     # -- launching -----------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="launch")
     def launch_demo(self) -> None:
-        demo = self._demo or DemoOffer.default()
+        demo = self.demo
         dataset_id = demo.dataset(self.store)
         study_id = create_study(self.store, demo.preset, dataset_id)
         self.post_message(StudyLaunched(study_id, demo.preset.compute.max_parallel_jobs))
@@ -203,7 +224,7 @@ class HierConsole(App[int]):
             self.push_screen(HelpScreen())
 
     async def action_quit(self) -> None:
-        if self._quitting:
+        if self._quitting or isinstance(self.screen, QuitDialog):
             return
         if not self.orchestrate or self.loop_done.is_set():
             self.exit(0)

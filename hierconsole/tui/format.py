@@ -77,7 +77,8 @@ def zero_bar(value: float, scale: float, half: int = 12) -> Text:
     style = sign_style(value)
     left = " " * (half - cells) + "█" * cells if value < 0 else " " * half
     right = "█" * cells + " " * (half - cells) if value > 0 else " " * half
-    text = Text(left, style=style if value < 0 else "")
+    text = Text()
+    text.append(left, style=style if value < 0 else "")
     text.append("│", style="dim")
     text.append(right, style=style if value > 0 else "")
     return text

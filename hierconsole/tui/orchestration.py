@@ -37,8 +37,10 @@ class OrchestratorLoop:
         *,
         interval: float = 0.5,
         max_parallel: int | None = None,
+        gpus: list[str] | None = None,
     ):
         self.store = store
+        self.gpus = gpus
         self.post = post
         self.interval = interval
         self.max_parallel = max_parallel
@@ -69,8 +71,11 @@ class OrchestratorLoop:
 
     def run(self, cancelled: Callable[[], bool]) -> None:
         """Recover, then tick until told to stop (or until the worker is cancelled: jobs are left running)."""
-        orch = Orchestrator(self.store, max_parallel=self.max_parallel, on_events=self._on_events)
+        orch = Orchestrator(
+            self.store, max_parallel=self.max_parallel, on_events=self._on_events, gpus=self.gpus
+        )
         shutdown: Shutdown | None = None
+        last_error: str | None = None
         while not cancelled():
             try:
                 item = self.commands.get(timeout=self.interval)
@@ -89,10 +94,14 @@ class OrchestratorLoop:
                     break
                 orch.tick()
                 self._publish()
-            except HierconsoleError as exc:
-                self.post(Notice(str(exc), "error"))
             except Exception as exc:  # noqa: BLE001 - the loop must survive one bad tick; the user is told
-                self.post(OrchestratorFailed(f"{type(exc).__name__}: {exc}"))
+                # A user error reads as itself, a bug with its type; each once, not once per tick.
+                error = str(exc) if isinstance(exc, HierconsoleError) else f"{type(exc).__name__}: {exc}"
+                if error != last_error:
+                    self.post(OrchestratorFailed(error))
+                last_error = error
+            else:
+                last_error = None
         cancel_jobs = shutdown.cancel_jobs if shutdown is not None else False
         orch.shutdown(cancel=cancel_jobs)
         if cancel_jobs:

@@ -49,7 +49,9 @@ class ContextBar(_AppBound):
         app = self.console_app
         study = app.current_study()
         if study is None:
-            return Text("no study yet: press d on Datasets for the demo, or l to launch a preset", style="dim")
+            return Text(
+                "no study yet: press d on Datasets for the demo, or l to launch a preset", style="dim"
+            )
         active = sum(j.state in ("queued", "running") for j in app.jobs if j.study_id == study["study_id"])
         text = Text("study ", style="dim")
         text.append(study["study_id"], style="bold")

@@ -56,7 +56,7 @@ def effects_table(effects: SimpleEffects, metric: str) -> Table:
     """The simple effects and the interaction: per seed, mean ± SD, and in how many seeds each is > 0."""
     by_name = effects[metric]
     seeds = sorted(next(iter(by_name.values())).per_seed)
-    table = _table(f"Simple effects · {metric} · paired within seed")
+    table = _table(f"Simple effects · {metric} (paired by seed)")
     table.add_column("effect", no_wrap=True)
     for s in seeds:
         table.add_column(str(s), justify="right", no_wrap=True)
@@ -108,10 +108,15 @@ def redistribution_view(result: Redistribution) -> RenderableType:
         for level in LEVELS:
             e = by_level[level]
             table.add_row(
-                Text(level, style="bold"), "mean", fmt.zero_bar(e.mean, scale), fmt.mean_sd(e.mean, e.sd, sign=True)
+                Text(level, style="bold"),
+                "mean",
+                fmt.zero_bar(e.mean, scale),
+                fmt.mean_sd(e.mean, e.sd, sign=True),
             )
             for seed, value in sorted(e.per_seed.items()):
                 table.add_row("", Text(str(seed), style="dim"), fmt.zero_bar(value, scale), fmt.signed(value))
         blocks += [head, table, Text("")]
-    blocks.append(Text(f"scale: full bar = {scale:.{DIGITS}f} {result.metric}; ◀ H below E · H above E ▶", style="dim"))
+    blocks.append(
+        Text(f"scale: full bar = {scale:.{DIGITS}f} {result.metric}; ◀ H below E · H above E ▶", style="dim")
+    )
     return Group(*blocks)

@@ -1,0 +1,36 @@
+"""The console: a keyboard-driven Textual app over the same domain functions as the CLI.
+
+Only this package imports Textual. It opens the store itself, so a store held by another process is
+reported before any screen is drawn.
+"""
+
+from __future__ import annotations
+
+import sys
+
+ORCHESTRATOR_STOP_SECONDS = 30.0
+
+
+def run_app(home: str | None = None, gpus: list[str] | None = None) -> int:
+    """Open the store under `home` and run the console until it quits; the exit status.
+
+    `gpus` (e.g. ["0", "1"]) runs one worker per listed GPU, as `hierconsole run --gpus` does.
+    """
+    from hierconsole.errors import StoreBusyError
+    from hierconsole.storage import Store
+
+    try:
+        store = Store(home)
+    except StoreBusyError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    from hierconsole.tui.app import HierConsole
+
+    try:
+        app = HierConsole(store, gpus=gpus)
+        app.run()
+        # The orchestrator thread may still be writing its last tick: let it end before the store closes.
+        app.loop_done.wait(ORCHESTRATOR_STOP_SECONDS)
+    finally:
+        store.close()
+    return app.return_code or 0

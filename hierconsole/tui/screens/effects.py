@@ -1,0 +1,195 @@
+"""Effects: the arm table and the simple effects of the current study, filling in seed by seed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import polars as pl
+from rich.console import Group
+from rich.text import Text
+from textual import on, work
+from textual.containers import ScrollableContainer
+from textual.message import Message
+from textual.widget import Widget
+from textual.widgets import Static
+
+from hierconsole.analysis_store import aggregations
+from hierconsole.console_queries import StudyProgress, evaluated_per_seed, study_progress
+from hierconsole.effects import arm_table, metric_columns, simple_effects
+from hierconsole.tui.actions import bindings_for
+from hierconsole.tui.screens.base import ConsoleScreen
+from hierconsole.tui.widgets.tables import arm_values_table, effects_legend, effects_table
+
+LEVEL_CHOICES = ("hier", "middle", "high", "leaf")
+MEASURES = ("mAP", "R@1", "R@5", "R@10", "R@20")
+
+
+def metric_name(level: str, measure: str) -> str:
+    """The per-seed column: hier exists for mAP only (mean of middle and high mAP, never the leaf)."""
+    return f"{level}_{measure}"
+
+
+@dataclass(frozen=True)
+class Selection:
+    level: str = "hier"
+    measure: str = "mAP"
+    aggregation: str | None = None
+
+    @property
+    def metric(self) -> str:
+        return metric_name(self.level, self.measure)
+
+
+def waiting_text(progress: StudyProgress) -> Text:
+    text = Text("No official-test metrics yet. ", style="bold")
+    text.append(
+        f"Phase {progress.phase}: {progress.seeds_trained}/{progress.seeds} seeds trained. Test metrics are "
+        "sealed until every final run has finished and the study is locked; effects then appear seed by "
+        "seed as the evaluation scores them.",
+        style="dim",
+    )
+    return text
+
+
+class AnalysisScreen(ConsoleScreen):
+    """Shared by effects and redistribution: study, aggregation and metric choices, live reloading."""
+
+    RELOAD_ON = frozenset({"study"})
+    RELOAD_ON_EVENTS = frozenset({"metrics", "done"})
+
+    @dataclass
+    class Loaded(Message):
+        study_id: str | None
+        progress: StudyProgress | None
+        per_seed: pl.DataFrame | None
+        aggregations: list[str]
+        aggregation: str | None
+        result: object = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.selection = Selection()
+        self.aggregations: list[str] = []
+
+    def compose_body(self) -> Iterable[Widget]:
+        yield Static(id="selection", classes="selection")
+        yield ScrollableContainer(Static(id="content"), id="scroll")
+
+    def reload(self) -> None:
+        self.load(self.console_app.study_id, self.selection)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="analysis")
+    def load(self, study_id: str | None, selection: Selection) -> None:
+        if study_id is None:
+            self.post_message(self.Loaded(None, None, None, [], None))
+            return
+        store = self.console_app.store
+        progress = study_progress(store, study_id)
+        aggs = aggregations(store, study_id)
+        agg = selection.aggregation if selection.aggregation in aggs else (aggs[0] if aggs else None)
+        per_seed = evaluated_per_seed(store, study_id, agg) if agg else None
+        result = self.analyse(per_seed, selection) if per_seed is not None else None
+        self.post_message(self.Loaded(study_id, progress, per_seed, aggs, agg, result))
+
+    def analyse(self, per_seed: pl.DataFrame, selection: Selection) -> object:
+        """Domain calls on the worker thread (override)."""
+        return None
+
+    @on(Loaded)
+    def _loaded(self, message: Loaded) -> None:
+        self.aggregations = message.aggregations
+        self.selection = Selection(self.selection.level, self.selection.measure, message.aggregation)
+        content = self.query_one("#content", Static)
+        content.set_class(message.result is None, "-message")
+        self.query_one("#selection", Static).update(self.selection_text(message))
+        if message.study_id is None:
+            content.update(
+                Text("No study yet: launch one from Datasets (d for the demo) or Runs (l).", "dim")
+            )
+        elif message.per_seed is None:
+            content.update(waiting_text(message.progress))
+        else:
+            content.update(self.render_result(message))
+
+    def selection_text(self, message: Loaded) -> Text:
+        text = Text()
+        agg = message.aggregation
+        if agg is not None:
+            text.append("aggregation ", style="dim")
+            posthoc = message.progress is not None and message.progress.posthoc.get(agg, False)
+            text.append(agg + (" (post hoc)" if posthoc else ""), style="bold yellow" if posthoc else "bold")
+            if len(message.aggregations) > 1:
+                text.append(f" of {'/'.join(message.aggregations)}", style="dim")
+        if message.per_seed is not None:
+            seeds = sorted(set(message.per_seed["seed"].to_list()))
+            progress = message.progress
+            text.append(
+                f" · seeds scored {len(seeds)}/{progress.seeds if progress else len(seeds)}", style="dim"
+            )
+        return text
+
+    def render_result(self, message: Loaded) -> object:
+        return Text("")
+
+    def action_next_aggregation(self) -> None:
+        if len(self.aggregations) < 2:
+            self.notify(
+                "only the registered aggregation is stored; re-score with "
+                "`hierconsole rescore STUDY --aggregate macro` to compare",
+                title="aggregation",
+            )
+            return
+        i = (
+            self.aggregations.index(self.selection.aggregation)
+            if self.selection.aggregation in self.aggregations
+            else 0
+        )
+        nxt = self.aggregations[(i + 1) % len(self.aggregations)]
+        self.selection = Selection(self.selection.level, self.selection.measure, nxt)
+        self.reload()
+
+    def action_next_measure(self) -> None:
+        measure = MEASURES[(MEASURES.index(self.selection.measure) + 1) % len(MEASURES)]
+        level = self.selection.level
+        if measure != "mAP" and level == "hier":
+            level = "middle"
+        self.selection = Selection(level, measure, self.selection.aggregation)
+        self.reload()
+
+
+class EffectsScreen(AnalysisScreen):
+    SCOPE = "effects"
+    BINDINGS = bindings_for(SCOPE)
+
+    def analyse(self, per_seed: pl.DataFrame, selection: Selection) -> object:
+        metric = selection.metric
+        if metric not in metric_columns(per_seed):
+            return None
+        return arm_table(per_seed, [metric]), simple_effects(per_seed, [metric])
+
+    def selection_text(self, message: AnalysisScreen.Loaded) -> Text:
+        text = Text("metric ", style="dim")
+        text.append(self.selection.metric, style="bold")
+        text.append(" · ", style="dim")
+        text.append_text(super().selection_text(message))
+        return text
+
+    def render_result(self, message: AnalysisScreen.Loaded) -> object:
+        if message.result is None:
+            return Text(f"metric {self.selection.metric} is not in this study's tables", style="yellow")
+        arms, effects = message.result
+        metric = self.selection.metric
+        return Group(
+            arm_values_table(message.per_seed, arms, metric),
+            Text(""),
+            effects_table(effects, metric),
+            effects_legend(),
+        )
+
+    def action_next_level(self) -> None:
+        levels = LEVEL_CHOICES if self.selection.measure == "mAP" else LEVEL_CHOICES[1:]
+        current = self.selection.level if self.selection.level in levels else levels[-1]
+        level = levels[(levels.index(current) + 1) % len(levels)]
+        self.selection = Selection(level, self.selection.measure, self.selection.aggregation)
+        self.reload()

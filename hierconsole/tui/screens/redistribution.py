@@ -1,0 +1,40 @@
+"""Redistribution: H − E at each level under each loss, per seed and mean, bars coloured by sign."""
+
+from __future__ import annotations
+
+import polars as pl
+from rich.text import Text
+
+from hierconsole.effects import redistribution
+from hierconsole.levels import LEVELS
+from hierconsole.tui.actions import bindings_for
+from hierconsole.tui.screens.effects import AnalysisScreen, Selection
+from hierconsole.tui.widgets.tables import redistribution_view
+
+
+class RedistributionScreen(AnalysisScreen):
+    SCOPE = "redistribution"
+    BINDINGS = bindings_for(SCOPE)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.selection = Selection(level="leaf")
+
+    def analyse(self, per_seed: pl.DataFrame, selection: Selection) -> object:
+        if not all(f"{level}_{selection.measure}" in per_seed.columns for level in LEVELS):
+            return None
+        return redistribution(per_seed, selection.measure)
+
+    def selection_text(self, message: AnalysisScreen.Loaded) -> Text:
+        text = Text("metric ", style="dim")
+        text.append(self.selection.measure, style="bold")
+        text.append(" per level · ", style="dim")
+        text.append_text(super().selection_text(message))
+        return text
+
+    def render_result(self, message: AnalysisScreen.Loaded) -> object:
+        if message.result is None:
+            return Text(
+                f"{self.selection.measure} is not stored at every level for this study", style="yellow"
+            )
+        return redistribution_view(message.result)
