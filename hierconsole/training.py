@@ -209,7 +209,11 @@ class FactorialTrainer:
         self.features = torch.from_numpy(np.ascontiguousarray(fs.features)).to(self.device, dtype)
         self.labels = torch.from_numpy(np.ascontiguousarray(labels)).to(self.device)
         self.in_dim = int(fs.features.shape[1])
-        self.train_idx = torch.from_numpy(load_indices(spec.splits["train"])["fit"]).to(self.device)
+        # Batch order, batch hashes and host-side label decisions come from CPU copies, so an accelerator
+        # never waits for a device-to-host copy inside the epoch.
+        self.labels_cpu = torch.from_numpy(np.ascontiguousarray(labels))
+        self.train_idx_cpu = torch.from_numpy(load_indices(spec.splits["train"])["fit"])
+        self.train_idx = self.train_idx_cpu.to(self.device)
         self.val: tuple[torch.Tensor, torch.Tensor] | None = None
         if "val" in spec.splits:
             parts = load_indices(spec.splits["val"])
@@ -228,7 +232,7 @@ class FactorialTrainer:
             missing, unexpected = model.load_state_dict(init, strict=False)
             assert not unexpected and all(k.startswith("geometry.") for k in missing), (missing, unexpected)
             params = [p for p in model.parameters() if p.requires_grad]
-            opt = torch.optim.AdamW(params, lr=hyper.lr, weight_decay=hyper.weight_decay)
+            opt = None if batched else torch.optim.AdamW(params, lr=hyper.lr, weight_decay=hyper.weight_decay)
             rng = CellRng(self.device, derive_seed(self.spec.seed, "dropout", cs.key))
             cells.append(Cell(cs, model, opt, rng))
         if batched:
@@ -343,7 +347,8 @@ class FactorialTrainer:
         for epoch in range(start_epoch + 1, hyper.epochs + 1):
             t0 = time.perf_counter()
             perm = torch.randperm(n, generator=gen)
-            order = self.train_idx[perm.to(self.device)]
+            order_cpu = self.train_idx_cpu[perm]
+            order = order_cpu.to(self.device)
             used = order[: n_batches * bs] if hyper.drop_last else order
             for c in cells:
                 c.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
@@ -354,12 +359,14 @@ class FactorialTrainer:
                 if fault == (epoch, b):
                     os.kill(os.getpid(), signal.SIGKILL)
                 idx = used[b * bs : (b + 1) * bs]
+                idx_cpu = order_cpu[b * bs : (b + 1) * bs]
                 x, y = self.features[idx], self.labels[idx]
-                idx_bytes = idx.to("cpu", torch.int64).numpy().tobytes()
+                idx_bytes = idx_cpu.numpy().tobytes()
                 for c in cells:
                     c.batch_hash.update(idx_bytes)
                 if self.batched is not None:
-                    self._step_batched(cells, x, y)
+                    host_y = self.labels_cpu[idx_cpu] if self.device.type != "cpu" else None
+                    self._step_batched(cells, x, y, host_y)
                 else:
                     for c in cells:
                         self._step(c, x, y)
@@ -380,7 +387,11 @@ class FactorialTrainer:
                         "seconds": seconds,
                     }
                 )
-            if self.val is not None and (epoch % spec.val_every == 0 or epoch == hyper.epochs):
+            if (
+                self.val is not None
+                and spec.val_every > 0
+                and (epoch % spec.val_every == 0 or epoch == hyper.epochs)
+            ):
                 self._validate(cells, epoch)
             if epoch % spec.checkpoint_every == 0 or epoch == hyper.epochs:
                 digest = checkpoints.save_checkpoint(
@@ -391,9 +402,11 @@ class FactorialTrainer:
                 )
         return self._finish(cells)
 
-    def _step_batched(self, cells: list[Cell], x: torch.Tensor, y: torch.Tensor) -> None:
+    def _step_batched(
+        self, cells: list[Cell], x: torch.Tensor, y: torch.Tensor, host_y: torch.Tensor | None
+    ) -> None:
         assert self.batched is not None
-        losses = self.batched.step(x, y, [c.rng for c in cells]).to(torch.float64)
+        losses = self.batched.step(x, y, [c.rng for c in cells], host_y).to(torch.float64)
         for i, c in enumerate(cells):
             c.updates += 1
             c.loss_sum += losses[i]

@@ -13,6 +13,7 @@ from hierconsole.geometry import EVAL_CLIP, Euclidean, Poincare
 from hierconsole.levels import LEVELS
 from hierconsole.retrieval import (
     DEFAULT_MEMORY_BUDGET,
+    _strict_bits,
     chunk_rows,
     evaluate,
     evaluate_distances,
@@ -145,6 +146,8 @@ def test_chunked_equals_unchunked():
         for size in (None, 1, 7, 37, 100)
     ]
     results.append(evaluate(query, gallery, q_labels, g_labels, geometry, memory_budget=1))  # one row a chunk
+    # distances in blocks of two 3-row chunks (the last block and chunk partial)
+    results.append(evaluate(query, gallery, q_labels, g_labels, geometry, chunk_size=3, memory_budget=8640))
     for other in results[1:]:
         for level in LEVELS:
             a, b = results[0].levels[level], other.levels[level]
@@ -272,3 +275,17 @@ def test_rank_order_is_a_stable_ascending_sort(dtype):
     for row in range(30):
         values = [float("inf") if math.isnan(v) else v for v in d[row].tolist()]  # NaN ranks last
         assert order[row].tolist() == sorted(range(200), key=lambda j, v=values: (v[j], j))
+
+
+@pytest.mark.parametrize("offset", [0, 2**40])  # labels beyond int32 take the int64 comparison
+def test_packed_strict_bits_are_the_strict_masks(offset):
+    # Independent columns: inconsistent hierarchies too (a shared leaf under different middles).
+    g = torch.Generator().manual_seed(71)
+    q_labels = torch.randint(0, 4, (37, 3), generator=g) + offset
+    g_labels = torch.randint(0, 4, (53, 3), generator=g) + offset
+    bits = _strict_bits(q_labels, g_labels)
+    masks = strict_masks(q_labels, g_labels)
+    assert bits.dtype == torch.uint8 and bits.shape == (37, 53)
+    for level in range(3):
+        assert torch.equal((bits & (1 << level)) != 0, masks[level])
+    assert int(bits.max()) < 8

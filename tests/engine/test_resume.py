@@ -36,24 +36,29 @@ def _finals(folder: Path) -> dict[str, dict[str, torch.Tensor]]:
     return {p.name: load_payload(p)["model"] for p in sorted(folder.glob("final-*.pt"))}
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory, tiny_fs, tiny_dir):
-    spec = make_spec(tmp_path_factory.mktemp("ref") / "ref", tiny_fs, tiny_dir)
+# Both engines: the batched one (all cells as one computation) and the per-cell reference.
+@pytest.fixture(scope="module", params=[True, False], ids=["batched", "per-cell"])
+def uninterrupted(request, tmp_path_factory, tiny_fs, tiny_dir):
+    spec = make_spec(tmp_path_factory.mktemp("ref") / "ref", tiny_fs, tiny_dir, batched=request.param)
     done = _worker(Path(spec.out_dir) / "spec.json")
     assert done.returncode == EXIT_DONE, done.stdout.decode() + done.stderr.decode()
-    return _finals(Path(spec.out_dir))
+    return request.param, _finals(Path(spec.out_dir))
 
 
 # Epoch 1 dies before any checkpoint (restart from scratch); epoch 3 dies after two, which only works if
 # the batch generator, the per-cell dropout streams and the optimiser moments all come back exactly.
 @pytest.mark.parametrize("fault", ["1:3", "3:2"])
 def test_sigkill_then_resume_is_bit_identical(tmp_path, tiny_fs, tiny_dir, uninterrupted, fault):
-    spec = make_spec(tmp_path / "job", tiny_fs, tiny_dir)
+    batched, uninterrupted = uninterrupted
+    spec = make_spec(tmp_path / "job", tiny_fs, tiny_dir, batched=batched)
     spec_path = Path(spec.out_dir) / "spec.json"
     killed = _worker(spec_path, fault)
     assert killed.returncode == -signal.SIGKILL
-    saved = [e for e, _ in checkpoints.list_checkpoints(Path(spec.out_dir) / "checkpoints")]
+    found = checkpoints.list_checkpoints(Path(spec.out_dir) / "checkpoints")
+    saved = [e for e, _ in found]
     assert saved == ([] if fault.startswith("1:") else [1, 2])
+    for _, path in found:  # tensors, numbers and strings only, whichever engine wrote them
+        assert torch.load(path, weights_only=True)["batched"] is batched
     resumed = _worker(spec_path)
     assert resumed.returncode == EXIT_DONE, resumed.stderr.decode()
     got = _finals(Path(spec.out_dir))
