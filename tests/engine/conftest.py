@@ -10,6 +10,7 @@ import pytest
 
 from hierconsole.datasets import FeatureSet, SyntheticConfig, make_synthetic
 from hierconsole.jobspec import ARMS, CellSpec, Hyper, JobSpec, arm_parts
+from hierconsole.protocol import Preset, load_preset
 
 TINY = SyntheticConfig(
     name="tiny",
@@ -21,6 +22,25 @@ TINY = SyntheticConfig(
     n_test=160,
     dim=48,
 )
+# A tiny study preset on the tiny data: the shipped demo preset with a small model and query count.
+TINY_VALUES = {
+    "data.dataset": "tiny",
+    "evaluation.n_query": 40,
+    "training.hidden": 32,
+    "training.out_dim": 8,
+    "training.batch_size": 32,
+    "training.lr": 1e-3,
+    "training.val_every": 1,
+    "compute.device": "cpu",
+}
+
+
+def tiny_preset(epochs: int = 2, seeds=(42, 2024), **values) -> Preset:
+    return load_preset("demo").with_overrides(
+        epochs=epochs, seeds=list(seeds), values={**TINY_VALUES, **values}
+    )
+
+
 TINY_HYPER = Hyper(batch_size=32, epochs=3, hidden=32, out_dim=8, lr=1e-3, c=1.0, r=0.4)
 
 

@@ -17,27 +17,10 @@ from hierconsole.catalog import register_dataset
 from hierconsole.errors import HierconsoleError, SealError
 from hierconsole.jobs import Orchestrator, pid_alive
 from hierconsole.jobspec import JobSpec
-from hierconsole.protocol import load_preset
 from hierconsole.storage import Store
 from hierconsole.studies import create_study, delete_study, evaluate_job, get_study, job_dir, lock_study
 from hierconsole.training import FAULT_ENV
-
-TINY_VALUES = {
-    "data.dataset": "tiny",
-    "evaluation.n_query": 40,
-    "training.hidden": 32,
-    "training.out_dim": 8,
-    "training.batch_size": 32,
-    "training.lr": 1e-3,
-    "training.val_every": 1,
-    "compute.device": "cpu",
-}
-
-
-def tiny_preset(epochs: int = 2, seeds=(42, 2024), **values):
-    return load_preset("demo").with_overrides(
-        epochs=epochs, seeds=list(seeds), values={**TINY_VALUES, **values}
-    )
+from tests.engine.conftest import tiny_preset
 
 
 def _store_with_tiny(home, tiny_fs) -> Store:
@@ -314,8 +297,12 @@ def test_a_worker_that_finishes_while_no_orchestrator_runs_is_settled_at_start(t
     with Store(home) as store:
         orch = Orchestrator(store, max_parallel=1)
         assert store.one(job_sql, [study_id])[0] == "finished"
-        assert store.one("SELECT count(*) FROM epochs e JOIN runs r USING (run_id) WHERE r.study_id = ?",
-                         [study_id])[0] == 12  # every epoch event was ingested on the way
+        assert (
+            store.one(
+                "SELECT count(*) FROM epochs e JOIN runs r USING (run_id) WHERE r.study_id = ?", [study_id]
+            )[0]
+            == 12
+        )  # every epoch event was ingested on the way
         assert get_study(store, study_id).phase == "evaluating"
         orch.run_until_idle()
         assert get_study(store, study_id).phase == "complete"

@@ -12,32 +12,12 @@ from rich.console import Console
 
 from hierconsole.catalog import register_dataset
 from hierconsole.datasets import FeatureSet, make_synthetic
-from hierconsole.protocol import Preset, load_preset
 from hierconsole.storage import Store
 from hierconsole.tui.app import DemoOffer, HierConsole
-from tests.engine.conftest import TINY
+from tests.engine.conftest import TINY, tiny_preset
 from tests.tui.fixtures import build_store
 
 SIZE = (80, 24)
-
-# The engine tests' tiny study (tests/engine/test_study_flow.py: TINY_VALUES, tiny_preset), restated because
-# importing that module loads torch, which the console and its tests otherwise never need.
-TINY_VALUES = {
-    "data.dataset": "tiny",
-    "evaluation.n_query": 40,
-    "training.hidden": 32,
-    "training.out_dim": 8,
-    "training.batch_size": 32,
-    "training.lr": 1e-3,
-    "training.val_every": 1,
-    "compute.device": "cpu",
-}
-
-
-def tiny_preset(epochs: int = 2, seeds=(42, 2024), **values) -> Preset:
-    return load_preset("demo").with_overrides(
-        epochs=epochs, seeds=list(seeds), values={**TINY_VALUES, **values}
-    )
 
 
 @pytest.fixture(scope="session")
