@@ -35,6 +35,11 @@ def _final_runs(store: Store, study_id: str) -> list[dict]:
     )
 
 
+def _preset(store: Store, study_id: str) -> dict:
+    """The study's registered preset as stored (its canonical JSON), not as the shipped file reads now."""
+    return json.loads(store.one("SELECT preset FROM studies WHERE study_id = ?", [study_id])[0])
+
+
 def check_parameters(store: Store, study_id: str) -> Check:
     runs = _final_runs(store, study_id)
     if not runs:
@@ -42,7 +47,7 @@ def check_parameters(store: Store, study_id: str) -> Check:
     dim = store.one(
         "SELECT d.dim FROM studies s JOIN datasets d USING (dataset_id) WHERE s.study_id = ?", [study_id]
     )[0]
-    preset = json.loads(store.one("SELECT preset FROM studies WHERE study_id = ?", [study_id])[0])
+    preset = _preset(store, study_id)
     expected = expected_trainable(dim, preset["training"]["hidden"], preset["training"]["out_dim"])
     counts = {r["run_id"]: r["trainable_params"] for r in runs}
     ok = len(set(counts.values())) == 1 and next(iter(counts.values())) == expected
@@ -96,7 +101,7 @@ def check_update_budget(store: Store, study_id: str) -> Check:
     runs = _final_runs(store, study_id)
     if not runs or any(r["updates"] is None for r in runs):
         return Check("update_budget", None, "final runs not finished")
-    preset = json.loads(store.one("SELECT preset FROM studies WHERE study_id = ?", [study_id])[0])
+    preset = _preset(store, study_id)
     path = store.one("SELECT path FROM splits WHERE study_id = ? AND role = 'final_train'", [study_id])[0]
     with np.load(path) as z:
         n = len(z["fit"])

@@ -268,15 +268,20 @@ class Orchestrator:
             lambda con: apply_events(con, job["job_id"], job["study_id"], job["kind"], job["seed"], events)
         )
 
-    def _poll(self, a: Active) -> None:
+    def _drain(self, a: Active) -> None:
+        """Ingest the complete lines a worker appended since the last read."""
         events, a.offset = read_events(a.folder / "events.jsonl", a.offset)
-        if events:
-            self._write_events(
-                {"job_id": a.job_id, "study_id": a.study_id, "kind": a.kind, "seed": a.seed}, events
-            )
-            a.last_events = (a.last_events + events)[-8:]
-            if self.on_events:
-                self.on_events(a.job_id, events)
+        if not events:
+            return
+        self._write_events(
+            {"job_id": a.job_id, "study_id": a.study_id, "kind": a.kind, "seed": a.seed}, events
+        )
+        a.last_events = (a.last_events + events)[-8:]
+        if self.on_events:
+            self.on_events(a.job_id, events)
+
+    def _poll(self, a: Active) -> None:
+        self._drain(a)
         beat = a.folder / "heartbeat"
         if beat.exists():
             mtime = beat.stat().st_mtime
@@ -298,15 +303,7 @@ class Orchestrator:
             return
         if not ended:
             return
-        # Read what it wrote between our last read and its exit.
-        tail, a.offset = read_events(a.folder / "events.jsonl", a.offset)
-        if tail:
-            self._write_events(
-                {"job_id": a.job_id, "study_id": a.study_id, "kind": a.kind, "seed": a.seed}, tail
-            )
-            a.last_events = (a.last_events + tail)[-8:]
-            if self.on_events:
-                self.on_events(a.job_id, tail)
+        self._drain(a)  # what it wrote between our last read and its exit
         del self.active[a.job_id]
         state, error = _outcome(a.last_events, cancel_requested=a.cancel_requested_at is not None)
         if state == "crashed" and a.stale:

@@ -240,8 +240,9 @@ def summarize(store: Store, study_id: str, console: Console) -> int:
     metrics = ["leaf_mAP", "middle_mAP", "high_mAP", "hier_mAP"]
     console.print(arm_rich_table(arm_table(table, metrics), 4, f"study {study_id}"))
     console.print(effects_rich_table(simple_effects(table, ["hier_mAP"]), 6))
-    console.print(audit_table(stored_audits(store, study_id)))
-    return 0 if all(c.ok for c in stored_audits(store, study_id)) else 1
+    checks = stored_audits(store, study_id)
+    console.print(audit_table(checks))
+    return 0 if all(c.ok for c in checks) else 1
 
 
 def audit_table(checks) -> Table:
@@ -343,13 +344,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     with Store(args.home) as store:
         study_id = resolve_study(store, args.study)
-        checks = (
-            run_audits(store, study_id)
-            if args.recheck or not stored_audits(store, study_id)
-            else stored_audits(store, study_id)
-        )
-        output_console().print(f"study [bold]{study_id}[/]")
-        output_console().print(audit_table(checks))
+        checks = [] if args.recheck else stored_audits(store, study_id)
+        if not checks:
+            checks = run_audits(store, study_id)
+        console = output_console()
+        console.print(f"study [bold]{study_id}[/]")
+        console.print(audit_table(checks))
         return 0 if all(c.ok for c in checks) else 1
 
 
