@@ -11,14 +11,15 @@ from pathlib import Path
 
 import numpy as np
 
+from hierconsole.config import Preset, load_preset
+from hierconsole.contract.jobspec import CellSpec, JobSpec
 from hierconsole.datasets import CUB_SIZED_CONFIG, DEMO_CONFIG, FeatureSet, make_synthetic
-from hierconsole.jobspec import ARMS, CellSpec, Hyper, JobSpec, arm_parts
-from hierconsole.worker import EXIT_DONE
+from hierconsole.engine.worker import EXIT_DONE
+from hierconsole.vocabulary import ARMS, JobKind
 
 CONFIGS = {"demo": DEMO_CONFIG, "cub": CUB_SIZED_CONFIG}
 SEEDS = (42, 2024, 3407)
 TAU = 0.2  # CUB's temperature (cub.toml); the value does not change the cost
-C, R = 2.0, 0.4  # CUB's Poincaré operating point
 
 
 def prepare_dataset(name: str, root: Path) -> tuple[FeatureSet, Path]:
@@ -30,15 +31,16 @@ def prepare_dataset(name: str, root: Path) -> tuple[FeatureSet, Path]:
 
 
 def cells() -> tuple[CellSpec, ...]:
-    out = []
-    for arm in ARMS:
-        geometry, loss = arm_parts(arm)
-        out.append(CellSpec(arm, geometry, loss, TAU if loss == "supcon" else None))
-    return tuple(out)
+    return tuple(CellSpec.of(arm, TAU) for arm in ARMS)
 
 
-def hyper(epochs: int) -> Hyper:
-    return Hyper(epochs=epochs, c=C, r=R)  # the protocol's optimiser, batch, clip and dropout
+def hyper(epochs: int, *, threads: int = 1, device: str = "cpu", validate: bool = True) -> Preset:
+    """The CUB preset (the protocol's optimiser, batch, clip, dropout and Poincaré operating point)."""
+    return load_preset("cub").with_overrides(
+        epochs=epochs,
+        device=device,
+        values={"compute.threads_per_worker": threads, "training.val_every": 10 if validate else 0},
+    )
 
 
 def write_job(
@@ -58,27 +60,25 @@ def write_job(
     folder.mkdir(parents=True, exist_ok=True)
     train = np.flatnonzero(fs.split == 0)
     np.savez(folder / "train.npz", fit=train)
-    splits = {"train": str(folder / "train.npz")}
+    val_split = None
     if validate:
         pool = np.random.default_rng(seed).permutation(train)
         n_query = max(20, len(train) // 30)
         np.savez(
             folder / "val.npz", query=np.sort(pool[:n_query]), gallery=np.sort(pool[n_query : 6 * n_query])
         )
-        splits["val"] = str(folder / "val.npz")
+        val_split = str(folder / "val.npz")
     spec = JobSpec(
         job_id=f"bench/{folder.name}",
         study_id="bench",
-        kind="final",
+        kind=JobKind.FINAL,
         seed=seed,
+        preset=hyper(epochs, threads=threads, device=device, validate=validate),
         dataset_dir=str(fs_dir),
         out_dir=str(folder / "job"),
         cells=cells(),
-        hyper=hyper(epochs),
-        device=device,
-        threads=threads,
-        splits=splits,
-        val_every=10,
+        train_split=str(folder / "train.npz"),
+        val_split=val_split,
         checkpoint_every=checkpoint_every,
         batched=batched,
     )
@@ -96,7 +96,14 @@ def run_workers(specs: list[JobSpec], parallel: int) -> float:
             spec = pending.pop(0)
             env = dict(os.environ, OMP_NUM_THREADS=str(spec.threads))
             proc = subprocess.Popen(
-                [sys.executable, "-m", "hierconsole.worker", str(Path(spec.out_dir) / "spec.json")],
+                [
+                    sys.executable,
+                    "-m",
+                    "hierconsole.engine.worker",
+                    "--home",
+                    spec.out_dir,
+                    str(Path(spec.out_dir) / "spec.json"),
+                ],
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,

@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from factorial_setup import SEEDS, median, prepare_dataset, run_workers, write_job  # noqa: E402
 
-from hierconsole.training import FactorialTrainer  # noqa: E402
+from hierconsole.contract.events import to_line  # noqa: E402
+from hierconsole.engine.trainer import FactorialTrainer  # noqa: E402
 
 TARGET_SECONDS = 30.0
 
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             how = f"{args.workers} worker processes (each pays its own start-up and CUDA context)"
         else:
             for spec in specs:
-                FactorialTrainer(spec, events.append).run()
+                FactorialTrainer(spec, lambda e: events.append(json.loads(to_line(e)))).run()
             how = "one process, seeds in turn"
         torch.cuda.synchronize()
         wall = time.perf_counter() - t0

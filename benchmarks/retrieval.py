@@ -1,4 +1,4 @@
-"""Strict evaluation speed and memory: hierconsole.retrieval against a per-query sklearn loop.
+"""Strict evaluation speed and memory: hierconsole.engine.retrieval against a per-query sklearn loop.
 
     .venv/bin/python benchmarks/retrieval.py            # about two minutes on 2 cores
     .venv/bin/python benchmarks/retrieval.py --full     # the naive loop over all 36 units too (~3 min more)
@@ -29,9 +29,9 @@ import torch
 from sklearn.metrics import average_precision_score
 
 from hierconsole.datasets import CUB_SIZED_CONFIG, make_synthetic, qg_perturbation
-from hierconsole.geometry import make_geometry
-from hierconsole.levels import LEVELS
-from hierconsole.retrieval import DEFAULT_KS, evaluate
+from hierconsole.engine.geometry import make_geometry
+from hierconsole.engine.retrieval import DEFAULT_KS, evaluate
+from hierconsole.vocabulary import LEVELS
 
 N_QUERY = 870
 QG_SEEDS = (42, 2024, 3407)

@@ -46,8 +46,8 @@ from factorial_setup import (  # noqa: E402
     write_job,
 )
 
-from hierconsole.losses import regression_loss, taxonomy_supcon_loss  # noqa: E402
-from hierconsole.training import FactorialTrainer, initial_state  # noqa: E402
+from hierconsole.engine.losses import regression_loss, taxonomy_supcon_loss  # noqa: E402
+from hierconsole.engine.trainer import FactorialTrainer, initial_state  # noqa: E402
 
 PRESET_EPOCHS = {"demo": 20, "cub": 100}
 MODES = (("2 procs x 1 thread", 2, 1), ("1 proc x 2 threads", 1, 2), ("3 procs x 1 thread", 3, 1))
@@ -60,14 +60,14 @@ class NaiveCell(nn.Module):
     def __init__(self, in_dim: int, geometry: str, h):
         super().__init__()
         self.mlp = nn.Sequential(
-            nn.Linear(in_dim, h.hidden),
-            nn.BatchNorm1d(h.hidden),
+            nn.Linear(in_dim, h.training.hidden),
+            nn.BatchNorm1d(h.training.hidden),
             nn.ReLU(),
-            nn.Dropout(h.dropout),
-            nn.Linear(h.hidden, h.out_dim),
+            nn.Dropout(h.training.dropout),
+            nn.Linear(h.training.hidden, h.training.out_dim),
         )
-        self.geometry, self.r = geometry, h.r
-        self.ball = geoopt.PoincareBall(c=h.c)
+        self.geometry, self.r = geometry, h.geometry.poincare.r
+        self.ball = geoopt.PoincareBall(c=h.geometry.poincare.c)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         t = self.mlp(x)
@@ -94,13 +94,13 @@ class NaiveRun:
         self.model.mlp.load_state_dict(
             {
                 k.replace("fc1", "0").replace("bn", "1").replace("fc2", "4"): v
-                for k, v in initial_state(seed, x.shape[1], h).items()
+                for k, v in initial_state(seed, x.shape[1], h.training).items()
             }
         )
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=h.lr, weight_decay=h.weight_decay)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=h.training.lr, weight_decay=h.training.weight_decay)
         gen = torch.Generator().manual_seed(seed)
         self.loader = DataLoader(
-            TensorDataset(x, y), batch_size=h.batch_size, shuffle=True, drop_last=True, generator=gen
+            TensorDataset(x, y), batch_size=h.training.batch_size, shuffle=True, drop_last=True, generator=gen
         )
 
     def epoch(self) -> None:
@@ -108,12 +108,12 @@ class NaiveRun:
         for xb, yb in self.loader:
             d = self.model.distances(self.model(xb))
             if self.cell.loss == "regression":
-                loss = regression_loss(d, yb, targets=self.h.targets)
+                loss = regression_loss(d, yb, targets=self.h.training.regression_targets)
             else:
-                loss = taxonomy_supcon_loss(d, yb, self.cell.tau, weights=self.h.level_weights)
+                loss = taxonomy_supcon_loss(d, yb, self.cell.tau, weights=self.h.training.level_weights)
             self.opt.zero_grad()
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.h.grad_clip)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.h.training.grad_clip)
             self.opt.step()
 
 
@@ -122,7 +122,7 @@ class GemmOnly:
     """Every matrix product of a batched training step at its real shapes, and nothing else."""
 
     def __init__(self, steps: int, in_dim: int, h, n_cells: int = 4):
-        b, d, hid, o, c = h.batch_size, in_dim, h.hidden, h.out_dim, n_cells
+        b, d, hid, o, c = h.training.batch_size, in_dim, h.training.hidden, h.training.out_dim, n_cells
         g = torch.Generator().manual_seed(0)
         r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
         self.steps = steps
@@ -160,7 +160,7 @@ def trainer_epoch(root: Path, fs, fs_dir: Path, threads: int, batched: bool) -> 
     )
     events: list[dict] = []
     FactorialTrainer(spec, events.append).run()
-    return next(e["seconds"] for e in events if e["kind"] == "epoch")
+    return next(e.seconds for e in events if e.KIND == "epoch")
 
 
 def per_epoch(args, root: Path, fs, fs_dir: Path, threads: int) -> dict[str, float]:
@@ -170,7 +170,7 @@ def per_epoch(args, root: Path, fs, fs_dir: Path, threads: int) -> dict[str, flo
     y = torch.from_numpy(fs.labels[train])
     torch.set_num_threads(threads)
     naive = [NaiveRun(c, x, y, h, SEEDS[0]) for c in cells()]
-    gemm = GemmOnly(len(train) // h.batch_size, x.shape[1], h)
+    gemm = GemmOnly(len(train) // h.training.batch_size, x.shape[1], h)
 
     def timed(fn) -> float:
         torch.set_num_threads(threads)
@@ -232,7 +232,7 @@ def naive_full(fs) -> float:
     for seed in SEEDS:
         for c in cells():
             run = NaiveRun(c, x, y, h, seed)
-            for _ in range(h.epochs):
+            for _ in range(h.training.epochs):
                 run.epoch()
     return time.perf_counter() - t0
 

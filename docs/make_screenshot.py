@@ -13,11 +13,11 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from hierconsole.catalog import ensure_dataset
-from hierconsole.jobs import Orchestrator
-from hierconsole.protocol import load_preset
-from hierconsole.storage import Store
-from hierconsole.studies import create_study
+from hierconsole.config import load_preset
+from hierconsole.study.catalog import ensure_dataset
+from hierconsole.study.lifecycle import create_study
+from hierconsole.study.orchestrator import Orchestrator
+from hierconsole.study.storage import Store
 from hierconsole.tui.app import HierConsole
 
 OUT = Path(__file__).resolve().parent / "effects.svg"

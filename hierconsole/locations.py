@@ -1,9 +1,14 @@
-"""Where hierconsole keeps its store and artifacts: one home folder."""
+"""Where hierconsole keeps its store and artifacts: one home folder, and every path inside it.
+
+Paths that are stored (in DuckDB rows and job specs) are relative to the home, so that a home can be
+copied or moved; `resolve` turns one back into a path on this machine. A stored absolute path (written
+by an earlier version) resolves to itself.
+"""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import platformdirs
 
@@ -24,12 +29,35 @@ def db_path(home: Path) -> Path:
     return home / DB_NAME
 
 
-def datasets_dir(home: Path) -> Path:
-    return home / "datasets"
+def dataset_dir(home: Path, dataset_id: str) -> Path:
+    """The self-contained folder of a registered dataset, which workers load without the store."""
+    return home / "datasets" / dataset_id
 
 
-def runs_dir(home: Path) -> Path:
-    return home / "runs"
+def study_dir(home: Path, study_id: str) -> Path:
+    return home / "studies" / study_id
+
+
+def job_dir(home: Path, job_id: str) -> Path:
+    """A job's folder: its spec, events, heartbeat, checkpoints and outputs. Job ids are `<study>/<name>`."""
+    study_id, name = job_id.split("/", 1)
+    return study_dir(home, study_id) / "jobs" / name
+
+
+def relative(home: Path, path: Path) -> str:
+    """`path` as the string to store: relative to `home`, with forward slashes on every system.
+
+    A path outside the home (an earlier version's absolute row) is stored as it is.
+    """
+    try:
+        return PurePosixPath(Path(path).relative_to(home)).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def resolve(home: Path, stored: str) -> Path:
+    """A stored path on this machine: relative ones are inside `home`; absolute ones stay as they are."""
+    return home / stored
 
 
 def resource_dir(name: str) -> Path:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from hierconsole.errors import InputError
-from hierconsole.levels import DEFAULT_LEVEL_NAMES, LEVELS, REL_C, REL_H, REL_M, REL_O
+from hierconsole.vocabulary import DEFAULT_LEVEL_NAMES, LEVELS, REL_C, REL_H, REL_M, REL_O
 
 SHUFFLE_SEED = 20260818
 """The seed of the paper's semantic-alignment control (S9)."""
@@ -120,13 +120,13 @@ class Taxonomy:
         gives the number to report for each row (a CSV's line numbers); by default rows count from 1.
         """
         names = tuple(level_names or DEFAULT_LEVEL_NAMES)
-        rows = [tuple(r) for r in rows]
-        numbers = list(row_numbers) if row_numbers is not None else list(range(1, len(rows) + 1))
+        row_tuples = [tuple(r) for r in rows]
+        numbers = list(row_numbers) if row_numbers is not None else list(range(1, len(row_tuples) + 1))
         problems: list[str] = []
         seen_rows: dict[tuple[str, ...], int] = {}
         leaf_to: dict[str, dict[str, list[int]]] = {}
         middle_to: dict[str, dict[str, list[int]]] = {}
-        for row, n in zip(rows, numbers, strict=True):
+        for row, n in zip(row_tuples, numbers, strict=True):
             if len(row) != 3:
                 problems.append(f"row {n}: expected 3 names ({', '.join(names)}), got {len(row)}")
                 continue
@@ -143,7 +143,7 @@ class Taxonomy:
             middle_to.setdefault(middle, {}).setdefault(high, []).append(n)
         problems += _conflicts(leaf_to, names[0], names[1])
         problems += _conflicts(middle_to, names[1], names[2])
-        if not rows:
+        if not row_tuples:
             problems.append("no rows")
         if problems:
             raise InputError(

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from hierconsole.errors import InputError
-from hierconsole.levels import CUB_LEVEL_NAMES, REL_C, REL_H, REL_M, REL_O
 from hierconsole.taxonomy import (
     Taxonomy,
     load_taxonomy_csv,
@@ -13,6 +12,7 @@ from hierconsole.taxonomy import (
     relation_codes,
     structure_preserving_shuffle,
 )
+from hierconsole.vocabulary import CUB_LEVEL_NAMES, REL_C, REL_H, REL_M, REL_O
 
 ROWS = [
     ("sparrow", "Passer", "Passeridae"),

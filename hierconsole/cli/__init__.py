@@ -1,7 +1,8 @@
 """`hierconsole`: the TUI with no arguments, headless subcommands otherwise.
 
 Each command group lives in its own module exposing ``register(subparsers)``; the module adds its
-parsers and sets ``func`` (taking the parsed namespace, returning an exit status).
+parsers and sets ``func`` (taking the parsed namespace, returning an exit status). Building the parser
+imports no torch: only `score` runs the engine, and imports it when it runs.
 """
 
 from __future__ import annotations
@@ -41,13 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"hierconsole.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"hierconsole.cli.{name}":
-                continue  # command group not built yet
-            raise
-        module.register(sub)
+        importlib.import_module(f"hierconsole.cli.{name}").register(sub)
     return parser
 
 
@@ -55,14 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     err = Console(stderr=True, soft_wrap=True)
-    if getattr(args, "func", None) is None:
-        try:
-            from hierconsole.tui import run_app  # noqa: PLC0415 - the TUI is optional at import time
-        except ImportError:
-            parser.print_help()
-            return 0
-        return run_app(home=args.home)
     try:
+        if getattr(args, "func", None) is None:
+            from hierconsole.tui import run_app
+
+            return run_app(home=args.home)
         return int(args.func(args) or 0)
     except HierconsoleError as exc:
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)

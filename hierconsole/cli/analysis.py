@@ -15,8 +15,9 @@ from rich.table import Table
 from rich.text import Text
 
 from hierconsole.cli.output import output_console
-from hierconsole.effects import (
-    ARMS,
+from hierconsole.errors import HierconsoleError
+from hierconsole.study import read
+from hierconsole.study.effects import (
     EFFECTS,
     Redistribution,
     SimpleEffects,
@@ -27,8 +28,7 @@ from hierconsole.effects import (
     seeds_of,
     simple_effects,
 )
-from hierconsole.errors import HierconsoleError
-from hierconsole.export import (
+from hierconsole.study.export import (
     ANALYSIS_TABLES,
     FORMATS,
     MAX_PRECISION,
@@ -37,8 +37,8 @@ from hierconsole.export import (
     check_table,
     export_table,
 )
-from hierconsole.levels import LEVELS
-from hierconsole.locations import resolve_home
+from hierconsole.study.storage import Store
+from hierconsole.vocabulary import ARMS, LEVELS
 
 ARM_PRECISION = 4
 EFFECT_PRECISION = 6
@@ -111,10 +111,10 @@ def _per_seed(args: argparse.Namespace) -> tuple[pl.DataFrame, str]:
         raise HierconsoleError("give either a STUDY or --from-csv FILE, not both")
     if args.from_csv:
         return load_effects_csv(args.from_csv, args.metric), str(args.from_csv)
-    from hierconsole.analysis_store import per_seed_for_study
-
     # No STUDY means the newest study in the store; an empty store says how to get one.
-    return per_seed_for_study(resolve_home(args.home), args.study), f"study {args.study or '(newest)'}"
+    with Store(args.home) as store:
+        table = read.per_seed(store, read.resolve_study(store, args.study))
+    return table, f"study {args.study or '(newest)'}"
 
 
 # ---------------------------------------------------------------------------------------- effects
@@ -237,19 +237,17 @@ def cmd_export(args: argparse.Namespace) -> int:
                 f"  fix: with --from-csv, export one of {', '.join(ANALYSIS_TABLES)}"
             )
 
-        def provider(name: str, _study: str | None) -> pl.DataFrame:
+        # `study` is unused here, but mypy wants both variants of provider to have one signature.
+        def provider(name: str, study: str | None) -> pl.DataFrame:
             per_seed = load_effects_csv(args.from_csv, args.metric)
             return analysis_frame(name, per_seed, metrics=args.metric, source=str(args.from_csv))
 
     else:
         if args.metric:
             raise HierconsoleError("--metric applies to --from-csv tables only")
-        from hierconsole.analysis_store import table_frame
-
-        home = resolve_home(args.home)
-
         def provider(name: str, study: str | None) -> pl.DataFrame:
-            return table_frame(home, name, study)
+            with Store(args.home) as store:
+                return read.table_frame(store, name, read.resolve_study(store, study))
 
     path, frame = export_table(
         table,

@@ -6,9 +6,11 @@ import argparse
 
 from rich.table import Table
 
-from hierconsole.catalog import get_dataset, list_datasets, load_dataset, register_dataset
-from hierconsole.cli.output import output_console
-from hierconsole.storage import Store
+from hierconsole.cli.output import confirmed, output_console
+from hierconsole.study import read
+from hierconsole.study.catalog import delete_dataset, load_dataset, register_dataset
+from hierconsole.study.storage import Store
+from hierconsole.vocabulary import SYNTHETIC_DATASETS
 
 
 def _level_names(value: str | None) -> tuple[str, str, str] | None:
@@ -17,7 +19,7 @@ def _level_names(value: str | None) -> tuple[str, str, str] | None:
     parts = tuple(p.strip() for p in value.split(","))
     if len(parts) != 3 or not all(parts):
         raise argparse.ArgumentTypeError("give three names, finest first, e.g. Class,Genus,Family")
-    return parts  # type: ignore[return-value]
+    return parts
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,14 +49,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     n.set_defaults(func=_import_nabirds)
 
     s = kinds.add_parser("synthetic", help="the built-in synthetic data (demo or CUB-sized)")
-    s.add_argument("which", choices=("demo", "cub-sized"), nargs="?", default="demo")
+    s.add_argument("which", choices=SYNTHETIC_DATASETS, nargs="?", default=SYNTHETIC_DATASETS[0])
     s.set_defaults(func=_import_synthetic)
 
     for q in (g, c, n):
         q.add_argument("--replace", action="store_true", help="replace a dataset of the same name")
 
-    d = sub.add_parser("datasets", help="list the datasets in the store")
+    d = sub.add_parser("datasets", help="list the datasets in the store (or delete one)")
     d.set_defaults(func=_datasets)
+    actions = d.add_subparsers(dest="action", metavar="ACTION")
+    x = actions.add_parser("delete", help="delete a dataset no study uses (its rows and its folder)")
+    x.add_argument("dataset")
+    x.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    x.set_defaults(func=_delete_dataset)
 
     t = sub.add_parser("taxonomy", help="summary and validation report of a dataset's taxonomy")
     t.add_argument("dataset")
@@ -101,9 +108,10 @@ def _import_nabirds(args: argparse.Namespace) -> int:
 
 
 def _import_synthetic(args: argparse.Namespace) -> int:
-    from hierconsole.datasets import CUB_SIZED_CONFIG, DEMO_CONFIG, make_synthetic
+    from hierconsole.datasets import make_synthetic
+    from hierconsole.datasets.synthetic import BUILT_IN
 
-    return _register(args, make_synthetic(DEMO_CONFIG if args.which == "demo" else CUB_SIZED_CONFIG))
+    return _register(args, make_synthetic(BUILT_IN[args.which]))
 
 
 def datasets_table(store: Store) -> Table:
@@ -119,7 +127,7 @@ def datasets_table(store: Store) -> Table:
         "sha256",
     ):
         table.add_column(col, justify="right" if col in ("samples", "dim") else "left")
-    for d in list_datasets(store):
+    for d in read.list_datasets(store):
         table.add_row(
             d.dataset_id,
             d.kind,
@@ -139,9 +147,20 @@ def _datasets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _delete_dataset(args: argparse.Namespace) -> int:
+    with Store(args.home) as store:
+        info = read.get_dataset(store, args.dataset)
+        question = f"delete dataset {info.dataset_id} ({info.n_samples:,} samples) and its folder?"
+        if not confirmed(question, yes=args.yes):
+            return 1
+        delete_dataset(store, info.dataset_id)
+    output_console().print(f"deleted dataset {info.dataset_id}")
+    return 0
+
+
 def _taxonomy(args: argparse.Namespace) -> int:
     with Store(args.home) as store:
-        info = get_dataset(store, args.dataset)
+        info = read.get_dataset(store, args.dataset)
         fs = load_dataset(store, args.dataset)
     console = output_console()
     console.print(

@@ -13,3 +13,11 @@ def output_console() -> Console:
     if not console.is_terminal:
         console = Console(highlight=False, width=max(console.width, PIPE_WIDTH))
     return console
+
+
+def confirmed(question: str, *, yes: bool) -> bool:
+    """Whether to go on: `yes` (the --yes flag), else the user's answer to `question`; "kept" otherwise."""
+    if yes or input(f"{question} [y/N] ").strip().lower() in ("y", "yes"):
+        return True
+    output_console().print("kept")
+    return False

@@ -9,18 +9,35 @@ import tomllib
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
-from hierconsole.audit import run_audits, stored_audits
-from hierconsole.catalog import ensure_dataset
-from hierconsole.cli.output import output_console
+from hierconsole.cli.output import confirmed, output_console
+from hierconsole.config import Preset, load_preset
+from hierconsole.contract import events as ev
 from hierconsole.errors import HierconsoleError
-from hierconsole.jobs import Orchestrator
-from hierconsole.protocol import load_preset
-from hierconsole.storage import Store
-from hierconsole.studies import create_study, get_study, list_studies, resolve_study
+from hierconsole.study import read
+from hierconsole.study.audits import Check, run_audits
+from hierconsole.study.catalog import ensure_dataset
+from hierconsole.study.lifecycle import advance, create_study, delete_study
+from hierconsole.study.orchestrator import Orchestrator, ProblemCallback
+from hierconsole.study.rescoring import queue_rescore, reconcile
+from hierconsole.study.storage import Store
+from hierconsole.study.views import sql_list
+from hierconsole.styles import STATE_STYLE
+from hierconsole.vocabulary import (
+    ACTIVE_STATES,
+    AGGREGATIONS,
+    DEVICES,
+    HIER_METRIC,
+    LEVELS,
+    MAP,
+    RESUMABLE_STATES,
+    JobState,
+    Phase,
+)
 
 
 def _assignment(value: str) -> tuple[str, object]:
@@ -54,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     def add_run_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--epochs", type=int, help="override training.epochs")
         p.add_argument("--seeds", type=_seeds, help="override training.seeds, e.g. 42,2024")
-        p.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), help="override compute.device")
+        p.add_argument("--device", choices=DEVICES, help="override compute.device")
         p.add_argument("--parallel", type=int, metavar="N", help="worker processes at once (default: preset)")
         p.add_argument("--gpus", type=_gpus, metavar="IDS", help="one worker per listed GPU, e.g. 0,1")
         p.add_argument(
@@ -110,7 +127,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     q = sub.add_parser("rescore", help="re-score a locked study's test embeddings under another aggregation")
     q.add_argument("study")
-    q.add_argument("--aggregate", choices=("micro", "macro"), required=True)
+    q.add_argument("--aggregate", choices=AGGREGATIONS, required=True)
     q.set_defaults(func=cmd_rescore)
 
 
@@ -118,7 +135,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 class JobProgress:
-    """Rich progress bars, one per job: epoch, latest losses per cell, ETA."""
+    """Rich progress bars, one per job: epoch (or units scored), latest losses per cell, ETA."""
 
     def __init__(self, store: Store, console: Console):
         self.store = store
@@ -133,33 +150,34 @@ class JobProgress:
             transient=False,
         )
         self.tasks: dict[str, Any] = {}
-        self.losses: dict[str, dict[str, float]] = {}
 
-    def on_events(self, job_id: str, events: list[dict[str, Any]]) -> None:
-        for ev in events:
-            if ev.get("kind") == "epoch":
-                self.losses.setdefault(job_id, {})[ev["cell"]] = ev["train_loss"]
+    def on_problem(self, job_id: str, problem: ev.LineProblem) -> None:
+        problem_printer(self.progress.console)(job_id, problem)
 
     def refresh(self, study_ids: list[str]) -> None:
-        rows = self.store.dicts(
-            "SELECT job_id, kind, state, epochs_done, epochs_total FROM jobs "
-            "WHERE study_id IN (SELECT unnest(?)) ORDER BY created_at, job_id",
-            [study_ids],
-        )
-        for row in rows:
-            job = row["job_id"].split("/", 1)[1]
-            losses = " ".join(f"{k}={v:.3f}" for k, v in sorted(self.losses.get(row["job_id"], {}).items()))
-            total = max(row["epochs_total"], 1)
-            done = (
-                row["epochs_done"]
-                if row["kind"] != "evaluate"
-                else (total if row["state"] == "finished" else 0)
-            )
-            if row["job_id"] not in self.tasks:
-                self.tasks[row["job_id"]] = self.progress.add_task(
-                    "", total=total, job=job, state="", losses=""
+        for study_id in study_ids:
+            for job in read.job_rows(self.store, study_id):
+                losses = " ".join(f"{arm}={value:.3f}" for arm, value in sorted(job.losses.items()))
+                if job.job_id not in self.tasks:
+                    self.tasks[job.job_id] = self.progress.add_task(
+                        "", total=max(job.total, 1), job=job.short_id, state="", losses=""
+                    )
+                self.progress.update(
+                    self.tasks[job.job_id],
+                    total=max(job.total, 1),
+                    completed=job.done,
+                    state=job.state,
+                    losses=losses,
                 )
-            self.progress.update(self.tasks[row["job_id"]], completed=done, state=row["state"], losses=losses)
+
+
+def problem_printer(console: Console) -> ProblemCallback:
+    """Warns of each skipped events-file line (the orchestrator's `on_problem`)."""
+
+    def warn(job_id: str, problem: ev.LineProblem) -> None:
+        console.print(f"[yellow]warning:[/] job {escape(job_id)}: {escape(str(problem))}", highlight=False)
+
+    return warn
 
 
 def drive(
@@ -174,10 +192,10 @@ def drive(
     """Run the orchestrator until the studies' jobs are done. Ctrl-C cancels them (resumable)."""
     view = JobProgress(store, console)
     orch = orchestrator or Orchestrator(store, max_parallel=parallel, gpus=gpus)
-    orch.on_events = view.on_events
+    orch.on_problem = view.on_problem
     interrupted = False
 
-    def on_int(signum, frame):  # noqa: ARG001
+    def on_int(signum: int, frame: object) -> None:  # noqa: ARG001
         nonlocal interrupted
         interrupted = True
 
@@ -201,7 +219,7 @@ def drive(
         signal.signal(signal.SIGINT, previous)
 
 
-def _parallel(args: argparse.Namespace, preset) -> int:
+def _parallel(args: argparse.Namespace, preset: Preset) -> int:
     if args.parallel is not None:
         if args.parallel < 1:
             raise HierconsoleError("--parallel must be at least 1")
@@ -211,7 +229,7 @@ def _parallel(args: argparse.Namespace, preset) -> int:
 
 def start_study(
     store: Store, args: argparse.Namespace, preset_ref: str, dataset: str | None
-) -> tuple[str, Any]:
+) -> tuple[str, Preset]:
     preset = load_preset(preset_ref)
     preset = preset.with_overrides(
         epochs=args.epochs, seeds=args.seeds, device=args.device, values=dict(args.overrides)
@@ -221,31 +239,27 @@ def start_study(
 
 
 def summarize(store: Store, study_id: str, console: Console) -> int:
-    study = get_study(store, study_id)
-    failed = store.rows(
-        "SELECT job_id, state, error FROM jobs WHERE study_id = ? AND state <> 'finished'", [study_id]
-    )
+    study = read.get_study(store, study_id)
     console.print(f"study [bold]{study_id}[/] phase: [bold]{study.phase}[/]")
-    for job_id, state, error in failed:
-        console.print(
-            f"  [red]{job_id}: {state}[/]" + (f"\n{error.strip()[-800:]}" if error else ""), highlight=False
-        )
-    if study.phase != "complete":
+    for job in read.job_rows(store, study_id):
+        if job.state != JobState.FINISHED:
+            error = f"\n{job.error.strip()[-800:]}" if job.error else ""
+            console.print(f"  [red]{job.job_id}: {job.state}[/]{error}", highlight=False)
+    if study.phase != Phase.COMPLETE:
         return 1
-    from hierconsole.analysis_store import per_seed
     from hierconsole.cli.analysis import arm_rich_table, effects_rich_table
-    from hierconsole.effects import arm_table, simple_effects
+    from hierconsole.study.effects import arm_table, simple_effects
 
-    table = per_seed(store, study_id)
-    metrics = ["leaf_mAP", "middle_mAP", "high_mAP", "hier_mAP"]
+    table = read.per_seed(store, study_id)
+    metrics = [*(f"{level}_{MAP}" for level in LEVELS), HIER_METRIC]
     console.print(arm_rich_table(arm_table(table, metrics), 4, f"study {study_id}"))
-    console.print(effects_rich_table(simple_effects(table, ["hier_mAP"]), 6))
-    checks = stored_audits(store, study_id)
+    console.print(effects_rich_table(simple_effects(table, [HIER_METRIC]), 6))
+    checks = read.stored_audits(store, study_id)
     console.print(audit_table(checks))
     return 0 if all(c.ok for c in checks) else 1
 
 
-def audit_table(checks) -> Table:
+def audit_table(checks: list[Check]) -> Table:
     table = Table(title="audits", title_justify="left")
     table.add_column("check", no_wrap=True)
     table.add_column("result", no_wrap=True)
@@ -270,7 +284,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with Store(args.home) as store:
         study_id, preset = start_study(store, args, args.preset, args.dataset)
         console.print(
-            f"study [bold]{study_id}[/]: {preset.name} on {get_study(store, study_id).dataset_id}, "
+            f"study [bold]{study_id}[/]: {preset.name} on {read.get_study(store, study_id).dataset_id}, "
             f"seeds {list(preset.training.seeds)}, {preset.training.epochs} epochs"
         )
         drive(store, [study_id], parallel=_parallel(args, preset), console=console, gpus=args.gpus)
@@ -288,54 +302,31 @@ def cmd_studies(args: argparse.Namespace) -> int:
         table = Table(title="studies", title_justify="left")
         for col in ("study", "name", "dataset", "phase", "jobs finished", "created"):
             table.add_column(col)
-        for s in list_studies(store):
+        for s in read.list_studies(store):
             table.add_row(
-                s["study_id"],
-                s["name"],
-                s["dataset_id"],
-                s["phase"],
-                f"{s['jobs_finished']}/{s['jobs']}",
-                str(s["created_at"])[:19],
+                s.study_id, s.name, s.dataset_id, s.phase, f"{s.jobs_finished}/{s.jobs}", str(s.created_at)[:19]
             )
         output_console().print(table)
     return 0
 
 
-STATE_STYLE = {
-    "finished": "green",
-    "running": "cyan",
-    "queued": "dim",
-    "failed": "red",
-    "crashed": "red",
-    "cancelled": "yellow",
-}
-
-
 def cmd_runs(args: argparse.Namespace) -> int:
     with Store(args.home) as store:
-        sql = (
-            "SELECT j.job_id, j.kind, j.seed, j.state, j.epochs_done, j.epochs_total, j.attempts, j.error, "
-            "string_agg(r.arm || coalesce('@' || CAST(r.tau AS VARCHAR), ''), ' ' ORDER BY r.arm) AS cells "
-            "FROM jobs j LEFT JOIN runs r USING (job_id)"
-        )
-        params: list[Any] = []
-        if args.study:
-            sql += " WHERE j.study_id = ?"
-            params.append(resolve_study(store, args.study))
-        rows = store.dicts(sql + " GROUP BY ALL ORDER BY min(j.created_at), j.job_id", params)
+        study_id = read.resolve_study(store, args.study) if args.study else None
         table = Table(title="runs", title_justify="left")
-        for col in ("job", "kind", "seed", "cells", "state", "epoch", "tries", "error"):
+        for col in ("job", "kind", "seed", "cells", "state", "progress", "tries", "error"):
             table.add_column(col)
-        for r in rows:
+        for job in read.job_rows(store, study_id):
+            error = job.error.strip().splitlines() if job.error else []
             table.add_row(
-                r["job_id"],
-                r["kind"],
-                str(r["seed"]),
-                r["cells"] or "",
-                Text(r["state"], STATE_STYLE.get(r["state"], "")),
-                f"{r['epochs_done']}/{r['epochs_total']}",
-                str(r["attempts"]),
-                (r["error"] or "").strip().splitlines()[-1][:60] if r["error"] else "",
+                job.job_id,
+                job.kind,
+                str(job.seed),
+                job.cells_text,
+                Text(job.state, STATE_STYLE.get(job.state, "")),
+                f"{job.done}/{job.total}",
+                str(job.attempts),
+                error[-1][:60] if error else "",
             )
         output_console().print(table)
     return 0
@@ -343,8 +334,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     with Store(args.home) as store:
-        study_id = resolve_study(store, args.study)
-        checks = [] if args.recheck else stored_audits(store, study_id)
+        study_id = read.resolve_study(store, args.study)
+        checks = [] if args.recheck else read.stored_audits(store, study_id)
         if not checks:
             checks = run_audits(store, study_id)
         console = output_console()
@@ -356,24 +347,20 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     """Crashed, cancelled and failed jobs go back in the queue; queued and orphaned running ones are
     driven too, so a console that quit and left work behind can be replaced by a headless resume."""
-    from hierconsole.studies import advance
-
     console = output_console()
     with Store(args.home) as store:
-        only = resolve_study(store, args.study) if args.study else None
-        orch = Orchestrator(store, max_parallel=args.parallel or 1, gpus=args.gpus)  # settles orphans first
+        only = read.resolve_study(store, args.study) if args.study else None
+        # Constructing it settles jobs an earlier orchestrator left running (their events replayed).
+        orch = Orchestrator(
+            store, max_parallel=args.parallel or 1, gpus=args.gpus, on_problem=problem_printer(console)
+        )
         where, params = ("AND study_id = ?", [only]) if only else ("", [])
         requeue = store.rows(
-            f"SELECT job_id, study_id FROM jobs WHERE state IN ('crashed', 'cancelled', 'failed') {where}",
-            params,
+            f"SELECT job_id, study_id FROM jobs WHERE state IN ({sql_list(RESUMABLE_STATES)}) {where}", params
         )
         orch.resume([job_id for job_id, _ in requeue])
-        pending = store.rows(
-            f"SELECT study_id FROM jobs WHERE state IN ('queued', 'running') {where}", params
-        )
-        stalled = store.rows(
-            f"SELECT study_id FROM studies WHERE phase NOT IN ('complete', 'failed') {where}", params
-        )
+        pending = store.rows(f"SELECT study_id FROM jobs WHERE state IN ({sql_list(ACTIVE_STATES)}) {where}", params)
+        stalled = store.rows(f"SELECT study_id FROM studies WHERE phase <> ? {where}", [Phase.COMPLETE, *params])
         studies = sorted({r[-1] for r in requeue} | {r[0] for r in pending} | {r[0] for r in stalled})
         if not studies:
             console.print("nothing to resume")
@@ -386,12 +373,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     with Store(args.home) as store:
-        study_id = resolve_study(store, args.study)
-        orch = Orchestrator(store)
+        study_id = read.resolve_study(store, args.study)
+        orch = Orchestrator(store, on_problem=problem_printer(output_console()))
         ids = [
             r[0]
             for r in store.rows(
-                "SELECT job_id FROM jobs WHERE study_id = ? AND state IN ('queued', 'running')", [study_id]
+                f"SELECT job_id FROM jobs WHERE study_id = ? AND state IN ({sql_list(ACTIVE_STATES)})", [study_id]
             )
         ]
         for job_id in ids:
@@ -404,33 +391,24 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 def cmd_rescore(args: argparse.Namespace) -> int:
     console = output_console()
     with Store(args.home) as store:
-        study_id = resolve_study(store, args.study)
-        study = get_study(store, study_id)
-        if study.phase != "complete":
+        study_id = read.resolve_study(store, args.study)
+        study = read.get_study(store, study_id)
+        if study.phase != Phase.COMPLETE:
             raise HierconsoleError(
                 f"study {study_id} is {study.phase}; only a complete study can be re-scored"
             )
-        from hierconsole.rescoring import queue_rescore
-
         queue_rescore(store, study_id, args.aggregate)
         drive(store, [study_id], parallel=1, console=console)
-        from hierconsole.rescoring import reconcile
-
         report = reconcile(store, study_id)
         console.print(report.message)
         return 0 if report.ok else 1
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    from hierconsole.studies import delete_study
-
     with Store(args.home) as store:
-        study_id = resolve_study(store, args.study)
-        if not args.yes:
-            answer = input(f"delete study {study_id} with all its runs, metrics and artifacts? [y/N] ")
-            if answer.strip().lower() not in ("y", "yes"):
-                output_console().print("kept")
-                return 1
+        study_id = read.resolve_study(store, args.study)
+        if not confirmed(f"delete study {study_id} with all its runs, metrics and artifacts?", yes=args.yes):
+            return 1
         delete_study(store, study_id)
         output_console().print(f"deleted {study_id}")
     return 0

@@ -1,4 +1,8 @@
-"""`hierconsole score EMB.npz`: strict retrieval metrics for embeddings a user brings."""
+"""`hierconsole score EMB.npz`: strict retrieval metrics for embeddings a user brings.
+
+The one command that runs the engine in this process (the metrics need torch): it imports
+`hierconsole.engine` only when it runs, so building the parser stays light.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +14,23 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
-import torch
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
+from hierconsole.cli.output import output_console
+from hierconsole.config.options import Invalid
+from hierconsole.config.preset import CURVATURE
 from hierconsole.errors import InputError
-from hierconsole.geometry import GEOMETRIES, make_geometry
-from hierconsole.levels import DEFAULT_LEVEL_NAMES, LEVELS
-from hierconsole.retrieval import DEFAULT_KS, evaluate
+from hierconsole.vocabulary import (
+    AGGREGATIONS,
+    DEFAULT_LEVEL_NAMES,
+    EUCLIDEAN,
+    GEOMETRIES,
+    LEVELS,
+    MICRO,
+    POINCARE,
+    RECALL_KS,
+)
 
 REQUIRED = ("query", "gallery", "query_labels", "gallery_labels")
 _SHOWN = 5
@@ -38,14 +50,18 @@ def _ks(value: str) -> tuple[int, ...]:
     return ks
 
 
+DEFAULT_CURVATURE = 1.0
+"""`score --curvature` when none is given: the unit ball."""
+
+
 def _curvature(value: str) -> float:
+    # The check a preset's [geometry.poincare] c passes, so the two can never accept different values.
     try:
-        c = float(value)
-    except ValueError:
-        c = float("nan")
-    if not (math.isfinite(c) and c > 0):
-        raise argparse.ArgumentTypeError(f"the curvature must be a finite number > 0; got {value!r}")
-    return c
+        return float(CURVATURE(float(value)))
+    except (ValueError, Invalid):
+        raise argparse.ArgumentTypeError(
+            f"the curvature must be a finite number > 0; got {value!r}"
+        ) from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -64,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--geometry",
         choices=GEOMETRIES,
-        default="euclidean",
+        default=EUCLIDEAN,
         help="distance to rank by (default euclidean, used as given: normalise first if you want cosine "
         "ranking). poincare assumes the points already lie on the ball of curvature -C and projects them "
         "onto it with geoopt's projx (points beyond the boundary margin are pulled inside)",
@@ -73,18 +89,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--curvature",
         metavar="C",
         type=_curvature,
-        default=1.0,
-        help="absolute curvature for poincare (default 1.0)",
+        default=DEFAULT_CURVATURE,
+        help=f"absolute curvature for poincare (default {DEFAULT_CURVATURE})",
     )
     p.add_argument(
         "--aggregate",
-        choices=("micro", "macro"),
-        default="micro",
+        choices=AGGREGATIONS,
+        default=AGGREGATIONS[0],
         help="micro: mean over valid queries; macro: mean over groups (the query's label at each level) of "
         "the per-group means (default micro)",
     )
     p.add_argument(
-        "--ks", type=_ks, default=DEFAULT_KS, metavar="K,K,...", help="Recall@K cut-offs (default 1,5,10,20)"
+        "--ks",
+        type=_ks,
+        default=RECALL_KS,
+        metavar="K,K,...",
+        help=f"Recall@K cut-offs (default {','.join(map(str, RECALL_KS))})",
     )
     p.add_argument("--json", action="store_true", help="print the metrics as JSON instead of a table")
     p.set_defaults(func=_score)
@@ -189,6 +209,12 @@ def _tree_problems(labels: np.ndarray) -> list[str]:
 
 def _score(args: argparse.Namespace) -> int:
     query, gallery, q_labels, g_labels, level_names = load_scoring_npz(args.npz)
+    import torch
+
+    from hierconsole.engine.geometry import make_geometry
+    from hierconsole.engine.retrieval import evaluate
+
+    # A distance-only ball (no tangent scale): the embeddings are scored as they are.
     geometry = make_geometry(args.geometry, c=args.curvature)
     evaluation = evaluate(
         torch.from_numpy(query), torch.from_numpy(gallery), q_labels, g_labels, geometry, ks=args.ks
@@ -203,31 +229,29 @@ def _score(args: argparse.Namespace) -> int:
         "middle": f"{names[1]} (cross-{names[0].lower()})",
         "high": f"{names[2]} (cross-{names[1].lower()})",
     }
-    geometry_text = args.geometry + (f" c={args.curvature:g}" if args.geometry == "poincare" else "")
+    geometry_text = args.geometry + (f" c={args.curvature:g}" if args.geometry == POINCARE else "")
     table = Table(
         box=box.SIMPLE_HEAD,
         show_edge=False,
         padding=(0, 0, 0, 1),
         title=f"{args.npz.name}: {query.shape[0]} queries x {gallery.shape[0]} gallery, {geometry_text}, "
-        f"{'query-micro' if args.aggregate == 'micro' else 'group-macro'}",
+        f"{'query-micro' if args.aggregate == MICRO else 'group-macro'}",
     )
     table.add_column("level", no_wrap=True)
     for key in ["mAP"] + [f"R@{k}" for k in args.ks]:
         table.add_column(key, justify="right", no_wrap=True)
     table.add_column("queries", justify="right", no_wrap=True)
-    if args.aggregate == "macro":
+    with_groups = "groups" in metrics[LEVELS[0]]  # group-macro also counts the groups it averaged
+    if with_groups:
         table.add_column("groups", justify="right", no_wrap=True)
     for level in LEVELS:
         m = metrics[level]
         row = [shown[level], _cell(m["mAP"])] + [_cell(m[f"R@{k}"]) for k in args.ks]
         row.append(str(m["valid_queries"]))
-        if args.aggregate == "macro":
+        if with_groups:
             row.append(str(m["groups"]))
         table.add_row(*row)
-    console = Console()
-    if not console.is_terminal:  # piped or captured: rich would assume 80 columns and squeeze the numbers
-        console = Console(width=max(console.width, 120))
-    console.print(table)
+    output_console().print(table)
     return 0
 
 

@@ -17,8 +17,8 @@ import numpy as np
 from hierconsole.datasets.features_io import align_rows, read_features
 from hierconsole.datasets.featureset import FeatureSet, source_hashes
 from hierconsole.errors import InputError
-from hierconsole.levels import CUB_LEVEL_NAMES
 from hierconsole.taxonomy import Taxonomy, read_taxonomy_rows
+from hierconsole.vocabulary import CUB_LEVEL_NAMES
 
 _SHOWN = 20
 TRAIN_FLAG = {"1": 0, "0": 2}  # train_test_split.txt value -> index into SPLIT_NAMES
@@ -207,8 +207,8 @@ def match_classes(
     indexes = []
     for _, key in tiers:
         index: dict[str, list[str]] = {}
-        for cid, name in zip(classes.keys, classes.values, strict=True):
-            index.setdefault(key(name), []).append(cid)
+        for class_id, name in zip(classes.keys, classes.values, strict=True):
+            index.setdefault(key(name), []).append(class_id)
         indexes.append(index)
     found: dict[str, int] = {}
     how = {label: 0 for label, _ in tiers}
@@ -217,7 +217,7 @@ def match_classes(
         if not leaf:
             problems.append(f"{taxonomy_csv.name} row {numbers[pos]}: empty leaf name")
             continue
-        cid = None
+        cid: str | None = None
         for (label, key), index in zip(tiers, indexes, strict=True):
             hits = index.get(key(leaf), [])
             if len(hits) == 1:

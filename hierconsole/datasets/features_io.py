@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -79,7 +80,8 @@ def _read_parquet(path: Path) -> tuple[object, np.ndarray]:
                 hint="every row needs the same dimension",
             )
         flat = col.explode() if lengths is not None else col.arr.explode()
-        dim = int(lengths[0]) if lengths is not None and len(lengths) else col.dtype.size  # type: ignore[union-attr]
+        # lengths is None for an Array column, whose dtype has its width as .size
+        dim = int(lengths[0]) if lengths is not None and len(lengths) else cast(pl.Array, col.dtype).size
         values = flat.cast(pl.Float64).fill_null(float("nan")).to_numpy()
         return ids, values.reshape(len(col), dim)
     non_numeric = [c for c, t in rest.schema.items() if not t.is_numeric()]

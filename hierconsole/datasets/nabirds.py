@@ -22,8 +22,8 @@ from hierconsole.datasets.cub import (
 )
 from hierconsole.datasets.featureset import FeatureSet, source_hashes
 from hierconsole.errors import InputError
-from hierconsole.levels import NABIRDS_LEVEL_NAMES
 from hierconsole.taxonomy import Taxonomy
+from hierconsole.vocabulary import NABIRDS_LEVEL_NAMES
 
 _SHOWN = 20
 

@@ -14,13 +14,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from hierconsole.config.preset import DEFAULT_SEEDS
 from hierconsole.errors import ConfigError
-from hierconsole.levels import LEVELS
+from hierconsole.vocabulary import LEVELS
 
 if TYPE_CHECKING:
     from hierconsole.datasets.featureset import FeatureSet
 
-DEFAULT_QG_SEEDS: tuple[int, int, int] = (42, 2024, 3407)
+DEFAULT_QG_SEEDS = DEFAULT_SEEDS
+"""The protocol's Q/G perturbation seeds: the presets' default (one definition, in config.preset)."""
 PARTS = {
     "official": ("train", "val", "test"),
     "hierarchy_disjoint": ("train", "val", "test"),

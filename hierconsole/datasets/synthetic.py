@@ -20,8 +20,8 @@ import numpy as np
 
 from hierconsole.datasets.featureset import FeatureSet
 from hierconsole.errors import ConfigError
-from hierconsole.levels import CUB_LEVEL_NAMES, DEFAULT_LEVEL_NAMES
 from hierconsole.taxonomy import Taxonomy
+from hierconsole.vocabulary import CUB_LEVEL_NAMES, DEFAULT_LEVEL_NAMES, SYNTHETIC_DATASETS
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,9 @@ CUB_SIZED_CONFIG = SyntheticConfig(
     level_names=CUB_LEVEL_NAMES,
 )
 """CUB-200-2011's shape: 5,994 train / 5,794 test, 200 classes, 124 genera (87 singletons), 37 families."""
+
+BUILT_IN: dict[str, SyntheticConfig] = dict(zip(SYNTHETIC_DATASETS, (DEMO_CONFIG, CUB_SIZED_CONFIG), strict=True))
+"""The built-in synthetic data by the name a preset gives after `synthetic:`."""
 
 
 def make_taxonomy(config: SyntheticConfig, rng: np.random.Generator) -> Taxonomy:

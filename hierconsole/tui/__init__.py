@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sys
 
+from hierconsole.errors import HierconsoleError
+
 ORCHESTRATOR_STOP_SECONDS = 30.0
 
 
@@ -16,15 +18,24 @@ def run_app(home: str | None = None, gpus: list[str] | None = None) -> int:
 
     `gpus` (e.g. ["0", "1"]) runs one worker per listed GPU, as `hierconsole run --gpus` does.
     """
-    from hierconsole.errors import StoreBusyError
-    from hierconsole.storage import Store
+    from hierconsole.study.storage import Store
 
     try:
-        store = Store(home)
-    except StoreBusyError as exc:
+        store = Store(home)  # a store held by another process is reported before any screen is drawn
+    except HierconsoleError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    from hierconsole.tui.app import HierConsole
+    try:
+        from hierconsole.tui.app import HierConsole
+    except ImportError as exc:
+        # A broken installation is an error to report, never a reason to fall back to the help text.
+        store.close()
+        print(
+            f"error: the console cannot start ({type(exc).__name__}: {exc}); reinstall hierconsole (it "
+            "depends on textual), or use a subcommand (hierconsole --help)",
+            file=sys.stderr,
+        )
+        return 1
 
     try:
         app = HierConsole(store, gpus=gpus)

@@ -10,8 +10,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.dom import DOMNode
+from textual.types import IgnoreReturnCallbackType
 
 VIEWS = Binding.Group("views", compact=True)
 
@@ -133,7 +135,7 @@ def actions_for(scope: str) -> list[Action]:
     return [a for a in ACTIONS if a.scope == scope]
 
 
-def bindings_for(scope: str) -> list[Binding]:
+def bindings_for(scope: str) -> list[BindingType]:
     """The BINDINGS of the app ("app") or of the screen class whose SCOPE is `scope`."""
     return [
         Binding(
@@ -164,9 +166,10 @@ def help_rows() -> Iterator[tuple[str, str, str, str]]:
 class ActionsProvider(Provider):
     """Command palette entries for the global actions and those of the screen it was opened on."""
 
-    def _actions(self) -> Iterator[tuple[str, str, object]]:
+    def _actions(self) -> Iterator[tuple[str, str, IgnoreReturnCallbackType]]:
         scope = getattr(self.screen, "SCOPE", None)
         for a in ACTIONS:
+            node: DOMNode
             if a.scope == "app":
                 node = self.app
             elif a.scope == scope:

@@ -5,19 +5,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from textual import on, work
 from textual.app import App
 from textual.signal import Signal
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from hierconsole.catalog import ensure_dataset
-from hierconsole.console_queries import JobRow, failed_audit_counts, has_data, job_rows
+from hierconsole.config import Preset, load_preset
 from hierconsole.errors import HierconsoleError
-from hierconsole.protocol import Preset, load_preset
-from hierconsole.storage import Store
-from hierconsole.studies import create_study, list_studies
+from hierconsole.study import read
+from hierconsole.study.catalog import ensure_dataset
+from hierconsole.study.lifecycle import create_study
+from hierconsole.study.orchestrator import Orchestrator
+from hierconsole.study.storage import Store
 from hierconsole.tui.actions import ActionsProvider, bindings_for
 from hierconsole.tui.messages import (
     JobEvents,
@@ -37,6 +38,7 @@ from hierconsole.tui.screens.help import HelpScreen
 from hierconsole.tui.screens.launch import LaunchRequest
 from hierconsole.tui.screens.redistribution import RedistributionScreen
 from hierconsole.tui.screens.runs import RunsScreen
+from hierconsole.vocabulary import ACTIVE_STATES
 
 QuitChoice = Literal["ask", "cancel", "leave"]
 
@@ -94,11 +96,11 @@ class HierConsole(App[int]):
         self.loop_done = threading.Event()
         """Set whenever no orchestrator loop runs: before it starts, after it stops, or never started."""
         self.loop_done.set()
-        self.studies: list[dict[str, Any]] = list_studies(store)
-        self.jobs: list[JobRow] = []
+        self.studies: list[read.StudyRow] = read.list_studies(store)
+        self.jobs: list[read.JobRow] = []
         self.failed_audits: dict[str, int] = {}
-        self.study_id: str | None = study or (self.studies[-1]["study_id"] if self.studies else None)
-        self._start_mode = "runs" if has_data(store) else "datasets"
+        self.study_id: str | None = study or (self.studies[-1].study_id if self.studies else None)
+        self._start_mode = "runs" if read.has_data(store) else "datasets"
         self.state_signal: Signal[str] = Signal(self, "state")
         """Published after any change of the studies, jobs, failed audits or the current study."""
         self.events_signal: Signal[JobEvents] = Signal(self, "events")
@@ -124,12 +126,14 @@ class HierConsole(App[int]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="queue")
     def refresh_queue(self) -> None:
         self.post_message(
-            QueueChanged(list_studies(self.store), job_rows(self.store), failed_audit_counts(self.store))
+            QueueChanged(
+                read.list_studies(self.store), read.job_rows(self.store), read.failed_audit_counts(self.store)
+            )
         )
 
     # -- app-wide state ------------------------------------------------------------------------------
-    def current_study(self) -> dict[str, Any] | None:
-        return next((s for s in self.studies if s["study_id"] == self.study_id), None)
+    def current_study(self) -> read.StudyRow | None:
+        return next((s for s in self.studies if s.study_id == self.study_id), None)
 
     def set_study(self, study_id: str | None) -> None:
         if study_id != self.study_id:
@@ -149,9 +153,9 @@ class HierConsole(App[int]):
                 )
         self.studies, self.jobs, self.failed_audits = message.studies, message.jobs, message.failed_audits
         self._audits_seen = True
-        known = {s["study_id"] for s in self.studies}
+        known = {s.study_id for s in self.studies}
         if self.study_id not in known:  # deleted: fall back to the newest
-            self.set_study(self.studies[-1]["study_id"] if self.studies else None)
+            self.set_study(self.studies[-1].study_id if self.studies else None)
         self.state_signal.publish("queue")
 
     @on(JobEvents)
@@ -190,7 +194,7 @@ class HierConsole(App[int]):
     def _worker_state(self, event: Worker.StateChanged) -> None:
         self.report_worker_error(event)
 
-    def submit(self, command: Callable[[Any], str | None]) -> None:
+    def submit(self, command: Callable[[Orchestrator], str | None]) -> None:
         """Hand a command to the orchestrator loop (the only thread that may call the orchestrator)."""
         if not self.orchestrate or self.loop_done.is_set():
             self.notify("no orchestrator runs in this console", severity="error")
@@ -229,7 +233,7 @@ class HierConsole(App[int]):
         if not self.orchestrate or self.loop_done.is_set():
             self.exit(0)
             return
-        active = sum(j.state in ("queued", "running") for j in self.jobs)
+        active = sum(j.state in ACTIVE_STATES for j in self.jobs)
         if not active:
             self._stop("leave")
         elif self.on_quit == "ask":
@@ -251,6 +255,6 @@ class HierConsole(App[int]):
             self.exit(0)
 
 
-def _raise_parallel(orch, parallel: int) -> None:
+def _raise_parallel(orch: Orchestrator, parallel: int) -> None:
     """A launched study may ask for more worker processes than those running now; never fewer."""
     orch.max_parallel = max(orch.max_parallel or 1, parallel)

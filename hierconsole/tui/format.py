@@ -4,23 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-STATE_STYLE = {
-    "finished": "green",
-    "running": "bold cyan",
-    "queued": "dim",
-    "failed": "bold red",
-    "crashed": "bold red",
-    "cancelled": "yellow",
-}
-
-PHASE_STYLE = {
-    "tuning": "cyan",
-    "training": "cyan",
-    "locked": "magenta",
-    "evaluating": "magenta",
-    "complete": "green",
-    "failed": "bold red",
-}
+from hierconsole.styles import PHASE_STYLE, STATE_STYLE
 
 
 def sign_style(value: float) -> str:

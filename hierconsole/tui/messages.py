@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from textual.message import Message
 
-from hierconsole.console_queries import JobRow
+from hierconsole.contract.events import Event
+from hierconsole.study.read import JobRow, StudyRow
 
 
 @dataclass
 class QueueChanged(Message):
     """The orchestrator's view of the store after a tick: every study and job, and failed audit counts."""
 
-    studies: list[dict[str, Any]]
+    studies: list[StudyRow]
     jobs: list[JobRow]
     failed_audits: dict[str, int] = field(default_factory=dict)
 
@@ -29,11 +29,11 @@ class JobEvents(Message):
 
     job_id: str
     study_id: str
-    events: list[dict[str, Any]]
+    events: list[Event]
 
     @property
     def kinds(self) -> set[str]:
-        return {str(e.get("kind")) for e in self.events}
+        return {str(e.KIND) for e in self.events}
 
 
 @dataclass

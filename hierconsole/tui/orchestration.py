@@ -13,11 +13,11 @@ from typing import Any
 
 from textual.message import Message
 
-from hierconsole.console_queries import failed_audit_counts, job_rows
+from hierconsole.contract.events import Event, LineProblem
 from hierconsole.errors import HierconsoleError
-from hierconsole.jobs import Orchestrator
-from hierconsole.storage import Store
-from hierconsole.studies import list_studies
+from hierconsole.study import read
+from hierconsole.study.orchestrator import Orchestrator
+from hierconsole.study.storage import Store
 from hierconsole.tui.messages import JobEvents, Notice, OrchestratorFailed, OrchestratorStopped, QueueChanged
 
 Command = Callable[[Orchestrator], str | None]
@@ -55,11 +55,16 @@ class OrchestratorLoop:
         self.commands.put(Shutdown(cancel_jobs))
 
     # -- the loop thread -----------------------------------------------------------------------------
-    def _on_events(self, job_id: str, events: list[dict[str, Any]]) -> None:
+    def _on_events(self, job_id: str, events: list[Event]) -> None:
         self.post(JobEvents(job_id, job_id.split("/", 1)[0], list(events)))
 
+    def _on_problem(self, job_id: str, problem: LineProblem) -> None:
+        self.post(Notice(f"job {job_id}: {problem}", severity="warning"))
+
     def _publish(self) -> None:
-        update = QueueChanged(list_studies(self.store), job_rows(self.store), failed_audit_counts(self.store))
+        update = QueueChanged(
+            read.list_studies(self.store), read.job_rows(self.store), read.failed_audit_counts(self.store)
+        )
         previous = self._last
         if previous is None or (update.studies, update.jobs, update.failed_audits) != (
             previous.studies,
@@ -72,7 +77,11 @@ class OrchestratorLoop:
     def run(self, cancelled: Callable[[], bool]) -> None:
         """Recover, then tick until told to stop (or until the worker is cancelled: jobs are left running)."""
         orch = Orchestrator(
-            self.store, max_parallel=self.max_parallel, on_events=self._on_events, gpus=self.gpus
+            self.store,
+            max_parallel=self.max_parallel,
+            on_events=self._on_events,
+            on_problem=self._on_problem,
+            gpus=self.gpus,
         )
         shutdown: Shutdown | None = None
         last_error: str | None = None

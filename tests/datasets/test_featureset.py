@@ -7,8 +7,8 @@ import pytest
 
 from hierconsole.datasets import FeatureSet
 from hierconsole.errors import InputError
-from hierconsole.levels import CUB_LEVEL_NAMES
 from hierconsole.taxonomy import Taxonomy, structure_preserving_shuffle
+from hierconsole.vocabulary import CUB_LEVEL_NAMES
 
 
 def small(**over) -> FeatureSet:

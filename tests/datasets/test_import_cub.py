@@ -3,7 +3,7 @@ import pytest
 
 from hierconsole.datasets import import_cub
 from hierconsole.errors import InputError
-from hierconsole.levels import CUB_LEVEL_NAMES
+from hierconsole.vocabulary import CUB_LEVEL_NAMES
 
 
 def run_bad(cub, features=None, taxonomy=None) -> InputError:

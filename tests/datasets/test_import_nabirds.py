@@ -3,7 +3,7 @@ import pytest
 
 from hierconsole.datasets import import_nabirds
 from hierconsole.errors import InputError
-from hierconsole.levels import NABIRDS_LEVEL_NAMES
+from hierconsole.vocabulary import NABIRDS_LEVEL_NAMES
 
 
 def run_bad(nabirds, features=None) -> InputError:

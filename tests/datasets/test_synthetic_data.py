@@ -6,8 +6,8 @@ import pytest
 
 from hierconsole.datasets import CUB_SIZED_CONFIG, DEMO_CONFIG, SyntheticConfig, make_synthetic
 from hierconsole.errors import ConfigError
-from hierconsole.levels import REL_C, REL_H, REL_M, REL_O
 from hierconsole.taxonomy import relation_codes
+from hierconsole.vocabulary import REL_C, REL_H, REL_M, REL_O
 
 
 def test_demo_shape():

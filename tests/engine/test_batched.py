@@ -9,24 +9,31 @@ import pytest
 import torch
 from torch import nn
 
-from hierconsole import fused
-from hierconsole.batched import BatchedCells, FusedAdamW, cell_noise, clip_per_cell_
-from hierconsole.checkpoints import list_checkpoints, load_payload
+from hierconsole.config import TrainingConfig
+from hierconsole.engine import fused
+from hierconsole.engine.batched import BatchedCells, FusedAdamW, cell_noise, clip_per_cell_
+from hierconsole.engine.checkpoints import list_checkpoints, load_payload
+from hierconsole.engine.geometry import TRAIN_CLIP, make_geometry
+from hierconsole.engine.trainer import (
+    CellRng,
+    FactorialTrainer,
+    build_projector,
+    cell_loss,
+    embed,
+    initial_state,
+)
 from hierconsole.errors import NoPositivePairsError
-from hierconsole.geometry import TRAIN_CLIP, make_geometry
-from hierconsole.jobspec import Hyper
-from hierconsole.training import CellRng, FactorialTrainer, build_projector, cell_loss, embed, initial_state
 
-from .conftest import TINY_HYPER, cells_for, make_spec
+from .conftest import TINY_POINCARE, TINY_TRAINING, cells_for, make_spec, recorded, spec_preset
 
 F64 = torch.float64
 
 
 def _train(spec, dtype=torch.float32) -> tuple[list[dict], dict[str, dict[str, torch.Tensor]]]:
-    events: list[dict] = []
+    events: list = []
     FactorialTrainer(spec, events.append, dtype=dtype).run()
     finals = {p.name: load_payload(p)["model"] for p in sorted(Path(spec.out_dir).glob("final-*.pt"))}
-    return events, finals
+    return recorded(events), finals
 
 
 def _history(events: list[dict]) -> dict[tuple[str, int], float]:
@@ -78,9 +85,9 @@ def test_batched_training_matches_the_reference_outputs_in_float32(tmp_path, tin
     # In float32 the fc1 bias (whose gradient is zero before BatchNorm, up to rounding) picks up different
     # rounding noise that AdamW normalises into steps of size ~lr; batch-statistics BatchNorm removes it
     # from the training outputs, so losses agree to rounding while that bias does not.
-    hyper = replace(TINY_HYPER, lr=5e-5)  # the protocol's learning rate, which sets the bias noise's size
-    ref_events, ref = _train(make_spec(tmp_path / "ref", tiny_fs, tiny_dir, batched=False, hyper=hyper))
-    bat_events, bat = _train(make_spec(tmp_path / "bat", tiny_fs, tiny_dir, batched=True, hyper=hyper))
+    preset = spec_preset(**{"training.lr": 5e-5})  # the protocol's learning rate, which sets the noise's size
+    ref_events, ref = _train(make_spec(tmp_path / "ref", tiny_fs, tiny_dir, batched=False, preset=preset))
+    bat_events, bat = _train(make_spec(tmp_path / "bat", tiny_fs, tiny_dir, batched=True, preset=preset))
     ref_h, bat_h = _history(ref_events), _history(bat_events)
     for k in ref_h:
         assert bat_h[k] == pytest.approx(ref_h[k], rel=1e-6)  # training losses: float32 rounding only
@@ -88,7 +95,7 @@ def test_batched_training_matches_the_reference_outputs_in_float32(tmp_path, tin
     for spec in cells_for():
         outs = []
         for states in (ref, bat):
-            m = build_projector(x.shape[1], spec, TINY_HYPER)
+            m = build_projector(x.shape[1], spec, TINY_TRAINING, TINY_POINCARE)
             m.load_state_dict(states[f"final-{spec.arm}.pt"])
             outs.append(embed(m, x))
         # Eval-mode BatchNorm subtracts a running mean that lags the bias's random walk by a few steps of
@@ -96,9 +103,9 @@ def test_batched_training_matches_the_reference_outputs_in_float32(tmp_path, tin
         torch.testing.assert_close(outs[1], outs[0], rtol=0, atol=1e-3)
 
 
-def _plain_cells(n: int, hyper: Hyper, dtype=F64) -> BatchedCells:
-    cells = BatchedCells(cells_for(), 24, hyper, torch.device("cpu"), dtype)
-    init = initial_state(5, 24, hyper)
+def _plain_cells(n: int, training: TrainingConfig, dtype=F64) -> BatchedCells:
+    cells = BatchedCells(cells_for(), 24, training, TINY_POINCARE, torch.device("cpu"), dtype)
+    init = initial_state(5, 24, training)
     cells.load([init] * n, [{"state": {}}] * n)
     return cells
 
@@ -187,13 +194,15 @@ def test_fused_adamw_on_the_stack_is_per_cell_adamw(shape):
         torch.testing.assert_close(stacked[i], plain[i], rtol=0, atol=1e-14)
 
 
-def _library_losses(t: torch.Tensor, labels: torch.Tensor, geometry, hyper: Hyper, loss: str) -> torch.Tensor:
-    from hierconsole.jobspec import CellSpec
+def _library_losses(
+    t: torch.Tensor, labels: torch.Tensor, geometry, training: TrainingConfig, loss: str
+) -> torch.Tensor:
+    from hierconsole.contract.jobspec import CellSpec
 
     z = geometry.embed(t)
     d = geometry.pairwise(z, z, clip_max=TRAIN_CLIP)
     spec = CellSpec("X", geometry.name, loss, 0.3 if loss == "supcon" else None)
-    return torch.stack([cell_loss(spec, d[i], labels, hyper) for i in range(t.shape[0])])
+    return torch.stack([cell_loss(spec, d[i], labels, training) for i in range(t.shape[0])])
 
 
 @pytest.mark.parametrize(
@@ -201,7 +210,7 @@ def _library_losses(t: torch.Tensor, labels: torch.Tensor, geometry, hyper: Hype
 )
 @pytest.mark.parametrize("loss", ["regression", "supcon"])
 def test_closed_form_heads_and_losses_equal_autograd_through_the_library(geometry, c, loss):
-    hyper = Hyper(c=c, r=0.4, level_weights=(1.0, 0.5, 2.0))
+    training = TrainingConfig(level_weights=(1.0, 0.5, 2.0))
     geo = make_geometry(geometry, c=c, r=0.4)
     assert fused.supported(geo)
     g = torch.Generator().manual_seed(6)
@@ -214,14 +223,14 @@ def test_closed_form_heads_and_losses_equal_autograd_through_the_library(geometr
     weights = torch.rand(2, generator=g, dtype=F64) + 0.5  # an upstream gradient per cell
 
     t_ref = t.clone().requires_grad_(True)
-    expected = _library_losses(t_ref, labels, geo, hyper, loss)
+    expected = _library_losses(t_ref, labels, geo, training, loss)
     (expected * weights).sum().backward()
 
     tg = fused.BatchTargets.build(
         labels,
         F64,
-        targets=hyper.targets if loss == "regression" else None,
-        level_weights=hyper.level_weights if loss == "supcon" else None,
+        targets=training.regression_targets if loss == "regression" else None,
+        level_weights=training.level_weights if loss == "supcon" else None,
     )
     d, back = fused.embed_and_distances(geo, t, TRAIN_CLIP)
     if loss == "regression":
@@ -236,10 +245,10 @@ def test_closed_form_heads_and_losses_equal_autograd_through_the_library(geometr
 
 
 def test_batched_cells_fused_equal_library_autograd_over_steps():
-    hyper = replace(TINY_HYPER, hidden=12, out_dim=6, dropout=0.2)
+    training = replace(TINY_TRAINING, hidden=12, out_dim=6, dropout=0.2)
     runs = []
     for use_fused in (True, False):
-        cells = _plain_cells(4, hyper)
+        cells = _plain_cells(4, training)
         cells.use_fused = use_fused
         rngs = [CellRng(torch.device("cpu"), s) for s in range(4)]
         g = torch.Generator().manual_seed(9)
@@ -267,7 +276,9 @@ def test_per_cell_state_round_trips_bit_for_bit(tmp_path, tiny_fs, tiny_dir):
     opt = cells["H_S"]["optimizer"]
     assert sorted(opt["state"]) == list(range(6)) and opt["param_groups"][0]["params"] == list(range(6))
     assert opt["state"][0]["exp_avg"].shape == cells["H_S"]["model"]["fc1.weight"].shape
-    restored = BatchedCells(spec.cells, tiny_fs.dim, spec.hyper, torch.device("cpu"))
+    restored = BatchedCells(
+        spec.cells, tiny_fs.dim, spec.preset.training, spec.preset.geometry.poincare, torch.device("cpu")
+    )
     restored.load([cells[k]["model"] for k in cells], [cells[k]["optimizer"] for k in cells])
     for i, key in enumerate(cells):  # stacking and slicing again gives back the very same bits
         assert all(torch.equal(restored.cell_state(i)[k], v) for k, v in cells[key]["model"].items())
@@ -282,10 +293,12 @@ def test_batch_targets_from_host_labels_and_no_positive_pairs():
     g = torch.Generator().manual_seed(12)
     labels = torch.randint(0, 3, (16, 3), generator=g)
     labels[:, 1], labels[:, 2] = labels[:, 0] // 2, labels[:, 0] // 3
-    hyper = Hyper()
-    device_side = fused.BatchTargets.build(labels, F64, targets=hyper.targets, level_weights=(1.0, 1.0, 0.5))
+    training = TrainingConfig()
+    device_side = fused.BatchTargets.build(
+        labels, F64, targets=training.regression_targets, level_weights=(1.0, 1.0, 0.5)
+    )
     host_side = fused.BatchTargets.build(
-        labels, F64, targets=hyper.targets, level_weights=(1.0, 1.0, 0.5), host_labels=labels.clone()
+        labels, F64, targets=training.regression_targets, level_weights=(1.0, 1.0, 0.5), host_labels=labels.clone()
     )
     assert torch.equal(device_side.supcon_weight, host_side.supcon_weight)
     distinct = torch.arange(8).repeat(3, 1).T.contiguous()  # every sample its own leaf, middle and high

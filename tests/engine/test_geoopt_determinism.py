@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from hierconsole.geometry import TRAIN_CLIP, make_geometry
-from hierconsole.losses import regression_loss
+from hierconsole.engine.geometry import TRAIN_CLIP, make_geometry
+from hierconsole.engine.losses import regression_loss
 
 
 def _grad(t0: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

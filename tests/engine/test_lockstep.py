@@ -6,16 +6,16 @@ from pathlib import Path
 
 import torch
 
-from hierconsole.checkpoints import load_payload
-from hierconsole.training import FactorialTrainer
+from hierconsole.engine.checkpoints import load_payload
+from hierconsole.engine.trainer import FactorialTrainer
 
-from .conftest import make_spec
+from .conftest import make_spec, recorded
 
 
 def _train(spec) -> list[dict]:
-    events: list[dict] = []
+    events: list = []
     FactorialTrainer(spec, events.append).run()
-    return events
+    return recorded(events)
 
 
 def _final_state(spec, arm: str) -> dict[str, torch.Tensor]:

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from hierconsole import checkpoints
-from hierconsole.checkpoints import load_payload
-from hierconsole.training import FAULT_ENV
-from hierconsole.worker import EXIT_DONE
+from hierconsole.engine import checkpoints
+from hierconsole.engine.checkpoints import load_payload
+from hierconsole.engine.trainer import FAULT_ENV
+from hierconsole.engine.worker import EXIT_DONE
 
 from .conftest import make_spec
 
@@ -25,7 +25,7 @@ def _worker(spec_path: Path, fault: str | None = None) -> subprocess.CompletedPr
     if fault:
         env[FAULT_ENV] = fault
     return subprocess.run(
-        [sys.executable, "-m", "hierconsole.worker", str(spec_path)],
+        [sys.executable, "-m", "hierconsole.engine.worker", "--home", str(spec_path.parent), str(spec_path)],
         env=env,
         capture_output=True,
         timeout=300,

@@ -1,43 +1,18 @@
-"""Fixtures for the console tests: the tiny synthetic data, a fixed store, and one app factory."""
+"""Fixtures for the console tests: an open fixed store and one app factory (the data: tests/conftest.py)."""
 
 from __future__ import annotations
 
 import io
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from rich.console import Console
 
-from hierconsole.catalog import register_dataset
 from hierconsole.datasets import FeatureSet, make_synthetic
-from hierconsole.storage import Store
+from hierconsole.study.catalog import register_dataset
+from hierconsole.study.storage import Store
 from hierconsole.tui.app import DemoOffer, HierConsole
-from tests.engine.conftest import TINY, tiny_preset
-from tests.tui.fixtures import build_store
+from tests.tiny import TINY, tiny_preset
 
 SIZE = (80, 24)
-
-
-@pytest.fixture(scope="session")
-def tiny_fs() -> FeatureSet:
-    return make_synthetic(TINY)
-
-
-@pytest.fixture(scope="session")
-def fixed_home(tmp_path_factory: pytest.TempPathFactory, tiny_fs: FeatureSet) -> Path:
-    """Read-only for tests: copy it (`fixed_copy`) before changing anything."""
-    home = tmp_path_factory.mktemp("fixed") / "home"
-    build_store(home, tiny_fs)
-    return home
-
-
-@pytest.fixture
-def fixed_copy(fixed_home: Path, tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    shutil.copytree(fixed_home, home)
-    return home
 
 
 def tiny_demo(
@@ -64,12 +39,6 @@ def make_app(store: Store, **options) -> HierConsole:
     options.setdefault("home_label", "~/hierconsole-test")
     options.setdefault("on_quit", "cancel")
     return HierConsole(store, **options)
-
-
-@pytest.fixture
-def open_store(fixed_home: Path) -> Iterator[Store]:
-    with Store(fixed_home) as store:
-        yield store
 
 
 def screen_text(app: HierConsole) -> str:

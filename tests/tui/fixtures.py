@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from hierconsole.catalog import register_dataset
+from hierconsole.contract.events import from_record
 from hierconsole.datasets import FeatureSet
-from hierconsole.ingest import apply_events
-from hierconsole.levels import LEVELS
-from hierconsole.storage import Store
-from hierconsole.studies import advance, create_study
+from hierconsole.study.catalog import register_dataset
+from hierconsole.study.ingest import JobRef, apply_events
+from hierconsole.study.lifecycle import advance, create_study
+from hierconsole.study.storage import Store
+from hierconsole.vocabulary import LEVELS, JobKind
 
 COMPLETE = "demo-complete"
 LIVE = "demo-live"
@@ -160,7 +161,9 @@ def evaluation_events(study_id: str) -> list:
 
 
 def _apply(store: Store, job_id: str, study_id: str, kind: str, seed: int, events: list) -> None:
-    store.write(lambda con: apply_events(con, job_id, study_id, kind, seed, events))
+    """Ingest fabricated events, each read through the event schema as a worker's line would be."""
+    job = JobRef(job_id, study_id, JobKind(kind), seed)
+    store.write(lambda con: apply_events(con, job, [from_record(e) for e in events]))
 
 
 def _set_job(store: Store, job_id: str, state: str, error: str | None = None) -> None:
@@ -175,7 +178,7 @@ def _set_job(store: Store, job_id: str, state: str, error: str | None = None) ->
 def _study(store: Store, study_id: str, monkeypatch: pytest.MonkeyPatch) -> str:
     from tests.tui.conftest import tiny_preset
 
-    monkeypatch.setattr("hierconsole.studies.new_study_id", lambda preset: study_id)
+    monkeypatch.setattr("hierconsole.study.lifecycle.new_study_id", lambda preset: study_id)
     # Everything the fabricated evidence relies on is pinned here, not inherited from the shipped preset.
     pinned = {
         "evaluation.qg_seeds": list(SEEDS),

@@ -10,9 +10,9 @@ import time
 
 import polars as pl
 
-from hierconsole.analysis_store import frame, per_seed
-from hierconsole.effects import simple_effects
-from hierconsole.storage import Store
+from hierconsole.study.effects import simple_effects
+from hierconsole.study.read import per_seed, table_frame
+from hierconsole.study.storage import Store
 from hierconsole.tui.messages import JobEvents, OrchestratorStopped, QueueChanged, StudyLaunched
 from hierconsole.tui.screens.dialogs import QuitDialog
 from hierconsole.tui.screens.export import ExportScreen
@@ -73,7 +73,7 @@ async def test_empty_store_to_exported_effects(tmp_path, tiny_fs, monkeypatch):
             ]
             assert progress and all(j.losses for j in progress)
 
-            await wait_for(pilot, lambda: (app.current_study() or {}).get("phase") == "complete", "the study")
+            await wait_for(pilot, lambda: getattr(app.current_study(), "phase", None) == "complete", "the study")
             await pilot.press("3")
             await settle(pilot, app)
             table = per_seed(store, study_id)
@@ -96,7 +96,7 @@ async def test_empty_store_to_exported_effects(tmp_path, tiny_fs, monkeypatch):
             )
             written = next(m for m in messages if isinstance(m, ExportScreen.Written))
             assert written.path == tmp_path / f"{study_id}-effects.csv"
-            expected = frame(store, "effects", study_id)
+            expected = table_frame(store, "effects", study_id)
             assert pl.read_csv(written.path, schema=expected.schema).equals(expected, null_equal=True)
             assert str(written.path) in "".join(shown(app).split())  # a long path wraps anywhere
 

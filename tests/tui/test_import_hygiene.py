@@ -26,10 +26,10 @@ def _modules_after_import(modules: list[str]) -> set[str]:
 
 def test_the_headless_modules_are_found():
     assert {
-        "hierconsole.storage",
-        "hierconsole.console_queries",
+        "hierconsole.study.storage",
+        "hierconsole.study.read",
         "hierconsole.cli",
-        "hierconsole.jobs",
+        "hierconsole.study.orchestrator",
     } <= set(HEADLESS)
 
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import numpy as np
 from textual.widgets import DataTable, RichLog
 
-from hierconsole.analysis_store import per_seed
-from hierconsole.catalog import list_datasets
-from hierconsole.console_queries import job_events
-from hierconsole.effects import redistribution, simple_effects
-from hierconsole.storage import Store
-from hierconsole.studies import study_dir
+from hierconsole.contract import events
+from hierconsole.locations import study_dir
+from hierconsole.study.effects import redistribution, simple_effects
+from hierconsole.study.read import job_events, list_datasets, per_seed
+from hierconsole.study.storage import Store
 from hierconsole.tui.messages import JobEvents, StudyLaunched
 from hierconsole.tui.screens.dialogs import ConfirmDialog
 from hierconsole.tui.screens.export import ExportScreen
@@ -65,7 +64,16 @@ async def test_effects_fill_in_seed_by_seed(fixed_copy):
                 "INSERT INTO metrics SELECT * FROM held WHERE seed = 2024 AND arm IN (SELECT unnest(?))",
                 [list(arms)],
             )
-            app.post_message(JobEvents(f"{COMPLETE}/evaluate", COMPLETE, [{"kind": "metrics"}]))
+            metrics = events.TestMetrics(
+                run_id=f"{COMPLETE}/final-s2024/{arms[0]}",
+                seed=2024,
+                arm=arms[0],
+                perturbation=42,
+                aggregation="micro",
+                posthoc=False,
+                metrics={},
+            )
+            app.post_message(JobEvents(f"{COMPLETE}/evaluate", COMPLETE, [metrics]))
 
         app = make_app(store, study=COMPLETE)
         async with app.run_test(size=SIZE) as pilot:
@@ -296,14 +304,14 @@ async def test_delete_asks_first(fixed_copy):
             assert isinstance(app.screen, ConfirmDialog)
             await pilot.press("n")
             await settle(pilot, app)
-            assert COMPLETE in [s["study_id"] for s in app.studies]
+            assert COMPLETE in [s.study_id for s in app.studies]
             await pilot.press("x")
             await pilot.press("y")
             await settle(pilot, app)
             await settle(pilot, app)
-            assert [s["study_id"] for s in app.studies] == [LIVE]
+            assert [s.study_id for s in app.studies] == [LIVE]
             assert app.study_id == LIVE
-        assert not study_dir(store, COMPLETE).exists()
+        assert not study_dir(store.home, COMPLETE).exists()
         for table in ("studies", "jobs", "runs", "metrics", "audits", "splits"):
             assert store.one(f"SELECT count(*) FROM {table} WHERE study_id = ?", [COMPLETE])[0] == 0, table
 
@@ -315,7 +323,7 @@ async def test_delete_refuses_a_study_with_active_jobs(open_store):
         await pilot.press("x", "y")
         await settle(pilot, app)
         assert any("cancel them first" in n.message for n in app._notifications)
-        assert LIVE in [s["study_id"] for s in app.studies]
+        assert LIVE in [s.study_id for s in app.studies]
 
 
 async def test_cancel_and_resume_need_a_suitable_job(open_store):

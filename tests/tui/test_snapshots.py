@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hierconsole.storage import Store
+from hierconsole.study.storage import Store
 from hierconsole.tui.screens.dialogs import QuitDialog
 from tests.tui.conftest import SIZE, make_app, settle
 from tests.tui.fixtures import COMPLETE

@@ -14,8 +14,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
 
-from hierconsole.audit import Check
-from hierconsole.console_queries import current_audits
+from hierconsole.study.read import Check, current_audits
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen
 

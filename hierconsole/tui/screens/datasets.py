@@ -13,8 +13,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
-from hierconsole.catalog import DatasetInfo, list_datasets
-from hierconsole.console_queries import taxonomy_lines
+from hierconsole.study.read import DatasetInfo, list_datasets, taxonomy_lines
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen
 from hierconsole.tui.screens.import_dialog import ImportDialog

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 import polars as pl
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.text import Text
 from textual import on, work
 from textual.containers import ScrollableContainer
@@ -14,15 +15,17 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
 
-from hierconsole.analysis_store import aggregations
-from hierconsole.console_queries import StudyProgress, evaluated_per_seed, study_progress
-from hierconsole.effects import arm_table, metric_columns, simple_effects
+from hierconsole.contract.events import EventKind
+from hierconsole.study.effects import SimpleEffects, arm_table, metric_columns, simple_effects
+from hierconsole.study.read import StudyProgress, aggregations, evaluated_per_seed, study_progress
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen
 from hierconsole.tui.widgets.tables import arm_values_table, effects_legend, effects_table
+from hierconsole.vocabulary import HIER, HIER_LEVELS, LEVELS, MAP, RANKING_METRICS
 
-LEVEL_CHOICES = ("hier", "middle", "high", "leaf")
-MEASURES = ("mAP", "R@1", "R@5", "R@10", "R@20")
+LEVEL_CHOICES = (HIER, *HIER_LEVELS, LEVELS[0])
+"""The hier score first, then the levels it averages, then the leaf (which it leaves out)."""
+MEASURES = RANKING_METRICS
 
 
 def metric_name(level: str, measure: str) -> str:
@@ -32,8 +35,8 @@ def metric_name(level: str, measure: str) -> str:
 
 @dataclass(frozen=True)
 class Selection:
-    level: str = "hier"
-    measure: str = "mAP"
+    level: str = HIER
+    measure: str = MAP
     aggregation: str | None = None
 
     @property
@@ -56,7 +59,7 @@ class AnalysisScreen(ConsoleScreen):
     """Shared by effects and redistribution: study, aggregation and metric choices, live reloading."""
 
     RELOAD_ON = frozenset({"study"})
-    RELOAD_ON_EVENTS = frozenset({"metrics", "done"})
+    RELOAD_ON_EVENTS = frozenset({EventKind.METRICS, EventKind.DONE})
 
     @dataclass
     class Loaded(Message):
@@ -108,6 +111,7 @@ class AnalysisScreen(ConsoleScreen):
                 Text("No study yet: launch one from Datasets (d for the demo) or Runs (l).", "dim")
             )
         elif message.per_seed is None:
+            assert message.progress is not None  # load sends it with every study
             content.update(waiting_text(message.progress))
         else:
             content.update(self.render_result(message))
@@ -129,7 +133,7 @@ class AnalysisScreen(ConsoleScreen):
             )
         return text
 
-    def render_result(self, message: Loaded) -> object:
+    def render_result(self, message: Loaded) -> RenderableType:
         return Text("")
 
     def action_next_aggregation(self) -> None:
@@ -152,8 +156,8 @@ class AnalysisScreen(ConsoleScreen):
     def action_next_measure(self) -> None:
         measure = MEASURES[(MEASURES.index(self.selection.measure) + 1) % len(MEASURES)]
         level = self.selection.level
-        if measure != "mAP" and level == "hier":
-            level = "middle"
+        if measure != MAP and level == HIER:
+            level = LEVEL_CHOICES[1]
         self.selection = Selection(level, measure, self.selection.aggregation)
         self.reload()
 
@@ -175,10 +179,11 @@ class EffectsScreen(AnalysisScreen):
         text.append_text(super().selection_text(message))
         return text
 
-    def render_result(self, message: AnalysisScreen.Loaded) -> object:
+    def render_result(self, message: AnalysisScreen.Loaded) -> RenderableType:
         if message.result is None:
             return Text(f"metric {self.selection.metric} is not in this study's tables", style="yellow")
-        arms, effects = message.result
+        arms, effects = cast(tuple[pl.DataFrame, SimpleEffects], message.result)  # what analyse returns
+        assert message.per_seed is not None  # a result is only computed from per_seed
         metric = self.selection.metric
         return Group(
             arm_values_table(message.per_seed, arms, metric),
@@ -188,7 +193,7 @@ class EffectsScreen(AnalysisScreen):
         )
 
     def action_next_level(self) -> None:
-        levels = LEVEL_CHOICES if self.selection.measure == "mAP" else LEVEL_CHOICES[1:]
+        levels = LEVEL_CHOICES if self.selection.measure == MAP else LEVEL_CHOICES[1:]
         current = self.selection.level if self.selection.level in levels else levels[-1]
         level = levels[(levels.index(current) + 1) % len(levels)]
         self.selection = Selection(level, self.selection.measure, self.selection.aggregation)

@@ -1,4 +1,4 @@
-"""Export: pick a table and a format, write it through `hierconsole.export`, show where it went."""
+"""Export: pick a table and a format, write it through `hierconsole.study.export`, show where it went."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from textual.widget import Widget
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from hierconsole.analysis_store import frame
 from hierconsole.errors import HierconsoleError
-from hierconsole.export import FORMATS, TABLES, export_table
+from hierconsole.study.export import FORMATS, TABLES, export_table
+from hierconsole.study.read import table_frame
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen
 from hierconsole.tui.screens.dialogs import ConfirmDialog
@@ -126,7 +126,8 @@ class ExportScreen(ConsoleScreen):
         try:
             written, df = export_table(
                 table,
-                lambda name, study: frame(store, name, study),
+                # export_table hands study_id back as the second argument; this one is known to be set.
+                lambda name, _study: table_frame(store, name, study_id),
                 path,
                 fmt,
                 study_id=study_id,

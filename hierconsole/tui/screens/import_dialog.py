@@ -17,8 +17,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, RadioButton, RadioSet, Static
 from textual.worker import Worker, WorkerState
 
-from hierconsole.catalog import DatasetInfo, register_dataset
 from hierconsole.errors import HierconsoleError
+from hierconsole.study.catalog import DatasetInfo, register_dataset
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.widgets.path_input import PathInput
 

@@ -12,9 +12,9 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Select, Static
 
-from hierconsole.catalog import list_datasets
+from hierconsole.config import list_presets, load_preset
 from hierconsole.errors import HierconsoleError
-from hierconsole.protocol import list_presets, load_preset
+from hierconsole.study.read import list_datasets
 from hierconsole.tui.actions import bindings_for
 
 PRESET_DATASET = "__preset__"

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import polars as pl
+from rich.console import RenderableType
 from rich.text import Text
 
-from hierconsole.effects import redistribution
-from hierconsole.levels import LEVELS
+from hierconsole.study.effects import Redistribution, redistribution
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.effects import AnalysisScreen, Selection
 from hierconsole.tui.widgets.tables import redistribution_view
+from hierconsole.vocabulary import LEVELS
 
 
 class RedistributionScreen(AnalysisScreen):
@@ -32,9 +33,10 @@ class RedistributionScreen(AnalysisScreen):
         text.append_text(super().selection_text(message))
         return text
 
-    def render_result(self, message: AnalysisScreen.Loaded) -> object:
+    def render_result(self, message: AnalysisScreen.Loaded) -> RenderableType:
         if message.result is None:
             return Text(
                 f"{self.selection.measure} is not stored at every level for this study", style="yellow"
             )
+        assert isinstance(message.result, Redistribution)  # what analyse returns
         return redistribution_view(message.result)

@@ -11,7 +11,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import RichLog, Static
 
-from hierconsole.console_queries import EventRow, job_events, loss_curves
+from hierconsole.study.read import EventRow, job_events, loss_curves
 from hierconsole.tui import format as fmt
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.messages import JobEvents

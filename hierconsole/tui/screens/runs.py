@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from rich.text import Text
 from textual import on, work
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
-from hierconsole.console_queries import JobRow
-from hierconsole.studies import delete_study
+from hierconsole.study.lifecycle import delete_study
+from hierconsole.study.orchestrator import Orchestrator
+from hierconsole.study.read import JobRow
 from hierconsole.tui import format as fmt
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.messages import Notice
@@ -19,13 +20,12 @@ from hierconsole.tui.screens.dialogs import ConfirmDialog
 from hierconsole.tui.screens.launch import LaunchDialog
 from hierconsole.tui.screens.run_detail import RunDetailScreen
 from hierconsole.tui.widgets.table_sync import highlighted_key, sync_rows
-
-ARM_ORDER = ("E_R", "H_R", "E_S", "H_S")
+from hierconsole.vocabulary import ACTIVE_STATES, ARMS, TRAINING_KINDS
 
 
 def losses_text(job: JobRow) -> Text:
     text = Text()
-    for i, arm in enumerate(ARM_ORDER):
+    for i, arm in enumerate(ARMS):
         value = job.losses.get(arm)
         cell = "  -  " if value is None else f"{value:5.3f}" if value < 10 else f"{value:5.1f}"
         text.append(("" if i == 0 else " ") + cell, style="" if value is not None else "dim")
@@ -39,21 +39,21 @@ def job_cells(job: JobRow) -> list:
         job.short_id,
         fmt.state(job.state),
         progress,
-        losses_text(job) if job.kind in ("tune", "final") else Text(""),
+        losses_text(job) if job.kind in TRAINING_KINDS else Text(""),
         fmt.duration(job.eta_seconds),
     ]
 
 
-def cancel_job(job_id: str):
-    def command(orch) -> str:
+def cancel_job(job_id: str) -> Callable[[Orchestrator], str]:
+    def command(orch: Orchestrator) -> str:
         orch.cancel(job_id)
         return f"cancelling {job_id}"
 
     return command
 
 
-def resume_job(job_id: str):
-    def command(orch) -> str:
+def resume_job(job_id: str) -> Callable[[Orchestrator], str]:
+    def command(orch: Orchestrator) -> str:
         requeued = orch.resume([job_id])
         return (
             f"queued {job_id} again; it continues from its last checkpoint"
@@ -102,13 +102,13 @@ class RunsScreen(ConsoleScreen):
             self.query_one("#studies", DataTable),
             [
                 (
-                    s["study_id"],
+                    s.study_id,
                     [
-                        Text("▶", style="bold") if s["study_id"] == app.study_id else "",
-                        s["study_id"],
-                        s["dataset_id"],
-                        fmt.phase(s["phase"]),
-                        f"{s['jobs_finished']}/{s['jobs']}",
+                        Text("▶", style="bold") if s.study_id == app.study_id else "",
+                        s.study_id,
+                        s.dataset_id,
+                        fmt.phase(s.phase),
+                        f"{s.jobs_finished}/{s.jobs}",
                     ],
                 )
                 for s in app.studies
@@ -150,7 +150,9 @@ class RunsScreen(ConsoleScreen):
 
     @on(DataTable.RowSelected, "#jobs")
     def _job_selected(self, event: DataTable.RowSelected) -> None:
-        self.app.push_screen(RunDetailScreen(event.row_key.value))
+        job_id = event.row_key.value
+        assert job_id is not None  # every job row is added with its job id as key
+        self.app.push_screen(RunDetailScreen(job_id))
 
     # -- actions --------------------------------------------------------------------------------------
     def action_open(self) -> None:
@@ -172,7 +174,7 @@ class RunsScreen(ConsoleScreen):
 
     def action_cancel(self) -> None:
         job = self._selected_job()
-        if job is None or job.state not in ("queued", "running"):
+        if job is None or job.state not in ACTIVE_STATES:
             self.notify("select a queued or running job to cancel", severity="warning")
             return
         self.console_app.submit(cancel_job(job.job_id))
@@ -190,10 +192,15 @@ class RunsScreen(ConsoleScreen):
             self.notify("no study to delete", severity="warning")
             return
         question = (
-            f"Delete study {study['study_id']} with its {study['jobs']} jobs, metrics, audits and "
+            f"Delete study {study.study_id} with its {study.jobs} jobs, metrics, audits and "
             "artifacts? This cannot be undone."
         )
-        self.app.push_screen(ConfirmDialog(question), lambda yes: yes and self._delete(study["study_id"]))
+
+        def delete_if(yes: bool | None) -> None:
+            if yes:
+                self._delete(study.study_id)
+
+        self.app.push_screen(ConfirmDialog(question), delete_if)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="delete")
     def _delete(self, study_id: str) -> None:

@@ -9,6 +9,7 @@ from textual.widgets import Static
 
 from hierconsole.tui import format as fmt
 from hierconsole.tui.actions import VIEW_MODES
+from hierconsole.vocabulary import ACTIVE_STATES
 
 if TYPE_CHECKING:
     from hierconsole.tui.app import HierConsole
@@ -52,12 +53,12 @@ class ContextBar(_AppBound):
             return Text(
                 "no study yet: press d on Datasets for the demo, or l to launch a preset", style="dim"
             )
-        active = sum(j.state in ("queued", "running") for j in app.jobs if j.study_id == study["study_id"])
+        active = sum(j.state in ACTIVE_STATES for j in app.jobs if j.study_id == study.study_id)
         text = Text("study ", style="dim")
-        text.append(study["study_id"], style="bold")
-        text.append(f" · {study['dataset_id']} · ", style="dim")
-        text.append_text(fmt.phase(study["phase"]))
-        text.append(f" · jobs {study['jobs_finished']}/{study['jobs']} done", style="dim")
+        text.append(study.study_id, style="bold")
+        text.append(f" · {study.dataset_id} · ", style="dim")
+        text.append_text(fmt.phase(study.phase))
+        text.append(f" · jobs {study.jobs_finished}/{study.jobs} done", style="dim")
         if active:
             text.append(f" · {active} active", style="cyan")
         return text

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.text import Text
 from textual.containers import Horizontal
 from textual_plotext import PlotextPlot
 
-from hierconsole.console_queries import EventRow
+from hierconsole.contract import events as ev
+from hierconsole.study.read import EventRow
+from hierconsole.vocabulary import ARMS, LEVELS, MAP, REGRESSION, SUPCON, arm_parts
 
-LOSS_GROUPS = (("regression loss", ("E_R", "H_R")), ("taxonomy SupCon loss", ("E_S", "H_S")))
+LOSS_GROUPS = (
+    ("regression loss", tuple(a for a in ARMS if arm_parts(a)[1] == REGRESSION)),
+    ("taxonomy SupCon loss", tuple(a for a in ARMS if arm_parts(a)[1] == SUPCON)),
+)
 """The two losses live on different scales, so each gets its own axes."""
 CELL_COLORS = {"E_R": "blue", "H_R": "red", "E_S": "cyan", "H_S": "magenta"}
 
@@ -43,46 +46,50 @@ class LossPlots(Horizontal):
             plot.refresh()
 
 
-def _level_maps(metrics: dict[str, Any]) -> str:
-    parts = []
-    for level in ("leaf", "middle", "high"):
-        value = (metrics.get(level) or {}).get("mAP")
-        if value is not None:
-            parts.append(f"{level} {value:.3f}")
-    return "mAP " + ", ".join(parts) if parts else ""
+def _level_maps(metrics: dict[str, dict[str, float]]) -> str:
+    parts = [f"{level} {metrics[level][MAP]:.3f}" for level in LEVELS if MAP in metrics.get(level, {})]
+    return f"{MAP} " + ", ".join(parts) if parts else ""
 
 
-def describe(event: EventRow) -> Text:
-    """One log line: time since the job's first event, the kind, and what matters in the payload."""
-    p = event.payload
-    kind = event.kind
-    style = {"failed": "bold red", "cancelled": "yellow", "done": "green", "resume": "cyan"}.get(kind, "")
-    if kind == "start":
-        body = f"worker started on {p.get('device')} with {p.get('threads')} thread(s)"
-    elif kind == "init":
-        tau = f" τ={p['tau']:g}" if p.get("tau") is not None else ""
-        body = f"{p.get('cell')} {p.get('geometry')}/{p.get('loss')}{tau}, {p.get('trainable_params'):,} parameters"
-    elif kind == "epoch":
-        body = f"{p.get('cell')} epoch {p.get('epoch')}/{p.get('epochs')} loss {p.get('train_loss', float('nan')):.4f}"
-    elif kind == "val":
-        body = f"{p.get('cell')} validation at epoch {p.get('epoch')}: {_level_maps(p.get('metrics') or {})}"
-    elif kind == "checkpoint":
-        body = f"checkpoint after epoch {p.get('epoch')}"
-    elif kind == "final":
-        body = f"{p.get('cell')} final: {p.get('updates')} updates, reload max diff {p.get('reload_max_diff', 0):g}"
-    elif kind in ("metrics", "reconcile"):
-        run = str(p.get("run_id", "")).split("/", 1)[-1]
-        body = f"{run} Q/G {p.get('perturbation')} ({p.get('aggregation')}): {_level_maps(p.get('metrics') or {})}"
-    elif kind == "norms":
-        body = f"{str(p.get('run_id', '')).split('/', 1)[-1]} max norm {p.get('max_norm', 0):.4f} < radius {p.get('radius', 0):.4f}"
-    elif kind == "resume":
-        body = f"resumed from the checkpoint after epoch {p.get('epoch')}"
-    elif kind == "failed":
-        lines = str(p.get("error", "")).strip().splitlines()
+def _run(run_id: str) -> str:
+    return run_id.split("/", 1)[-1]
+
+
+def describe(row: EventRow) -> Text:
+    """One log line: time since the job's first event, the kind, and what matters in the event."""
+    e = row.event
+    kind = str(row.kind)
+    style = {
+        ev.EventKind.FAILED: "bold red",
+        ev.EventKind.CANCELLED: "yellow",
+        ev.EventKind.DONE: "green",
+        ev.EventKind.RESUME: "cyan",
+    }.get(row.kind, "")
+    if isinstance(e, ev.Start):
+        body = f"worker started on {e.device} with {e.threads} thread(s)"
+    elif isinstance(e, ev.Init):
+        tau = f" τ={e.tau:g}" if e.tau is not None else ""
+        body = f"{e.cell} {e.geometry}/{e.loss}{tau}, {e.trainable_params:,} parameters"
+    elif isinstance(e, ev.Epoch):
+        body = f"{e.cell} epoch {e.epoch}/{e.epochs} loss {e.train_loss:.4f}"
+    elif isinstance(e, ev.Validation):
+        body = f"{e.cell} validation at epoch {e.epoch}: {_level_maps(e.metrics)}"
+    elif isinstance(e, ev.Checkpoint):
+        body = f"checkpoint after epoch {e.epoch}"
+    elif isinstance(e, ev.Final):
+        body = f"{e.cell} final: {e.updates} updates, reload max diff {e.reload_max_diff:g}"
+    elif isinstance(e, ev.TestMetrics):
+        body = f"{_run(e.run_id)} Q/G {e.perturbation} ({e.aggregation}): {_level_maps(e.metrics)}"
+    elif isinstance(e, ev.Norms):
+        body = f"{_run(e.run_id)} max norm {e.max_norm:.4f} < radius {e.radius:.4f}"
+    elif isinstance(e, ev.Resume):
+        body = f"resumed from the checkpoint after epoch {e.epoch}"
+    elif isinstance(e, ev.Failed):
+        lines = e.error.strip().splitlines()
         body = f"failed: {lines[-1] if lines else 'no traceback'}"
     else:
         body = kind
-    text = Text(f"{event.seconds:7.1f}s ", style="dim")
+    text = Text(f"{row.seconds:7.1f}s ", style="dim")
     text.append(f"{kind:<10}", style=style or "bold")
     text.append(body, style=style)
     return text

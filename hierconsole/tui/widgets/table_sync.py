@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.console import RenderableType
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
 
@@ -12,7 +13,7 @@ def highlighted_key(table: DataTable) -> str | None:
     if table.row_count == 0 or table.cursor_row < 0:
         return None
     try:
-        key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key
+        key = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key
     except Exception:  # noqa: BLE001 - a cursor past the rows (after a clear) means nothing is highlighted
         return None
     return key.value

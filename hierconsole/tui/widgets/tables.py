@@ -1,6 +1,6 @@
 """Rich renderables of analysis results for the effects and redistribution views.
 
-Presentation only: every number comes from `hierconsole.effects` (arm table, simple effects,
+Presentation only: every number comes from `hierconsole.study.effects` (arm table, simple effects,
 redistribution) or straight from the per-seed table; nothing is computed here but widths and colours.
 """
 
@@ -12,9 +12,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from hierconsole.effects import ARMS, EFFECTS, REDISTRIBUTION_CONTRASTS, Redistribution, SimpleEffects
-from hierconsole.levels import LEVELS
+from hierconsole.study.effects import EFFECTS, REDISTRIBUTION_CONTRASTS, Redistribution, SimpleEffects
 from hierconsole.tui import format as fmt
+from hierconsole.vocabulary import ARMS, LEVELS
 
 DIGITS = 4
 SHORT_DEFINITIONS = {name: definition.replace(" ", "") for name, definition in EFFECTS.items()}

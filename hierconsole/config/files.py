@@ -1,0 +1,67 @@
+"""Preset files: TOML on disk, shipped presets by bare name, and their listing."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hierconsole.config.preset import Preset
+from hierconsole.errors import ConfigError, NotFoundError
+from hierconsole.locations import resource_dir
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read preset: {exc.strerror or exc}") from None
+
+
+def presets_dir() -> Path:
+    return resource_dir("presets")
+
+
+def resolve_preset(path_or_name: str | Path) -> Path:
+    """A preset file: an existing path as given, else a bare name (`demo`) among the shipped presets."""
+    path = Path(path_or_name).expanduser()
+    if path.is_file():
+        return path
+    text = str(path_or_name)
+    if "/" not in text and "\\" not in text:
+        stem = text[: -len(".toml")] if text.endswith(".toml") else text
+        shipped = presets_dir() / f"{stem}.toml"
+        if shipped.is_file():
+            return shipped
+    names = ", ".join(name for name, _, _ in list_presets()) or "(none)"
+    raise NotFoundError(
+        f"preset {text!r} not found: no such file, and no shipped preset of that name; "
+        f"shipped presets: {names}"
+    )
+
+
+def load_preset(path_or_name: str | Path) -> Preset:
+    """Load and validate a preset from a TOML file path or a shipped preset's bare name."""
+    path = resolve_preset(path_or_name)
+    return Preset.from_dict(_read_toml(path), source=path)
+
+
+def list_presets() -> list[tuple[str, Path, str]]:
+    """Shipped presets as (bare name, path, description), sorted by name.
+
+    A file that cannot be read is still listed, with the reason as its description, so that a broken
+    preset shows up where users look rather than vanishing.
+    """
+    out = []
+    for path in sorted(presets_dir().glob("*.toml"), key=lambda p: p.stem):
+        try:
+            study = _read_toml(path).get("study", {})
+            description = study.get("description", "") if isinstance(study, Mapping) else ""
+        except ConfigError as exc:
+            description = f"(unreadable: {exc})"
+        out.append((path.stem, path, str(description)))
+    return out

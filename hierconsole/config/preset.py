@@ -1,0 +1,426 @@
+"""Study presets: the protocol of one study as frozen dataclasses, loaded from TOML and validated.
+
+A preset fixes everything a study's runs depend on besides the data and the training seed: split protocol,
+query/gallery perturbations, aggregation, the Poincaré operating point, temperatures (or how to tune them),
+the optimiser, the budget and the controls (paper Sec. 3.4, 4, S3-S6, S9). Its canonical JSON and that
+JSON's SHA256 are the study's configuration record, so `to_dict` is complete and deterministic.
+
+Validation collects every problem of a file before raising, and each message names the file, the dotted
+key, the bad value and what is allowed, so a user fixes a preset in one pass.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from hierconsole.config.options import (
+    Bool,
+    Check,
+    Choice,
+    FreeText,
+    Invalid,
+    ListOf,
+    Number,
+    Optional,
+    Text,
+    option,
+    section,
+    show,
+    toml_type,
+)
+from hierconsole.errors import ConfigError
+from hierconsole.vocabulary import (
+    AGGREGATIONS,
+    DEVICES,
+    EUCLIDEAN,
+    GEOMETRIES,
+    LEVELS,
+    LR_SCHEDULES,
+    OPTIMIZERS,
+    SPLIT_PROTOCOLS,
+    SYNTHETIC_DATASETS,
+    SYNTHETIC_PREFIX,
+    Aggregation,
+)
+
+SYNTHETIC_REFS: tuple[str, ...] = tuple(f"{SYNTHETIC_PREFIX}{name}" for name in SYNTHETIC_DATASETS)
+TUNE: Final = "tune"
+"""The temperature value that asks for validation-only tuning instead of a fixed number (paper S6)."""
+
+DEFAULT_SEEDS: tuple[int, ...] = (42, 2024, 3407)
+DEFAULT_TEMPERATURE_CANDIDATES: tuple[float, ...] = (0.07, 0.10, 0.20, 0.30, 0.50, 1.00)
+DEFAULT_SHUFFLE_SEED = 20260818
+MAX_SEED = 2**32 - 1
+"""numpy's legacy seeding accepts at most 32 bits; torch accepts more, so the smaller bound is the rule."""
+
+Temperature = float | Literal["tune"]
+
+
+class _Dataset(Check):
+    expected = "a dataset id from `hierconsole datasets`, or one of " + ", ".join(
+        repr(s) for s in SYNTHETIC_REFS
+    )
+
+    def __call__(self, value: Any) -> str:
+        if not isinstance(value, str) or not value.strip() or value != value.strip():
+            raise Invalid(f"expected {self.expected}")
+        if value.startswith(SYNTHETIC_PREFIX) and value not in SYNTHETIC_REFS:
+            raise Invalid(
+                "unknown synthetic dataset: expected one of " + ", ".join(repr(s) for s in SYNTHETIC_REFS)
+            )
+        return value
+
+
+class _Temperature(Check):
+    expected = f"a number > 0, or {TUNE!r}"
+
+    def __call__(self, value: Any) -> Temperature:
+        if value == TUNE:
+            return TUNE
+        if isinstance(value, str) and difflib.get_close_matches(value.strip().lower(), [TUNE], n=1):
+            raise Invalid(f"expected {self.expected}; did you mean {TUNE!r}?")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise Invalid(f"expected {self.expected}")
+        if not math.isfinite(value) or value <= 0:
+            raise Invalid(f"out of range: expected {self.expected}")
+        return float(value)
+
+
+_SEED = Number(integer=True, ge=0, le=MAX_SEED)
+_POSITIVE = Number(gt=0)
+CURVATURE = Number(gt=0)
+"""The check of a Poincaré absolute curvature c, wherever one is given (presets, `score --curvature`)."""
+TANGENT_SCALE = Number(gt=0)
+"""The check of the tangent radius r of the r*tanh squashing."""
+_COUNT = Number(integer=True, ge=1)
+_FRACTION = Number(gt=0, lt=1)
+
+
+# --- the preset -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyConfig:
+    name: str = option(Text(), doc="short study name shown in tables")
+    description: str = option(FreeText(), "", doc="one line on what the study is for")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataConfig:
+    dataset: str = option(_Dataset(), doc="dataset id in the store, or built-in synthetic data")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SplitConfig:
+    protocol: str = option(Choice(*SPLIT_PROTOCOLS), "official", doc="which samples train, validate and test")
+    level: str = option(Choice(*LEVELS), "middle", doc="hierarchy_disjoint: level whose groups are disjoint")
+    counts: tuple[int, int, int] | None = option(
+        Optional(ListOf(_COUNT, length=3, what="train, val, test group counts")), None
+    )
+    fractions: tuple[float, float, float] | None = option(
+        Optional(ListOf(_FRACTION, length=3, what="train, val, test group fractions summing to 1")), None
+    )
+    seed: int = option(_SEED, 42, doc="hierarchy_disjoint: seed of the group assignment")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluationConfig:
+    aggregation: Aggregation = option(Choice(*AGGREGATIONS), doc="query-micro or group-macro (paper S2)")
+    n_query: int = option(_COUNT, doc="queries per query/gallery perturbation of the test set")
+    qg_seeds: tuple[int, ...] = option(
+        ListOf(_SEED, unique=True), DEFAULT_SEEDS, doc="Q/G perturbation seeds"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoincareConfig:
+    c: float = option(CURVATURE, doc="absolute curvature (sectional curvature -c)")
+    r: float = option(TANGENT_SCALE, doc="tangent radius of the r*tanh squashing before expmap0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GeometryConfig:
+    poincare: PoincareConfig = section(PoincareConfig)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TuningConfig:
+    candidates: tuple[float, ...] = option(
+        ListOf(_POSITIVE, unique=True, sort=True), DEFAULT_TEMPERATURE_CANDIDATES, doc="temperatures tried"
+    )
+    seed: int = option(_SEED, 42, doc="training seed of every tuning run")
+    epochs: int = option(_COUNT, 50, doc="fixed budget; candidates are scored at this epoch only")
+    query_fraction: float = option(_FRACTION, 0.2, doc="share of the validation samples used as queries")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TemperatureConfig:
+    euclidean: Temperature = option(_Temperature(), doc="Taxonomy-SupCon tau of the Euclidean cells")
+    poincare: Temperature = option(_Temperature(), doc="Taxonomy-SupCon tau of the Poincaré cells")
+    tuning: TuningConfig = section(TuningConfig)
+
+    def for_geometry(self, geometry: str) -> Temperature:
+        if geometry not in GEOMETRIES:
+            raise ValueError(f"unknown geometry {geometry!r}; expected one of {', '.join(GEOMETRIES)}")
+        return self.euclidean if geometry == EUCLIDEAN else self.poincare
+
+    @property
+    def tuned_geometries(self) -> tuple[str, ...]:
+        """Geometries whose temperature is chosen by validation-only tuning, in a fixed order."""
+        return tuple(g for g in GEOMETRIES if self.for_geometry(g) == TUNE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingConfig:
+    seeds: tuple[int, ...] = option(
+        ListOf(_SEED, unique=True), DEFAULT_SEEDS, doc="one job per training seed"
+    )
+    epochs: int = option(_COUNT, 100, doc="fixed endpoint of every final cell")
+    optimizer: str = option(Choice(*OPTIMIZERS), OPTIMIZERS[0], doc="the optimiser every cell uses")
+    lr: float = option(_POSITIVE, 5e-5)
+    weight_decay: float = option(Number(ge=0), 1e-4)
+    lr_schedule: str = option(Choice(*LR_SCHEDULES), LR_SCHEDULES[0], doc="learning rate over the epochs")
+    batch_size: int = option(Number(integer=True, ge=2), 128, doc="a contrastive batch needs two samples")
+    drop_last: bool = option(Bool(), True)
+    grad_clip: float = option(_POSITIVE, 1.0, doc="max gradient L2 norm")
+    dropout: float = option(Number(ge=0, lt=1), 0.1)
+    hidden: int = option(_COUNT, 256)
+    out_dim: int = option(Number(integer=True, ge=2), 32)
+    regression_targets: tuple[float, float, float, float] = option(
+        ListOf(Number(ge=0), length=4, increasing=True, what="target distances for relations c, m, h, o"),
+        (0.2, 0.5, 0.8, 1.0),
+    )
+    level_weights: tuple[float, float, float] = option(
+        ListOf(Number(ge=0), length=3, what="Taxonomy-SupCon weights for leaf, middle, high"),
+        (1.0, 1.0, 1.0),
+    )
+    val_every: int = option(Number(integer=True, ge=0), 10, doc="validation period in epochs; 0 = never")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComputeConfig:
+    device: str = option(Choice(*DEVICES), "auto", doc="auto = cuda, then mps, then cpu")
+    threads_per_worker: int = option(_COUNT, 1, doc="torch intra-op threads in each worker")
+    max_parallel_jobs: int = option(_COUNT, 1, doc="concurrent seed jobs on CPU (one per GPU otherwise)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControlsConfig:
+    taxonomy_shuffle: bool = option(Bool(), False, doc="train on a structure-preserving shuffled taxonomy")
+    shuffle_seed: int = option(_SEED, DEFAULT_SHUFFLE_SEED)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Preset:
+    study: StudyConfig = section(StudyConfig)
+    data: DataConfig = section(DataConfig)
+    split: SplitConfig = section(SplitConfig)
+    evaluation: EvaluationConfig = section(EvaluationConfig)
+    geometry: GeometryConfig = section(GeometryConfig)
+    temperature: TemperatureConfig = section(TemperatureConfig)
+    training: TrainingConfig = section(TrainingConfig)
+    compute: ComputeConfig = section(ComputeConfig)
+    controls: ControlsConfig = section(ControlsConfig)
+    source: str = field(default="<dict>", compare=False)
+    """Where the preset came from (file path or a description); not part of the configuration."""
+
+    @property
+    def name(self) -> str:
+        return self.study.name
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every option, defaults included, as plain JSON types with tables in TOML section order."""
+        return _to_dict(self)
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+    def sha256(self) -> str:
+        """The study's configuration hash: SHA256 of the canonical JSON of `to_dict()`."""
+        return hashlib.sha256(self.canonical_json().encode("ascii")).hexdigest()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str | Path = "<dict>") -> Preset:
+        """Validate a TOML-shaped mapping; raise ConfigError listing every problem found."""
+        problems: list[str] = []
+        parts = _build(cls, data, "", problems)
+        if parts is not None:
+            _cross_check(parts, problems)
+        if problems or parts is None:
+            raise _config_error(source, problems)
+        return cls(**parts, source=str(source))
+
+    def with_overrides(
+        self,
+        *,
+        epochs: int | None = None,
+        seeds: Sequence[int] | None = None,
+        device: str | None = None,
+        dataset: str | None = None,
+        values: Mapping[str, Any] | None = None,
+    ) -> Preset:
+        """A validated copy with command-line style overrides; `values` maps dotted keys to values."""
+        data = self.to_dict()
+        updates: dict[str, Any] = dict(values or {})
+        for key, value in (
+            ("training.epochs", epochs),
+            ("training.seeds", list(seeds) if seeds is not None else None),
+            ("compute.device", device),
+            ("data.dataset", dataset),
+        ):
+            if value is not None:
+                updates[key] = value
+        problems: list[str] = []
+        for key, value in updates.items():
+            node = data
+            *parents, leaf = key.split(".")
+            for i, part in enumerate(parents):
+                node = node.setdefault(part, {})
+                if not isinstance(node, dict):
+                    problems.append(
+                        f"{'.'.join(parents[: i + 1])}: is an option, not a table (override {key})"
+                    )
+                    break
+            else:
+                node[leaf] = value
+        source = f"{self.source} (with overrides)"
+        if problems:
+            raise _config_error(source, problems)
+        return Preset.from_dict(data, source=source)
+
+
+# --- building and checking ------------------------------------------------------------------------------
+
+
+def _build(cls: type, data: Any, prefix: str, problems: list[str]) -> dict[str, Any] | None:
+    """Keyword arguments for `cls` from `data`, appending a message per problem; None if any."""
+    if not isinstance(data, Mapping):
+        where = f"{prefix} = {show(data)} ({toml_type(data)})" if prefix else f"{toml_type(data)} given"
+        problems.append(f"{where}: expected a table{f' [{prefix}]' if prefix else ''}")
+        return None
+    options = {f.name: f for f in fields(cls) if "check" in f.metadata or "section" in f.metadata}
+    ok = True
+    for key in data:
+        if key not in options:
+            path = f"{prefix}.{key}" if prefix else str(key)
+            problems.append(f"{path}: unknown key{_suggest(str(key), prefix, list(options))}")
+            ok = False
+    kwargs: dict[str, Any] = {}
+    for name, f in options.items():
+        path = f"{prefix}.{name}" if prefix else name
+        if "section" in f.metadata:
+            sub = _build(f.metadata["section"], data.get(name, {}), path, problems)
+            if sub is None:
+                ok = False
+            else:
+                kwargs[name] = f.metadata["section"](**sub)
+            continue
+        check: Check = f.metadata["check"]
+        if name in data:
+            value = data[name]
+            try:
+                kwargs[name] = check(value)
+            except Invalid as exc:
+                problems.append(f"{path} = {show(value)} ({toml_type(value)}): {exc}")
+                ok = False
+        elif f.default is MISSING:
+            problems.append(f"{path}: required key is missing; expected {check.expected}")
+            ok = False
+    return kwargs if ok else None
+
+
+def _all_paths(cls: type = Preset, prefix: str = "") -> list[str]:
+    out = []
+    for f in fields(cls):
+        path = f"{prefix}.{f.name}" if prefix else f.name
+        if "section" in f.metadata:
+            out.append(path)
+            out.extend(_all_paths(f.metadata["section"], path))
+        elif "check" in f.metadata:
+            out.append(path)
+    return out
+
+
+def _suggest(key: str, prefix: str, local: list[str]) -> str:
+    here = f"[{prefix}]" if prefix else "the top level"
+    allowed = f"; allowed in {here}: {', '.join(local)}"
+    close = difflib.get_close_matches(key, local, n=1)
+    if close:
+        path = f"{prefix}.{close[0]}" if prefix else close[0]
+        return f"; did you mean {path!r}?{allowed}"
+    # A right name in the wrong table: point to where it belongs (the shallowest table wins a tie).
+    homes: dict[str, str] = {}
+    for path in sorted(_all_paths(), key=lambda p: (p.count("."), p)):
+        homes.setdefault(path.rsplit(".", 1)[-1], path)
+    close = difflib.get_close_matches(key, list(homes), n=1)
+    if close:
+        return f"; did you mean {homes[close[0]]!r}?{allowed}"
+    return allowed
+
+
+def _cross_check(parts: dict[str, Any], problems: list[str]) -> None:
+    """Rules that involve more than one option."""
+    split: SplitConfig = parts["split"]
+    if split.protocol == "hierarchy_disjoint":
+        if (split.counts is None) == (split.fractions is None):
+            problems.append(
+                "split: protocol = 'hierarchy_disjoint' needs exactly one of split.counts or split.fractions "
+                f"(got {'both' if split.counts is not None else 'neither'}); e.g. counts = [242, 81, 81]"
+            )
+        if split.fractions is not None and abs(sum(split.fractions) - 1.0) > 1e-6:
+            problems.append(
+                f"split.fractions = {show(list(split.fractions))}: sums to {sum(split.fractions):g}; "
+                "expected train, val, test fractions summing to 1"
+            )
+        if split.level == "leaf":
+            # Leaf-disjoint would be expressible, but the protocol's disjointness is defined on groups.
+            problems.append(
+                "split.level = \"leaf\": not allowed with protocol = 'hierarchy_disjoint'; "
+                "expected one of 'middle', 'high'"
+            )
+    else:
+        for key in ("counts", "fractions"):
+            if getattr(split, key) is not None:
+                problems.append(
+                    f"split.{key} = {show(list(getattr(split, key)))}: only used with protocol = "
+                    f"'hierarchy_disjoint'; remove it or set split.protocol = 'hierarchy_disjoint'"
+                )
+    training: TrainingConfig = parts["training"]
+    if not any(w > 0 for w in training.level_weights):
+        problems.append(
+            f"training.level_weights = {show(list(training.level_weights))}: all zero; "
+            "expected at least one weight > 0"
+        )
+    tuning = parts["temperature"].tuning
+    if parts["temperature"].tuned_geometries and len(tuning.candidates) < 2:
+        problems.append(
+            f"temperature.tuning.candidates = {show(list(tuning.candidates))}: tuning needs at least two "
+            "candidates; give more, or set the temperature to a number"
+        )
+
+
+def _config_error(source: str | Path, problems: list[str]) -> ConfigError:
+    lines = [f"{source}: invalid preset ({len(problems)} problem{'s' if len(problems) != 1 else ''})"]
+    lines += [f"  - {p}" for p in problems]
+    err = ConfigError("\n".join(lines))
+    err.source = str(source)  # type: ignore[attr-defined]
+    err.problems = list(problems)  # type: ignore[attr-defined]
+    return err
+
+
+def _to_dict(obj: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in fields(obj):
+        if "section" in f.metadata:
+            out[f.name] = _to_dict(getattr(obj, f.name))
+        elif "check" in f.metadata:
+            value = getattr(obj, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out

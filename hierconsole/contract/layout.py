@@ -1,0 +1,34 @@
+"""The files of a job's folder: written by the worker, read by the orchestrator (and by the evaluator)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hierconsole.contract.jobspec import CellSpec
+
+SPEC = "spec.json"
+EVENTS = "events.jsonl"
+"""The worker's typed events, one JSON line each (`contract.events`); the replay log after a crash."""
+HEARTBEAT = "heartbeat"
+"""Touched every few seconds by a live worker; a stale one means a frozen process."""
+LOCK = "job.lock"
+"""flock-ed by the worker for its whole life: one job never runs twice."""
+WORKER_LOG = "worker.log"
+ERROR = "error.txt"
+CHECKPOINTS = "checkpoints"
+EMBEDDINGS = "embeddings"
+"""An evaluation's projected test embeddings, kept for re-scoring."""
+
+
+def final_model(cell: CellSpec) -> str:
+    """A cell's final model, the file evaluation loads."""
+    return f"final-{cell.key}.pt"
+
+
+def best_model(cell: CellSpec) -> str:
+    """A cell's validation-best model (an auxiliary record; the endpoint is the final model)."""
+    return f"best-{cell.key}.pt"
+
+
+def spec_path(job_folder: Path) -> Path:
+    return job_folder / SPEC

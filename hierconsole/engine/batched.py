@@ -1,0 +1,420 @@
+"""The cells of one job as one computation: stacked projectors, grouped heads and losses, per-cell optimiser.
+
+Every cell of a seed sees the same input batch, so the first layers of C projectors are one wide GEMM
+[B, D] @ [D, C*H]; BatchNorm over C*H channels is C independent BatchNorm1d(H) (statistics are per
+channel); the second layer is one ``baddbmm`` over a cell axis. Heads run once per geometry, losses once
+per loss kind, each over a cell axis.
+
+What must stay per cell, and how it does:
+- dropout masks: each cell's mask is drawn with that cell's own generator state swapped into the default
+  generator, by the same ``F.dropout`` call (same shape, dtype and device) as in the per-cell reference, so
+  the masks are identical to the reference's on every device;
+- gradient clipping: each cell's gradient norm is computed and clipped separately (one global norm over the
+  stack would let the cell with the largest gradient shrink everybody else's step);
+- AdamW: the update is elementwise (moments, bias correction and decoupled weight decay alike), so one
+  optimiser over the stacked tensors is per-element the same as one optimiser per cell; the step count is
+  shared, which is right because the cells always step together. (Bit for bit where each cell's block is
+  a whole number of the kernel's vectors, as at 768-256-32; a scalar tail may differ in the last bit.)
+
+The stacked state converts to and from per-cell ``Projector`` state dicts and per-cell optimiser state
+dicts exactly (slicing and stacking copy bits), so checkpoints and final models look the same whichever
+path trained them. The per-cell path in ``training`` stays the reference these are tested against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from hierconsole.config.preset import PoincareConfig, TrainingConfig
+from hierconsole.contract.jobspec import CellSpec
+from hierconsole.engine import fused
+from hierconsole.engine.geometry import TRAIN_CLIP, Geometry, geometry_of
+from hierconsole.engine.losses import regression_loss, taxonomy_supcon_loss
+from hierconsole.engine.optim import FusedAdamW, Stepper, clip_per_cell_, make_optimizer
+from hierconsole.engine.projector import Projector
+from hierconsole.vocabulary import LOSSES, REGRESSION, SUPCON
+
+__all__ = ["BatchedCells", "FusedAdamW", "StackedProjector", "cell_noise", "clip_per_cell_"]
+
+# Stacked name -> Projector state-dict key, in Projector.parameters() order (the per-cell optimiser's
+# parameter indices 0..5 refer to this order).
+PARAMS: tuple[tuple[str, str], ...] = (
+    ("w1", "fc1.weight"),
+    ("b1", "fc1.bias"),
+    ("gamma", "bn.weight"),
+    ("beta", "bn.bias"),
+    ("w2", "fc2.weight"),
+    ("b2", "fc2.bias"),
+)
+BUFFERS: tuple[tuple[str, str], ...] = (
+    ("running_mean", "bn.running_mean"),
+    ("running_var", "bn.running_var"),
+    ("num_batches_tracked", "bn.num_batches_tracked"),
+)
+# Projector.state_dict() key order, so a converted state dict is indistinguishable from a real one.
+STATE_ORDER: tuple[str, ...] = (
+    "fc1.weight",
+    "fc1.bias",
+    "bn.weight",
+    "bn.bias",
+    "bn.running_mean",
+    "bn.running_var",
+    "bn.num_batches_tracked",
+    "fc2.weight",
+    "fc2.bias",
+)
+
+
+class StackedProjector(nn.Module):
+    """C projectors Linear -> BatchNorm1d -> ReLU -> Dropout -> Linear with parameters stacked on axis 0."""
+
+    # The buffers registered in __init__, declared as torch's BatchNorm does: Module.__getattr__ is loose.
+    running_mean: Tensor
+    running_var: Tensor
+    num_batches_tracked: Tensor
+
+    def __init__(
+        self,
+        n_cells: int,
+        in_dim: int,
+        hidden: int,
+        out_dim: int,
+        *,
+        bn_eps: float = 1e-5,
+        bn_momentum: float = 0.1,
+    ):
+        super().__init__()
+        c, h, o = n_cells, hidden, out_dim
+        self.n_cells, self.in_dim, self.hidden, self.out_dim = c, in_dim, h, o
+        self.bn_eps, self.bn_momentum = bn_eps, bn_momentum
+        self.w1 = nn.Parameter(torch.zeros(c, h, in_dim))
+        self.b1 = nn.Parameter(torch.zeros(c, h))
+        self.gamma = nn.Parameter(torch.ones(c, h))
+        self.beta = nn.Parameter(torch.zeros(c, h))
+        self.w2 = nn.Parameter(torch.zeros(c, o, h))
+        self.b2 = nn.Parameter(torch.zeros(c, o))
+        self.register_buffer("running_mean", torch.zeros(c, h))
+        self.register_buffer("running_var", torch.ones(c, h))
+        self.register_buffer("num_batches_tracked", torch.zeros(c, dtype=torch.long))
+
+    def hidden_layer(self, x: Tensor) -> Tensor:
+        """[B, D] -> [B, C*H]: the first Linear, BatchNorm and ReLU of all cells (no dropout)."""
+        c, h = self.n_cells, self.hidden
+        z = F.linear(x, self.w1.view(c * h, self.in_dim), self.b1.view(c * h))
+        if self.training:
+            self.num_batches_tracked.add_(1)
+        # The running-stat views share storage with the [C, H] buffers, so batch_norm updates them in place.
+        z = F.batch_norm(
+            z,
+            self.running_mean.view(c * h),
+            self.running_var.view(c * h),
+            self.gamma.view(c * h),
+            self.beta.view(c * h),
+            training=self.training,
+            momentum=self.bn_momentum,
+            eps=self.bn_eps,
+        )
+        return F.relu(z)
+
+    def output_layer(self, a: Tensor) -> Tensor:
+        """[B, C*H] -> [C, B, O]: the second Linear of each cell on its own slice of the hidden layer."""
+        b = a.shape[0]
+        per_cell = a.view(b, self.n_cells, self.hidden).transpose(0, 1)  # [C, B, H]
+        return _ContiguousGrad.apply(torch.baddbmm(self.b2.unsqueeze(1), per_cell, self.w2.transpose(1, 2)))
+
+    def forward(self, x: Tensor, noise: Tensor | None = None) -> Tensor:
+        """Raw outputs [C, B, O]; ``noise`` [B, C*H] is the dropout factor (0 or 1/(1-p)) of every cell."""
+        a = self.hidden_layer(x)
+        if noise is not None:
+            a = a * noise
+        return self.output_layer(a)
+
+    # -- per-cell views -----------------------------------------------------------------------------
+    def cell_state(self, i: int) -> dict[str, Tensor]:
+        """Cell ``i`` as a Projector state dict (independent copies, same keys and order)."""
+        by_key = {key: getattr(self, name)[i] for name, key in PARAMS + BUFFERS}
+        return {key: by_key[key].detach().clone() for key in STATE_ORDER}
+
+    @torch.no_grad()
+    def load_cell_states(self, states: Sequence[dict[str, Tensor]]) -> None:
+        """Stack per-cell Projector state dicts (cell i from ``states[i]``); bits are copied exactly."""
+        if len(states) != self.n_cells:
+            raise ValueError(f"{len(states)} cell states for {self.n_cells} stacked cells")
+        for name, key in PARAMS + BUFFERS:
+            target = getattr(self, name)
+            target.copy_(torch.stack([s[key].to(device=target.device) for s in states]))
+
+
+class _ContiguousGrad(torch.autograd.Function):
+    """Identity whose backward hands on a contiguous gradient.
+
+    The gradient reaching the raw outputs has a layout that depends on how the heads sliced the cells
+    (contiguous after a gather, transposed when one head took them all), and the bias gradient's
+    reduction order follows that layout. A fixed layout keeps every cell's arithmetic independent of
+    which other cells share the stack.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:  # noqa: ARG004
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:  # noqa: ARG004
+        return grad.contiguous()
+
+
+class _FusedLoss(torch.autograd.Function):
+    """raw [C, B, O] -> losses [C], whose gradient BatchedCells.fused_losses computed with the values."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, raw: Tensor, cells: BatchedCells, labels: Tensor, host_labels: Tensor | None
+    ) -> Tensor:
+        loss, grad = cells.fused_losses(raw, labels, host_labels)
+        ctx.save_for_backward(grad)
+        return loss
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, None, None, None]:
+        (grad,) = ctx.saved_tensors
+        return grad * g.view(-1, 1, 1), None, None, None
+
+
+def cell_noise(
+    rngs: Sequence[Any], batch: int, hidden: int, p: float, dtype: torch.dtype, device: torch.device
+) -> Tensor | None:
+    """[B, C*H] dropout factors, cell i's block drawn under ``rngs[i].active()``.
+
+    Each block is the factor the reference's ``nn.Dropout`` multiplies a [B, H] input by, from the same
+    draw: on CPU, ``bernoulli_(1 - p)`` then ``div_(1 - p)`` (what dropout does there), written straight
+    into the block; elsewhere ``F.dropout`` of a ones tensor (the fused kernel's mask * scale on CUDA).
+    """
+    if p == 0.0:
+        return None
+    if p == 1.0:  # dropout's own special case: everything dropped, no draw
+        return torch.zeros(batch, len(rngs) * hidden, dtype=dtype, device=device)
+    if device.type == "cpu":
+        noise = torch.empty(batch, len(rngs) * hidden, dtype=dtype, device=device)
+        for i, rng in enumerate(rngs):
+            with rng.active():
+                noise[:, i * hidden : (i + 1) * hidden].bernoulli_(1.0 - p)
+        return noise.div_(1.0 - p)
+    ones = torch.ones(batch, hidden, dtype=dtype, device=device)
+    blocks = []
+    for rng in rngs:
+        with rng.active():
+            blocks.append(F.dropout(ones, p, training=True))
+    return torch.cat(blocks, dim=1)
+
+
+class BatchedCells:
+    """The cells of one job trained as one computation. ``specs`` order is the cell axis."""
+
+    def __init__(
+        self,
+        specs: Sequence[CellSpec],
+        in_dim: int,
+        training: TrainingConfig,
+        poincare: PoincareConfig,
+        device: torch.device,
+        dtype: torch.dtype = torch.float32,
+    ):
+        self.specs = tuple(specs)
+        self.training = training
+        self.poincare = poincare
+        self.in_dim = in_dim
+        self.device = device
+        self.dtype = dtype
+        c = len(self.specs)
+        self.net = StackedProjector(c, in_dim, training.hidden, training.out_dim).to(device=device, dtype=dtype)
+        # One head per geometry: the cells of a geometry are embedded and compared together.
+        self.heads: list[tuple[Geometry, list[int]]] = []
+        for name in dict.fromkeys(s.geometry for s in self.specs):
+            idx = [i for i, s in enumerate(self.specs) if s.geometry == name]
+            self.heads.append((geometry_of(name, poincare).to(device), idx))
+        self._head_index = [torch.tensor(idx, device=device) for _, idx in self.heads]
+        # Closed-form heads and losses (fused) where they cover the geometry; autograd through the library
+        # otherwise. Both give the same gradients; the closed form is several times cheaper per step.
+        self.use_fused = all(fused.supported(g) for g, _ in self.heads)
+        head_order = [i for _, idx in self.heads for i in idx]
+        self._from_heads = _inverse(head_order, device)
+        self._regression = [i for i, s in enumerate(self.specs) if s.loss == REGRESSION]
+        self._supcon = [i for i, s in enumerate(self.specs) if s.loss == SUPCON]
+        unknown = [s.loss for s in self.specs if s.loss not in LOSSES]
+        if unknown:
+            raise ValueError(f"unknown loss {unknown[0]!r}")
+        self._loss_order = _inverse(self._regression + self._supcon, device)
+        self._regression_t = torch.tensor(self._regression, device=device)
+        self._supcon_t = torch.tensor(self._supcon, device=device)
+        self._taus = torch.tensor([self.specs[i].tau for i in self._supcon], dtype=dtype, device=device)
+        self.params = [getattr(self.net, name) for name, _ in PARAMS]
+        self.optimizer: Stepper = make_optimizer(self.params, training, stacked=True)
+
+    @property
+    def n_cells(self) -> int:
+        return len(self.specs)
+
+    # -- training -----------------------------------------------------------------------------------
+    def distances(self, raw: Tensor, clip_max: float = TRAIN_CLIP) -> Tensor:
+        """[C, B, B] within-batch distances of raw outputs [C, B, O], each cell under its own geometry."""
+        parts = []
+        for geometry, idx in self.heads:
+            z = geometry.embed(raw if len(idx) == self.n_cells else raw[idx])
+            parts.append(geometry.pairwise(z, z, clip_max=clip_max))
+        d = parts[0] if len(parts) == 1 else torch.cat(parts)
+        return d if self._from_heads is None else d.index_select(0, self._from_heads)
+
+    def losses(self, dist: Tensor, labels: Tensor) -> Tensor:
+        """[C] loss of each cell from its [B, B] distances."""
+        training = self.training
+        parts = []
+        if self._regression:
+            d = dist if len(self._regression) == self.n_cells else dist.index_select(0, self._regression_t)
+            parts.append(regression_loss(d, labels, targets=training.regression_targets))
+        if self._supcon:
+            d = dist if len(self._supcon) == self.n_cells else dist.index_select(0, self._supcon_t)
+            parts.append(taxonomy_supcon_loss(d, labels, self._taus, weights=training.level_weights))
+        loss = parts[0] if len(parts) == 1 else torch.cat(parts)
+        return loss if self._loss_order is None else loss.index_select(0, self._loss_order)
+
+    def fused_losses(
+        self, raw: Tensor, labels: Tensor, host_labels: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """[C] losses of raw outputs [C, B, O] and their gradient [C, B, O], in closed form (fused)."""
+        training = self.training
+        tg = fused.BatchTargets.build(
+            labels,
+            raw.dtype,
+            targets=training.regression_targets if self._regression else None,
+            level_weights=training.level_weights if self._supcon else None,
+            host_labels=host_labels,
+        )
+        c, b = raw.shape[0], raw.shape[1]
+        dist = raw.new_empty(c, b, b)
+        backs = []
+        for (geometry, idx), idx_t in zip(self.heads, self._head_index, strict=True):
+            t = raw if len(idx) == c else raw.index_select(0, idx_t)
+            d, back = fused.embed_and_distances(geometry, t, TRAIN_CLIP, tg.offdiag)
+            dist.index_copy_(0, idx_t, d)
+            backs.append((idx_t, back))
+        loss = raw.new_empty(c)
+        grad_d = raw.new_empty(c, b, b)
+        if self._regression:
+            value, g = fused.regression_value_grad(dist.index_select(0, self._regression_t), tg)
+            loss.index_copy_(0, self._regression_t, value)
+            grad_d.index_copy_(0, self._regression_t, g)
+        if self._supcon:
+            value, g = fused.supcon_value_grad(dist.index_select(0, self._supcon_t), self._taus, tg)
+            loss.index_copy_(0, self._supcon_t, value)
+            grad_d.index_copy_(0, self._supcon_t, g)
+        grad = raw.new_empty(raw.shape)
+        for idx_t, back in backs:
+            grad.index_copy_(0, idx_t, back(grad_d.index_select(0, idx_t)))
+        return loss, grad
+
+    def step(
+        self, x: Tensor, labels: Tensor, rngs: Sequence[Any], host_labels: Tensor | None = None
+    ) -> Tensor:
+        """One optimiser step of every cell on the batch (x, labels); returns the [C] losses (detached).
+
+        ``host_labels``, a CPU copy of ``labels``, spares an accelerator a device-to-host wait per step.
+        """
+        training = self.training
+        self.net.train()
+        noise = cell_noise(rngs, x.shape[0], training.hidden, training.dropout, x.dtype, x.device)
+        raw = self.net(x, noise)
+        if self.use_fused:
+            loss = _FusedLoss.apply(raw, self, labels, host_labels)
+        else:
+            loss = self.losses(self.distances(raw), labels)
+        self.optimizer.zero_grad(set_to_none=True)
+        # The cells share no parameter, so the gradient of the sum is each cell's own gradient.
+        loss.sum().backward()
+        clip_per_cell_(self.params, training.grad_clip)
+        self.optimizer.step()
+        return loss.detach()
+
+    @torch.no_grad()
+    def embed(self, features: Tensor, chunk: int = 8192) -> list[Tensor]:
+        """Evaluation-mode embeddings of ``features`` for every cell (list in cell order)."""
+        was_training = self.net.training
+        self.net.eval()
+        out: list[list[Tensor]] = [[] for _ in self.specs]
+        for start in range(0, features.shape[0], chunk):
+            raw = self.net(features[start : start + chunk])
+            for geometry, idx in self.heads:
+                z = geometry.embed(raw[idx])
+                for j, i in enumerate(idx):
+                    out[i].append(z[j])
+        self.net.train(was_training)
+        return [torch.cat(parts) for parts in out]
+
+    # -- per-cell state -----------------------------------------------------------------------------
+    def geometry(self, i: int) -> Geometry:
+        return next(g for g, idx in self.heads if i in idx)
+
+    def projector(self, i: int) -> Projector:
+        """Cell ``i`` as a stand-alone Projector (a copy of its current state)."""
+        model = Projector(
+            self.in_dim,
+            geometry_of(self.specs[i].geometry, self.poincare),
+            hidden=self.training.hidden,
+            out_dim=self.training.out_dim,
+            dropout=self.training.dropout,
+        ).to(device=self.device, dtype=self.dtype)
+        model.load_state_dict(self.net.cell_state(i))
+        return model
+
+    def cell_state(self, i: int) -> dict[str, Tensor]:
+        return self.net.cell_state(i)
+
+    def optimizer_state(self, i: int) -> dict[str, Any]:
+        """Cell ``i``'s AdamW state in the layout of a per-cell optimiser over Projector.parameters()."""
+        full = self.optimizer.state_dict()
+        state = {
+            k: {
+                name: (v[i] if name != "step" else v).detach().clone()
+                for name, v in s.items()
+                if torch.is_tensor(v)
+            }
+            for k, s in full["state"].items()
+        }
+        groups = [{**g, "params": list(range(len(PARAMS)))} for g in full["param_groups"]]
+        return {"state": state, "param_groups": groups}
+
+    def load(self, models: Sequence[dict[str, Tensor]], optimizers: Sequence[dict[str, Any]]) -> None:
+        """Restore from per-cell model and optimiser state dicts (as written by cell_state/optimizer_state)."""
+        self.net.load_cell_states(models)
+        current = self.optimizer.state_dict()
+        state: dict[int, dict[str, Tensor]] = {}
+        for k in range(len(PARAMS)):
+            cells = [o["state"].get(k, o["state"].get(str(k))) for o in optimizers]
+            if any(s is None for s in cells):
+                continue  # never stepped
+            entry = {}
+            for name in cells[0]:
+                if name == "step":
+                    steps = [s["step"] for s in cells]
+                    if any(not torch.equal(steps[0], s) for s in steps[1:]):
+                        raise ValueError("cells of a batched job must have taken the same number of steps")
+                    entry["step"] = steps[0].clone()
+                else:
+                    entry[name] = torch.stack([s[name] for s in cells])
+            state[k] = entry
+        # Hyperparameters (lr, weight decay, fused) come from this job's optimiser, the moments from the file.
+        self.optimizer.load_state_dict({"state": state, "param_groups": current["param_groups"]})
+
+
+def _inverse(order: list[int], device: torch.device) -> Tensor | None:
+    """Index that puts rows produced in ``order`` back into cell order (None if already in order)."""
+    if order == sorted(order):
+        return None
+    inv = [0] * len(order)
+    for pos, i in enumerate(order):
+        inv[i] = pos
+    return torch.tensor(inv, device=device)

@@ -1,0 +1,103 @@
+"""The two taxonomy-aware objectives (paper Sec. 3.3, Eqs. 8-11, and S4).
+
+Both take a distance matrix, so they are geometry-agnostic: ``dist`` is [B, B] (or [C, B, B] for C cells
+sharing one batch, giving a [C] loss) and ``labels`` is [B, 3] integer (leaf, middle, high). Positives are
+the strict sets used by evaluation (``retrieval.strict_masks``), with self-pairs removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from hierconsole.engine.retrieval import strict_masks
+from hierconsole.errors import NoPositivePairsError
+from hierconsole.vocabulary import LEVELS, REL_C, REL_H, REL_M, REL_O
+
+
+def _check(dist: Tensor, labels: Tensor) -> int:
+    if labels.dim() != 2 or labels.shape[1] != 3:
+        raise ValueError(f"labels must be [B, 3] (leaf, middle, high); got shape {tuple(labels.shape)}")
+    b = labels.shape[0]
+    if dist.dim() < 2 or dist.shape[-2:] != (b, b):
+        raise ValueError(f"dist must be [..., {b}, {b}] for {b} labels; got shape {tuple(dist.shape)}")
+    if b < 2:
+        raise ValueError("a batch needs at least two samples to have a non-self pair")
+    return b
+
+
+def relation_codes(labels: Tensor) -> Tensor:
+    """[B, B] int64 pair relations c/m/h/o (REL_C..REL_O) of Eq. (1), tested in that order."""
+    a = labels.unsqueeze(1)
+    b = labels.unsqueeze(0)
+    rel = torch.full(a.shape[:1] + b.shape[1:2], REL_O, dtype=torch.int64, device=labels.device)
+    rel = rel.masked_fill(a[..., 2] == b[..., 2], REL_H)
+    rel = rel.masked_fill(a[..., 1] == b[..., 1], REL_M)
+    return rel.masked_fill(a[..., 0] == b[..., 0], REL_C)
+
+
+def regression_loss(dist: Tensor, labels: Tensor, targets: Sequence[float] = (0.2, 0.5, 0.8, 1.0)) -> Tensor:
+    """Eq. (8): SmoothL1 (beta 1) between d(i, j) and the target of relation c/m/h/o, mean over i != j."""
+    b = _check(dist, labels)
+    if len(targets) != 4:
+        raise ValueError(f"targets must give four values (c, m, h, o), got {tuple(targets)}")
+    table = torch.tensor(tuple(targets), dtype=dist.dtype, device=dist.device)
+    target = table[relation_codes(labels)]
+    per_pair = F.smooth_l1_loss(dist, target.expand_as(dist), reduction="none", beta=1.0)
+    off_diagonal = ~torch.eye(b, dtype=torch.bool, device=dist.device)
+    return per_pair[..., off_diagonal].mean(dim=-1)
+
+
+def taxonomy_supcon_loss(
+    dist: Tensor,
+    labels: Tensor,
+    tau: float | Tensor,
+    weights: Sequence[float] = (1.0, 1.0, 1.0),
+) -> Tensor:
+    """Eqs. (9)-(11): Taxonomy-SupCon with logits s = -d / tau and strict positives per level.
+
+    For each level with weight > 0: anchors with at least one strict positive; per anchor, the mean over
+    its positives p of -log(e^{s_ip} / sum_{a != i} e^{s_ia}); the mean over anchors. Levels without an
+    anchor are skipped and the remaining weights renormalised. Every non-self sample stays in the
+    denominator. ``tau`` may be a tensor of shape [C] for a [C, B, B] ``dist`` (one temperature per cell).
+
+    Raises NoPositivePairsError when no level with weight > 0 has an anchor.
+    """
+    b = _check(dist, labels)
+    if len(weights) != 3 or any(w < 0 for w in weights) or not any(w > 0 for w in weights):
+        raise ValueError(f"weights must be three non-negative numbers, not all zero; got {tuple(weights)}")
+    tau_t = torch.as_tensor(tau, dtype=dist.dtype, device=dist.device)
+    if tau_t.dim() > 0:
+        tau_t = tau_t.reshape(*tau_t.shape, 1, 1)
+    eye = torch.eye(b, dtype=torch.bool, device=dist.device)
+    # Self is excluded from the denominator by -inf (exp gives exactly 0), never by subtracting e^{s_ii}.
+    logits = (-dist / tau_t).masked_fill(eye, float("-inf"))
+    log_prob = logits - torch.logsumexp(logits, dim=-1, keepdim=True)
+
+    positives = strict_masks(labels, labels)
+    positives[0] &= ~eye
+    n_pos = positives.sum(dim=-1)  # [3, B]
+    n_anchors = (n_pos > 0).sum(dim=-1).tolist()  # one host sync for the level-skipping decision
+    active = [lvl for lvl in range(3) if weights[lvl] > 0 and n_anchors[lvl] > 0]
+    if not active:
+        raise NoPositivePairsError(
+            f"no strict positive pair at any active level in a minibatch of {b} samples "
+            f"(anchors per level: {_per_level(n_anchors)}; weights: {_per_level(weights)}); "
+            "every sample differs from all others at each weighted level. Use larger batches, or give "
+            "weight to a level whose groups repeat within a batch."
+        )
+    total: Tensor | float = 0.0
+    for lvl in active:
+        # where(), not multiplication: log_prob is -inf on the diagonal and 0 * -inf would be NaN.
+        pos_sum = torch.where(positives[lvl], log_prob, 0.0).sum(dim=-1)  # [..., B]
+        per_anchor = -pos_sum / n_pos[lvl].clamp_min(1)  # zero for non-anchors
+        total = total + weights[lvl] * per_anchor.sum(dim=-1) / n_anchors[lvl]
+    assert isinstance(total, Tensor)  # `active` is not empty, so the loop ran at least once
+    return total / sum(weights[lvl] for lvl in active)
+
+
+def _per_level(values: Sequence[float]) -> str:
+    return ", ".join(f"{level}={v:g}" for level, v in zip(LEVELS, values, strict=True))

@@ -1,0 +1,398 @@
+"""Strict hierarchical retrieval: positive masks, AP, Recall@K and their aggregation (paper S2).
+
+For a query q and gallery item j the strict positives are (S2 Eqs. 1-3)
+
+    leaf:   y_q^leaf = y_j^leaf
+    middle: y_q^middle = y_j^middle and y_q^leaf != y_j^leaf
+    high:   y_q^high = y_j^high and y_q^middle != y_j^middle
+
+A query counts at a level only if the gallery holds at least one of its positives there ("valid").
+AP follows S2 Eq. (4); Recall@K is 1 when a positive is among the first K items.
+
+Conventions, fixed here once:
+- Query and gallery are disjoint sets: nothing is excluded from the gallery for a query (no self-match).
+- Ranking is by increasing distance; equal distances are ordered by gallery index (a stable sort), so
+  results are deterministic and identical on CPU and GPU.
+- Each query row is sorted once and that order serves all three levels.
+- Queries are processed in chunks whose size follows a memory budget, so a 10^6-item gallery needs a few
+  hundred MiB beyond the embeddings, never a full [Q, G] matrix: each chunk's temporaries stay within the
+  budget, and distances are computed for a block of chunks at a time within half the budget again.
+- On CPU the sort and the label comparisons run in NumPy, whose vectorised integer kernels are several
+  times faster there than torch's; other devices use torch throughout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from hierconsole.engine.geometry import EVAL_CLIP, Geometry
+from hierconsole.vocabulary import (
+    AGGREGATIONS,
+    HIER_METRIC,
+    LEVELS,
+    MACRO,
+    MAP,
+    MICRO,
+    RECALL_KS,
+    Aggregation,
+    hier_score,
+)
+
+DEFAULT_KS: tuple[int, ...] = RECALL_KS
+DEFAULT_MEMORY_BUDGET = 512 * 2**20
+"""Bytes of [chunk, gallery] temporaries that one query chunk may use."""
+_BYTES_PER_PAIR = 64
+"""Peak bytes per (query, gallery) pair inside a chunk: distance (4-8), sort values and int64 indices
+(12-16, plus the sort's own copies), the packed positive bits and their ranked copy, one level's bool
+row and, at worst, its nonzero() positions (16). Rounded up: the budget is a ceiling, not an estimate."""
+
+
+
+def as_label_tensor(labels: np.ndarray | Tensor, device: torch.device | str | None = None) -> Tensor:
+    """Labels as an int64 [N, 3] tensor (leaf, middle, high), on ``device`` if given."""
+    t = torch.as_tensor(labels)
+    if t.dim() != 2 or t.shape[1] != 3:
+        raise ValueError(f"labels must be [N, 3] (leaf, middle, high); got shape {tuple(t.shape)}")
+    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        raise ValueError(f"labels must be integers; got {t.dtype}")
+    return t.to(device=device, dtype=torch.int64)
+
+
+def strict_masks(a_labels: Tensor, b_labels: Tensor) -> Tensor:
+    """Bool [3, Na, Nb]: strict leaf / middle / high positives of each row of ``a`` among ``b``.
+
+    No self-exclusion: within one set, the leaf mask's diagonal is True and a caller that pairs a set
+    with itself (the losses) removes it.
+    """
+    a = a_labels.unsqueeze(1)
+    b = b_labels.unsqueeze(0)
+    leaf_eq = a[..., 0] == b[..., 0]
+    middle_eq = a[..., 1] == b[..., 1]
+    high_eq = a[..., 2] == b[..., 2]
+    return torch.stack([leaf_eq, middle_eq & ~leaf_eq, high_eq & ~middle_eq])
+
+
+def _strict_bits(q_labels: Tensor, g_labels: Tensor) -> Tensor:
+    # The three masks of strict_masks packed into one uint8 (bit l = level l), so that one gather by the
+    # sorted order ranks all three levels at once.
+    if q_labels.device.type == "cpu":
+        return torch.from_numpy(_strict_bits_numpy(q_labels.numpy(), g_labels.numpy()))
+    m = strict_masks(q_labels, g_labels).to(torch.uint8)
+    return m[0] | (m[1] << 1) | (m[2] << 2)
+
+
+def _strict_bits_numpy(q: np.ndarray, g: np.ndarray) -> np.ndarray:
+    # strict_masks in NumPy: its broadcast int32 comparisons and uint8 arithmetic are vectorised on CPU,
+    # torch's broadcast comparisons are not (about 10x slower at [1000, 5000]).
+    small = all(a.size == 0 or (a.min() >= -(2**31) and a.max() < 2**31) for a in (q, g))
+    dtype = np.int32 if small else np.int64  # int32 compares twice as many labels per instruction
+    q32 = q.astype(dtype)
+    g32 = np.ascontiguousarray(g.T, dtype=dtype)
+    leaf_eq, middle_eq, high_eq = (q32[:, lvl, None] == g32[lvl][None, :] for lvl in range(3))
+    bits = leaf_eq.view(np.uint8).copy()
+    bits += (middle_eq & ~leaf_eq).view(np.uint8) * np.uint8(2)
+    bits += (high_eq & ~middle_eq).view(np.uint8) * np.uint8(4)
+    return bits
+
+
+@dataclass(frozen=True, eq=False)
+class LevelResult:
+    """Per-query results at one level, for the valid queries only (in query order)."""
+
+    level: str
+    query_index: np.ndarray  # int64 [V]: row in the query set
+    ap: np.ndarray  # float64 [V]
+    hits: np.ndarray  # bool [V, len(ks)]: a positive within the first K
+    groups: np.ndarray  # int64 [V]: the query's label at this level (the group of group-macro)
+    n_positives: np.ndarray  # int64 [V]: strict positives in the gallery
+
+    @property
+    def valid_queries(self) -> int:
+        return int(self.query_index.shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class Evaluation:
+    """Strict retrieval results of one query set against one gallery."""
+
+    ks: tuple[int, ...]
+    n_queries: int
+    n_gallery: int
+    levels: dict[str, LevelResult]
+
+    def aggregate(self, how: Aggregation = MICRO) -> dict[str, dict[str, float | int]]:
+        """level -> {"mAP", "R@K" for each K, "valid_queries"} (+ "groups" under "macro").
+
+        "micro" averages over valid queries. "macro" first averages the valid queries of each group (the
+        query's label at that level), then averages the group means with equal weight. A level without
+        valid queries reports NaN metrics and zero counts.
+        """
+        if how not in AGGREGATIONS:
+            raise ValueError(f"aggregation must be one of {', '.join(AGGREGATIONS)}, got {how!r}")
+        out: dict[str, dict[str, float | int]] = {}
+        for level in LEVELS:
+            res = self.levels[level]
+            per_query = np.column_stack([res.ap, res.hits.astype(np.float64)])  # [V, 1 + len(ks)]
+            if how == MICRO:
+                means = _mean_rows(per_query)
+            else:
+                _, group_of = np.unique(res.groups, return_inverse=True)
+                n_groups = int(group_of.max()) + 1 if group_of.size else 0
+                sums = np.zeros((n_groups, per_query.shape[1]))
+                np.add.at(sums, group_of, per_query)
+                means = _mean_rows(sums / np.bincount(group_of, minlength=n_groups)[:, None])
+            entry: dict[str, float | int] = {MAP: float(means[0])}
+            entry.update({f"R@{k}": float(m) for k, m in zip(self.ks, means[1:], strict=True)})
+            entry["valid_queries"] = res.valid_queries
+            if how == MACRO:
+                entry["groups"] = n_groups
+            out[level] = entry
+        return out
+
+    def flat(self, how: Aggregation = MICRO) -> dict[str, float]:
+        """Per-seed column names: "{level}_mAP", "{level}_R@K" and the hier score "hier_mAP"."""
+        agg = self.aggregate(how)
+        flat = {
+            f"{level}_{name}": float(value)
+            for level in LEVELS
+            for name, value in agg[level].items()
+            if name == MAP or name.startswith("R@")
+        }
+        flat[HIER_METRIC] = hier_score({level: float(agg[level][MAP]) for level in LEVELS})
+        return flat
+
+
+def _mean_rows(a: np.ndarray) -> np.ndarray:
+    if a.shape[0] == 0:
+        return np.full(a.shape[1], np.nan)
+    return a.mean(axis=0)
+
+
+def _check_ks(ks: Sequence[int]) -> tuple[int, ...]:
+    ks = tuple(int(k) for k in ks)
+    if not ks or any(k < 1 for k in ks) or len(set(ks)) != len(ks):
+        raise ValueError(f"ks must be distinct positive integers, got {ks}")
+    return ks
+
+
+def chunk_rows(n_gallery: int, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> int:
+    """Query rows per chunk so that the chunk's [rows, gallery] temporaries fit the memory budget."""
+    return max(1, memory_budget // (_BYTES_PER_PAIR * max(1, n_gallery)))
+
+
+def rank_order(dist: Tensor) -> Tensor:
+    """Column indices of each row by increasing distance, equal distances by index (a stable sort).
+
+    NaN ranks last, tied with +inf.
+    """
+    inf = float("inf")
+    if dist.dtype == torch.float32 and dist.device.type == "cpu":
+        return torch.from_numpy(_packed_sort(_sortable_keys(dist.numpy())))
+    # + 0.0 turns -0.0 into +0.0, so the two zeros tie below
+    sortable = (dist + 0.0).nan_to_num_(nan=inf, posinf=inf, neginf=-inf)
+    if sortable.dtype == torch.float32:
+        # IEEE-754 bit patterns sort like the floats once negative ones have their magnitude bits flipped;
+        # sorting int32 keys is ~1.5x faster than sorting float32 on CPU, and the sort is most of the
+        # evaluation time.
+        keys = sortable.view(torch.int32)
+        keys ^= (keys >> 31) & 0x7FFFFFFF
+        return torch.argsort(keys, dim=-1, stable=True)
+    return torch.argsort(sortable, dim=-1, stable=True)
+
+
+def _sortable_keys(dist: np.ndarray) -> np.ndarray:
+    """rank_order's int32 keys in NumPy, whose elementwise integer ops are several times faster on CPU.
+
+    Distances from ``Geometry.pairwise`` are already finite and >= 0, whose bit patterns sort as they
+    are; NaN and negative values, when present, are mapped as in rank_order.
+    """
+    sortable = dist + np.float32(0.0)  # a copy, and -0.0 becomes +0.0
+    nan = np.isnan(sortable)
+    if nan.any():
+        sortable[nan] = np.inf
+    keys = sortable.view(np.int32)
+    if (keys < 0).any():  # negative floats (and -inf): flip their magnitude bits
+        keys ^= (keys >> 31) & 0x7FFFFFFF
+    return keys
+
+
+def _packed_sort(keys: np.ndarray) -> np.ndarray:
+    """Stable argsort of int32 keys [q, G] (G < 2^31) as one unstable sort of unique int64 values.
+
+    Each key goes to the high 32 bits and its column index to the low ones: the packed values are
+    distinct and order like (key, index), so any sort yields the stable order, and NumPy's vectorised
+    int64 sort is about twice as fast as torch's stable argsort on CPU.
+    """
+    packed = keys.astype(np.int64)
+    packed <<= 32
+    packed |= np.arange(keys.shape[-1], dtype=np.int64)
+    packed.sort(axis=-1)
+    packed &= 0xFFFFFFFF
+    return packed
+
+
+_PACK_MAX_GALLERY = 2**29
+"""Largest gallery whose column index fits between a sort key and the three positive bits in an int64."""
+
+
+def _ranked_bits(dist: Tensor, bits: Tensor) -> Tensor:
+    """``bits`` permuted by each row's rank order: bit l of [i, k] says rank k of query i is a level-l positive."""
+    if dist.device.type == "cpu" and dist.dtype == torch.float32 and dist.shape[-1] <= _PACK_MAX_GALLERY:
+        return torch.from_numpy(_packed_rank_bits(_sortable_keys(dist.numpy()), bits.numpy()))
+    return bits.gather(1, rank_order(dist))
+
+
+def _packed_rank_bits(keys: np.ndarray, bits: np.ndarray) -> np.ndarray:
+    """rank_order and the gather by it in one sort: key (32 bits) | column (29) | positive bits (3) per int64.
+
+    The column makes the values distinct and orders equal keys by index (the stable order); after the sort
+    the low three bits are the ranked positive bits, with no gather (random access) over the row.
+    """
+    packed = keys.astype(np.int64)
+    packed <<= 32
+    packed |= np.arange(keys.shape[-1], dtype=np.int64) << 3
+    packed |= bits
+    packed.sort(axis=-1)
+    return np.bitwise_and(packed.astype(np.uint8), 7)  # the cast keeps the low byte
+
+
+def _score_rows(dist: Tensor, bits: Tensor, ks: tuple[int, ...]) -> tuple[Tensor, Tensor, Tensor]:
+    """AP [3, q] (float64), positives [3, q] (int64) and hits [3, q, len(ks)] for a [q, G] distance chunk."""
+    q = dist.shape[0]
+    ranked = _ranked_bits(dist, bits)  # bit l of ranked[i, k] says: rank k of query i is a level-l positive
+    ap = torch.zeros(3, q, dtype=torch.float64, device=dist.device)
+    n_pos = torch.zeros(3, q, dtype=torch.int64, device=dist.device)
+    hits = torch.zeros(3, q, len(ks), dtype=torch.bool, device=dist.device)
+    head = ranked[:, : max(ks)]
+    # One scan finds the positives of every level (a few percent of the gallery); the levels then split
+    # those short lists instead of scanning the [q, G] ranking once each.
+    rows_any, pos_any = ranked.nonzero(as_tuple=True)  # row-major: each row's positions in rank order
+    bits_any = ranked[rows_any, pos_any]
+    for lvl in range(3):
+        bit = 1 << lvl
+        top = (head & bit) != 0
+        for i, k in enumerate(ks):
+            hits[lvl, :, i] = top[:, :k].any(dim=1)
+        # Eq. (4) over the positives only: the j-th positive of a row, at 0-based rank p, adds j / (p + 1).
+        keep = (bits_any & bit) != 0
+        rows, pos = rows_any[keep], pos_any[keep]
+        n_pos[lvl] = torch.bincount(rows, minlength=q)
+        first = torch.cumsum(n_pos[lvl], 0) - n_pos[lvl]
+        j = torch.arange(1, rows.shape[0] + 1, device=dist.device) - first[rows]
+        ap[lvl].index_add_(0, rows, j.to(torch.float64) / (pos + 1).to(torch.float64))
+    ap /= n_pos.clamp_min(1)
+    return ap, n_pos, hits
+
+
+def _evaluate_rows(
+    n_queries: int,
+    n_gallery: int,
+    distances_for,  # (start, stop) -> [stop - start, G] distances
+    q_labels: Tensor,
+    g_labels: Tensor,
+    ks: tuple[int, ...],
+    chunk_size: int,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+) -> Evaluation:
+    # Distances come in blocks of several chunks: computing them prepares the whole gallery side again
+    # (a few passes over [G, D]), which at 10^6 items costs more than scoring a small chunk. A block's
+    # distances take at most half the budget on top of the chunk's temporaries.
+    per_block = max(1, (memory_budget // 2) // (8 * max(1, n_gallery) * chunk_size))
+    block = chunk_size * per_block
+    # Results go into arrays allocated once: a list of small per-chunk tensors, freed in between large
+    # temporaries, fragments the heap so that a long evaluation's resident memory creeps up.
+    ap_all = np.zeros((3, n_queries))
+    n_pos_all = np.zeros((3, n_queries), dtype=np.int64)
+    hits_all = np.zeros((3, n_queries, len(ks)), dtype=bool)
+    with torch.no_grad():
+        for b0 in range(0, n_queries, block):
+            dist_block = distances_for(b0, min(b0 + block, n_queries))
+            for start in range(b0, min(b0 + block, n_queries), chunk_size):
+                stop = min(start + chunk_size, n_queries)
+                bits = _strict_bits(q_labels[start:stop], g_labels)
+                ap, n_pos, hits = _score_rows(dist_block[start - b0 : stop - b0], bits, ks)
+                ap_all[:, start:stop] = ap.cpu().numpy()
+                n_pos_all[:, start:stop] = n_pos.cpu().numpy()
+                hits_all[:, start:stop] = hits.cpu().numpy()
+            del dist_block
+    labels_np = q_labels.cpu().numpy()
+    levels = {}
+    for lvl, level in enumerate(LEVELS):
+        valid = np.flatnonzero(n_pos_all[lvl] > 0)
+        levels[level] = LevelResult(
+            level=level,
+            query_index=valid.astype(np.int64),
+            ap=ap_all[lvl, valid],
+            hits=hits_all[lvl, valid],
+            groups=labels_np[valid, lvl],
+            n_positives=n_pos_all[lvl, valid],
+        )
+    return Evaluation(ks=ks, n_queries=n_queries, n_gallery=n_gallery, levels=levels)
+
+
+def evaluate(
+    query_emb: Tensor,
+    gallery_emb: Tensor,
+    q_labels: np.ndarray | Tensor,
+    g_labels: np.ndarray | Tensor,
+    geometry: Geometry,
+    ks: Sequence[int] = DEFAULT_KS,
+    chunk_size: int | None = None,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+) -> Evaluation:
+    """Strict retrieval of every query against the gallery under ``geometry``'s distance.
+
+    Runs on the embeddings' device. Distances use ``geometry.pairwise`` clipped at EVAL_CLIP. Queries are
+    taken ``chunk_size`` at a time (default: as many as ``memory_budget`` allows for this gallery).
+    """
+    ks = _check_ks(ks)
+    if query_emb.dim() != 2 or gallery_emb.dim() != 2 or query_emb.shape[1] != gallery_emb.shape[1]:
+        raise ValueError(
+            f"embeddings must be [Q, D] and [G, D]; got {tuple(query_emb.shape)} and {tuple(gallery_emb.shape)}"
+        )
+    device = gallery_emb.device
+    q_lab = as_label_tensor(q_labels, device)
+    g_lab = as_label_tensor(g_labels, device)
+    _check_rows(query_emb.shape[0], q_lab, gallery_emb.shape[0], g_lab)
+    chunk = chunk_size or chunk_rows(gallery_emb.shape[0], memory_budget)
+
+    def distances_for(start: int, stop: int) -> Tensor:
+        return geometry.pairwise(query_emb[start:stop], gallery_emb, clip_max=EVAL_CLIP)
+
+    return _evaluate_rows(
+        query_emb.shape[0], gallery_emb.shape[0], distances_for, q_lab, g_lab, ks, chunk, memory_budget
+    )
+
+
+def evaluate_distances(
+    dist: Tensor,
+    q_labels: np.ndarray | Tensor,
+    g_labels: np.ndarray | Tensor,
+    ks: Sequence[int] = DEFAULT_KS,
+    chunk_size: int | None = None,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+) -> Evaluation:
+    """Strict retrieval from a precomputed [Q, G] distance matrix (smaller = closer); not modified."""
+    ks = _check_ks(ks)
+    if dist.dim() != 2:
+        raise ValueError(f"dist must be [Q, G]; got shape {tuple(dist.shape)}")
+    q_lab = as_label_tensor(q_labels, dist.device)
+    g_lab = as_label_tensor(g_labels, dist.device)
+    _check_rows(dist.shape[0], q_lab, dist.shape[1], g_lab)
+    chunk = chunk_size or chunk_rows(dist.shape[1], memory_budget)
+    return _evaluate_rows(
+        dist.shape[0], dist.shape[1], lambda a, b: dist[a:b], q_lab, g_lab, ks, chunk, memory_budget
+    )
+
+
+def _check_rows(n_q: int, q_lab: Tensor, n_g: int, g_lab: Tensor) -> None:
+    if q_lab.shape[0] != n_q or g_lab.shape[0] != n_g:
+        raise ValueError(
+            f"label rows do not match embeddings: {q_lab.shape[0]} query labels for {n_q} queries, "
+            f"{g_lab.shape[0]} gallery labels for {n_g} gallery items"
+        )

@@ -1,0 +1,513 @@
+"""The factorial trainer: the cells of one seed trained in lockstep on one batch order.
+
+Within a seed every cell starts from the same trainable state and sees the same batches in the same
+order; what differs is only the geometry head and the loss. Each cell draws its dropout masks from its
+own generator, seeded from (seed, cell), so a cell's trajectory does not depend on which other cells
+train beside it. A job checkpoints at epoch boundaries and, restarted after a kill, continues from its
+last checkpoint to a bit-identical end (on CPU with a fixed thread count).
+
+Two interchangeable engines step the cells: the per-cell loop below (one Projector and optimiser per
+cell, the reference) and ``batched.BatchedCells`` (all cells as one computation), chosen by
+``JobSpec.batched``. Both write the same checkpoint and final-model layout: per-cell state dicts.
+
+Every option comes from the job spec's preset (`spec.preset.training`, `.geometry.poincare`); progress
+goes out as typed events (`contract.events`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+import torch
+
+from hierconsole.config.preset import PoincareConfig, TrainingConfig
+from hierconsole.contract import events, layout
+from hierconsole.contract.jobspec import CellSpec, JobSpec
+from hierconsole.datasets import FeatureSet
+from hierconsole.engine import checkpoints
+from hierconsole.engine.batched import BatchedCells
+from hierconsole.engine.determinism import (
+    capture_global_rngs,
+    derive_seed,
+    reset_all_rngs,
+    restore_global_rngs,
+    state_sha256,
+)
+from hierconsole.engine.geometry import TRAIN_CLIP, Euclidean, geometry_of
+from hierconsole.engine.losses import regression_loss, taxonomy_supcon_loss
+from hierconsole.engine.optim import Stepper, learning_rate, make_optimizer, set_learning_rate
+from hierconsole.engine.projector import Projector, count_trainable
+from hierconsole.engine.retrieval import evaluate
+from hierconsole.vocabulary import MAP, REGRESSION, SUPCON, Aggregation, hier_score
+
+Emit = Callable[[events.Event], None]
+VERIFY_SAMPLE = 256
+# Fault injection for the crash-recovery tests: "EPOCH:BATCH" makes the worker SIGKILL itself right
+# before that batch, the same way an OOM killer or a pulled plug would end it.
+FAULT_ENV = "HIERCONSOLE_FAULT_KILL_AT"
+
+
+def _fault_point() -> tuple[int, int] | None:
+    value = os.environ.get(FAULT_ENV)
+    if not value:
+        return None
+    epoch, batch = value.split(":")
+    return int(epoch), int(batch)
+
+
+class Cancelled(Exception):
+    """The job was asked to stop; work since the last checkpoint is dropped."""
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    return torch.device(name)
+
+
+class CellRng:
+    """A cell's own dropout stream, swapped into the device's default generator around its forward.
+
+    Dropout draws from the default generator; keeping a state per cell makes each cell's masks a
+    function of (seed, cell) alone.
+    """
+
+    def __init__(self, device: torch.device, seed: int):
+        self.device = device
+        gen = torch.Generator(device=device)
+        gen.manual_seed(seed)
+        self.state = gen.get_state()
+
+    def _default(self) -> torch.Generator:
+        if self.device.type == "cuda":
+            return torch.cuda.default_generators[self.device.index or torch.cuda.current_device()]
+        if self.device.type == "mps":  # pragma: no cover - no MPS in CI
+            import torch.mps as mps
+
+            return mps._get_default_mps_generator()
+        return torch.default_generator
+
+    @contextmanager
+    def active(self):
+        default = self._default()
+        saved = default.get_state()
+        default.set_state(self.state)
+        try:
+            yield
+        finally:
+            self.state = default.get_state()
+            default.set_state(saved)
+
+
+def build_projector(
+    in_dim: int, cell: CellSpec, training: TrainingConfig, poincare: PoincareConfig
+) -> Projector:
+    geometry = geometry_of(cell.geometry, poincare)
+    return Projector(
+        in_dim, geometry, hidden=training.hidden, out_dim=training.out_dim, dropout=training.dropout
+    )
+
+
+def trunk_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The geometry-independent state (weights and BatchNorm buffers) that all cells share at init."""
+    return {k: v.detach().clone() for k, v in model.state_dict().items() if not k.startswith("geometry.")}
+
+
+def initial_state(seed: int, in_dim: int, training: TrainingConfig) -> dict[str, torch.Tensor]:
+    """The trainable initial state every cell of seed `seed` starts from (the geometry holds none)."""
+    reset_all_rngs(seed)
+    base = Projector(
+        in_dim, Euclidean(), hidden=training.hidden, out_dim=training.out_dim, dropout=training.dropout
+    )
+    return trunk_state(base)
+
+
+def cell_loss(
+    cell: CellSpec, dist: torch.Tensor, labels: torch.Tensor, training: TrainingConfig
+) -> torch.Tensor:
+    if cell.loss == REGRESSION:
+        return regression_loss(dist, labels, targets=training.regression_targets)
+    if cell.loss == SUPCON:
+        assert cell.tau is not None
+        return taxonomy_supcon_loss(dist, labels, cell.tau, weights=training.level_weights)
+    raise ValueError(f"unknown loss {cell.loss!r}")
+
+
+@torch.no_grad()
+def embed(model: Projector, features: torch.Tensor, chunk: int = 8192) -> torch.Tensor:
+    was_training = model.training
+    model.eval()
+    out = torch.cat([model(features[i : i + chunk]) for i in range(0, features.shape[0], chunk)])
+    model.train(was_training)
+    return out
+
+
+def validation_scores(
+    model: Projector,
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    query: torch.Tensor,
+    gallery: torch.Tensor,
+    aggregation: Aggregation,
+) -> dict[str, dict[str, float]]:
+    z = embed(model, features[torch.cat([query, gallery])])
+    zq, zg = z[: query.numel()], z[query.numel() :]
+    result = evaluate(zq, zg, labels[query], labels[gallery], model.geometry)
+    return result.aggregate(aggregation)
+
+
+@dataclass
+class Cell:
+    spec: CellSpec
+    model: Projector | None  # None on the batched path, where BatchedCells holds every cell's state
+    optimizer: Stepper | None
+    rng: CellRng
+    updates: int = 0
+    loss_sum: torch.Tensor | None = None
+    batch_hash: Any = None
+    best_epoch: int = -1
+    best_score: float = float("-inf")
+    history: list[float] = field(default_factory=list)
+
+
+def load_indices(path: str | Path) -> dict[str, np.ndarray]:
+    with np.load(path) as z:
+        return {k: z[k].astype(np.int64) for k in z.files}
+
+
+class FactorialTrainer:
+    """Trains the cells of one job in lockstep. `emit` receives its progress as typed events.
+
+    The spec's paths must be usable as they are (the worker resolves them against the home first).
+    """
+
+    def __init__(
+        self,
+        spec: JobSpec,
+        emit: Emit,
+        should_stop: Callable[[], bool] = lambda: False,
+        *,
+        dtype: torch.dtype = torch.float32,
+    ):
+        self.spec = spec
+        # float64 exists for the tests that hold the batched path to the reference at 1e-9.
+        self.dtype = dtype
+        self.batched: BatchedCells | None = None
+        self.emit = emit
+        self.should_stop = should_stop
+        self.out = Path(spec.out_dir)
+        self.ckpt_dir = self.out / layout.CHECKPOINTS
+        self.training = spec.preset.training
+        self.poincare = spec.preset.geometry.poincare
+        self.device = resolve_device(spec.device)
+        torch.set_num_threads(max(1, spec.threads))
+        fs = FeatureSet.load(Path(spec.dataset_dir))
+        labels = fs.labels
+        if spec.taxonomy_shuffle_seed is not None:
+            from hierconsole.taxonomy import structure_preserving_shuffle
+
+            labels = structure_preserving_shuffle(fs.taxonomy, spec.taxonomy_shuffle_seed).labels(fs.leaf)
+        self.features = torch.from_numpy(np.ascontiguousarray(fs.features)).to(self.device, dtype)
+        self.labels = torch.from_numpy(np.ascontiguousarray(labels)).to(self.device)
+        self.in_dim = int(fs.features.shape[1])
+        # Batch order, batch hashes and host-side label decisions come from CPU copies, so an accelerator
+        # never waits for a device-to-host copy inside the epoch.
+        self.labels_cpu = torch.from_numpy(np.ascontiguousarray(labels))
+        if spec.train_split is None:
+            raise ValueError(f"{spec.job_id}: a training job needs a train split")
+        self.train_idx_cpu = torch.from_numpy(load_indices(spec.train_split)["fit"])
+        self.train_idx = self.train_idx_cpu.to(self.device)
+        self.val: tuple[torch.Tensor, torch.Tensor] | None = None
+        if spec.val_split is not None:
+            parts = load_indices(spec.val_split)
+            self.val = (
+                torch.from_numpy(parts["query"]).to(self.device),
+                torch.from_numpy(parts["gallery"]).to(self.device),
+            )
+
+    # -- set-up -------------------------------------------------------------------------------------
+    def _build_cells(self, batched: bool) -> list[Cell]:
+        training = self.training
+        init = initial_state(self.spec.seed, self.in_dim, training)
+        cells = []
+        for cs in self.spec.cells:
+            model = build_projector(self.in_dim, cs, training, self.poincare).to(self.device, self.dtype)
+            missing, unexpected = model.load_state_dict(init, strict=False)
+            assert not unexpected and all(k.startswith("geometry.") for k in missing), (missing, unexpected)
+            params = [p for p in model.parameters() if p.requires_grad]
+            opt = None if batched else make_optimizer(params, training, stacked=False)
+            rng = CellRng(self.device, derive_seed(self.spec.seed, "dropout", cs.key))
+            cells.append(Cell(cs, model, opt, rng))
+        if batched:
+            self.batched = BatchedCells(
+                self.spec.cells, self.in_dim, training, self.poincare, self.device, self.dtype
+            )
+            # Every cell was just built with its model; they are dropped only below.
+            self.batched.load(
+                [cast(Projector, c.model).state_dict() for c in cells], [{"state": {}} for _ in cells]
+            )
+            for c in cells:
+                c.model = c.optimizer = None  # the stacked state is the only copy from here on
+        return cells
+
+    # -- per-cell views (the same on both paths) -----------------------------------------------------
+    def _model(self, i: int, c: Cell) -> Projector:
+        """Cell i's model: the live one on the reference path, a copy of its state on the batched path."""
+        if self.batched is not None:
+            return self.batched.projector(i)
+        assert c.model is not None
+        return c.model
+
+    def _model_state(self, i: int, c: Cell) -> dict[str, torch.Tensor]:
+        if self.batched is not None:
+            return self.batched.cell_state(i)
+        assert c.model is not None
+        return c.model.state_dict()
+
+    def _optimizer_state(self, i: int, c: Cell) -> dict[str, Any]:
+        if self.batched is not None:
+            return self.batched.optimizer_state(i)
+        assert c.optimizer is not None
+        return c.optimizer.state_dict()
+
+    def _batch_generator(self) -> torch.Generator:
+        gen = torch.Generator(device="cpu")
+        gen.manual_seed(self.spec.seed)
+        return gen
+
+    # -- checkpoints --------------------------------------------------------------------------------
+    def _checkpoint_payload(self, epoch: int, cells: list[Cell], gen: torch.Generator) -> dict[str, Any]:
+        return {
+            "epoch": epoch,
+            "batch_generator": gen.get_state(),
+            "global_rngs": capture_global_rngs(),
+            "batched": self.batched is not None,
+            "cells": {
+                c.spec.key: {
+                    "model": self._model_state(i, c),
+                    "optimizer": self._optimizer_state(i, c),
+                    "rng": c.rng.state,
+                    "updates": c.updates,
+                    "best_epoch": c.best_epoch,
+                    "best_score": c.best_score,
+                    "history": torch.tensor(c.history, dtype=torch.float64),
+                }
+                for i, c in enumerate(cells)
+            },
+        }
+
+    def _restore(self, payload: dict[str, Any], cells: list[Cell], gen: torch.Generator) -> int:
+        gen.set_state(payload["batch_generator"])
+        restore_global_rngs(payload["global_rngs"])
+        if self.batched is not None:
+            states = [payload["cells"][c.spec.key] for c in cells]
+            self.batched.load([s["model"] for s in states], [s["optimizer"] for s in states])
+        for c in cells:
+            s = payload["cells"][c.spec.key]
+            if c.model is not None and c.optimizer is not None:
+                c.model.load_state_dict(s["model"])
+                c.optimizer.load_state_dict(s["optimizer"])
+            c.rng.state = s["rng"]
+            c.updates = int(s["updates"])
+            c.best_epoch = int(s["best_epoch"])
+            c.best_score = float(s["best_score"])
+            c.history = s["history"].tolist()
+        return int(payload["epoch"])
+
+    # -- the loop -----------------------------------------------------------------------------------
+    def run(self) -> dict[str, events.Final]:
+        spec, training = self.spec, self.training
+        latest = checkpoints.load_latest(self.ckpt_dir)
+        # A resumed job stays on the engine that wrote its checkpoint (checkpoints from before the batched
+        # path have no flag and were per-cell): the two engines round differently, so switching midway
+        # would break the bit-identity of a resumed run with an uninterrupted one.
+        batched = bool(latest[1].get("batched", False)) if latest is not None else spec.batched
+        cells = self._build_cells(batched)
+        gen = self._batch_generator()
+        for i, c in enumerate(cells):
+            model = self._model(i, c)
+            self.emit(
+                events.Init(
+                    cell=c.spec.key,
+                    arm=c.spec.arm,
+                    tau=c.spec.tau,
+                    geometry=c.spec.geometry,
+                    loss=c.spec.loss,
+                    trainable_params=count_trainable(model),
+                    init_sha256=state_sha256(model),
+                )
+            )
+        start_epoch = 0
+        if latest is not None:
+            start_epoch = self._restore(latest[1], cells, gen)
+            self.emit(events.Resume(epoch=start_epoch, notes=tuple(latest[2])))
+
+        n = self.train_idx.numel()
+        bs = training.batch_size
+        n_batches = n // bs if training.drop_last else -(-n // bs)
+        if n_batches == 0:
+            raise ValueError(f"{n} training samples cannot fill one batch of {bs} with drop_last")
+        fault = _fault_point()
+        epochs = spec.epochs
+        for epoch in range(start_epoch + 1, epochs + 1):
+            t0 = time.perf_counter()
+            self._schedule(cells, epoch, epochs)
+            perm = torch.randperm(n, generator=gen)
+            order_cpu = self.train_idx_cpu[perm]
+            order = order_cpu.to(self.device)
+            used = order[: n_batches * bs] if training.drop_last else order
+            for c in cells:
+                c.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+                c.batch_hash = hashlib.sha256()
+            for b in range(n_batches):
+                if self.should_stop():
+                    raise Cancelled(f"stopped in epoch {epoch}")
+                if fault == (epoch, b):
+                    os.kill(os.getpid(), signal.SIGKILL)
+                idx = used[b * bs : (b + 1) * bs]
+                idx_cpu = order_cpu[b * bs : (b + 1) * bs]
+                x, y = self.features[idx], self.labels[idx]
+                idx_bytes = idx_cpu.numpy().tobytes()
+                for c in cells:
+                    c.batch_hash.update(idx_bytes)
+                if self.batched is not None:
+                    host_y = self.labels_cpu[idx_cpu] if self.device.type != "cpu" else None
+                    self._step_batched(cells, x, y, host_y)
+                else:
+                    for c in cells:
+                        self._step(c, x, y)
+            seconds = time.perf_counter() - t0
+            for c in cells:
+                assert c.loss_sum is not None  # set at the start of the epoch
+                loss = float(c.loss_sum) / n_batches
+                c.history.append(loss)
+                self.emit(
+                    events.Epoch(
+                        cell=c.spec.key,
+                        epoch=epoch,
+                        epochs=epochs,
+                        train_loss=loss,
+                        updates=c.updates,
+                        batch_sha256=c.batch_hash.hexdigest(),
+                        seconds=seconds,
+                    )
+                )
+            if (
+                self.val is not None
+                and spec.val_every > 0
+                and (epoch % spec.val_every == 0 or epoch == epochs)
+            ):
+                self._validate(cells, epoch)
+            if epoch % spec.checkpoint_every == 0 or epoch == epochs:
+                digest = checkpoints.save_checkpoint(
+                    self.ckpt_dir, epoch, self._checkpoint_payload(epoch, cells, gen)
+                )
+                self.emit(events.Checkpoint(epoch=epoch, sha256=digest))
+        return self._finish(cells)
+
+    def _schedule(self, cells: list[Cell], epoch: int, epochs: int) -> None:
+        """Set the epoch's learning rate under the preset's schedule (a constant one never changes it)."""
+        lr = learning_rate(self.training, epoch, epochs)
+        optimizers = [self.batched.optimizer] if self.batched is not None else [c.optimizer for c in cells]
+        for opt in optimizers:
+            assert opt is not None
+            set_learning_rate(opt, lr)
+
+    def _step_batched(
+        self, cells: list[Cell], x: torch.Tensor, y: torch.Tensor, host_y: torch.Tensor | None
+    ) -> None:
+        assert self.batched is not None
+        losses = self.batched.step(x, y, [c.rng for c in cells], host_y).to(torch.float64)
+        for i, c in enumerate(cells):
+            c.updates += 1
+            assert c.loss_sum is not None  # set at the start of the epoch
+            c.loss_sum += losses[i]
+
+    def _step(self, c: Cell, x: torch.Tensor, y: torch.Tensor) -> None:
+        training = self.training
+        assert c.model is not None and c.optimizer is not None
+        c.model.train()
+        with c.rng.active():
+            z = c.model(x)
+        dist = c.model.geometry.pairwise(z, z, clip_max=TRAIN_CLIP)
+        loss = cell_loss(c.spec, dist, y, training)
+        c.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(
+            [p for p in c.model.parameters() if p.requires_grad], training.grad_clip
+        )
+        c.optimizer.step()
+        c.updates += 1
+        assert c.loss_sum is not None  # set at the start of the epoch
+        c.loss_sum += loss.detach().to(torch.float64)
+
+    def _validate(self, cells: list[Cell], epoch: int) -> None:
+        assert self.val is not None
+        q, g = self.val
+        batched_z = None
+        if self.batched is not None:
+            batched_z = self.batched.embed(self.features[torch.cat([q, g])])
+        for i, c in enumerate(cells):
+            if batched_z is not None:
+                assert self.batched is not None
+                zq, zg = batched_z[i][: q.numel()], batched_z[i][q.numel() :]
+                result = evaluate(zq, zg, self.labels[q], self.labels[g], self.batched.geometry(i))
+                metrics = result.aggregate(self.spec.aggregation)
+            else:
+                assert c.model is not None
+                metrics = validation_scores(c.model, self.features, self.labels, q, g, self.spec.aggregation)
+            score = hier_score({level: m[MAP] for level, m in metrics.items()})
+            if score > c.best_score:
+                c.best_score, c.best_epoch = score, epoch
+                checkpoints.save_payload(
+                    self.out / layout.best_model(c.spec), {"model": self._model_state(i, c), "epoch": epoch}
+                )
+            self.emit(
+                events.Validation(
+                    cell=c.spec.key,
+                    epoch=epoch,
+                    aggregation=self.spec.aggregation,
+                    metrics=_float_metrics(metrics),
+                    score=score,
+                )
+            )
+
+    def _finish(self, cells: list[Cell]) -> dict[str, events.Final]:
+        verify = self.features[self.train_idx[: min(VERIFY_SAMPLE, self.train_idx.numel())]]
+        summary = {}
+        for i, c in enumerate(cells):
+            model = self._model(i, c)
+            path = self.out / layout.final_model(c.spec)
+            checkpoints.save_payload(path, {"model": model.state_dict()})
+            fresh = build_projector(self.in_dim, c.spec, self.training, self.poincare)
+            fresh = fresh.to(self.device, self.dtype)
+            fresh.load_state_dict(checkpoints.load_payload(path)["model"])
+            diff = (embed(fresh, verify) - embed(model, verify)).abs().max().item()
+            event = events.Final(
+                cell=c.spec.key,
+                final_sha256=state_sha256(model),
+                updates=c.updates,
+                reload_max_diff=diff,
+                best_epoch=c.best_epoch if c.best_epoch >= 0 else None,
+                best_score=c.best_score if c.best_epoch >= 0 else None,
+            )
+            self.emit(event)
+            summary[c.spec.key] = event
+        return summary
+
+
+def _float_metrics(metrics: dict[str, dict[str, float | int]]) -> dict[str, dict[str, float]]:
+    return {level: {k: float(v) for k, v in m.items()} for level, m in metrics.items()}

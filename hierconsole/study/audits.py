@@ -1,0 +1,381 @@
+"""Fairness and leakage audits of a study, each a stored (check, ok, evidence) row.
+
+A check is pending (ok = null) until the evidence it needs exists; it never passes on missing data. A
+failing check's evidence names the offending cells (as `<job>/<arm>`, e.g. `final-s42/H_S`) and values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from hierconsole.contract import layout
+from hierconsole.contract.jobspec import JobSpec
+from hierconsole.locations import job_dir, resolve
+from hierconsole.study import split_files
+from hierconsole.study.storage import Store
+from hierconsole.vocabulary import POINCARE, TRAINING_KINDS, JobKind, JobState
+
+NORM_TOLERANCE = 1e-6  # float32 rounding of the analytic bound
+SHOWN = 5
+"""Offenders named in one evidence line; the rest are counted."""
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool | None
+    evidence: str
+
+
+def expected_trainable(in_dim: int, hidden: int, out_dim: int) -> int:
+    """Linear(d, h) + BatchNorm1d(h) affine + Linear(h, o): 205,600 at d=768, h=256, o=32."""
+    return in_dim * hidden + hidden + 2 * hidden + hidden * out_dim + out_dim
+
+
+def cell_name(run_id: str) -> str:
+    """`<study>/<job>/<arm>` -> `<job>/<arm>`: how evidence names a cell."""
+    return run_id.split("/", 1)[1]
+
+
+def _listed(items: Iterable[str]) -> str:
+    items = list(items)
+    shown = "; ".join(items[:SHOWN])
+    return shown + (f"; and {len(items) - SHOWN} more" if len(items) > SHOWN else "")
+
+
+def _evidence(summary: str, offenders: list[str]) -> str:
+    """The check's summary, then (when it fails) the offending cells and their values."""
+    return f"{summary}; {_listed(offenders)}" if offenders else summary
+
+
+def _final_runs(store: Store, study_id: str) -> list[dict[str, Any]]:
+    return store.dicts(
+        "SELECT * FROM runs WHERE study_id = ? AND kind = ? ORDER BY seed, arm", [study_id, JobKind.FINAL]
+    )
+
+
+def _preset(store: Store, study_id: str) -> dict[str, Any]:
+    """The study's registered preset as stored (its canonical JSON), not as the shipped file reads now."""
+    row = store.one("SELECT preset FROM studies WHERE study_id = ?", [study_id])
+    assert row is not None  # audits run on a registered study
+    return json.loads(row[0])
+
+
+def _split_path(store: Store, study_id: str, role: str) -> str:
+    row = store.one("SELECT path FROM splits WHERE study_id = ? AND role = ?", [study_id, role])
+    assert row is not None  # a study writes every split when it is created
+    return str(resolve(store.home, row[0]))
+
+
+def check_parameters(store: Store, study_id: str) -> Check:
+    runs = _final_runs(store, study_id)
+    if not runs:
+        return Check("trainable_parameters", None, "no final runs yet")
+    row = store.one(
+        "SELECT d.dim FROM studies s JOIN datasets d USING (dataset_id) WHERE s.study_id = ?", [study_id]
+    )
+    assert row is not None  # it has final runs, so the study and its dataset are registered
+    dim = row[0]
+    training = _preset(store, study_id)["training"]
+    expected = expected_trainable(dim, training["hidden"], training["out_dim"])
+    bad = [
+        f"{cell_name(r['run_id'])} has {r['trainable_params']:,}"
+        for r in runs
+        if r["trainable_params"] != expected
+    ]
+    counts = sorted({r["trainable_params"] for r in runs})
+    summary = f"{len(runs)} cells: {counts} trainable parameters; expected {expected:,} for {dim}-D input"
+    return Check("trainable_parameters", not bad, _evidence(summary, bad))
+
+
+def check_same_init(store: Store, study_id: str) -> Check:
+    runs = _final_runs(store, study_id)
+    if not runs:
+        return Check("same_init_within_seed", None, "no final runs yet")
+    by_seed: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for r in runs:
+        by_seed[r["seed"]].append(r)
+    bad, ok = [], []
+    for seed, cells in sorted(by_seed.items()):
+        common = Counter(r["init_sha256"] for r in cells).most_common(1)[0][0]
+        odd = [r for r in cells if r["init_sha256"] != common]
+        if odd:
+            bad += [
+                f"seed {seed}: {cell_name(r['run_id'])} starts from {str(r['init_sha256'])[:12]}, the other "
+                f"cells from {common[:12]}"
+                for r in odd
+            ]
+        else:
+            ok.append(f"seed {seed}: {common[:12]}")
+    distinct = {seed: len({r["init_sha256"] for r in cells}) for seed, cells in sorted(by_seed.items())}
+    summary = (
+        f"distinct initial-state hashes per seed: { {s: n for s, n in distinct.items() if n != 1} }"
+        if bad
+        else f"one initial-state SHA256 per seed ({'; '.join(ok)})"
+    )
+    return Check("same_init_within_seed", not bad, _evidence(summary, bad))
+
+
+def check_batch_order(store: Store, study_id: str) -> Check:
+    rows = store.dicts(
+        "SELECT r.seed, e.epoch, r.run_id, e.batch_sha256, e.updates FROM epochs e JOIN runs r USING (run_id) "
+        "WHERE r.study_id = ? AND r.kind = ? ORDER BY r.seed, e.epoch, r.run_id",
+        [study_id, JobKind.FINAL],
+    )
+    if not rows:
+        return Check("same_batch_order", None, "no training epochs yet")
+    by_epoch: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by_epoch[(r["seed"], r["epoch"])].append(r)
+    bad = []
+    for (seed, epoch), cells in by_epoch.items():
+        for column, what in (("batch_sha256", "batch order"), ("updates", "update count")):
+            common = Counter(r[column] for r in cells).most_common(1)[0][0]
+            bad += [
+                f"seed {seed} epoch {epoch}: {cell_name(r['run_id'])} {what} {str(r[column])[:12]}, the "
+                f"other cells {str(common)[:12]}"
+                for r in cells
+                if r[column] != common
+            ]
+    disagree = sorted(
+        {
+            (int(s), int(e))
+            for (s, e), cells in by_epoch.items()
+            if len({(r["batch_sha256"], r["updates"]) for r in cells}) > 1
+        }
+    )
+    summary = (
+        f"cells disagree in batch order or update count at (seed, epoch) {disagree[:SHOWN]}"
+        if bad
+        else f"{len(by_epoch)} (seed, epoch) pairs: one batch-order SHA256 and one update count across cells each"
+    )
+    return Check("same_batch_order", not bad, _evidence(summary, bad))
+
+
+def check_update_budget(store: Store, study_id: str) -> Check:
+    runs = _final_runs(store, study_id)
+    if not runs or any(r["updates"] is None for r in runs):
+        return Check("update_budget", None, "final runs not finished")
+    with np.load(_split_path(store, study_id, split_files.FINAL_TRAIN)) as z:
+        n = len(z["fit"])
+    t = _preset(store, study_id)["training"]
+    per_epoch = n // t["batch_size"] if t["drop_last"] else -(-n // t["batch_size"])
+    expected = per_epoch * t["epochs"]
+    rule = f"floor({n}/{t['batch_size']})" if t["drop_last"] else f"ceil({n}/{t['batch_size']})"
+    bad = [f"{cell_name(r['run_id'])} made {r['updates']}" for r in runs if r["updates"] != expected]
+    counts = sorted({r["updates"] for r in runs})
+    summary = f"updates per cell {counts}; expected {rule} x {t['epochs']} = {expected}"
+    return Check("update_budget", not bad, _evidence(summary, bad))
+
+
+def check_reload(store: Store, study_id: str) -> Check:
+    runs = _final_runs(store, study_id)
+    if not runs or any(r["reload_max_diff"] is None for r in runs):
+        return Check("checkpoint_reload_exact", None, "final runs not finished")
+    bad = [
+        f"{cell_name(r['run_id'])} differs by {r['reload_max_diff']:g}"
+        for r in runs
+        if r["reload_max_diff"] != 0.0
+    ]
+    worst = max(r["reload_max_diff"] for r in runs)
+    summary = f"max |diff| of the reloaded verification sample over {len(runs)} cells: {worst:g}"
+    return Check("checkpoint_reload_exact", not bad, _evidence(summary, bad))
+
+
+def check_ball(store: Store, study_id: str) -> Check:
+    runs = [r for r in _final_runs(store, study_id) if r["geometry"] == POINCARE]
+    if not runs or any(r["max_norm"] is None for r in runs):
+        return Check("hyperbolic_norms_in_ball", None, "no official-test hyperbolic embeddings yet")
+    bad = []
+    for r in runs:
+        name, norm = cell_name(r["run_id"]), r["max_norm"]
+        if not norm < r["ball_radius"]:
+            bad.append(f"{name} max norm {norm:.6f} is not inside the ball of radius {r['ball_radius']:.6f}")
+        elif norm > r["norm_bound"] + NORM_TOLERANCE:
+            bad.append(f"{name} max norm {norm:.6f} exceeds the analytic bound {r['norm_bound']:.6f}")
+    worst = max(runs, key=lambda r: r["max_norm"])
+    summary = (
+        f"max norm {worst['max_norm']:.6f} ({worst['run_id']}); ball radius {worst['ball_radius']:.4f}, "
+        f"analytic bound {worst['norm_bound']:.6f}"
+    )
+    return Check("hyperbolic_norms_in_ball", not bad, _evidence(summary, bad))
+
+
+def check_qg_identical(store: Store, study_id: str) -> Check:
+    scored = store.rows(
+        "SELECT DISTINCT run_id, perturbation FROM metrics WHERE study_id = ? AND NOT posthoc", [study_id]
+    )
+    splits = dict(
+        store.rows(
+            f"SELECT role, sha256 FROM splits WHERE study_id = ? AND {split_files.QG_ROLES_SQL}", [study_id]
+        )
+    )
+    if not scored:
+        return Check("qg_splits_identical", None, "no official-test metrics yet")
+    expected = sorted(int(role[len(split_files.QG_PREFIX) :]) for role in splits)
+    by_run: dict[str, set[int]] = defaultdict(set)
+    for run_id, perturbation in scored:
+        by_run[run_id].add(perturbation)
+    finals = [r["run_id"] for r in _final_runs(store, study_id)]
+    bad = []
+    for run_id in finals:
+        have = by_run.get(run_id, set())
+        missing = [p for p in expected if p not in have]
+        extra = sorted(have.difference(expected))
+        if missing:
+            bad.append(f"{cell_name(run_id)} lacks Q/G perturbation(s) {', '.join(map(str, missing))}")
+        if extra:
+            bad.append(
+                f"{cell_name(run_id)} was scored on unregistered perturbation(s) {', '.join(map(str, extra))}"
+            )
+    bad += [
+        f"{cell_name(r)} is not a final run of this study" for r in sorted(set(by_run).difference(finals))
+    ]
+    ev = ", ".join(f"{role} {sha[:12]}" for role, sha in sorted(splits.items()))
+    # Counted in the order the roles are listed in the evidence.
+    per_split = [sum(int(role[len(split_files.QG_PREFIX) :]) in have for have in by_run.values()) for role in sorted(splits)]
+    summary = (
+        f"not every final cell was evaluated on the same {len(splits)} Q/G splits ({ev}); cells per split: {per_split}"
+        if bad
+        else f"every one of {len(finals)} final cells evaluated on the same {len(splits)} Q/G splits ({ev}); "
+        f"cells per split: {per_split}"
+    )
+    return Check("qg_splits_identical", not bad, _evidence(summary, bad))
+
+
+def check_test_after_lock(store: Store, study_id: str) -> Check:
+    row = store.dicts("SELECT locked_at, test_first_read_at FROM studies WHERE study_id = ?", [study_id])[0]
+    finals = store.dicts(
+        "SELECT job_id, state, finished_at FROM jobs WHERE study_id = ? AND kind = ? ORDER BY job_id",
+        [study_id, JobKind.FINAL],
+    )
+    if row["test_first_read_at"] is None:
+        return Check("test_read_after_lock", None, "the official test split has not been read")
+    locked, read = row["locked_at"], row["test_first_read_at"]
+    bad = []
+    if locked is None:
+        bad.append(f"the test split was first read at {read} but the study was never locked")
+    elif read < locked:
+        bad.append(f"the test split was first read at {read}, before the lock at {locked}")
+    for job in finals:
+        name = job["job_id"].split("/", 1)[1]
+        if job["state"] != JobState.FINISHED:
+            bad.append(f"final job {name} is {job['state']}")
+        elif locked is not None and job["finished_at"] > locked:
+            bad.append(f"final job {name} finished at {job['finished_at']}, after the lock at {locked}")
+    last = max((j["finished_at"] for j in finals if j["finished_at"] is not None), default=None)
+    summary = f"last final run finished {last}, locked {locked}, test first read {read}"
+    return Check("test_read_after_lock", not bad, _evidence(summary, bad))
+
+
+def check_tuning_isolated(store: Store, study_id: str) -> Check:
+    """No training or tuning job was handed an official-test index."""
+    with np.load(_split_path(store, study_id, split_files.PROTOCOL)) as z:
+        test = set(z["test"].tolist())
+    jobs = store.dicts(
+        "SELECT job_id, kind FROM jobs WHERE study_id = ? AND kind IN (SELECT unnest(?)) ORDER BY job_id",
+        [study_id, list(TRAINING_KINDS)],
+    )
+    if not jobs:
+        return Check("tuning_never_read_test", None, "no jobs yet")
+    leaks = []
+    for job in jobs:
+        name = job["job_id"].split("/", 1)[1]
+        spec = JobSpec.read(layout.spec_path(job_dir(store.home, job["job_id"])))
+        if spec.test_splits:
+            seeds = ", ".join(str(t.seed) for t in spec.test_splits)
+            leaks.append(f"{name} was handed the official-test perturbation(s) {seeds}")
+        files = {
+            "train": spec.train_split,
+            "val": spec.val_split,
+            **{f"qg:{t.seed}": t.path for t in spec.test_splits},
+        }
+        for role, path in files.items():
+            if path is None:
+                continue
+            with np.load(resolve(store.home, path)) as z:
+                for part in z.files:
+                    n = len(test.intersection(z[part].tolist()))
+                    if n:
+                        leaks.append(f"{name} {role}.{part} holds {n} official-test indices")
+    n_tune = sum(j["kind"] == JobKind.TUNE for j in jobs)
+    return Check(
+        "tuning_never_read_test",
+        not leaks,
+        _listed(leaks)
+        if leaks
+        else f"{n_tune} tuning and {len(jobs) - n_tune} final jobs: "
+        f"no index of the {len(test)} official-test samples in any split they were given",
+    )
+
+
+def check_threads(store: Store, study_id: str) -> Check:
+    rows = store.rows(
+        "SELECT job_id, threads, device FROM jobs WHERE study_id = ? AND kind = ? ORDER BY job_id",
+        [study_id, JobKind.FINAL],
+    )
+    if not rows:
+        return Check("fixed_thread_count", None, "no final jobs yet")
+    common = Counter((t, d) for _, t, d in rows).most_common(1)[0][0]
+    bad = [
+        f"{job_id.split('/', 1)[1]} ran with {t} thread(s) on {d}, the others with {common[0]} on {common[1]}"
+        for job_id, t, d in rows
+        if (t, d) != common
+    ]
+    distinct = sorted({(t, d) for _, t, d in rows})
+    summary = (
+        f"final jobs ran with (threads, device) {distinct}: bitwise determinism needs one fixed count"
+        if bad
+        else f"final jobs ran with (threads, device) {distinct}: bitwise determinism holds for a fixed count"
+    )
+    return Check("fixed_thread_count", not bad, _evidence(summary, bad))
+
+
+CHECKS: tuple[Callable[[Store, str], Check], ...] = (
+    check_parameters,
+    check_same_init,
+    check_batch_order,
+    check_update_budget,
+    check_reload,
+    check_ball,
+    check_qg_identical,
+    check_test_after_lock,
+    check_tuning_isolated,
+    check_threads,
+)
+
+
+def record(store: Store, study_id: str, checks: Iterable[Check]) -> None:
+    """Store the checks' results (replacing earlier ones of the same name)."""
+    checks = list(checks)
+
+    def write(con: duckdb.DuckDBPyConnection) -> None:
+        for c in checks:
+            con.execute(
+                "INSERT OR REPLACE INTO audits (study_id, check_name, ok, evidence) VALUES (?, ?, ?, ?)",
+                [study_id, c.name, c.ok, c.evidence],
+            )
+
+    store.write(write)
+
+
+def run_audits(store: Store, study_id: str) -> list[Check]:
+    checks = [fn(store, study_id) for fn in CHECKS]
+    record(store, study_id, checks)
+    return checks
+
+
+def stored_audits(store: Store, study_id: str) -> list[Check]:
+    return [
+        Check(name, ok, ev)
+        for name, ok, ev in store.rows(
+            "SELECT check_name, ok, evidence FROM audits WHERE study_id = ? ORDER BY check_name", [study_id]
+        )
+    ]

@@ -1,0 +1,195 @@
+"""Datasets registered in the store: the rows in DuckDB and the self-contained artifact folder beside it.
+
+Workers never open DuckDB, so every dataset is also saved as a folder they can load on their own
+(`FeatureSet.load`). A registration either lands completely (folder and rows) or not at all. The rows
+name the folder relative to the home (`locations`), so a home can move.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hierconsole.datasets import SPLIT_NAMES, FeatureSet
+from hierconsole.datasets.synthetic import BUILT_IN
+from hierconsole.errors import HierconsoleError, NotFoundError
+from hierconsole.locations import dataset_dir, relative, resolve
+from hierconsole.study.storage import Store
+from hierconsole.vocabulary import SYNTHETIC_PREFIX
+
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    dataset_id: str
+    kind: str
+    n_samples: int
+    dim: int
+    n_leaf: int
+    n_middle: int
+    n_high: int
+    n_train: int
+    n_val: int
+    n_test: int
+    level_names: tuple[str, str, str]
+    sha256: str
+    artifact_dir: Path
+    """The dataset's folder on this machine."""
+
+
+def check_dataset_id(dataset_id: str) -> str:
+    if not _ID_RE.match(dataset_id):
+        raise HierconsoleError(
+            f"dataset name {dataset_id!r} is not usable: use 1-64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit (pass --name NAME)"
+        )
+    return dataset_id
+
+
+def register_dataset(store: Store, fs: FeatureSet, *, replace: bool = False) -> DatasetInfo:
+    """Save `fs` under the home folder and record it. Nothing is left behind if any step fails."""
+    dataset_id = check_dataset_id(fs.name)
+    existing = store.one("SELECT sha256 FROM datasets WHERE dataset_id = ?", [dataset_id])
+    if existing and not replace:
+        if existing[0] == fs.sha256():
+            return get_dataset(store, dataset_id)
+        raise HierconsoleError(
+            f"a different dataset named {dataset_id!r} is already in the store; choose another --name, "
+            "or delete the old one first"
+        )
+    target = dataset_dir(store.home, dataset_id)
+    staging = target.with_name(f".{dataset_id}.incoming")
+    if staging.exists():
+        shutil.rmtree(staging)
+    fs.save(staging)
+    tax = fs.taxonomy
+    counts = np.bincount(fs.split, minlength=len(SPLIT_NAMES))
+
+    def insert(con) -> None:
+        con.execute("DELETE FROM datasets WHERE dataset_id = ?", [dataset_id])
+        con.execute("DELETE FROM taxonomy_nodes WHERE dataset_id = ?", [dataset_id])
+        con.execute(
+            "INSERT INTO datasets (dataset_id, kind, n_samples, dim, n_leaf, n_middle, n_high, n_train, "
+            "n_val, n_test, level_names, sha256, taxonomy_sha256, artifact_dir, sources, params) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                dataset_id,
+                fs.kind,
+                int(fs.features.shape[0]),
+                int(fs.dim),
+                len(tax.leaves),
+                len(tax.middles),
+                len(tax.highs),
+                int(counts[SPLIT_NAMES.index("train")]),
+                int(counts[SPLIT_NAMES.index("val")]),
+                int(counts[SPLIT_NAMES.index("test")]),
+                list(tax.level_names),
+                fs.sha256(),
+                tax.sha256(),
+                relative(store.home, target),
+                json.dumps(fs.sources, sort_keys=True),
+                json.dumps(fs.params, sort_keys=True, default=str),
+            ],
+        )
+        con.executemany(
+            "INSERT INTO taxonomy_nodes VALUES (?, ?, ?, ?, ?)",
+            [(dataset_id, i, leaf, mid, high) for i, (leaf, mid, high) in enumerate(tax.rows())],
+        )
+
+    try:
+        store.write(insert)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    # The rows point at `target`; swap the folder in only now that they are committed.
+    if target.exists():
+        shutil.rmtree(target)
+    staging.rename(target)
+    return get_dataset(store, dataset_id)
+
+
+def _info(home: Path, row: dict) -> DatasetInfo:
+    return DatasetInfo(
+        dataset_id=row["dataset_id"],
+        kind=row["kind"],
+        n_samples=row["n_samples"],
+        dim=row["dim"],
+        n_leaf=row["n_leaf"],
+        n_middle=row["n_middle"],
+        n_high=row["n_high"],
+        n_train=row["n_train"],
+        n_val=row["n_val"],
+        n_test=row["n_test"],
+        level_names=tuple(row["level_names"]),
+        sha256=row["sha256"],
+        artifact_dir=resolve(home, row["artifact_dir"]),
+    )
+
+
+_COLUMNS = (
+    "dataset_id, kind, n_samples, dim, n_leaf, n_middle, n_high, n_train, n_val, n_test, "
+    "level_names, sha256, artifact_dir"
+)
+
+
+def list_datasets(store: Store) -> list[DatasetInfo]:
+    return [_info(store.home, r) for r in store.dicts(f"SELECT {_COLUMNS} FROM datasets ORDER BY created_at")]
+
+
+def get_dataset(store: Store, dataset_id: str) -> DatasetInfo:
+    rows = store.dicts(f"SELECT {_COLUMNS} FROM datasets WHERE dataset_id = ?", [dataset_id])
+    if not rows:
+        known = ", ".join(d.dataset_id for d in list_datasets(store)) or "none yet"
+        raise NotFoundError(
+            f"no dataset {dataset_id!r} in the store (known: {known}); import one with "
+            "`hierconsole import ...` or `hierconsole demo`"
+        )
+    return _info(store.home, rows[0])
+
+
+def load_dataset(store: Store, dataset_id: str) -> FeatureSet:
+    return FeatureSet.load(get_dataset(store, dataset_id).artifact_dir)
+
+
+def delete_dataset(store: Store, dataset_id: str) -> None:
+    """Remove a dataset's rows and folder; refused while any study uses it (its runs depend on the data)."""
+    info = get_dataset(store, dataset_id)
+    used = [
+        r[0]
+        for r in store.rows(
+            "SELECT study_id FROM studies WHERE dataset_id = ? ORDER BY created_at", [dataset_id]
+        )
+    ]
+    if used:
+        raise HierconsoleError(
+            f"dataset {dataset_id!r} is used by {len(used)} studies ({', '.join(used)}); delete those "
+            "studies first (`hierconsole delete STUDY`)"
+        )
+
+    def delete(con) -> None:
+        con.execute("DELETE FROM taxonomy_nodes WHERE dataset_id = ?", [dataset_id])
+        con.execute("DELETE FROM datasets WHERE dataset_id = ?", [dataset_id])
+
+    store.write(delete)
+    shutil.rmtree(info.artifact_dir, ignore_errors=True)
+
+
+def ensure_dataset(store: Store, ref: str) -> str:
+    """The dataset id a preset names; built-in synthetic data ("synthetic:demo") is generated on first use."""
+    if not ref.startswith(SYNTHETIC_PREFIX):
+        return get_dataset(store, ref).dataset_id
+    from hierconsole.datasets import make_synthetic
+
+    which = ref[len(SYNTHETIC_PREFIX) :]
+    if which not in BUILT_IN:
+        raise NotFoundError(f"no built-in synthetic dataset {which!r}; choose one of {sorted(BUILT_IN)}")
+    name = BUILT_IN[which].name
+    if store.one("SELECT 1 FROM datasets WHERE dataset_id = ?", [name]) is None:
+        register_dataset(store, make_synthetic(BUILT_IN[which]))
+    return name

@@ -1,0 +1,460 @@
+"""Tables out as CSV, Parquet, JSON, Markdown or LaTeX, and the flat frames of the analysis results.
+
+CSV, Parquet and JSON keep full float precision (they are data); Markdown and LaTeX are for reading,
+so they round to ``precision`` and merge a ``mean``/``sd`` column pair (or ``X_mean``/``X_sd``) into one
+"mean ± SD" cell as the paper's tables do. Files are written atomically (temp file in the same folder,
+fsync, ``os.replace``) and never overwrite an existing file unless asked to.
+
+The store side is a plain callable ``(table, study_id) -> polars.DataFrame`` (:data:`FramesProvider`),
+so this module knows nothing about DuckDB.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import polars as pl
+
+from hierconsole.errors import HierconsoleError, InputError, NotFoundError
+from hierconsole.study.effects import (
+    REDISTRIBUTION_CONTRASTS,
+    Effect,
+    Redistribution,
+    SimpleEffects,
+    arm_table,
+    iter_effects,
+    redistribution,
+    seeds_of,
+    simple_effects,
+)
+from hierconsole.vocabulary import ARMS, HIER_METRIC, LEVELS, MAP
+
+FORMATS: dict[str, str] = {
+    "csv": "comma-separated values, full precision",
+    "parquet": "Apache Parquet, full precision and types",
+    "json": "a JSON array of row objects, full precision",
+    "md": "Markdown pipe table, rounded, mean ± SD cells",
+    "latex": "LaTeX booktabs tabular, rounded, mean $\\pm$ SD cells",
+}
+
+SUFFIX_FORMATS: dict[str, str] = {
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".json": "json",
+    ".md": "md",
+    ".markdown": "md",
+    ".tex": "latex",
+}
+
+TABLES: dict[str, str] = {
+    "runs": "one row per training run: study, seed, arm, state, timings and hashes",
+    "metrics": "every stored metric value: run, seed, arm, Q/G perturbation, aggregation, level, metric",
+    "arms": "per arm, mean ± SD over seeds of leaf, middle, high and hierarchy mAP (paper Table 1)",
+    "effects": "simple effects geom_R, geom_S, loss_E, loss_H, interaction per metric, per seed and mean ± SD",
+    "recall": "per arm and level, Recall@K mean ± SD over seeds (paper Table S8)",
+    "redistribution": "H_S - E_S and H_R - E_R per level, per seed, with the 'finer down, highest up' flag",
+    "audits": "fairness and leakage checks with their result and evidence",
+    "tuning": "temperature tuning candidates per geometry with validation scores and the winner",
+}
+"""Exportable table names and what each holds."""
+
+ANALYSIS_TABLES: tuple[str, ...] = ("arms", "effects", "recall", "redistribution")
+"""Tables computed from a per-seed wide table (see :func:`analysis_frame`)."""
+
+FramesProvider = Callable[[str, str | None], pl.DataFrame]
+"""Materialises a table from the store: ``provider(table, study_id) -> DataFrame``."""
+
+MAX_PRECISION = 12
+
+
+def _listing(options: dict[str, str]) -> str:
+    width = max(map(len, options))
+    return "\n".join(f"    {name.ljust(width)}  {text}" for name, text in options.items())
+
+
+def check_table(name: str) -> str:
+    if name not in TABLES:
+        raise NotFoundError(f"unknown table {name!r}; valid tables:\n{_listing(TABLES)}")
+    return name
+
+
+def check_format(fmt: str | None, path: str | Path | None = None) -> str:
+    """The format to write: ``fmt`` if given, else inferred from the path's suffix."""
+    if fmt is None:
+        suffix = Path(path).suffix.lower() if path is not None else ""
+        if suffix not in SUFFIX_FORMATS:
+            raise HierconsoleError(
+                f"cannot tell the format of {str(path)!r} from its suffix\n"
+                f"  fix: pass --format, one of: {', '.join(FORMATS)}"
+            )
+        return SUFFIX_FORMATS[suffix]
+    key = fmt.strip().lower()
+    if key not in FORMATS:
+        raise HierconsoleError(f"unknown format {fmt!r}; valid formats:\n{_listing(FORMATS)}")
+    return key
+
+
+def _check_target(path: Path, force: bool) -> None:
+    if path.is_dir():
+        raise HierconsoleError(f"{path} is a folder\n  fix: give a file path with -o")
+    if path.exists() and not force:
+        raise HierconsoleError(
+            f"{path} already exists; not overwriting it\n  fix: pass --force, or choose another path"
+        )
+    if not path.parent.is_dir():
+        raise HierconsoleError(
+            f"folder {path.parent} does not exist\n  fix: create it first, or choose another path"
+        )
+
+
+# ------------------------------------------------------------------------------------- rendering
+
+
+def _mean_sd_pairs(columns: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """display column -> (mean column, sd column), keyed at the mean column's position."""
+    pairs = {}
+    present = set(columns)
+    for c in columns:
+        if c == "mean" and "sd" in present:
+            pairs[c] = ("mean", "sd")
+        elif c.endswith("_mean") and f"{c[: -len('_mean')]}_sd" in present:
+            pairs[c] = (c, f"{c[: -len('_mean')]}_sd")
+    return pairs
+
+
+def _cell(value: object, precision: int) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.{precision}f}"
+    return str(value)
+
+
+def _display_rows(df: pl.DataFrame, precision: int, pm: str) -> tuple[list[str], list[bool], list[list[str]]]:
+    """Headers, right-alignment flags and text cells, with mean/sd pairs merged as ``mean{pm}sd``."""
+    pairs = _mean_sd_pairs(df.columns)
+    hidden = {sd for _, sd in pairs.values()}
+    headers: list[str] = []
+    numeric: list[bool] = []
+    getters: list[tuple[str, str | None]] = []  # (mean or plain column, its SD column or None)
+    for c in df.columns:
+        if c in hidden:
+            continue
+        if c in pairs:
+            headers.append("mean ± SD" if c == "mean" else c[: -len("_mean")])
+            numeric.append(True)
+            getters.append(pairs[c])
+        else:
+            headers.append(c)
+            numeric.append(df.schema[c].is_numeric())
+            getters.append((c, None))
+    rows = []
+    for record in df.iter_rows(named=True):
+        cells = []
+        for mean_c, sd_c in getters:
+            if sd_c is None:
+                cells.append(_cell(record[mean_c], precision))
+                continue
+            mean, sd = record[mean_c], record[sd_c]
+            if mean is None:
+                cells.append("")
+            else:
+                # One seed has no sample SD; say so rather than print a misleading 0.
+                cells.append(
+                    f"{_cell(float(mean), precision)}{pm}{'n/a' if sd is None else _cell(float(sd), precision)}"
+                )
+        rows.append(cells)
+    return headers, numeric, rows
+
+
+def render_markdown(df: pl.DataFrame, precision: int = 4) -> str:
+    """A GitHub-flavoured pipe table; numbers right-aligned, mean ± SD merged."""
+    headers, numeric, rows = _display_rows(df, precision, " ± ")
+
+    def esc(text: str) -> str:
+        return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+    lines = [
+        "| " + " | ".join(esc(h) for h in headers) + " |",
+        "|" + "|".join("---:" if n else ":---" for n in numeric) + "|",
+    ]
+    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+_LATEX_SPECIALS = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "±": r"$\pm$",
+    "−": r"$-$",
+    "\n": " ",
+}
+
+
+def latex_escape(text: str) -> str:
+    """Escape LaTeX's special characters (one pass, so inserted braces are not escaped again)."""
+    return "".join(_LATEX_SPECIALS.get(ch, ch) for ch in text)
+
+
+def render_latex(df: pl.DataFrame, precision: int = 4) -> str:
+    """A booktabs ``tabular`` (needs ``\\usepackage{booktabs}``); mean $\\pm$ SD merged."""
+    marker = "\x00"  # stands in for ± until the text around it is escaped
+    headers, numeric, rows = _display_rows(df, precision, marker)
+
+    def esc(text: str) -> str:
+        return latex_escape(text).replace(marker, r" $\pm$ ")
+
+    spec = "".join("r" if n else "l" for n in numeric)
+    lines = [
+        "% requires \\usepackage{booktabs}",
+        f"\\begin{{tabular}}{{{spec}}}",
+        "\\toprule",
+        " & ".join(esc(h) for h in headers) + r" \\",
+        "\\midrule",
+    ]
+    lines += [" & ".join(esc(c) for c in row) + r" \\" for row in rows]
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------- writing
+
+
+def _write_to(df: pl.DataFrame, tmp: Path, fmt: str, precision: int) -> None:
+    if fmt == "csv":
+        df.write_csv(tmp)
+    elif fmt == "parquet":
+        df.write_parquet(tmp)
+    elif fmt == "json":
+        df.write_json(tmp)
+    elif fmt == "md":
+        tmp.write_text(render_markdown(df, precision), encoding="utf-8")
+    else:
+        tmp.write_text(render_latex(df, precision), encoding="utf-8")
+
+
+def write_table(
+    df: pl.DataFrame, path: str | Path, fmt: str | None, *, force: bool = False, precision: int = 4
+) -> Path:
+    """Write ``df`` to ``path`` in ``fmt`` (None: from the suffix); returns the absolute path written."""
+    fmt = check_format(fmt, path)
+    if not 0 <= precision <= MAX_PRECISION:
+        raise HierconsoleError(
+            f"precision {precision} is out of range\n  fix: use 0 to {MAX_PRECISION} decimals"
+        )
+    path = Path(path).expanduser().absolute()
+    _check_target(path, force)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        _write_to(df, tmp, fmt, precision)
+        with tmp.open("rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def export_table(
+    name: str,
+    frames_provider: FramesProvider,
+    path: str | Path,
+    fmt: str | None,
+    *,
+    study_id: str | None = None,
+    force: bool = False,
+    precision: int = 4,
+) -> tuple[Path, pl.DataFrame]:
+    """Materialise table ``name`` through ``frames_provider`` and write it; returns (path, frame).
+
+    Table, format and target are checked before the provider runs, so a typo costs no store query.
+    """
+    check_table(name)
+    fmt = check_format(fmt, path)
+    _check_target(Path(path).expanduser().absolute(), force)
+    frame = frames_provider(name, study_id)
+    return write_table(frame, path, fmt, force=force, precision=precision), frame
+
+
+# ------------------------------------------------------------------------------- analysis frames
+
+
+def _seed_column(seed: int) -> str:
+    return f"seed_{seed}"
+
+
+def effects_frame(effects: SimpleEffects) -> pl.DataFrame:
+    """One row per (metric, effect): definition, ``seed_<s>`` per seed, mean, sd, positive_seeds, n_seeds."""
+    seeds = seeds_of(effects)
+    rows = []
+    for e in iter_effects(effects):
+        rows.append(
+            {
+                "metric": e.metric,
+                "effect": e.name,
+                "definition": e.definition,
+                **{_seed_column(s): e.per_seed[s] for s in seeds},
+                "mean": e.mean,
+                "sd": e.sd,
+                "positive_seeds": e.positive_seeds,
+                "n_seeds": e.n_seeds,
+            }
+        )
+    schema = {
+        "metric": pl.String,
+        "effect": pl.String,
+        "definition": pl.String,
+        **{_seed_column(s): pl.Float64 for s in seeds},
+        "mean": pl.Float64,
+        "sd": pl.Float64,
+        "positive_seeds": pl.Int64,
+        "n_seeds": pl.Int64,
+    }
+    return pl.DataFrame(rows, schema=schema)
+
+
+MAP_METRICS: tuple[str, ...] = (*(f"{level}_{MAP}" for level in LEVELS), HIER_METRIC)
+
+
+def arms_frame(arm_long: pl.DataFrame, metrics: Sequence[str] | None = None) -> pl.DataFrame:
+    """Paper Table 1 shape from :func:`~hierconsole.effects.arm_table`: arm, n, ``<metric>_mean/_sd``.
+
+    Default metrics: the mAP columns (leaf, middle, high, hier) when present, otherwise all of them;
+    Recall@K has its own table (:func:`recall_frame`).
+    """
+    available = list(dict.fromkeys(arm_long["metric"].to_list()))
+    if metrics is None:
+        metrics = [m for m in MAP_METRICS if m in available] or available
+    rows = []
+    for arm in ARMS:
+        part = arm_long.filter(pl.col("arm") == arm)
+        if part.is_empty():
+            continue
+        by_metric = {r["metric"]: r for r in part.iter_rows(named=True)}
+        row: dict[str, object] = {"arm": arm, "n": max(r["n"] for r in by_metric.values())}
+        for m in metrics:
+            r = by_metric.get(m)
+            row[f"{m}_mean"] = None if r is None else r["mean"]
+            row[f"{m}_sd"] = None if r is None else r["sd"]
+        rows.append(row)
+    schema = {"arm": pl.String, "n": pl.Int64}
+    for m in metrics:
+        schema |= {f"{m}_mean": pl.Float64, f"{m}_sd": pl.Float64}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def recall_frame(arm_long: pl.DataFrame, *, source: str = "arm table") -> pl.DataFrame:
+    """Paper Table S8 shape: arm, level, n, ``R@<k>_mean/_sd`` for each K found in ``<level>_R@<k>``."""
+    ks = sorted(
+        {
+            int(m.partition("_R@")[2])
+            for m in arm_long["metric"].to_list()
+            if m.partition("_R@")[0] in LEVELS and m.partition("_R@")[2].isdigit()
+        }
+    )
+    if not ks:
+        raise InputError(source, "no Recall@K metric columns (named like leaf_R@1)")
+    rows = []
+    for arm in ARMS:
+        part = {r["metric"]: r for r in arm_long.filter(pl.col("arm") == arm).iter_rows(named=True)}
+        for level in LEVELS:
+            found = {k: part.get(f"{level}_R@{k}") for k in ks}
+            if not any(found.values()):
+                continue
+            row: dict[str, object] = {
+                "arm": arm,
+                "level": level,
+                "n": max(r["n"] for r in found.values() if r),
+            }
+            for k, r in found.items():
+                row[f"R@{k}_mean"] = None if r is None else r["mean"]
+                row[f"R@{k}_sd"] = None if r is None else r["sd"]
+            rows.append(row)
+    schema = {"arm": pl.String, "level": pl.String, "n": pl.Int64}
+    for k in ks:
+        schema |= {f"R@{k}_mean": pl.Float64, f"R@{k}_sd": pl.Float64}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def redistribution_frame(result: Redistribution) -> pl.DataFrame:
+    """One row per (contrast, level): seed values, mean, sd, positive_seeds, n_seeds, pattern flag."""
+    seeds = sorted(next(iter(result.contrasts[REDISTRIBUTION_CONTRASTS[0]].values())).per_seed)
+    rows = []
+    for contrast, by_level in result.contrasts.items():
+        for level, e in by_level.items():
+            rows.append(_redistribution_row(result, contrast, level, e, seeds))
+    schema = {
+        "contrast": pl.String,
+        "definition": pl.String,
+        "level": pl.String,
+        "metric": pl.String,
+        **{_seed_column(s): pl.Float64 for s in seeds},
+        "mean": pl.Float64,
+        "sd": pl.Float64,
+        "positive_seeds": pl.Int64,
+        "n_seeds": pl.Int64,
+        "pattern": pl.Boolean,
+        "seeds_with_pattern": pl.Int64,
+    }
+    return pl.DataFrame(rows, schema=schema)
+
+
+def _redistribution_row(
+    result: Redistribution, contrast: str, level: str, e: Effect, seeds: list[int]
+) -> dict:
+    return {
+        "contrast": contrast,
+        "definition": e.definition,
+        "level": level,
+        "metric": result.metric,
+        **{_seed_column(s): e.per_seed[s] for s in seeds},
+        "mean": e.mean,
+        "sd": e.sd,
+        "positive_seeds": e.positive_seeds,
+        "n_seeds": e.n_seeds,
+        "pattern": result.pattern[contrast],
+        "seeds_with_pattern": result.seeds_with_pattern[contrast],
+    }
+
+
+def analysis_frame(
+    name: str,
+    per_seed: pl.DataFrame,
+    *,
+    metrics: Sequence[str] | None = None,
+    source: str = "per-seed table",
+) -> pl.DataFrame:
+    """The exportable frame of an analysis table (:data:`ANALYSIS_TABLES`) from a per-seed wide table.
+
+    ``redistribution`` uses mAP; ``metrics`` narrows arms and effects.
+    """
+    if name == "effects":
+        return effects_frame(simple_effects(per_seed, metrics, source=source))
+    if name == "arms":
+        return arms_frame(arm_table(per_seed, metrics, source=source), metrics)
+    if name == "recall":
+        return recall_frame(arm_table(per_seed, metrics, source=source), source=source)
+    if name == "redistribution":
+        return redistribution_frame(redistribution(per_seed, "mAP", source=source))
+    check_table(name)
+    raise HierconsoleError(
+        f"table {name!r} comes from the study store, not from a per-seed table\n"
+        f"  fix: tables computable from a CSV are {', '.join(ANALYSIS_TABLES)}"
+    )

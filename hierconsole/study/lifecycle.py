@@ -1,0 +1,356 @@
+"""A study: one preset on one dataset, from split generation to locked, evaluated and audited.
+
+Phases (`vocabulary.Phase`): tuning -> training -> locked -> evaluating -> complete. The official test
+perturbations are written at creation (so their hashes are fixed before any training) but are handed to
+a job only by `seal_for_scoring`, which refuses until the study is locked and records when the test was
+first read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import shutil
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from hierconsole.config.preset import TUNE, Preset
+from hierconsole.contract import layout
+from hierconsole.contract.jobspec import JobSpec
+from hierconsole.datasets import FeatureSet
+from hierconsole.datasets.splits import (
+    Split,
+    hierarchy_disjoint_split,
+    official_split,
+    qg_perturbation,
+    strict_valid_counts,
+    tuning_split,
+)
+from hierconsole.errors import HierconsoleError, SealError
+from hierconsole.locations import relative, resolve, study_dir
+from hierconsole.study import plan, split_files
+from hierconsole.study.audits import run_audits
+from hierconsole.study.catalog import get_dataset
+from hierconsole.study.records import StudyInfo, get_study
+from hierconsole.study.storage import Store
+from hierconsole.study.views import sql_list
+from hierconsole.vocabulary import (
+    ACTIVE_STATES,
+    GEOMETRIES,
+    HIER_LEVELS,
+    MAP,
+    Aggregation,
+    JobKind,
+    JobState,
+    Phase,
+    hier_score,
+)
+
+
+def new_study_id(preset: Preset) -> str:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return f"{preset.name}-{stamp}-{secrets.token_hex(2)}"
+
+
+def _paths(store: Store, study: StudyInfo) -> plan.StudyPaths:
+    return plan.StudyPaths(store.home, study.study_id, get_dataset(store, study.dataset_id).artifact_dir)
+
+
+# -- creation ----------------------------------------------------------------------------------------
+
+
+def create_study(store: Store, preset: Preset, dataset_id: str) -> str:
+    """Register a study: splits (with hashes and strict valid counts) and its first jobs."""
+    info = get_dataset(store, dataset_id)
+    fs = FeatureSet.load(info.artifact_dir)
+    if fs.dim < 1:
+        raise HierconsoleError(f"dataset {dataset_id!r} has no feature columns")
+    labels = fs.labels
+    sp = preset.split
+    if sp.protocol == "official":
+        protocol = official_split(fs)
+    else:
+        kwargs: dict[str, Any] = {"level": sp.level, "seed": sp.seed}
+        if sp.counts is not None:
+            kwargs["counts"] = tuple(sp.counts)
+        if sp.fractions is not None:
+            kwargs["fractions"] = tuple(sp.fractions)
+        protocol = hierarchy_disjoint_split(labels, **kwargs)
+    parts = protocol.parts
+    for needed in ("train", "test"):
+        if needed not in parts or len(parts[needed]) == 0:
+            raise HierconsoleError(
+                f"dataset {dataset_id!r} has no {needed} samples under the {sp.protocol!r} split protocol"
+            )
+    train_idx = parts["train"]
+    val_idx = parts.get("val")
+    if val_idx is not None and len(val_idx) == 0:
+        val_idx = None
+    dev_idx = np.sort(np.concatenate([train_idx, val_idx])) if val_idx is not None else train_idx
+    test_idx = parts["test"]
+    n_query = preset.evaluation.n_query
+    if n_query >= len(test_idx):
+        raise HierconsoleError(
+            f"{preset.source}: evaluation.n_query = {n_query} but the test split holds only {len(test_idx)} "
+            f"samples; choose fewer queries (at most {len(test_idx) - 1})"
+        )
+    tuning = tuning_split(
+        labels,
+        train_idx,
+        val_idx,
+        query_fraction=preset.temperature.tuning.query_fraction,
+        seed=preset.temperature.tuning.seed,
+    )
+    qgs: dict[int, Split] = {
+        s: qg_perturbation(labels, test_idx, n_query=n_query, seed=s) for s in preset.evaluation.qg_seeds
+    }
+
+    study_id = new_study_id(preset)
+    folder = study_dir(store.home, study_id)
+    (folder / "splits").mkdir(parents=True, exist_ok=False)
+    rows: list[list[Any]] = []
+
+    def add(role: str, split: Split, valid: dict[str, int] | None, files: dict[str, np.ndarray]) -> None:
+        path = split_files.split_file(store.home, study_id, role)
+        split_files.save_split(path, files)
+        sizes = {k: int(len(v)) for k, v in split.parts.items()}
+        rows.append(
+            [
+                study_id,
+                role,
+                split.kind,
+                split.sha256(),
+                json.dumps(sizes),
+                json.dumps(valid) if valid is not None else None,
+                json.dumps(split.params, default=str),
+                relative(store.home, path),
+            ]
+        )
+
+    tuning_valid = strict_valid_counts(labels, tuning.parts["query"], tuning.parts["gallery"])
+    add(split_files.PROTOCOL, protocol, None, protocol.parts)
+    add(split_files.FINAL_TRAIN, protocol, None, {"fit": dev_idx})
+    add(split_files.TUNING, tuning, tuning_valid, tuning.parts)
+    add(split_files.TUNE_TRAIN, tuning, None, {"fit": tuning.parts["fit"]})
+    add(
+        split_files.VAL,
+        tuning,
+        tuning_valid,
+        {"query": tuning.parts["query"], "gallery": tuning.parts["gallery"]},
+    )
+    for s, qg in qgs.items():
+        valid = strict_valid_counts(labels, qg.parts["query"], qg.parts["gallery"])
+        add(split_files.qg_role(s), qg, valid, qg.parts)
+
+    tuned = preset.temperature.tuned_geometries
+    phase = Phase.TUNING if tuned else Phase.TRAINING
+    temps = None if tuned else {g: float(preset.temperature.for_geometry(g)) for g in GEOMETRIES}
+    paths = plan.StudyPaths(store.home, study_id, info.artifact_dir)
+    specs = plan.tune_jobs(paths, preset) if temps is None else plan.final_jobs(paths, preset, temps)
+
+    def insert(con: duckdb.DuckDBPyConnection) -> None:
+        con.execute(
+            "INSERT INTO studies (study_id, name, dataset_id, preset, preset_sha256, phase, temperatures) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                study_id,
+                preset.name,
+                dataset_id,
+                preset.canonical_json(),
+                preset.sha256(),
+                phase,
+                json.dumps(temps) if temps else None,
+            ],
+        )
+        con.executemany("INSERT INTO splits VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        insert_jobs(con, store.home, specs)
+
+    try:
+        store.write(insert)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return study_id
+
+
+def insert_jobs(con: duckdb.DuckDBPyConnection, home: Path, specs: list[JobSpec]) -> None:
+    """Write each job's spec into its folder and queue it."""
+    for spec in specs:
+        spec.write(layout.spec_path(resolve(home, spec.out_dir)))
+        tau = spec.cells[0].tau if spec.kind == JobKind.TUNE and spec.cells else None
+        con.execute(
+            "INSERT INTO jobs (job_id, study_id, kind, seed, tau, state, epochs_total, device, threads) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                spec.job_id,
+                spec.study_id,
+                spec.kind,
+                spec.seed,
+                tau,
+                JobState.QUEUED,
+                spec.epochs,
+                spec.device,
+                spec.threads,
+            ],
+        )
+
+
+# -- advancing ---------------------------------------------------------------------------------------
+
+
+def _job_states(store: Store, study_id: str, kind: JobKind) -> list[str]:
+    return [
+        r[0] for r in store.rows("SELECT state FROM jobs WHERE study_id = ? AND kind = ?", [study_id, kind])
+    ]
+
+
+def _all_finished(states: list[str]) -> bool:
+    return bool(states) and all(s == JobState.FINISHED for s in states)
+
+
+def advance(store: Store, study_id: str) -> Phase:
+    """Move a study on when its current phase's jobs are all finished; return the (new) phase."""
+    study = get_study(store, study_id)
+    phase = study.phase
+    if phase == Phase.TUNING and _all_finished(_job_states(store, study_id, JobKind.TUNE)):
+        temps = select_temperatures(store, study)
+        specs = plan.final_jobs(_paths(store, study), study.preset, temps)
+
+        def go(con: duckdb.DuckDBPyConnection) -> None:
+            con.execute(
+                "UPDATE studies SET phase = ?, temperatures = ? WHERE study_id = ?",
+                [Phase.TRAINING, json.dumps(temps), study_id],
+            )
+            insert_jobs(con, store.home, specs)
+
+        store.write(go)
+        phase = Phase.TRAINING
+    if phase == Phase.TRAINING and _all_finished(_job_states(store, study_id, JobKind.FINAL)):
+        lock_study(store, study_id)
+        phase = Phase.LOCKED
+    if phase == Phase.LOCKED:
+        spec = seal_for_scoring(store, study_id)
+        store.write(lambda con: insert_jobs(con, store.home, [spec]))
+        store.execute("UPDATE studies SET phase = ? WHERE study_id = ?", [Phase.EVALUATING, study_id])
+        phase = Phase.EVALUATING
+    if phase == Phase.EVALUATING and _all_finished(_job_states(store, study_id, JobKind.EVALUATE)):
+        run_audits(store, study_id)
+        store.execute("UPDATE studies SET phase = ? WHERE study_id = ?", [Phase.COMPLETE, study_id])
+        phase = Phase.COMPLETE
+    return phase
+
+
+def select_temperatures(store: Store, study: StudyInfo) -> dict[str, float]:
+    """Winner per tuned geometry by validation hier score at the budget's last epoch.
+
+    Ties go to the smaller temperature so the choice never depends on row order.
+    """
+    preset = study.preset
+    scores: dict[tuple[str, float], dict[str, float | None]] = {}
+    for geometry, tau, level, value in store.rows(
+        "SELECT r.geometry, r.tau, v.level, v.value FROM runs r JOIN val_metrics v USING (run_id) "
+        "WHERE r.study_id = ? AND r.kind = ? AND v.epoch = ? AND v.aggregation = ? AND v.metric = ?",
+        [study.study_id, JobKind.TUNE, preset.temperature.tuning.epochs, preset.evaluation.aggregation, MAP],
+    ):
+        scores.setdefault((geometry, tau), {})[level] = value
+    temps: dict[str, float] = {}
+    table = []
+    for geometry in GEOMETRIES:
+        fixed = preset.temperature.for_geometry(geometry)
+        if fixed != TUNE:
+            temps[geometry] = float(fixed)
+            continue
+        cands = [(tau, levels, hier_score(levels)) for (g, tau), levels in scores.items() if g == geometry]
+        if not cands:
+            raise HierconsoleError(f"study {study.study_id}: no tuning scores for {geometry}")
+        ranked = sorted(cands, key=lambda c: (-c[2], c[0]))
+        temps[geometry] = float(ranked[0][0])
+        for i, (tau, levels, score) in enumerate(ranked):
+            status = "winner" if i == 0 else "runner-up" if i == 1 else None
+            # The tuning table's columns are the hier score's levels (middle_mAP, high_mAP), then the score.
+            table.append(
+                [study.study_id, geometry, tau, *(levels.get(lv) for lv in HIER_LEVELS), score, status]
+            )
+
+    def write(con: duckdb.DuckDBPyConnection) -> None:
+        con.execute("DELETE FROM tuning WHERE study_id = ?", [study.study_id])
+        if table:
+            con.executemany("INSERT INTO tuning VALUES (?, ?, ?, ?, ?, ?, ?)", table)
+
+    store.write(write)
+    return temps
+
+
+def lock_study(store: Store, study_id: str) -> str:
+    """Freeze the study: the lock hash covers the preset, every split and every final model state."""
+    study = get_study(store, study_id)
+    states = _job_states(store, study_id, JobKind.FINAL)
+    if not _all_finished(states):
+        raise SealError(f"study {study_id} cannot be locked: final jobs are {sorted(set(states))}")
+    runs = store.rows(
+        "SELECT run_id, final_sha256 FROM runs WHERE study_id = ? AND kind = ? ORDER BY run_id",
+        [study_id, JobKind.FINAL],
+    )
+    if any(sha is None for _, sha in runs):
+        raise SealError(f"study {study_id} cannot be locked: a final run has no recorded final state")
+    splits = store.rows("SELECT role, sha256 FROM splits WHERE study_id = ? ORDER BY role", [study_id])
+    h = hashlib.sha256(study.preset_sha256.encode())
+    for role, sha in splits:
+        h.update(f"{role}={sha}".encode())
+    for run_id, sha in runs:
+        h.update(f"{run_id}={sha}".encode())
+    digest = h.hexdigest()
+    store.execute(
+        "UPDATE studies SET phase = ?, locked_at = current_timestamp, lock_sha256 = ? WHERE study_id = ?",
+        [Phase.LOCKED, digest, study_id],
+    )
+    return digest
+
+
+def seal_for_scoring(store: Store, study_id: str, *, rescore: Aggregation | None = None) -> JobSpec:
+    """The job that reads the official test split (`rescore`: re-scores the stored embeddings under that
+    aggregation). Refused before the lock; records when the test was first read."""
+    study = get_study(store, study_id)
+    if study.locked_at is None or study.temperatures is None:
+        raise SealError(
+            f"study {study_id} is not locked (phase {study.phase}): official-test metrics exist only after "
+            "every final run has finished and the study is locked"
+        )
+    spec = plan.scoring_job(_paths(store, study), study.preset, study.temperatures, rescore=rescore)
+    store.execute(
+        "UPDATE studies SET test_first_read_at = coalesce(test_first_read_at, current_timestamp) "
+        "WHERE study_id = ?",
+        [study_id],
+    )
+    return spec
+
+
+def delete_study(store: Store, study_id: str) -> None:
+    """Remove a study's rows and artifacts. Refused while any of its jobs is queued or running."""
+    get_study(store, study_id)
+    active = store.value(
+        f"SELECT count(*) FROM jobs WHERE study_id = ? AND state IN ({sql_list(ACTIVE_STATES)})", [study_id]
+    )
+    if active:
+        raise HierconsoleError(f"study {study_id} has {active} queued or running jobs; cancel them first")
+
+    def delete(con: duckdb.DuckDBPyConnection) -> None:
+        con.execute(
+            "DELETE FROM epochs WHERE run_id IN (SELECT run_id FROM runs WHERE study_id = ?)", [study_id]
+        )
+        con.execute(
+            "DELETE FROM val_metrics WHERE run_id IN (SELECT run_id FROM runs WHERE study_id = ?)", [study_id]
+        )
+        con.execute(
+            "DELETE FROM events WHERE job_id IN (SELECT job_id FROM jobs WHERE study_id = ?)", [study_id]
+        )
+        for table in ("metrics", "audits", "tuning", "splits", "runs", "jobs", "studies"):
+            con.execute(f"DELETE FROM {table} WHERE study_id = ?", [study_id])
+
+    store.write(delete)
+    shutil.rmtree(study_dir(store.home, study_id), ignore_errors=True)

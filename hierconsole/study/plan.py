@@ -1,0 +1,154 @@
+"""The jobs of a study, planned from its registered preset: tuning runs, one final job per training seed,
+the evaluation of the locked study and its re-scores. Each is a `contract.jobspec.JobSpec` whose paths
+are relative to the home.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from hierconsole.config.preset import Preset
+from hierconsole.contract import layout
+from hierconsole.contract.jobspec import CellSpec, JobSpec, ModelRef, Rescore, TestSplit
+from hierconsole.locations import job_dir, relative
+from hierconsole.study import split_files
+from hierconsole.vocabulary import ARMS, SUPCON, Aggregation, JobKind, arm_name, arm_parts
+
+
+@dataclass(frozen=True)
+class StudyPaths:
+    """Where a study's jobs find their inputs, as stored paths (relative to the home)."""
+
+    home: Path
+    study_id: str
+    dataset_dir: Path
+
+    def split(self, role: str) -> str:
+        return relative(self.home, split_files.split_file(self.home, self.study_id, role))
+
+    def job(self, job_id: str) -> str:
+        return relative(self.home, job_dir(self.home, job_id))
+
+
+def _spec(
+    paths: StudyPaths,
+    preset: Preset,
+    job_id: str,
+    kind: JobKind,
+    seed: int,
+    *,
+    cells: tuple[CellSpec, ...] = (),
+    train_split: str | None = None,
+    val_split: str | None = None,
+    test_splits: tuple[TestSplit, ...] = (),
+    models: tuple[ModelRef, ...] = (),
+    rescore: Rescore | None = None,
+) -> JobSpec:
+    return JobSpec(
+        job_id=job_id,
+        study_id=paths.study_id,
+        kind=kind,
+        seed=seed,
+        preset=preset,
+        dataset_dir=relative(paths.home, paths.dataset_dir),
+        out_dir=paths.job(job_id),
+        cells=cells,
+        train_split=train_split,
+        val_split=val_split,
+        test_splits=test_splits,
+        models=models,
+        rescore=rescore,
+    )
+
+
+def tune_jobs(paths: StudyPaths, preset: Preset) -> list[JobSpec]:
+    """One job per candidate temperature, holding the SupCon cell of every tuned geometry."""
+    tuning = preset.temperature.tuning
+    return [
+        _spec(
+            paths,
+            preset,
+            f"{paths.study_id}/tune-t{tau:g}",
+            JobKind.TUNE,
+            tuning.seed,
+            cells=tuple(
+                CellSpec.of(arm_name(g, SUPCON), float(tau)) for g in preset.temperature.tuned_geometries
+            ),
+            train_split=paths.split(split_files.TUNE_TRAIN),
+            val_split=paths.split(split_files.VAL),
+        )
+        for tau in tuning.candidates
+    ]
+
+
+def final_cells(temperatures: dict[str, float]) -> tuple[CellSpec, ...]:
+    """The factorial's cells, SupCon cells at their geometry's temperature."""
+    return tuple(CellSpec.of(arm, temperatures[arm_parts(arm)[0]]) for arm in ARMS)
+
+
+def final_job_id(study_id: str, seed: int) -> str:
+    return f"{study_id}/final-s{seed}"
+
+
+def final_jobs(paths: StudyPaths, preset: Preset, temperatures: dict[str, float]) -> list[JobSpec]:
+    """One job per training seed, training every cell in lockstep."""
+    val = paths.split(split_files.VAL) if preset.training.val_every else None
+    return [
+        _spec(
+            paths,
+            preset,
+            final_job_id(paths.study_id, seed),
+            JobKind.FINAL,
+            seed,
+            cells=final_cells(temperatures),
+            train_split=paths.split(split_files.FINAL_TRAIN),
+            val_split=val,
+        )
+        for seed in preset.training.seeds
+    ]
+
+
+def evaluate_job_id(study_id: str) -> str:
+    return f"{study_id}/evaluate"
+
+
+def rescore_job_id(study_id: str, aggregation: str) -> str:
+    return f"{study_id}/rescore-{aggregation}"
+
+
+def scoring_job(
+    paths: StudyPaths,
+    preset: Preset,
+    temperatures: dict[str, float],
+    *,
+    rescore: Aggregation | None = None,
+) -> JobSpec:
+    """The evaluation of every final model on every official-test perturbation, or (`rescore`) the
+    re-scoring of its stored embeddings under another aggregation."""
+    models = tuple(
+        ModelRef(
+            run_id=f"{final_job_id(paths.study_id, seed)}/{cell.key}",
+            seed=seed,
+            cell=cell,
+            weights=f"{paths.job(final_job_id(paths.study_id, seed))}/{layout.final_model(cell)}",
+        )
+        for seed in preset.training.seeds
+        for cell in final_cells(temperatures)
+    )
+    evaluate_id = evaluate_job_id(paths.study_id)
+    job_id = evaluate_id if rescore is None else rescore_job_id(paths.study_id, rescore)
+    return _spec(
+        paths,
+        preset,
+        job_id,
+        JobKind.EVALUATE if rescore is None else JobKind.RESCORE,
+        0,
+        test_splits=tuple(
+            TestSplit(seed, paths.split(split_files.qg_role(seed))) for seed in preset.evaluation.qg_seeds
+        ),
+        models=models,
+        rescore=None
+        if rescore is None
+        else Rescore(rescore, f"{paths.job(evaluate_id)}/{layout.EMBEDDINGS}"),
+    )

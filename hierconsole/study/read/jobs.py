@@ -1,0 +1,165 @@
+"""Jobs as the front ends show them: state, progress, cells, latest losses, curves and event logs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from hierconsole.contract import events as ev
+from hierconsole.study import split_files
+from hierconsole.study.storage import Store
+from hierconsole.study.views import kind_order, sql_list
+from hierconsole.vocabulary import ARMS, RESUMABLE_STATES, SCORING_KINDS, TRAINING_KINDS, JobKind, JobState
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One job as the queue views (the console's runs view, `hierconsole runs`) show it."""
+
+    job_id: str
+    study_id: str
+    kind: JobKind
+    seed: int
+    tau: float | None
+    state: JobState
+    done: int
+    """Epochs trained (tuning and final jobs) or (run, perturbation) pairs scored (scoring jobs)."""
+    total: int
+    attempts: int
+    error: str | None
+    losses: dict[str, float] = field(default_factory=dict)
+    """Latest training loss per cell (arm), in arm order."""
+    epoch_seconds: float | None = None
+    """Mean wall time of one lockstep epoch so far."""
+    cells: tuple[tuple[str, float | None], ...] = ()
+    """(arm, SupCon temperature) of each cell the job trains, by arm name."""
+
+    @property
+    def short_id(self) -> str:
+        return self.job_id.split("/", 1)[1]
+
+    @property
+    def eta_seconds(self) -> float | None:
+        if self.state != JobState.RUNNING or self.epoch_seconds is None or self.kind not in TRAINING_KINDS:
+            return None
+        return max(self.total - self.done, 0) * self.epoch_seconds
+
+    @property
+    def resumable(self) -> bool:
+        return self.state in RESUMABLE_STATES
+
+    @property
+    def cells_text(self) -> str:
+        """`E_R E_S@0.2 H_R H_S@0.2`: each cell, with its temperature where it has one."""
+        return " ".join(arm + ("" if tau is None else f"@{tau:g}") for arm, tau in self.cells)
+
+
+_JOBS_SQL = """
+WITH latest AS (
+    SELECT r.job_id, map(list(r.arm ORDER BY r.arm), list(e.train_loss ORDER BY r.arm)) AS losses
+    FROM runs r JOIN epochs e USING (run_id)
+    WHERE (e.run_id, e.epoch) IN (SELECT (run_id, max(epoch)) FROM epochs GROUP BY run_id)
+    GROUP BY r.job_id
+), timing AS (
+    SELECT r.job_id, avg(e.seconds) AS epoch_seconds
+    FROM runs r JOIN epochs e USING (run_id) GROUP BY r.job_id
+), scored AS (
+    SELECT job_id, count(*) AS n FROM events WHERE kind IN ({scored_kinds}) GROUP BY job_id
+), cells AS (
+    SELECT study_id, count(*) AS n FROM runs WHERE kind = '{final}' GROUP BY study_id
+), job_cells AS (
+    SELECT job_id, list((arm, tau) ORDER BY arm) AS cells FROM runs GROUP BY job_id
+), perturbations AS (
+    SELECT study_id, count(*) AS n FROM splits WHERE {qg_roles} GROUP BY study_id
+)
+SELECT j.job_id, j.study_id, j.kind, j.seed, j.tau, j.state, j.epochs_done, j.epochs_total, j.attempts,
+       j.error, t.epoch_seconds, coalesce(s.n, 0) AS scored,
+       coalesce(c.n, 0) * coalesce(p.n, 0) AS to_score, l.losses, jc.cells
+FROM jobs j
+LEFT JOIN latest l USING (job_id)
+LEFT JOIN timing t USING (job_id)
+LEFT JOIN scored s USING (job_id)
+LEFT JOIN job_cells jc USING (job_id)
+LEFT JOIN cells c ON c.study_id = j.study_id
+LEFT JOIN perturbations p ON p.study_id = j.study_id
+{where}
+ORDER BY j.created_at, {kind_order}, j.seed, j.tau, j.job_id
+"""
+
+
+def job_rows(store: Store, study_id: str | None = None) -> list[JobRow]:
+    """Every job (of one study, or of the store) with its progress, cells, latest losses and epoch time."""
+    where, params = ("WHERE j.study_id = ?", [study_id]) if study_id else ("", [])
+    sql = _JOBS_SQL.format(
+        where=where,
+        scored_kinds=sql_list([ev.EventKind.METRICS, ev.EventKind.RECONCILE]),
+        final=JobKind.FINAL,
+        qg_roles=split_files.QG_ROLES_SQL,
+        kind_order=kind_order("j.kind"),
+    )
+    out = []
+    for r in store.dicts(sql, params):
+        kind = JobKind(r["kind"])
+        scoring = kind in SCORING_KINDS
+        losses = dict(r["losses"] or {})
+        out.append(
+            JobRow(
+                job_id=r["job_id"],
+                study_id=r["study_id"],
+                kind=kind,
+                seed=r["seed"],
+                tau=r["tau"],
+                state=JobState(r["state"]),
+                done=r["scored"] if scoring else r["epochs_done"],
+                total=r["to_score"] if scoring else r["epochs_total"],
+                attempts=r["attempts"],
+                error=r["error"],
+                losses={arm: losses[arm] for arm in ARMS if arm in losses}
+                | {k: v for k, v in losses.items() if k not in ARMS},
+                epoch_seconds=r["epoch_seconds"],
+                cells=tuple((arm, None if tau is None else float(tau)) for arm, tau in r["cells"] or ()),
+            )
+        )
+    return out
+
+
+def loss_curves(store: Store, job_id: str) -> dict[str, list[tuple[int, float]]]:
+    """Training loss per epoch of each cell of a job, cells in arm order."""
+    curves: dict[str, list[tuple[int, float]]] = {}
+    for arm, epoch, loss in store.rows(
+        "SELECT r.arm, e.epoch, e.train_loss FROM runs r JOIN epochs e USING (run_id) "
+        "WHERE r.job_id = ? ORDER BY r.arm, e.epoch",
+        [job_id],
+    ):
+        curves.setdefault(arm, []).append((epoch, loss))
+    order = {arm: i for i, arm in enumerate(ARMS)}
+    return dict(sorted(curves.items(), key=lambda kv: (order.get(kv[0], len(ARMS)), kv[0])))
+
+
+@dataclass(frozen=True)
+class EventRow:
+    event: ev.Event
+    seconds: float
+    """Seconds since the job's first stored event, so logs read the same in every time zone."""
+
+    @property
+    def kind(self) -> ev.EventKind:
+        return self.event.KIND
+
+
+def job_events(store: Store, job_id: str, limit: int = 400) -> list[EventRow]:
+    """The latest `limit` stored events of a job, oldest first, parsed through the event schema."""
+    rows = store.rows(
+        "SELECT kind, epoch(ts) AS t, payload FROM events WHERE job_id = ? ORDER BY ts DESC, key DESC LIMIT ?",
+        [job_id, limit],
+    )
+    first = store.one("SELECT epoch(min(ts)) FROM events WHERE job_id = ?", [job_id])
+    t0 = first[0] if first and first[0] is not None else 0.0
+    out = []
+    for kind, t, payload in reversed(rows):
+        try:
+            event = ev.from_payload(kind, json.loads(payload), ts=float(t))
+        except ev.MalformedEvent:
+            continue  # stored by ingest, so parsed once already; a row of an unknown kind is skipped
+        out.append(EventRow(event, float(t) - float(t0)))
+    return out

@@ -1,0 +1,96 @@
+"""A study's results as tables: stored test metrics, per-seed tables and every exportable table."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from hierconsole.errors import HierconsoleError, NotFoundError
+from hierconsole.study import split_files
+from hierconsole.study.effects import per_seed_from_long
+from hierconsole.study.export import ANALYSIS_TABLES, analysis_frame
+from hierconsole.study.records import get_study
+from hierconsole.study.storage import Store
+from hierconsole.study.views import sql_list
+from hierconsole.vocabulary import ARMS, RANKING_METRICS
+
+
+def registered_aggregation(store: Store, study_id: str) -> str:
+    return get_study(store, study_id).preset.evaluation.aggregation
+
+
+def aggregations(store: Store, study_id: str) -> list[str]:
+    """Aggregations with stored test metrics: the registered one first, re-scored ones after."""
+    found = [
+        r[0] for r in store.rows("SELECT DISTINCT aggregation FROM metrics WHERE study_id = ?", [study_id])
+    ]
+    reg = registered_aggregation(store, study_id)
+    return sorted(found, key=lambda a: (a != reg, a))
+
+
+def metrics_long(store: Store, study_id: str, aggregation: str | None = None) -> pl.DataFrame:
+    """The stored ranking metrics of a study under one aggregation (default: the registered one)."""
+    agg = aggregation or registered_aggregation(store, study_id)
+    return store.frame(
+        "SELECT seed, arm, perturbation, level, metric, value FROM metrics "
+        f"WHERE study_id = ? AND aggregation = ? AND metric IN ({sql_list(RANKING_METRICS)}) "
+        "ORDER BY seed, arm, perturbation, level, metric",
+        [study_id, agg],
+    )
+
+
+def per_seed(store: Store, study_id: str, aggregation: str | None = None) -> pl.DataFrame:
+    """The per-seed wide table (arm, seed, metric columns), Q/G perturbations averaged within seed."""
+    long = metrics_long(store, study_id, aggregation)
+    if long.is_empty():
+        phase = get_study(store, study_id).phase
+        raise HierconsoleError(
+            f"study {study_id} has no official-test metrics yet (phase: {phase}); they appear once every "
+            "final run has finished and the locked study has been evaluated"
+        )
+    return per_seed_from_long(long, source=f"study {study_id}")
+
+
+def evaluated_per_seed(store: Store, study_id: str, aggregation: str | None = None) -> pl.DataFrame | None:
+    """The per-seed table restricted to seeds whose four arms are scored on every Q/G perturbation.
+
+    While an evaluation runs, metrics arrive seed by seed; a half-scored seed would break the pairing of
+    arms, so it is left out until complete. None while no seed is complete.
+    """
+    long = metrics_long(store, study_id, aggregation)
+    if long.is_empty():
+        return None
+    n_perturbations = store.value(
+        f"SELECT count(*) FROM splits WHERE study_id = ? AND {split_files.QG_ROLES_SQL}", [study_id]
+    )
+    complete = (
+        long.group_by("seed")
+        .agg(pl.struct("arm", "perturbation").n_unique().alias("cells"))
+        .filter(pl.col("cells") == len(ARMS) * n_perturbations)["seed"]
+    )
+    long = long.filter(pl.col("seed").is_in(complete.implode()))
+    if long.is_empty():
+        return None
+    return per_seed_from_long(long, source=f"study {study_id}")
+
+
+RAW_TABLES = {
+    "runs": "SELECT r.run_id, r.study_id, r.kind, r.seed, r.arm, r.geometry, r.loss, r.tau, j.state, "
+    "r.trainable_params, r.updates, r.init_sha256, r.final_sha256, r.reload_max_diff, r.best_epoch, "
+    "r.best_score, r.max_norm FROM runs r JOIN jobs j USING (job_id) WHERE r.study_id = ? ORDER BY r.run_id",
+    "metrics": "SELECT study_id, run_id, seed, arm, perturbation, aggregation, level, metric, value, posthoc "
+    "FROM metrics WHERE study_id = ? ORDER BY run_id, perturbation, aggregation, level, metric",
+    "audits": "SELECT study_id, check_name, ok, evidence, checked_at FROM audits WHERE study_id = ? "
+    "ORDER BY check_name",
+    "tuning": "SELECT study_id, geometry, tau, middle_mAP, high_mAP, score, status FROM tuning "
+    "WHERE study_id = ? ORDER BY geometry, tau",
+}
+"""The exportable tables read straight from the store."""
+
+
+def table_frame(store: Store, table: str, study_id: str) -> pl.DataFrame:
+    """An exportable table of a study (`study.export.TABLES`): analysis tables or raw store rows."""
+    if table in ANALYSIS_TABLES:
+        return analysis_frame(table, per_seed(store, study_id), source=f"study {study_id}")
+    if table in RAW_TABLES:
+        return store.frame(RAW_TABLES[table], [study_id])
+    raise NotFoundError(f"unknown table {table!r}")

@@ -1,0 +1,144 @@
+"""The domain's words, each defined once: levels, arms, job kinds and states, study phases, metrics, the
+hier score. Everything else (SQL views included, see `study/views.py`) imports them from here.
+
+This module imports nothing but the standard library, so both halves of the package, the front ends and
+the worker processes can use it at no start-up cost.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Literal, get_args
+
+# -- the taxonomy ---------------------------------------------------------------------------------------
+
+LEVELS: tuple[str, str, str] = ("leaf", "middle", "high")
+"""Code and JSON names of the levels, finest first. Display names come from the dataset."""
+
+RELATIONS: tuple[str, str, str, str] = ("c", "m", "h", "o")
+"""Pair relations: same leaf, same middle only, same high only, other (paper Eq. 1)."""
+
+REL_C, REL_M, REL_H, REL_O = 0, 1, 2, 3
+
+DEFAULT_LEVEL_NAMES: tuple[str, str, str] = ("Leaf", "Middle", "High")
+CUB_LEVEL_NAMES: tuple[str, str, str] = ("Class", "Genus", "Family")
+NABIRDS_LEVEL_NAMES: tuple[str, str, str] = ("Leaf", "Parent", "Supergroup")
+
+# -- the factorial --------------------------------------------------------------------------------------
+
+EUCLIDEAN, POINCARE = "euclidean", "poincare"
+GEOMETRIES: tuple[str, str] = (EUCLIDEAN, POINCARE)
+REGRESSION, SUPCON = "regression", "supcon"
+LOSSES: tuple[str, str] = (REGRESSION, SUPCON)
+
+ARMS: tuple[str, str, str, str] = ("E_R", "H_R", "E_S", "H_S")
+"""The 2x2 cells, geometry (E = Euclidean, H = Poincaré) x loss (R = regression, S = Taxonomy-SupCon), in
+paper order."""
+
+_GEOMETRY_LETTER = {EUCLIDEAN: "E", POINCARE: "H"}
+_LOSS_LETTER = {REGRESSION: "R", SUPCON: "S"}
+
+
+def arm_parts(arm: str) -> tuple[str, str]:
+    """(geometry, loss) of an arm name such as "H_S"."""
+    if arm not in ARMS:
+        raise ValueError(f"unknown arm {arm!r}; expected one of {', '.join(ARMS)}")
+    g, loss = arm.split("_")
+    return (
+        next(name for name, letter in _GEOMETRY_LETTER.items() if letter == g),
+        next(name for name, letter in _LOSS_LETTER.items() if letter == loss),
+    )
+
+
+def arm_name(geometry: str, loss: str) -> str:
+    """The arm of a (geometry, loss) pair: ("poincare", "supcon") -> "H_S"."""
+    return f"{_GEOMETRY_LETTER[geometry]}_{_LOSS_LETTER[loss]}"
+
+
+# -- jobs and studies -----------------------------------------------------------------------------------
+
+
+class JobKind(StrEnum):
+    """What a job does; the order is the order in which queued jobs start."""
+
+    TUNE = "tune"
+    FINAL = "final"
+    EVALUATE = "evaluate"
+    RESCORE = "rescore"
+
+
+TRAINING_KINDS: tuple[JobKind, ...] = (JobKind.TUNE, JobKind.FINAL)
+SCORING_KINDS: tuple[JobKind, ...] = (JobKind.EVALUATE, JobKind.RESCORE)
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"  # the worker raised: its traceback tail is the job's error
+    CANCELLED = "cancelled"
+    CRASHED = "crashed"  # the worker vanished: judged by PID, process start time and heartbeat
+
+
+ACTIVE_STATES: tuple[JobState, ...] = (JobState.QUEUED, JobState.RUNNING)
+"""States of a job that still holds a place in the queue."""
+RESUMABLE_STATES: tuple[JobState, ...] = (JobState.CRASHED, JobState.CANCELLED, JobState.FAILED)
+"""States from which `resume` queues a job again, to continue from its last checkpoint."""
+
+
+class Phase(StrEnum):
+    """A study's phases, in order: tuning is skipped when no temperature is tuned."""
+
+    TUNING = "tuning"
+    TRAINING = "training"
+    LOCKED = "locked"
+    EVALUATING = "evaluating"
+    COMPLETE = "complete"
+
+
+# -- the protocol's choices -----------------------------------------------------------------------------
+
+Aggregation = Literal["micro", "macro"]
+AGGREGATIONS: tuple[Aggregation, ...] = get_args(Aggregation)
+MICRO, MACRO = AGGREGATIONS
+"""Query-micro (mean over valid queries) or group-macro (mean over groups of per-group means), paper S2."""
+DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
+"""`auto` picks cuda, then mps, then cpu."""
+OPTIMIZERS: tuple[str, ...] = ("adamw",)
+LR_SCHEDULES: tuple[str, ...] = ("constant",)
+SPLIT_PROTOCOLS: tuple[str, ...] = ("official", "hierarchy_disjoint")
+
+SYNTHETIC_PREFIX = "synthetic:"
+SYNTHETIC_DATASETS: tuple[str, ...] = ("demo", "cub-sized")
+"""Built-in synthetic data, named in presets as `synthetic:<name>` and generated on first use."""
+
+# -- metrics --------------------------------------------------------------------------------------------
+
+MAP = "mAP"
+RECALL_KS: tuple[int, ...] = (1, 5, 10, 20)
+"""Recall@K cut-offs of every stored evaluation."""
+RANKING_METRICS: tuple[str, ...] = (MAP, *(f"R@{k}" for k in RECALL_KS))
+"""The stored per-level ranking metrics; besides them each level records valid_queries (and groups)."""
+
+HIER = "hier"
+HIER_LEVELS: tuple[str, str] = ("middle", "high")
+"""The hier score is the mean of strict middle- and high-level mAP; the leaf never counts (paper Sec. 3.4)."""
+HIER_METRIC = f"{HIER}_{MAP}"
+
+
+def hier_score(map_by_level: Mapping[str, float | None]) -> float:
+    """Mean mAP of the HIER_LEVELS present; a level without a value (no valid query) is left out.
+
+    NaN when neither level has a value. The one definition behind tuning, the validation-best epoch, the
+    per-seed `hier_mAP` column and the SQL views.
+    """
+    values = [map_by_level.get(level) for level in HIER_LEVELS]
+    present = [float(v) for v in values if v is not None and not math.isnan(v)]
+    if not present:
+        return math.nan
+    total = 0.0
+    for v in present:
+        total += v
+    return total / len(present)

@@ -1,0 +1,204 @@
+"""`hierconsole effects` and `hierconsole export`, driven in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from hierconsole.cli import main
+from hierconsole.study.effects import effects_json, load_effects_csv, simple_effects
+from hierconsole.study.export import FORMATS, TABLES
+
+# Paper Table S7 (CUB), written with the short arm spellings a user might bring.
+CUB_CSV = """arm,seed,leaf_mAP,middle_mAP,high_mAP,hier_mAP
+ER,42,0.613884,0.500621,0.564324,0.532472
+ER,2024,0.618459,0.497207,0.562511,0.529859
+ER,3407,0.619024,0.499484,0.563990,0.531737
+HR,42,0.632376,0.517540,0.568281,0.542911
+HR,2024,0.638752,0.512089,0.567167,0.539628
+HR,3407,0.634214,0.516354,0.568181,0.542268
+ES,42,0.514624,0.550282,0.611362,0.580822
+ES,2024,0.517443,0.545790,0.612189,0.578990
+ES,3407,0.511104,0.547848,0.612682,0.580265
+HS,42,0.456725,0.541272,0.624918,0.583095
+HS,2024,0.454890,0.538037,0.626124,0.582080
+HS,3407,0.453435,0.542295,0.625512,0.583904
+"""
+
+
+@pytest.fixture
+def cub_csv(tmp_path) -> Path:
+    path = tmp_path / "cub.csv"
+    path.write_text(CUB_CSV)
+    return path
+
+
+def run(tmp_path, capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["--home", str(tmp_path / "home"), *argv])
+    out, err = capsys.readouterr()
+    return code, out, " ".join(err.split())  # rich may wrap long error lines
+
+
+# ----------------------------------------------------------------------------------------- effects
+
+
+def test_effects_json_from_csv_is_exactly_the_effects_json(tmp_path, capsys, cub_csv):
+    code, out, _ = run(tmp_path, capsys, "effects", "--from-csv", str(cub_csv), "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc == effects_json(simple_effects(load_effects_csv(cub_csv)))
+    assert list(doc) == ["leaf_mAP", "middle_mAP", "high_mAP", "hier_mAP"]
+    geom_r = doc["hier_mAP"]["geom_R"]
+    assert geom_r["per_seed"]["42"] == pytest.approx(0.542911 - 0.532472, abs=1e-15)
+    assert round(geom_r["mean"], 6) == 0.010246 and round(geom_r["sd"], 6) == 0.000416  # paper Table S7
+    assert geom_r["positive_seeds"] == 3 and geom_r["n_seeds"] == 3
+    assert doc["hier_mAP"]["interaction"]["positive_seeds"] == 0
+
+
+def test_effects_metric_selection(tmp_path, capsys, cub_csv):
+    code, out, _ = run(
+        tmp_path, capsys, "effects", "--from-csv", str(cub_csv), "--metric", "high_mAP", "--json"
+    )
+    assert code == 0
+    assert list(json.loads(out)) == ["high_mAP"]
+    code, out, err = run(tmp_path, capsys, "effects", "--from-csv", str(cub_csv), "--metric", "genus_mAP")
+    assert code == 2 and out == ""
+    assert "genus_mAP" in err and "valid metric columns: leaf_mAP, middle_mAP, high_mAP, hier_mAP" in err
+    assert "Traceback" not in err
+
+
+def test_effects_tables_show_mean_sd_and_seed_counts(tmp_path, capsys, cub_csv):
+    code, out, _ = run(tmp_path, capsys, "effects", "--from-csv", str(cub_csv))
+    assert code == 0
+    assert "E_R (n=3)" in out
+    assert "0.5314 ± 0.0013" in out  # paper Table 1, CUB E_R mean hierarchy
+    assert "+0.010246 ± 0.000416" in out  # paper Table S7, geom_R
+    assert "+0.048670 ± 0.000409" in out  # loss_E
+    assert "3/3 seeds" in out and "0/3 seeds" in out
+    assert "yes (3/3 seeds)" in out  # H_S - E_S redistribution pattern
+    code, out, _ = run(tmp_path, capsys, "effects", "--from-csv", str(cub_csv), "--precision", "2")
+    assert code == 0 and "0.53 ± 0.00" in out and "+0.01 ± 0.00" in out
+    code, _, err = run(tmp_path, capsys, "effects", "--from-csv", str(cub_csv), "--precision", "-1")
+    assert code == 2 and "out of range" in err
+
+
+def test_effects_missing_cell_is_a_clear_error(tmp_path, capsys):
+    path = tmp_path / "partial.csv"
+    path.write_text("\n".join(line for line in CUB_CSV.splitlines() if not line.startswith("HS,2024")) + "\n")
+    code, out, err = run(tmp_path, capsys, "effects", "--from-csv", str(path), "--json")
+    assert code == 2 and out == ""
+    assert "seed 2024 lacks arm(s) H_S" in err
+    assert "nan" not in err.lower()
+
+
+def test_effects_on_an_empty_store_says_how_to_get_a_study(tmp_path, capsys, cub_csv):
+    code, _, err = run(tmp_path, capsys, "effects")
+    assert code == 2 and "no study yet" in err and "hierconsole run" in err
+    code, _, err = run(tmp_path, capsys, "effects", "s1", "--from-csv", str(cub_csv))
+    assert code == 2 and "not both" in err
+
+
+def test_export_effects_from_csv_reads_back_equal_to_the_cli_json(tmp_path, capsys, cub_csv):
+    _, out, _ = run(tmp_path, capsys, "effects", "--from-csv", str(cub_csv), "--json")
+    doc = json.loads(out)
+    for fmt, reader in (("parquet", "read_parquet"), ("csv", "read_csv"), ("json", "read_json")):
+        target = tmp_path / f"effects.{fmt}"
+        code, out, _ = run(
+            tmp_path,
+            capsys,
+            "export",
+            "effects",
+            "--from-csv",
+            str(cub_csv),
+            "--format",
+            fmt,
+            "-o",
+            str(target),
+        )
+        assert code == 0
+        assert str(target) in out
+        rows = duckdb.sql(f"SELECT * FROM {reader}('{target}') ORDER BY metric, effect").fetchall()
+        columns = [d[0] for d in duckdb.sql(f"SELECT * FROM {reader}('{target}')").description]
+        assert len(rows) == 20
+        for row in rows:
+            r = dict(zip(columns, row, strict=True))
+            entry = doc[r["metric"]][r["effect"]]
+            assert r["mean"] == entry["mean"] and r["sd"] == entry["sd"]
+            assert r["positive_seeds"] == entry["positive_seeds"] and r["n_seeds"] == entry["n_seeds"]
+            for seed, value in entry["per_seed"].items():
+                assert r[f"seed_{seed}"] == value
+
+
+def test_export_markdown_and_latex_show_mean_sd(tmp_path, capsys, cub_csv):
+    md = tmp_path / "arms.md"
+    code, _, _ = run(tmp_path, capsys, "export", "arms", "--from-csv", str(cub_csv), "-o", str(md))
+    assert code == 0
+    assert (
+        "| E_R | 3 | 0.6171 ± 0.0028 | 0.4991 ± 0.0017 | 0.5636 ± 0.0010 | 0.5314 ± 0.0013 |"
+        in md.read_text(encoding="utf-8")
+    )
+    tex = tmp_path / "effects.tex"
+    code, _, _ = run(
+        tmp_path,
+        capsys,
+        "export",
+        "effects",
+        "--from-csv",
+        str(cub_csv),
+        "--metric",
+        "hier_mAP",
+        "--format",
+        "latex",
+        "-o",
+        str(tex),
+        "--precision",
+        "6",
+    )
+    assert code == 0
+    text = tex.read_text(encoding="utf-8")
+    assert "hier\\_mAP & geom\\_R" in text
+    assert "0.010246 $\\pm$ 0.000416" in text
+
+
+def test_export_refuses_overwrite_without_force(tmp_path, capsys, cub_csv):
+    target = tmp_path / "e.csv"
+    target.write_text("precious")
+    args = ["export", "effects", "--from-csv", str(cub_csv), "-o", str(target)]
+    code, _, err = run(tmp_path, capsys, *args)
+    assert code == 2 and "already exists" in err and "--force" in err
+    assert target.read_text() == "precious"
+    code, _, _ = run(tmp_path, capsys, *args, "--force")
+    assert code == 0
+    assert pl.read_csv(target).height == 20
+
+
+def test_export_unknown_table_and_format_list_valid_ones(tmp_path, capsys, cub_csv):
+    code, _, err = run(tmp_path, capsys, "export", "bogus", "-o", str(tmp_path / "x.csv"))
+    assert code == 2
+    assert all(name in err for name in TABLES)
+    code, _, err = run(
+        tmp_path,
+        capsys,
+        "export",
+        "effects",
+        "--from-csv",
+        str(cub_csv),
+        "--format",
+        "xlsx",
+        "-o",
+        str(tmp_path / "x"),
+    )
+    assert code == 2
+    assert all(fmt in err for fmt in FORMATS)
+    assert not (tmp_path / "x").exists()
+
+
+def test_export_store_table_from_csv_is_refused(tmp_path, capsys, cub_csv):
+    code, _, err = run(
+        tmp_path, capsys, "export", "runs", "--from-csv", str(cub_csv), "-o", str(tmp_path / "r.csv")
+    )
+    assert code == 2 and "cannot be computed from a CSV" in err

@@ -1,0 +1,186 @@
+"""`hierconsole score EMB.npz`, run in-process through the CLI entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from hierconsole.cli import main
+from hierconsole.engine.geometry import Euclidean, Poincare
+from hierconsole.engine.retrieval import evaluate
+
+
+def _labels(n: int, rng: np.random.Generator) -> np.ndarray:
+    leaf_middle = np.arange(10) % 4
+    middle_high = np.arange(4) % 2
+    leaf = rng.integers(0, 10, n)
+    return np.stack([leaf, leaf_middle[leaf], middle_high[leaf_middle[leaf]]], axis=1)
+
+
+def _arrays(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        "query": (rng.standard_normal((30, 6)) * 0.1).astype(np.float32),
+        "gallery": (rng.standard_normal((80, 6)) * 0.1).astype(np.float32),
+        "query_labels": _labels(30, rng),
+        "gallery_labels": _labels(80, rng),
+    }
+
+
+def _write(tmp_path: Path, name: str = "emb.npz", **arrays) -> Path:
+    path = tmp_path / name
+    np.savez(path, **arrays)
+    return path
+
+
+def _run_json(capsys, *argv: str) -> dict:
+    assert main(["score", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_json_shape_and_values_micro(tmp_path, capsys):
+    arrays = _arrays()
+    out = _run_json(capsys, str(_write(tmp_path, **arrays)))
+    assert list(out) == ["leaf", "middle", "high"]
+    for level in out:
+        assert list(out[level]) == ["mAP", "R@1", "R@5", "R@10", "R@20", "valid_queries"]
+        assert isinstance(out[level]["valid_queries"], int)
+    expected = evaluate(
+        torch.from_numpy(arrays["query"]),
+        torch.from_numpy(arrays["gallery"]),
+        arrays["query_labels"],
+        arrays["gallery_labels"],
+        Euclidean(),
+    ).aggregate("micro")
+    assert out == expected
+
+
+def test_json_macro_poincare_and_custom_ks(tmp_path, capsys):
+    arrays = _arrays(1)
+    path = _write(tmp_path, **arrays)
+    out = _run_json(
+        capsys, str(path), "--geometry", "poincare", "--curvature", "2", "--aggregate", "macro", "--ks", "1,3"
+    )
+    for level in out:
+        assert list(out[level]) == ["mAP", "R@1", "R@3", "valid_queries", "groups"]
+    expected = evaluate(
+        torch.from_numpy(arrays["query"]),
+        torch.from_numpy(arrays["gallery"]),
+        arrays["query_labels"],
+        arrays["gallery_labels"],
+        Poincare(c=2.0),
+        ks=(1, 3),
+    ).aggregate("macro")
+    assert out == expected
+    # the geometry matters: Euclidean ranking of the same points gives other numbers
+    assert _run_json(capsys, str(path), "--aggregate", "macro", "--ks", "1,3") != out
+
+
+def test_level_without_valid_queries_is_null_in_json(tmp_path, capsys):
+    arrays = _arrays(2)
+    for name in ("query_labels", "gallery_labels"):  # every middle its own high: no strict high positive
+        arrays[name][:, 2] = arrays[name][:, 1] + 100
+    out = _run_json(capsys, str(_write(tmp_path, **arrays)))
+    assert out["high"] == {
+        "mAP": None,
+        "R@1": None,
+        "R@5": None,
+        "R@10": None,
+        "R@20": None,
+        "valid_queries": 0,
+    }
+    assert out["leaf"]["valid_queries"] > 0 and out["middle"]["valid_queries"] > 0
+
+
+def test_table_uses_level_names_when_present(tmp_path, capsys):
+    arrays = _arrays(3)
+    path = _write(tmp_path, level_names=np.array(["Class", "Genus", "Family"]), **arrays)
+    assert main(["score", str(path), "--aggregate", "macro"]) == 0
+    out = capsys.readouterr().out
+    assert "Class" in out and "Genus (cross-class)" in out and "Family (cross-genus)" in out
+    assert "groups" in out and "R@20" in out
+    assert main(["score", str(_write(tmp_path, "plain.npz", **arrays))]) == 0
+    assert "Middle (cross-leaf)" in capsys.readouterr().out
+
+
+def _bad_cases(tmp_path: Path) -> list[tuple[Path, str]]:
+    cases = []
+    a = _arrays(4)
+
+    def case(name: str, expected: str, **changes):
+        arrays = {**a, **changes}
+        cases.append(
+            (_write(tmp_path, f"{name}.npz", **{k: v for k, v in arrays.items() if v is not None}), expected)
+        )
+
+    case("missing", "no array named 'gallery_labels'", gallery_labels=None)
+    case("width", "'query' has width 6 but 'gallery' has width 5", gallery=a["gallery"][:, :5])
+    nan_query = a["query"].copy()
+    nan_query[[3, 7]] = np.nan
+    case("nan", "NaN or infinite values in 2 rows (first: 3, 7)", query=nan_query)
+    case("float-labels", "'query_labels' must hold integers", query_labels=a["query_labels"].astype(float))
+    case("two-columns", "must be [N, 3]", gallery_labels=a["gallery_labels"][:, :2])
+    case("rows", "'query_labels' has 29 rows but 'query' has 30", query_labels=a["query_labels"][:29])
+    case(
+        "reversed",
+        "labels are not a tree",
+        query_labels=a["query_labels"][:, ::-1],
+        gallery_labels=a["gallery_labels"][:, ::-1],
+    )
+    case(
+        "empty",
+        "non-empty [N, D]",
+        query=np.zeros((0, 6), np.float32),
+        query_labels=np.zeros((0, 3), np.int64),
+    )
+    case("names", "'level_names' must be 3 strings", level_names=np.array(["a", "b"]))
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"this is not a zip archive at all")
+    cases.append((junk, "cannot read the file as .npz"))
+    single = tmp_path / "single.npz"
+    with single.open("wb") as fh:
+        np.save(fh, a["query"])
+    cases.append((single, "single .npy array"))
+    cases.append((tmp_path / "absent.npz", "does not exist"))
+    return cases
+
+
+def test_bad_files_exit_2_with_a_clear_message(tmp_path, capsys):
+    for path, expected in _bad_cases(tmp_path):
+        assert main(["score", str(path), "--json"]) == 2, path.name
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        err = " ".join(captured.err.split())  # rich wraps long lines
+        assert expected in err, (path.name, err)
+        assert "Traceback" not in err
+
+
+def test_all_problems_are_reported_at_once(tmp_path, capsys):
+    a = _arrays(5)
+    bad_query = a["query"].copy()
+    bad_query[0, 0] = np.inf
+    path = _write(
+        tmp_path,
+        query=bad_query,
+        gallery=a["gallery"],
+        query_labels=a["query_labels"][:, :2],
+        gallery_labels=a["gallery_labels"],
+    )
+    assert main(["score", str(path)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "NaN or infinite" in err and "must be [N, 3]" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--ks", "0,5"], ["--ks", "a"], ["--ks", "5,5"], ["--curvature", "-1"], ["--geometry", "lorentz"]],
+)
+def test_bad_options_exit_2(tmp_path, argv):
+    path = _write(tmp_path, **_arrays(6))
+    with pytest.raises(SystemExit) as exc:
+        main(["score", str(path), *argv])
+    assert exc.value.code == 2

@@ -1,0 +1,139 @@
+"""The headless commands over one real study: run, runs, studies, audit, effects, export, rescore."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import polars as pl
+import pytest
+
+from hierconsole.cli import main
+from hierconsole.study.catalog import register_dataset
+from hierconsole.study.storage import Store
+
+TINY_SETTINGS = [
+    "training.hidden=32",
+    "training.out_dim=8",
+    "training.batch_size=32",
+    "training.lr=1e-3",
+    "evaluation.n_query=40",
+    "compute.device='cpu'",
+]
+
+
+def run(home, capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["--home", str(home), *argv])
+    out, err = capsys.readouterr()
+    return code, out, " ".join(err.split())
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory, tiny_fs):
+    home = tmp_path_factory.mktemp("cli-home")
+    with Store(home) as store:
+        register_dataset(store, tiny_fs)
+    argv = ["--home", str(home), "run", "demo", "--dataset", "tiny", "--epochs", "2", "--seeds", "42,2024"]
+    for setting in TINY_SETTINGS:
+        argv += ["--set", setting]
+    assert main(argv) == 0
+    with Store(home) as store:
+        study_id = store.one("SELECT study_id FROM studies")[0]
+    return home, study_id
+
+
+def test_run_leaves_a_complete_audited_study(study, capsys):
+    home, study_id = study
+    code, out, _ = run(home, capsys, "studies")
+    assert code == 0 and study_id in out and "complete" in out and "3/3" in out
+    code, out, _ = run(home, capsys, "runs", study_id)
+    assert code == 0 and out.count("finished") == 3 and "E_R E_S@0.2 H_R H_S@0.2" in out
+    code, out, _ = run(home, capsys, "audit", study_id, "--recheck")
+    assert code == 0 and "FAIL" not in out and out.count("pass") == 10
+
+
+def test_effects_json_export_and_sql_views_agree(study, capsys, tmp_path):
+    home, study_id = study
+    code, out, _ = run(home, capsys, "effects", study_id, "--json")
+    assert code == 0
+    effects = json.loads(out)
+    hier = effects["hier_mAP"]
+    assert set(hier) == {"geom_R", "geom_S", "loss_E", "loss_H", "interaction"}
+    assert set(hier["geom_R"]["per_seed"]) == {"42", "2024"}
+    for e in hier.values():
+        assert e["n_seeds"] == 2
+    # The interaction is the difference of the two geometry effects, seed by seed.
+    for seed in ("42", "2024"):
+        assert hier["interaction"]["per_seed"][seed] == pytest.approx(
+            hier["geom_S"]["per_seed"][seed] - hier["geom_R"]["per_seed"][seed], abs=1e-12
+        )
+    target = tmp_path / "effects.parquet"
+    code, out, _ = run(
+        home, capsys, "export", "effects", "--study", study_id, "--format", "parquet", "-o", str(target)
+    )
+    assert code == 0 and str(target) in out
+    frame = pl.read_parquet(target).filter(pl.col("metric") == "hier_mAP")
+    for row in frame.iter_rows(named=True):
+        assert row["mean"] == pytest.approx(hier[row["effect"]]["mean"], abs=1e-12)
+        assert row["seed_42"] == pytest.approx(hier[row["effect"]]["per_seed"]["42"], abs=1e-12)
+    # The SQL views compute the same effects in the duckdb shell.
+    with duckdb.connect(str(home / "hierconsole.duckdb"), read_only=True) as con:
+        rows = con.sql(
+            "SELECT effect, mean, sd, positive_seeds FROM effects_summary "
+            "WHERE level = 'hier' AND metric = 'mAP' AND study_id = ?",
+            params=[study_id],
+        ).fetchall()
+    assert len(rows) == 5
+    for effect, mean, sd, positive in rows:
+        assert mean == pytest.approx(hier[effect]["mean"], abs=1e-12)
+        assert sd == pytest.approx(hier[effect]["sd"], abs=1e-12)
+        assert positive == hier[effect]["positive_seeds"]
+
+
+@pytest.mark.parametrize("table", ["runs", "metrics", "arms", "recall", "redistribution", "audits", "tuning"])
+def test_every_table_exports(study, capsys, tmp_path, table):
+    home, study_id = study
+    target = tmp_path / f"{table}.csv"
+    code, out, err = run(home, capsys, "export", table, "--study", study_id, "-o", str(target))
+    assert code == 0, err
+    frame = pl.read_csv(target)
+    assert frame.height == int(out.split("(")[1].split()[0])
+    if table == "runs":
+        assert frame.height == 8 and set(frame["state"]) == {"finished"}
+    if table == "audits":
+        assert frame.height == 10 and frame["ok"].all()
+
+
+def test_rescore_adds_posthoc_macro_and_reconciles_micro(study, capsys):
+    home, study_id = study
+    with Store(home) as store:
+        before = store.frame("SELECT * FROM metrics WHERE NOT posthoc ORDER BY ALL")
+    code, out, err = run(home, capsys, "rescore", study_id, "--aggregate", "macro")
+    assert code == 0, out + err
+    assert "pass" in out
+    with Store(home) as store:
+        after = store.frame("SELECT * FROM metrics WHERE NOT posthoc ORDER BY ALL")
+        macro = store.one("SELECT count(*), bool_and(posthoc) FROM metrics WHERE aggregation = 'macro'")
+        check = store.one("SELECT ok FROM audits WHERE check_name = 'rescore_reconciles'")
+    assert before.equals(after)  # the registered endpoint is untouched
+    assert macro[0] > 0 and macro[1] is True
+    assert check[0] is True
+
+
+def test_resume_drives_work_a_console_left_queued(tmp_path, capsys, tiny_fs):
+    from hierconsole.config import load_preset
+    from hierconsole.study.lifecycle import create_study
+    from hierconsole.study.records import get_study
+
+    home = tmp_path / "home"
+    values = dict(setting.split("=", 1) for setting in TINY_SETTINGS)
+    values = {k: json.loads(v.replace("'", '"')) for k, v in values.items()}
+    preset = load_preset("demo").with_overrides(epochs=1, seeds=[42], dataset="tiny", values=values)
+    with Store(home) as store:
+        register_dataset(store, tiny_fs)
+        study_id = create_study(store, preset, "tiny")  # queued, never launched
+    code, out, err = run(home, capsys, "resume")
+    assert code == 0, out + err
+    with Store(home) as store:
+        assert get_study(store, study_id).phase == "complete"
+    assert run(home, capsys, "resume")[1].strip() == "nothing to resume"

@@ -1,0 +1,291 @@
+"""Strict retrieval against a plain per-query loop and scikit-learn (paper S2)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import average_precision_score
+
+from hierconsole.engine.geometry import EVAL_CLIP, Euclidean, Poincare
+from hierconsole.engine.retrieval import (
+    DEFAULT_MEMORY_BUDGET,
+    _strict_bits,
+    chunk_rows,
+    evaluate,
+    evaluate_distances,
+    rank_order,
+    strict_masks,
+)
+from hierconsole.vocabulary import LEVELS
+
+KS = (1, 5, 10, 20)
+
+
+def _labels(
+    n: int, rng: np.random.Generator, leaves: int = 12, middles: int = 5, highs: int = 3
+) -> np.ndarray:
+    leaf_middle = np.arange(leaves) % middles
+    middle_high = np.arange(middles) % highs
+    leaf = rng.integers(0, leaves, n)
+    return np.stack([leaf, leaf_middle[leaf], middle_high[leaf_middle[leaf]]], axis=1).astype(np.int64)
+
+
+def _is_positive(q, g, level: int) -> bool:
+    if level == 0:
+        return q[0] == g[0]
+    if level == 1:
+        return q[1] == g[1] and q[0] != g[0]
+    return q[2] == g[2] and q[1] != g[1]
+
+
+def _loop_reference(dist: np.ndarray, q_labels: np.ndarray, g_labels: np.ndarray, ks=KS):
+    """level -> {query index: (AP, [hit@K])} for valid queries, by the textbook definitions."""
+    out = {}
+    for level, name in enumerate(LEVELS):
+        per_query = {}
+        for qi in range(dist.shape[0]):
+            ranked = sorted(
+                range(dist.shape[1]), key=lambda j, qi=qi: (dist[qi, j], j)
+            )  # ties: gallery index
+            r = [1 if _is_positive(q_labels[qi], g_labels[j], level) else 0 for j in ranked]
+            n_pos = sum(r)
+            if n_pos == 0:
+                continue
+            ap = sum(sum(r[: k + 1]) / (k + 1) * r[k] for k in range(len(r))) / n_pos
+            per_query[qi] = (ap, [any(r[:k]) for k in ks])
+        out[name] = per_query
+    return out
+
+
+def _check_against_loop(evaluation, reference, ks=KS):
+    for level in LEVELS:
+        res = evaluation.levels[level]
+        ref = reference[level]
+        assert res.query_index.tolist() == sorted(ref)
+        assert res.valid_queries == len(ref)
+        np.testing.assert_allclose(res.ap, [ref[q][0] for q in res.query_index], rtol=1e-12, atol=0)
+        assert res.hits.tolist() == [ref[q][1] for q in res.query_index]
+        agg = evaluation.aggregate("micro")[level]
+        assert agg["mAP"] == pytest.approx(np.mean([v[0] for v in ref.values()]), rel=1e-12)
+        for i, k in enumerate(ks):
+            assert agg[f"R@{k}"] == pytest.approx(np.mean([v[1][i] for v in ref.values()]), rel=1e-12)
+
+
+def test_strict_masks_follow_definitions_and_are_mutually_exclusive():
+    rng = np.random.default_rng(0)
+    a, b = _labels(15, rng), _labels(40, rng)
+    masks = strict_masks(torch.as_tensor(a), torch.as_tensor(b))
+    assert masks.shape == (3, 15, 40) and masks.dtype == torch.bool
+    for level in range(3):
+        expected = [[_is_positive(a[i], b[j], level) for j in range(40)] for i in range(15)]
+        assert masks[level].tolist() == expected
+    assert (masks.sum(dim=0) <= 1).all()  # no pair is a positive at two levels
+    same_high = torch.as_tensor(a[:, None, 2] == b[None, :, 2])
+    assert torch.equal(masks.any(dim=0), same_high)  # together they partition the same-high pairs
+    assert all(masks[level].any() for level in range(3))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_matches_per_query_loop_with_ties(seed):
+    rng = np.random.default_rng(seed)
+    q_labels, g_labels = _labels(25, rng), _labels(60, rng)
+    dist = rng.integers(0, 6, size=(25, 60)).astype(np.float64)  # many exact ties
+    q_labels[0] = [99, 98, 97]  # a query with no positive at any level
+    evaluation = evaluate_distances(torch.as_tensor(dist), q_labels, g_labels)
+    reference = _loop_reference(dist, q_labels, g_labels)
+    _check_against_loop(evaluation, reference)
+    assert all(0 not in evaluation.levels[level].query_index for level in LEVELS)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_ap_matches_sklearn_at_every_level(seed, dtype):
+    rng = np.random.default_rng(10 + seed)
+    q_labels, g_labels = _labels(30, rng), _labels(80, rng)
+    dist = torch.as_tensor(rng.random((30, 80)), dtype=dtype)  # continuous: no ties
+    evaluation = evaluate_distances(dist, q_labels, g_labels)
+    masks = strict_masks(torch.as_tensor(q_labels), torch.as_tensor(g_labels)).numpy()
+    for level, name in enumerate(LEVELS):
+        res = evaluation.levels[name]
+        valid = np.flatnonzero(masks[level].any(axis=1))
+        assert res.query_index.tolist() == valid.tolist()
+        expected = [average_precision_score(masks[level][q], -dist[q].double().numpy()) for q in valid]
+        np.testing.assert_allclose(res.ap, expected, rtol=1e-12)
+        assert res.n_positives.tolist() == masks[level][valid].sum(axis=1).tolist()
+
+
+@pytest.mark.parametrize(
+    "geometry",
+    [Euclidean(), Poincare(c=2.0, r=0.4), Poincare(c=0.1, r=0.4)],
+    ids=["euclidean", "poincare-2", "poincare-0.1"],
+)
+def test_evaluate_ranks_by_the_geometry_distance(geometry):
+    rng = np.random.default_rng(20)
+    q_labels, g_labels = _labels(20, rng), _labels(70, rng)
+    g = torch.Generator().manual_seed(20)
+    query = geometry.embed(torch.randn(20, 6, generator=g, dtype=torch.float64))
+    gallery = geometry.embed(torch.randn(70, 6, generator=g, dtype=torch.float64))
+    evaluation = evaluate(query, gallery, q_labels, g_labels, geometry)
+    dist = geometry.pairwise_reference(query, gallery, clip_max=EVAL_CLIP).numpy()  # geoopt for Poincaré
+    _check_against_loop(evaluation, _loop_reference(dist, q_labels, g_labels))
+    assert evaluation.n_queries == 20 and evaluation.n_gallery == 70
+
+
+def test_chunked_equals_unchunked():
+    rng = np.random.default_rng(30)
+    q_labels, g_labels = _labels(37, rng), _labels(90, rng)
+    query = torch.randn(37, 5, generator=torch.Generator().manual_seed(30))
+    gallery = torch.randn(90, 5, generator=torch.Generator().manual_seed(31))
+    geometry = Poincare(c=2.0, r=0.4)
+    query, gallery = geometry.embed(query), geometry.embed(gallery)
+    results = [
+        evaluate(query, gallery, q_labels, g_labels, geometry, chunk_size=size)
+        for size in (None, 1, 7, 37, 100)
+    ]
+    results.append(evaluate(query, gallery, q_labels, g_labels, geometry, memory_budget=1))  # one row a chunk
+    # distances in blocks of two 3-row chunks (the last block and chunk partial)
+    results.append(evaluate(query, gallery, q_labels, g_labels, geometry, chunk_size=3, memory_budget=8640))
+    for other in results[1:]:
+        for level in LEVELS:
+            a, b = results[0].levels[level], other.levels[level]
+            assert np.array_equal(a.query_index, b.query_index)
+            assert np.array_equal(a.ap, b.ap)
+            assert np.array_equal(a.hits, b.hits)
+
+
+def test_ties_are_broken_by_gallery_index():
+    # all distances equal: the ranking is the gallery order
+    q_labels = np.array([[0, 0, 0]])
+    g_labels = np.array([[1, 0, 0], [0, 0, 0], [2, 1, 0], [0, 0, 0], [3, 9, 9]])
+    evaluation = evaluate_distances(torch.zeros(1, 5), q_labels, g_labels, ks=(1, 2))
+    leaf = evaluation.levels["leaf"]  # positives at ranks 2 and 4
+    assert leaf.ap.tolist() == [pytest.approx((1 / 2 + 2 / 4) / 2)]
+    assert leaf.hits.tolist() == [[False, True]]
+    middle = evaluation.levels["middle"]  # rank 1
+    assert middle.ap.tolist() == [1.0] and middle.hits.tolist() == [[True, True]]
+    high = evaluation.levels["high"]  # rank 3
+    assert high.ap.tolist() == [pytest.approx(1 / 3)] and high.hits.tolist() == [[False, False]]
+    # reversing the gallery reverses the tie order, so the result changes: ties are not averaged
+    rev = evaluate_distances(torch.zeros(1, 5), q_labels, g_labels[::-1].copy(), ks=(1, 2))
+    assert rev.levels["high"].ap.tolist() == [pytest.approx(1 / 3)]
+    assert rev.levels["middle"].ap.tolist() == [pytest.approx(1 / 5)]  # now last of five
+
+
+def test_group_macro_differs_from_query_micro_on_a_hand_computed_case():
+    # leaf level: three queries of leaf 0 retrieve their positive first (AP 1); one query of leaf 1 finds
+    # its positive second (AP 1/2). micro = (1 + 1 + 1 + 1/2) / 4 = 0.875; macro = (1 + 1/2) / 2 = 0.75.
+    q_labels = np.array([[0, 0, 0], [0, 0, 0], [0, 0, 0], [1, 1, 1]])
+    g_labels = np.array([[0, 0, 0], [1, 1, 1], [2, 2, 2]])
+    dist = torch.tensor(
+        [
+            [0.1, 0.5, 0.9],
+            [0.2, 0.6, 0.9],
+            [0.3, 0.4, 0.9],
+            [0.9, 0.5, 0.1],  # leaf-1 query: the other item comes first, its positive second
+        ]
+    )
+    evaluation = evaluate_distances(dist, q_labels, g_labels, ks=(1, 2))
+    micro = evaluation.aggregate("micro")["leaf"]
+    macro = evaluation.aggregate("macro")["leaf"]
+    assert micro == {"mAP": 0.875, "R@1": 0.75, "R@2": 1.0, "valid_queries": 4}
+    assert macro == {"mAP": 0.75, "R@1": 0.5, "R@2": 1.0, "valid_queries": 4, "groups": 2}
+    # no strict middle or high positives exist: those levels have no valid query
+    for level in ("middle", "high"):
+        for how in ("micro", "macro"):
+            agg = evaluation.aggregate(how)[level]
+            assert agg["valid_queries"] == 0 and math.isnan(agg["mAP"]) and math.isnan(agg["R@1"])
+        assert evaluation.aggregate("macro")[level]["groups"] == 0
+
+
+def test_macro_against_plain_group_means():
+    rng = np.random.default_rng(40)
+    q_labels, g_labels = _labels(50, rng), _labels(120, rng)
+    dist = rng.random((50, 120))
+    evaluation = evaluate_distances(torch.as_tensor(dist), q_labels, g_labels)
+    reference = _loop_reference(dist, q_labels, g_labels)
+    macro = evaluation.aggregate("macro")
+    for level, name in enumerate(LEVELS):
+        groups: dict[int, list[float]] = {}
+        for q, (ap, _) in reference[name].items():
+            groups.setdefault(int(q_labels[q, level]), []).append(ap)
+        assert macro[name]["groups"] == len(groups)
+        assert macro[name]["mAP"] == pytest.approx(np.mean([np.mean(v) for v in groups.values()]), rel=1e-12)
+        assert list(macro[name]) == ["mAP", "R@1", "R@5", "R@10", "R@20", "valid_queries", "groups"]
+
+
+def test_flat_metric_names():
+    rng = np.random.default_rng(50)
+    q_labels, g_labels = _labels(20, rng), _labels(40, rng)
+    evaluation = evaluate_distances(torch.as_tensor(rng.random((20, 40))), q_labels, g_labels)
+    flat = evaluation.flat("micro")
+    agg = evaluation.aggregate("micro")
+    assert set(flat) == {f"{lv}_{m}" for lv in LEVELS for m in ("mAP", "R@1", "R@5", "R@10", "R@20")} | {
+        "hier_mAP"
+    }
+    assert flat["hier_mAP"] == pytest.approx((agg["middle"]["mAP"] + agg["high"]["mAP"]) / 2)
+    assert flat["leaf_R@5"] == agg["leaf"]["R@5"]
+
+
+def test_chunk_size_respects_the_memory_budget():
+    assert chunk_rows(5_000) * 5_000 * 64 <= DEFAULT_MEMORY_BUDGET
+    assert 1 <= chunk_rows(1_000_000) <= 16
+    assert chunk_rows(10**9) == 1
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="label rows"):
+        evaluate_distances(
+            torch.zeros(3, 4), np.zeros((2, 3), dtype=np.int64), np.zeros((4, 3), dtype=np.int64)
+        )
+    with pytest.raises(ValueError, match="integers"):
+        evaluate_distances(torch.zeros(1, 1), np.zeros((1, 3)), np.zeros((1, 3)))
+    with pytest.raises(ValueError, match="ks"):
+        evaluate_distances(torch.zeros(1, 1), np.zeros((1, 3), np.int64), np.zeros((1, 3), np.int64), ks=(0,))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_gpu_matches_cpu():
+    rng = np.random.default_rng(60)
+    q_labels, g_labels = _labels(40, rng), _labels(300, rng)
+    geometry = Poincare(c=2.0, r=0.4)
+    query = geometry.embed(torch.randn(40, 8, generator=torch.Generator().manual_seed(60)))
+    gallery = geometry.embed(torch.randn(300, 8, generator=torch.Generator().manual_seed(61)))
+    cpu = evaluate(query, gallery, q_labels, g_labels, geometry)
+    gpu = evaluate(query.cuda(), gallery.cuda(), q_labels, g_labels, geometry, chunk_size=7)
+    for level in LEVELS:
+        assert np.array_equal(cpu.levels[level].query_index, gpu.levels[level].query_index)
+        np.testing.assert_allclose(cpu.levels[level].ap, gpu.levels[level].ap, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rank_order_is_a_stable_ascending_sort(dtype):
+    g = torch.Generator().manual_seed(70)
+    d = (torch.randint(-4, 5, (30, 200), generator=g) * 0.5).to(dtype)  # ties, negatives, zeros
+    zeros = d == 0
+    d[zeros] = torch.where(torch.rand(int(zeros.sum()), generator=g) < 0.5, 0.0, -0.0).to(
+        dtype
+    )  # -0.0 ties +0.0
+    nan = float("nan")
+    d[0, :8] = torch.tensor([float("inf"), float("-inf"), 1e-45, -1e-45, 3e38, -3e38, nan, nan], dtype=dtype)
+    d[0, 7] = -d[0, 7]  # a NaN with the sign bit set
+    order = rank_order(d)
+    for row in range(30):
+        values = [float("inf") if math.isnan(v) else v for v in d[row].tolist()]  # NaN ranks last
+        assert order[row].tolist() == sorted(range(200), key=lambda j, v=values: (v[j], j))
+
+
+@pytest.mark.parametrize("offset", [0, 2**40])  # labels beyond int32 take the int64 comparison
+def test_packed_strict_bits_are_the_strict_masks(offset):
+    # Independent columns: inconsistent hierarchies too (a shared leaf under different middles).
+    g = torch.Generator().manual_seed(71)
+    q_labels = torch.randint(0, 4, (37, 3), generator=g) + offset
+    g_labels = torch.randint(0, 4, (53, 3), generator=g) + offset
+    bits = _strict_bits(q_labels, g_labels)
+    masks = strict_masks(q_labels, g_labels)
+    assert bits.dtype == torch.uint8 and bits.shape == (37, 53)
+    for level in range(3):
+        assert torch.equal((bits & (1 << level)) != 0, masks[level])
+    assert int(bits.max()) < 8
