@@ -1,0 +1,83 @@
+"""Ingest through the event schema: a bad line in a job's events file is reported and skipped, never fatal."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from hierconsole.contract import events as ev
+from hierconsole.contract import layout
+from hierconsole.locations import job_dir
+from hierconsole.study.catalog import register_dataset
+from hierconsole.study.lifecycle import create_study
+from hierconsole.study.orchestrator import Orchestrator
+from hierconsole.study.storage import Store
+from hierconsole.vocabulary import JobState
+from tests.tiny import tiny_preset
+
+
+def _lines(job_id: str) -> str:
+    return "".join(
+        [
+            ev.to_line(ev.Start(pid=999_999, device="cpu", threads=1, ts=1.0)),
+            "{this line is not JSON\n",
+            ev.to_line(
+                ev.Init(
+                    cell="E_R",
+                    arm="E_R",
+                    geometry="euclidean",
+                    loss="regression",
+                    tau=None,
+                    trainable_params=1896,
+                    init_sha256="aa",
+                    ts=2.0,
+                )
+            ),
+            '{"kind": "epoch", "cell": "E_R", "epoch": 1}\n',
+            ev.to_line(
+                ev.Epoch(cell="E_R", epoch=1, epochs=1, train_loss=0.3, updates=8, batch_sha256="bb", ts=3.0)
+            ),
+        ]
+    )
+
+
+def _orphaned_study(home, tiny_fs) -> tuple[str, str]:
+    """A study whose final job an earlier orchestrator left "running", with a damaged events file."""
+    with Store(home) as store:
+        register_dataset(store, tiny_fs)
+        study_id = create_study(store, tiny_preset(epochs=1, seeds=(42,)), "tiny")
+        job_id = f"{study_id}/final-s42"
+        (job_dir(store.home, job_id) / layout.EVENTS).write_text(_lines(job_id))
+        store.execute("UPDATE jobs SET state = ?, pid = 999999 WHERE job_id = ?", [JobState.RUNNING, job_id])
+    return study_id, job_id
+
+
+def test_a_bad_line_is_reported_with_file_and_line_and_the_rest_ingested(tmp_path, tiny_fs):
+    study_id, job_id = _orphaned_study(tmp_path, tiny_fs)
+    problems: list[tuple[str, ev.LineProblem]] = []
+    with Store(tmp_path) as store:
+        Orchestrator(store, on_problem=lambda job, p: problems.append((job, p)))  # recovery replays the file
+        path = job_dir(store.home, job_id) / layout.EVENTS
+        assert [(job, p.path, p.line) for job, p in problems] == [(job_id, path, 2), (job_id, path, 4)]
+        assert "not JSON" in problems[0][1].reason and "lacks field" in problems[1][1].reason
+        kinds = [k for (k,) in store.rows("SELECT kind FROM events WHERE job_id = ? ORDER BY ts", [job_id])]
+        assert kinds == ["start", "init", "epoch"]
+        assert store.one("SELECT count(*) FROM epochs WHERE run_id = ?", [f"{job_id}/E_R"])[0] == 1
+        # The worker (PID 999999) is gone and left no terminal event: crashed, ready to resume.
+        assert store.one("SELECT state FROM jobs WHERE job_id = ?", [job_id])[0] == JobState.CRASHED
+
+
+def test_the_cli_warns_of_bad_lines_and_resumes_the_job(tmp_path, tiny_fs):
+    study_id, job_id = _orphaned_study(tmp_path, tiny_fs)
+    done = subprocess.run(
+        [sys.executable, "-m", "hierconsole", "--home", str(tmp_path), "resume", study_id],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    output = " ".join((done.stdout + done.stderr).split())
+    assert f"{layout.EVENTS}:2: not JSON" in output and f"{layout.EVENTS}:4:" in output
+    assert "Traceback" not in output
+    with Store(tmp_path) as store:
+        assert store.one("SELECT phase FROM studies WHERE study_id = ?", [study_id])[0] == "complete"
