@@ -10,6 +10,7 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import duckdb
@@ -48,6 +49,13 @@ def _listed(items: Iterable[str]) -> str:
     items = list(items)
     shown = "; ".join(items[:SHOWN])
     return shown + (f"; and {len(items) - SHOWN} more" if len(items) > SHOWN else "")
+
+
+def _majority(rows: Iterable[Any], key: Callable[[Any], Any]) -> tuple[Any, list[Any]]:
+    """The most common value of `key` among `rows`, and the rows that differ from it (the offenders)."""
+    rows = list(rows)
+    common = Counter(key(r) for r in rows).most_common(1)[0][0]
+    return common, [r for r in rows if key(r) != common]
 
 
 def _evidence(summary: str, offenders: list[str]) -> str:
@@ -104,8 +112,7 @@ def check_same_init(store: Store, study_id: str) -> Check:
         by_seed[r["seed"]].append(r)
     bad, ok = [], []
     for seed, cells in sorted(by_seed.items()):
-        common = Counter(r["init_sha256"] for r in cells).most_common(1)[0][0]
-        odd = [r for r in cells if r["init_sha256"] != common]
+        common, odd = _majority(cells, lambda r: r["init_sha256"])
         if odd:
             bad += [
                 f"seed {seed}: {cell_name(r['run_id'])} starts from {str(r['init_sha256'])[:12]}, the other "
@@ -134,25 +141,20 @@ def check_batch_order(store: Store, study_id: str) -> Check:
     by_epoch: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by_epoch[(r["seed"], r["epoch"])].append(r)
-    bad = []
+    bad: list[str] = []
+    disagree: set[tuple[int, int]] = set()
     for (seed, epoch), cells in by_epoch.items():
         for column, what in (("batch_sha256", "batch order"), ("updates", "update count")):
-            common = Counter(r[column] for r in cells).most_common(1)[0][0]
+            common, odd = _majority(cells, itemgetter(column))
             bad += [
                 f"seed {seed} epoch {epoch}: {cell_name(r['run_id'])} {what} {str(r[column])[:12]}, the "
                 f"other cells {str(common)[:12]}"
-                for r in cells
-                if r[column] != common
+                for r in odd
             ]
-    disagree = sorted(
-        {
-            (int(s), int(e))
-            for (s, e), cells in by_epoch.items()
-            if len({(r["batch_sha256"], r["updates"]) for r in cells}) > 1
-        }
-    )
+            if odd:
+                disagree.add((int(seed), int(epoch)))
     summary = (
-        f"cells disagree in batch order or update count at (seed, epoch) {disagree[:SHOWN]}"
+        f"cells disagree in batch order or update count at (seed, epoch) {sorted(disagree)[:SHOWN]}"
         if bad
         else f"{len(by_epoch)} (seed, epoch) pairs: one batch-order SHA256 and one update count across cells each"
     )
@@ -323,11 +325,10 @@ def check_threads(store: Store, study_id: str) -> Check:
     )
     if not rows:
         return Check("fixed_thread_count", None, "no final jobs yet")
-    common = Counter((t, d) for _, t, d in rows).most_common(1)[0][0]
+    common, odd = _majority(rows, lambda r: (r[1], r[2]))
     bad = [
         f"{job_id.split('/', 1)[1]} ran with {t} thread(s) on {d}, the others with {common[0]} on {common[1]}"
-        for job_id, t, d in rows
-        if (t, d) != common
+        for job_id, t, d in odd
     ]
     distinct = sorted({(t, d) for _, t, d in rows})
     summary = (

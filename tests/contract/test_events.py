@@ -12,6 +12,16 @@ from hierconsole.contract import events as ev
 from hierconsole.engine.worker import EventLog
 
 LEVEL_METRICS = {"leaf": {"mAP": 0.5, "R@1": 0.75, "valid_queries": 40.0}, "middle": {"mAP": 0.25}}
+SCORED = {
+    "run_id": "s/final-s42/E_R",
+    "seed": 42,
+    "arm": "E_R",
+    "perturbation": 2024,
+    "aggregation": "micro",
+    "posthoc": False,
+    "metrics": LEVEL_METRICS,
+}
+"""What a test-metrics event and a reconciliation share: the run, the perturbation and the metrics."""
 
 EXAMPLES: list[ev.Event] = [
     ev.Start(pid=123, device="cpu", threads=1, visible_devices=None, ts=10.0),
@@ -41,26 +51,8 @@ EXAMPLES: list[ev.Event] = [
         ts=16.0,
     ),
     ev.Norms(run_id="s/final-s42/H_R", max_norm=0.36, radius=0.7071, bound=0.3622, ts=17.0),
-    ev.TestMetrics(
-        run_id="s/final-s42/E_R",
-        seed=42,
-        arm="E_R",
-        perturbation=2024,
-        aggregation="micro",
-        posthoc=False,
-        metrics=LEVEL_METRICS,
-        ts=18.0,
-    ),
-    ev.Reconcile(
-        run_id="s/final-s42/E_R",
-        seed=42,
-        arm="E_R",
-        perturbation=2024,
-        aggregation="micro",
-        posthoc=False,
-        metrics=LEVEL_METRICS,
-        ts=19.0,
-    ),
+    ev.TestMetrics(**SCORED, ts=18.0),
+    ev.Reconcile(**SCORED, ts=19.0),
     ev.Done(ts=20.0),
     ev.Failed(error="Traceback ...\nValueError: boom", ts=21.0),
     ev.Cancelled(message="stopped in epoch 4", ts=22.0),
