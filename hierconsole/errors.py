@@ -44,6 +44,18 @@ class StoreBusyError(HierconsoleError):
     """Another process holds the DuckDB store."""
 
 
+class StoreDamagedError(HierconsoleError):
+    """The store file is truncated, garbled, not a hierconsole store, or of an unknown version."""
+
+
+class StoreReadOnlyError(HierconsoleError):
+    """A command that writes was pointed at a store it may not write (a read-only home)."""
+
+
+class StoreWriteError(HierconsoleError):
+    """A commit to the store failed (a full disk, an I/O error): the run stops rather than hang."""
+
+
 class NotFoundError(HierconsoleError):
     """A dataset, study, run or table that does not exist."""
 

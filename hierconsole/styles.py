@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hierconsole.vocabulary import JobState, Phase
+from hierconsole.vocabulary import ORPHANED, JobState, Phase
 
 STATE_STYLE: dict[str, str] = {
     JobState.FINISHED: "green",
@@ -11,6 +11,7 @@ STATE_STYLE: dict[str, str] = {
     JobState.FAILED: "bold red",
     JobState.CRASHED: "bold red",
     JobState.CANCELLED: "yellow",
+    ORPHANED: "bold yellow",
 }
 
 PHASE_STYLE: dict[str, str] = {

@@ -82,6 +82,10 @@ class JobState(StrEnum):
     CRASHED = "crashed"  # the worker vanished: judged by PID, process start time and heartbeat
 
 
+ORPHANED = "orphaned"
+"""How a job stored as running is shown when no orchestrator holds the store: nobody ingests its events
+(its worker may still run, to be adopted by the next console, `run` or `resume`, or be gone)."""
+
 ACTIVE_STATES: tuple[JobState, ...] = (JobState.QUEUED, JobState.RUNNING)
 """States of a job that still holds a place in the queue."""
 RESUMABLE_STATES: tuple[JobState, ...] = (JobState.CRASHED, JobState.CANCELLED, JobState.FAILED)

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hierconsole.cli.output import output_console
+from hierconsole.cli.reading import open_for_reading
 from hierconsole.errors import HierconsoleError
 from hierconsole.study import read
 from hierconsole.study.effects import (
@@ -37,7 +38,6 @@ from hierconsole.study.export import (
     check_table,
     export_table,
 )
-from hierconsole.study.storage import Store
 from hierconsole.vocabulary import ARMS, LEVELS
 
 ARM_PRECISION = 4
@@ -97,7 +97,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="FMT",
         help=f"one of: {', '.join(FORMATS)} (default: from the suffix of -o)",
     )
-    e.add_argument("-o", "--output", metavar="PATH", type=Path, required=True, help="file to write")
+    e.add_argument(
+        "-o", "--output", metavar="PATH", type=Path, required=True,
+        help="file to write, or - for standard output (csv, json, md, latex)",
+    )
     e.add_argument("--force", action="store_true", help="overwrite PATH if it exists")
     e.add_argument("--precision", type=int, metavar="N", default=4, help="decimals in md/latex (default 4)")
     e.set_defaults(func=cmd_export)
@@ -112,7 +115,7 @@ def _per_seed(args: argparse.Namespace) -> tuple[pl.DataFrame, str]:
     if args.from_csv:
         return load_effects_csv(args.from_csv, args.metric), str(args.from_csv)
     # No STUDY means the newest study in the store; an empty store says how to get one.
-    with Store(args.home) as store:
+    with open_for_reading(args.home) as store:
         table = read.per_seed(store, read.resolve_study(store, args.study))
     return table, f"study {args.study or '(newest)'}"
 
@@ -246,7 +249,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         if args.metric:
             raise HierconsoleError("--metric applies to --from-csv tables only")
         def provider(name: str, study: str | None) -> pl.DataFrame:
-            with Store(args.home) as store:
+            with open_for_reading(args.home) as store:
                 return read.table_frame(store, name, read.resolve_study(store, study))
 
     path, frame = export_table(
@@ -258,5 +261,6 @@ def cmd_export(args: argparse.Namespace) -> int:
         force=args.force,
         precision=args.precision,
     )
-    print(f"wrote table {table} ({frame.height} rows) to {path}")
+    if path is not None:  # standard output holds the table itself, nothing else
+        print(f"wrote table {table} ({frame.height} rows) to {path}")
     return 0

@@ -7,6 +7,7 @@ import argparse
 from rich.table import Table
 
 from hierconsole.cli.output import confirmed, output_console
+from hierconsole.cli.reading import open_for_reading
 from hierconsole.study import read
 from hierconsole.study.catalog import delete_dataset, load_dataset, register_dataset
 from hierconsole.study.storage import Store
@@ -142,7 +143,7 @@ def datasets_table(store: Store) -> Table:
 
 
 def _datasets(args: argparse.Namespace) -> int:
-    with Store(args.home) as store:
+    with open_for_reading(args.home) as store:
         output_console().print(datasets_table(store))
     return 0
 
@@ -159,7 +160,7 @@ def _delete_dataset(args: argparse.Namespace) -> int:
 
 
 def _taxonomy(args: argparse.Namespace) -> int:
-    with Store(args.home) as store:
+    with open_for_reading(args.home) as store:
         info = read.get_dataset(store, args.dataset)
         fs = load_dataset(store, args.dataset)
     console = output_console()

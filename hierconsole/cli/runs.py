@@ -15,12 +15,14 @@ from rich.table import Table
 from rich.text import Text
 
 from hierconsole.cli.output import confirmed, output_console
+from hierconsole.cli.reading import open_for_reading
 from hierconsole.config import Preset, load_preset
 from hierconsole.contract import events as ev
-from hierconsole.errors import HierconsoleError
+from hierconsole.errors import HierconsoleError, StoreBusyError, StoreReadOnlyError, StoreWriteError
 from hierconsole.study import read
-from hierconsole.study.audits import Check, run_audits
+from hierconsole.study.audits import Check, record, run_audits
 from hierconsole.study.catalog import ensure_dataset
+from hierconsole.study.devices import check_devices
 from hierconsole.study.lifecycle import advance, create_study, delete_study
 from hierconsole.study.orchestrator import Orchestrator, ProblemCallback
 from hierconsole.study.rescoring import queue_rescore, reconcile
@@ -154,6 +156,15 @@ class JobProgress:
     def on_problem(self, job_id: str, problem: ev.LineProblem) -> None:
         problem_printer(self.progress.console)(job_id, problem)
 
+    def on_events(self, job_id: str, events: list[ev.Event]) -> None:
+        """Warn of every checkpoint a resumed job skipped, and of a restart from scratch."""
+        for e in events:
+            if isinstance(e, ev.Resume) and e.notes:
+                for note in e.notes:
+                    self.progress.console.print(
+                        f"[yellow]warning:[/] job {escape(job_id)}: {escape(note)}", highlight=False
+                    )
+
     def refresh(self, study_ids: list[str]) -> None:
         for study_id in study_ids:
             for job in read.job_rows(self.store, study_id):
@@ -193,6 +204,7 @@ def drive(
     view = JobProgress(store, console)
     orch = orchestrator or Orchestrator(store, max_parallel=parallel, gpus=gpus)
     orch.on_problem = view.on_problem
+    orch.on_events = view.on_events
     interrupted = False
 
     def on_int(signum: int, frame: object) -> None:  # noqa: ARG001
@@ -209,7 +221,14 @@ def drive(
                     )
                     orch.shutdown(cancel=True)
                     break
-                orch.tick()
+                try:
+                    orch.tick()
+                except StoreWriteError as exc:
+                    # Nothing more can be saved: stop the workers (they keep their checkpoints and
+                    # event logs) and leave at once, rather than wait for commits that never come.
+                    stopped = orch.abandon(str(exc), cancel=True)
+                    console.print(f"[red]stopped {len(stopped)} running jobs[/]")
+                    raise
                 view.refresh(study_ids)
                 if not orch.busy(study_ids):
                     break
@@ -222,7 +241,7 @@ def drive(
 def _parallel(args: argparse.Namespace, preset: Preset) -> int:
     if args.parallel is not None:
         if args.parallel < 1:
-            raise HierconsoleError("--parallel must be at least 1")
+            raise HierconsoleError(f"--parallel {args.parallel}: give at least 1 worker process at once")
         return args.parallel
     return preset.compute.max_parallel_jobs
 
@@ -230,10 +249,14 @@ def _parallel(args: argparse.Namespace, preset: Preset) -> int:
 def start_study(
     store: Store, args: argparse.Namespace, preset_ref: str, dataset: str | None
 ) -> tuple[str, Preset]:
+    """Validate everything (preset, overrides, --parallel, the devices asked for), then create the study."""
     preset = load_preset(preset_ref)
     preset = preset.with_overrides(
         epochs=args.epochs, seeds=args.seeds, device=args.device, values=dict(args.overrides)
     )
+    _parallel(args, preset)
+    source = "--device" if args.device else f"compute.device (preset {preset.source})"
+    check_devices(preset.compute.device, args.gpus, source=source)
     dataset_id = ensure_dataset(store, dataset or preset.data.dataset)
     return create_study(store, preset, dataset_id), preset
 
@@ -287,7 +310,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"study [bold]{study_id}[/]: {preset.name} on {read.get_study(store, study_id).dataset_id}, "
             f"seeds {list(preset.training.seeds)}, {preset.training.epochs} epochs"
         )
-        drive(store, [study_id], parallel=_parallel(args, preset), console=console, gpus=args.gpus)
+        # Only this study's jobs: leftovers of earlier studies are shown by `runs` and run by `resume`.
+        orch = Orchestrator(store, max_parallel=_parallel(args, preset), gpus=args.gpus, studies=[study_id])
+        drive(store, [study_id], parallel=None, console=console, orchestrator=orch)
         return summarize(store, study_id, console)
 
 
@@ -298,7 +323,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_studies(args: argparse.Namespace) -> int:
-    with Store(args.home) as store:
+    with open_for_reading(args.home) as store:
         table = Table(title="studies", title_justify="left")
         for col in ("study", "name", "dataset", "phase", "jobs finished", "created"):
             table.add_column(col)
@@ -311,7 +336,7 @@ def cmd_studies(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    with Store(args.home) as store:
+    with open_for_reading(args.home) as store:
         study_id = read.resolve_study(store, args.study) if args.study else None
         table = Table(title="runs", title_justify="left")
         for col in ("job", "kind", "seed", "cells", "state", "progress", "tries", "error"):
@@ -323,7 +348,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 job.kind,
                 str(job.seed),
                 job.cells_text,
-                Text(job.state, STATE_STYLE.get(job.state, "")),
+                Text(job.shown_state, STATE_STYLE.get(job.shown_state, "")),
                 f"{job.done}/{job.total}",
                 str(job.attempts),
                 error[-1][:60] if error else "",
@@ -333,21 +358,35 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    with Store(args.home) as store:
+    with open_for_reading(args.home) as store:
         study_id = read.resolve_study(store, args.study)
         checks = [] if args.recheck else read.stored_audits(store, study_id)
-        if not checks:
-            checks = run_audits(store, study_id)
-        console = output_console()
-        console.print(f"study [bold]{study_id}[/]")
-        console.print(audit_table(checks))
-        return 0 if all(c.ok for c in checks) else 1
+        computed = not checks
+        if computed:
+            checks = run_audits(store, study_id, save=False)
+    if computed:
+        # Saving the recomputed checks needs the store for writing; a held or read-only store still
+        # shows them, and says they were not saved.
+        try:
+            with Store(args.home) as writable:
+                record(writable, study_id, checks)
+        except (StoreBusyError, StoreReadOnlyError) as exc:
+            Console(stderr=True, soft_wrap=True).print(
+                f"[yellow]note:[/] the checks were computed but not saved: {escape(str(exc))}", highlight=False
+            )
+    console = output_console()
+    console.print(f"study [bold]{study_id}[/]")
+    console.print(audit_table(checks))
+    return 0 if all(c.ok for c in checks) else 1
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """Crashed, cancelled and failed jobs go back in the queue; queued and orphaned running ones are
     driven too, so a console that quit and left work behind can be replaced by a headless resume."""
     console = output_console()
+    if args.parallel is not None and args.parallel < 1:
+        raise HierconsoleError(f"--parallel {args.parallel}: give at least 1 worker process at once")
+    check_devices("cpu", args.gpus, source="--gpus")
     with Store(args.home) as store:
         only = read.resolve_study(store, args.study) if args.study else None
         # Constructing it settles jobs an earlier orchestrator left running (their events replayed).

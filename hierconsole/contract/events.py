@@ -103,7 +103,8 @@ class Init(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class Resume(Event):
-    """The job continues from the checkpoint written after `epoch`; `notes` says what was skipped."""
+    """The job continues from the checkpoint written after `epoch`; `notes` names each checkpoint file
+    that was skipped and why. Epoch 0 with notes: none was usable, and training restarts from scratch."""
 
     KIND = EventKind.RESUME
     epoch: int

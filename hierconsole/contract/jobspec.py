@@ -87,6 +87,8 @@ class JobSpec:
     preset: Preset
     dataset_dir: str
     out_dir: str
+    dataset_sha256: str | None = None
+    """The content hash of the dataset the study was created with; a worker refuses other data."""
     cells: tuple[CellSpec, ...] = ()
     train_split: str | None = None
     """Index file (npz, part "fit") of the samples a training job fits on."""
@@ -165,6 +167,7 @@ class JobSpec:
             "seed": self.seed,
             "preset": self.preset.to_dict(),
             "dataset_dir": self.dataset_dir,
+            "dataset_sha256": self.dataset_sha256,
             "out_dir": self.out_dir,
             "cells": [_cell_dict(c) for c in self.cells],
             "train_split": self.train_split,
@@ -204,6 +207,7 @@ class JobSpec:
             seed=int(d["seed"]),
             preset=Preset.from_dict(d["preset"], source=f"{source} (preset)"),
             dataset_dir=d["dataset_dir"],
+            dataset_sha256=d.get("dataset_sha256"),
             out_dir=d["out_dir"],
             cells=tuple(CellSpec(**c) for c in d.get("cells", ())),
             train_split=d.get("train_split"),

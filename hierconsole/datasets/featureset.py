@@ -143,8 +143,9 @@ class FeatureSet:
             raise
 
     @classmethod
-    def load(cls, directory: str | Path) -> FeatureSet:
-        """Read a saved set and check it against the hash in its manifest."""
+    def load(cls, directory: str | Path, *, expect_sha256: str | None = None) -> FeatureSet:
+        """Read a saved set and check it against the hash in its manifest, and against `expect_sha256`
+        (the content a study was created with) when given."""
         directory = Path(directory)
         try:
             manifest = json.loads((directory / "manifest.json").read_text("utf-8"))
@@ -172,6 +173,13 @@ class FeatureSet:
                 directory,
                 "content does not match the sha256 in manifest.json",
                 hint="the files were changed or damaged after saving; import the dataset again",
+            )
+        if expect_sha256 is not None and manifest["sha256"] != expect_sha256:
+            raise InputError(
+                directory,
+                f"this is not the data the study was created with: its content hash is "
+                f"{manifest['sha256'][:12]}, the study's is {expect_sha256[:12]} (the dataset was replaced)",
+                hint="re-import the original features under the same name, or start a new study on this data",
             )
         return fs
 

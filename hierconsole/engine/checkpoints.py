@@ -86,12 +86,25 @@ def save_checkpoint(directory: Path, epoch: int, payload: dict[str, Any], *, kee
     return digest
 
 
-def load_latest(directory: Path) -> tuple[int, dict[str, Any], list[str]] | None:
-    """The newest checkpoint that verifies, with notes on any newer one that did not."""
+RESTART_NOTE = "no usable checkpoint: training restarts from epoch 0"
+
+
+def load_latest(directory: Path) -> tuple[tuple[int, dict[str, Any]] | None, list[str]]:
+    """The newest checkpoint that verifies as (epoch, payload), or None; with a note naming each newer
+    (or, when none verifies, every) checkpoint file that was skipped and why."""
     notes: list[str] = []
     for epoch, path in reversed(list_checkpoints(directory)):
         try:
-            return epoch, load_payload(path), notes
+            return (epoch, load_payload(path)), notes
         except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint falls back to the previous
-            notes.append(f"skipped {path.name}: {exc}")
-    return None
+            notes.append(f"skipped checkpoint {path.name} ({path.parent}): {_why(exc)}")
+    return None, notes
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, ValueError) and "SHA256" in str(exc):
+        return "its content does not match its recorded SHA256 (a torn or altered write)"
+    if isinstance(exc, OSError):
+        return f"cannot be read ({exc.strerror or exc})"
+    # The hash matched but torch cannot unpickle it: garbage written with a matching sidecar.
+    return f"not a readable checkpoint ({type(exc).__name__}: {exc})"

@@ -28,7 +28,7 @@ def run_evaluation(spec: JobSpec, emit: Emit, should_stop: Callable[[], bool] = 
     """Evaluate (kind "evaluate") or re-score stored embeddings (kind "rescore")."""
     device = resolve_device(spec.device)
     torch.set_num_threads(max(1, spec.threads))
-    fs = FeatureSet.load(Path(spec.dataset_dir))
+    fs = FeatureSet.load(Path(spec.dataset_dir), expect_sha256=spec.dataset_sha256)
     labels = torch.from_numpy(np.ascontiguousarray(fs.labels)).to(device)
     poincare = spec.preset.geometry.poincare
     registered = spec.preset.evaluation.aggregation

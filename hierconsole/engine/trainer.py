@@ -214,7 +214,7 @@ class FactorialTrainer:
         self.poincare = spec.preset.geometry.poincare
         self.device = resolve_device(spec.device)
         torch.set_num_threads(max(1, spec.threads))
-        fs = FeatureSet.load(Path(spec.dataset_dir))
+        fs = FeatureSet.load(Path(spec.dataset_dir), expect_sha256=spec.dataset_sha256)
         labels = fs.labels
         if spec.taxonomy_shuffle_seed is not None:
             from hierconsole.taxonomy import structure_preserving_shuffle
@@ -330,7 +330,7 @@ class FactorialTrainer:
     # -- the loop -----------------------------------------------------------------------------------
     def run(self) -> dict[str, events.Final]:
         spec, training = self.spec, self.training
-        latest = checkpoints.load_latest(self.ckpt_dir)
+        latest, skipped = checkpoints.load_latest(self.ckpt_dir)
         # A resumed job stays on the engine that wrote its checkpoint (checkpoints from before the batched
         # path have no flag and were per-cell): the two engines round differently, so switching midway
         # would break the bit-identity of a resumed run with an uninterrupted one.
@@ -353,7 +353,10 @@ class FactorialTrainer:
         start_epoch = 0
         if latest is not None:
             start_epoch = self._restore(latest[1], cells, gen)
-            self.emit(events.Resume(epoch=start_epoch, notes=tuple(latest[2])))
+            self.emit(events.Resume(epoch=start_epoch, notes=tuple(skipped)))
+        elif skipped:
+            # Checkpoints existed but none was usable: a restart from scratch the user must be told of.
+            self.emit(events.Resume(epoch=0, notes=(*skipped, checkpoints.RESTART_NOTE)))
 
         n = self.train_idx.numel()
         bs = training.batch_size

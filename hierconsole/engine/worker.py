@@ -19,6 +19,7 @@ from pathlib import Path
 
 from hierconsole.contract import events, layout
 from hierconsole.contract.jobspec import JobSpec
+from hierconsole.errors import HierconsoleError
 from hierconsole.vocabulary import SCORING_KINDS
 
 HEARTBEAT_SECONDS = 2.0
@@ -106,6 +107,11 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_CANCELLED
         emit(events.Done())
         return EXIT_DONE
+    except HierconsoleError as exc:
+        # The user's to fix (replaced data, an unreadable input): the message, not a traceback.
+        (folder / layout.ERROR).write_text(f"{exc}\n")
+        emit(events.Failed(error=str(exc)))
+        return EXIT_FAILED
     except BaseException:  # noqa: BLE001 - the orchestrator records the tail as the job's error
         tail = traceback.format_exc()[-4000:]
         (folder / layout.ERROR).write_text(tail)

@@ -56,13 +56,15 @@ def register_dataset(store: Store, fs: FeatureSet, *, replace: bool = False) -> 
     """Save `fs` under the home folder and record it. Nothing is left behind if any step fails."""
     dataset_id = check_dataset_id(fs.name)
     existing = store.one("SELECT sha256 FROM datasets WHERE dataset_id = ?", [dataset_id])
+    if existing and existing[0] == fs.sha256():
+        return get_dataset(store, dataset_id)
     if existing and not replace:
-        if existing[0] == fs.sha256():
-            return get_dataset(store, dataset_id)
         raise HierconsoleError(
             f"a different dataset named {dataset_id!r} is already in the store; choose another --name, "
             "or delete the old one first"
         )
+    if existing:
+        _refuse_if_used(store, dataset_id, "replace")
     target = dataset_dir(store.home, dataset_id)
     staging = target.with_name(f".{dataset_id}.incoming")
     if staging.exists():
@@ -157,20 +159,23 @@ def load_dataset(store: Store, dataset_id: str) -> FeatureSet:
     return FeatureSet.load(get_dataset(store, dataset_id).artifact_dir)
 
 
-def delete_dataset(store: Store, dataset_id: str) -> None:
-    """Remove a dataset's rows and folder; refused while any study uses it (its runs depend on the data)."""
-    info = get_dataset(store, dataset_id)
+def _refuse_if_used(store: Store, dataset_id: str, action: str) -> None:
+    """Studies' runs, audits and any resumed job depend on the exact data: it stays while one uses it."""
     used = [
         r[0]
-        for r in store.rows(
-            "SELECT study_id FROM studies WHERE dataset_id = ? ORDER BY created_at", [dataset_id]
-        )
+        for r in store.rows("SELECT study_id FROM studies WHERE dataset_id = ? ORDER BY created_at", [dataset_id])
     ]
     if used:
         raise HierconsoleError(
-            f"dataset {dataset_id!r} is used by {len(used)} studies ({', '.join(used)}); delete those "
-            "studies first (`hierconsole delete STUDY`)"
+            f"cannot {action} dataset {dataset_id!r}: {len(used)} studies use it ({', '.join(used)}); "
+            f"import the new data under another --name, or delete those studies first (`hierconsole delete STUDY`)"
         )
+
+
+def delete_dataset(store: Store, dataset_id: str) -> None:
+    """Remove a dataset's rows and folder; refused while any study uses it (its runs depend on the data)."""
+    info = get_dataset(store, dataset_id)
+    _refuse_if_used(store, dataset_id, "delete")
 
     def delete(con) -> None:
         con.execute("DELETE FROM taxonomy_nodes WHERE dataset_id = ?", [dataset_id])

@@ -12,6 +12,8 @@ so this module knows nothing about DuckDB.
 from __future__ import annotations
 
 import os
+import stat
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -98,17 +100,66 @@ def check_format(fmt: str | None, path: str | Path | None = None) -> str:
     return key
 
 
-def _check_target(path: Path, force: bool) -> None:
-    if path.is_dir():
+STDOUT = "-"
+"""`-o -`: write a text format to standard output."""
+TEXT_FORMATS = ("csv", "json", "md", "latex")
+
+
+def _check_target(path: Path, force: bool) -> Path:
+    """The file to replace: `path`, or with --force the target of the symlink `path`. Refuses folders,
+    devices, sockets and pipes whatever --force says (writing there is never an export)."""
+    target = path
+    if path.is_symlink():
+        if not force:
+            raise HierconsoleError(
+                f"{path} is a symlink (to {os.readlink(path)}); not writing through it\n"
+                f"  fix: pass --force to replace the file it points to, or choose another path"
+            )
+        target = path.resolve()
+    if target.is_dir():
         raise HierconsoleError(f"{path} is a folder\n  fix: give a file path with -o")
-    if path.exists() and not force:
+    if target.exists() and not stat.S_ISREG(target.stat().st_mode):
+        raise HierconsoleError(
+            f"{path} is not a regular file (a device, socket or pipe); refusing to replace it\n"
+            f"  fix: choose a file path with -o, or -o - for standard output"
+        )
+    if target.exists() and not force:
         raise HierconsoleError(
             f"{path} already exists; not overwriting it\n  fix: pass --force, or choose another path"
         )
-    if not path.parent.is_dir():
+    if not target.parent.is_dir():
         raise HierconsoleError(
-            f"folder {path.parent} does not exist\n  fix: create it first, or choose another path"
+            f"folder {target.parent} does not exist\n  fix: create it first, or choose another path"
         )
+    return target
+
+
+def _stdout_format(fmt: str | None) -> str:
+    """The format to write to standard output: given (there is no suffix), and a text one."""
+    if fmt is None:
+        raise HierconsoleError(
+            f"-o - has no suffix to tell the format from\n  fix: pass --format, one of: {', '.join(TEXT_FORMATS)}"
+        )
+    fmt = check_format(fmt)
+    if fmt not in TEXT_FORMATS:
+        raise HierconsoleError(
+            f"-o - writes to standard output, which takes text formats only ({', '.join(TEXT_FORMATS)}), "
+            f"not {fmt}\n  fix: give a file path with -o for {fmt}"
+        )
+    return fmt
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where /proc allows (os.umask must set to read)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 # ------------------------------------------------------------------------------------- rendering
@@ -234,42 +285,64 @@ def render_latex(df: pl.DataFrame, precision: int = 4) -> str:
 # --------------------------------------------------------------------------------------- writing
 
 
-def _write_to(df: pl.DataFrame, tmp: Path, fmt: str, precision: int) -> None:
+def _render_text(df: pl.DataFrame, fmt: str, precision: int) -> str:
     if fmt == "csv":
-        df.write_csv(tmp)
-    elif fmt == "parquet":
+        return df.write_csv()
+    if fmt == "json":
+        return df.write_json()
+    if fmt == "md":
+        return render_markdown(df, precision)
+    return render_latex(df, precision)
+
+
+def _write_to(df: pl.DataFrame, tmp: Path, fmt: str, precision: int) -> None:
+    if fmt == "parquet":
         df.write_parquet(tmp)
-    elif fmt == "json":
-        df.write_json(tmp)
-    elif fmt == "md":
-        tmp.write_text(render_markdown(df, precision), encoding="utf-8")
     else:
-        tmp.write_text(render_latex(df, precision), encoding="utf-8")
+        tmp.write_text(_render_text(df, fmt, precision), encoding="utf-8")
 
 
 def write_table(
     df: pl.DataFrame, path: str | Path, fmt: str | None, *, force: bool = False, precision: int = 4
-) -> Path:
-    """Write ``df`` to ``path`` in ``fmt`` (None: from the suffix); returns the absolute path written."""
+) -> Path | None:
+    """Write ``df`` to ``path`` in ``fmt`` (None: from the suffix); returns the absolute path written,
+    or None for ``-`` (standard output, text formats only).
+
+    A file is written through a temporary file in the target's folder and renamed into place, so a
+    reader never sees half a table; it gets the mode a new file would (the umask), or keeps the mode of
+    the file it replaces.
+    """
+    if str(path) == STDOUT:
+        fmt = _stdout_format(fmt)
+        _check_precision(precision)
+        sys.stdout.write(_render_text(df, fmt, precision))
+        sys.stdout.flush()
+        return None
     fmt = check_format(fmt, path)
-    if not 0 <= precision <= MAX_PRECISION:
-        raise HierconsoleError(
-            f"precision {precision} is out of range\n  fix: use 0 to {MAX_PRECISION} decimals"
-        )
+    _check_precision(precision)
     path = Path(path).expanduser().absolute()
-    _check_target(path, force)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    target = _check_target(path, force)
+    mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o666 & ~_umask()
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(fd)
     tmp = Path(name)
     try:
         _write_to(df, tmp, fmt, precision)
         with tmp.open("rb+") as fh:
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def _check_precision(precision: int) -> None:
+    if not 0 <= precision <= MAX_PRECISION:
+        raise HierconsoleError(
+            f"precision {precision} is out of range\n  fix: use 0 to {MAX_PRECISION} decimals"
+        )
 
 
 def export_table(
@@ -281,14 +354,17 @@ def export_table(
     study_id: str | None = None,
     force: bool = False,
     precision: int = 4,
-) -> tuple[Path, pl.DataFrame]:
+) -> tuple[Path | None, pl.DataFrame]:
     """Materialise table ``name`` through ``frames_provider`` and write it; returns (path, frame).
 
     Table, format and target are checked before the provider runs, so a typo costs no store query.
     """
     check_table(name)
-    fmt = check_format(fmt, path)
-    _check_target(Path(path).expanduser().absolute(), force)
+    if str(path) == STDOUT:
+        _stdout_format(fmt)
+    else:
+        fmt = check_format(fmt, path)
+        _check_target(Path(path).expanduser().absolute(), force)
     frame = frames_provider(name, study_id)
     return write_table(frame, path, fmt, force=force, precision=precision), frame
 

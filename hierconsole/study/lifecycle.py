@@ -58,7 +58,8 @@ def new_study_id(preset: Preset) -> str:
 
 
 def _paths(store: Store, study: StudyInfo) -> plan.StudyPaths:
-    return plan.StudyPaths(store.home, study.study_id, get_dataset(store, study.dataset_id).artifact_dir)
+    info = get_dataset(store, study.dataset_id)
+    return plan.StudyPaths(store.home, study.study_id, info.artifact_dir, info.sha256)
 
 
 # -- creation ----------------------------------------------------------------------------------------
@@ -150,7 +151,7 @@ def create_study(store: Store, preset: Preset, dataset_id: str) -> str:
     tuned = preset.temperature.tuned_geometries
     phase = Phase.TUNING if tuned else Phase.TRAINING
     temps = None if tuned else {g: float(preset.temperature.for_geometry(g)) for g in GEOMETRIES}
-    paths = plan.StudyPaths(store.home, study_id, info.artifact_dir)
+    paths = plan.StudyPaths(store.home, study_id, info.artifact_dir, info.sha256)
     specs = plan.tune_jobs(paths, preset) if temps is None else plan.final_jobs(paths, preset, temps)
 
     def insert(con: duckdb.DuckDBPyConnection) -> None:

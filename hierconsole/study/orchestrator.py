@@ -82,8 +82,11 @@ class Orchestrator:
         on_problem: ProblemCallback = _report,
         gpus: list[str] | None = None,
         stale_after: float = STALE_HEARTBEAT_SECONDS,
+        studies: list[str] | None = None,
     ):
         self.stale_after = stale_after
+        self.studies = list(studies) if studies is not None else None
+        """Launch only these studies' queued jobs (None: every study's)."""
         self.store = store
         self.max_parallel = max_parallel
         # One worker per GPU: each sees only its own device through CUDA_VISIBLE_DEVICES.
@@ -116,16 +119,21 @@ class Orchestrator:
         ):
             job = self._job(job_id)
             read = self._replay(job)
-            if pid and pid_alive(pid, pid_start):
-                self.active[job_id] = Active(
-                    job, job_dir(self.store.home, job_id), pid, pid_start, offset=read.offset, lines=read.lines
-                )
+            folder = job_dir(self.store.home, job_id)
+            # The worker must be alive *and* hold this folder's lock: in a copied or moved home the PID
+            # may be the original home's live worker, which writes elsewhere and is not ours to adopt.
+            if pid and pid_alive(pid, pid_start) and job_lock_held(folder):
+                self.active[job_id] = Active(job, folder, pid, pid_start, offset=read.offset, lines=read.lines)
                 continue
             state, error = _outcome(read.events, cancel_requested=False)
             if state == JobState.CRASHED:
                 error = f"worker PID {pid} is gone (orchestrator restarted); resume it with `hierconsole resume`"
                 crashed.append(job_id)
+            stopped = job_dir(self.store.home, job_id) / layout.STOPPED
+            if state != JobState.FINISHED and stopped.exists():
+                error = stopped.read_text(errors="replace").strip() or error
             self._set_state(job_id, state, error)
+            stopped.unlink(missing_ok=True)
             if state == JobState.FINISHED:
                 advance(self.store, job.study_id)
         return crashed
@@ -154,7 +162,11 @@ class Orchestrator:
         if study_ids:
             sql += " AND study_id IN (SELECT unnest(?))"
             params.append(study_ids)
-        return bool(self.active) or self.store.value(sql, params) > 0
+            if any(a.job.study_id in study_ids for a in self.active.values()):
+                return True
+        elif self.active:
+            return True
+        return self.store.value(sql, params) > 0
 
     def run_until_idle(
         self,
@@ -180,11 +192,14 @@ class Orchestrator:
         return 1
 
     def _launch_queued(self) -> None:
+        only, params = ("", [])
+        if self.studies is not None:
+            only, params = ("AND study_id IN (SELECT unnest(?))", [self.studies])
         while len(self.active) < self._capacity():
             row = self.store.one(
-                f"SELECT job_id FROM jobs WHERE state = ? ORDER BY {kind_order('kind')}, created_at, seed, tau, job_id "
-                "LIMIT 1",
-                [JobState.QUEUED],
+                f"SELECT job_id FROM jobs WHERE state = ? {only} "
+                f"ORDER BY {kind_order('kind')}, created_at, seed, tau, job_id LIMIT 1",
+                [JobState.QUEUED, *params],
             )
             if row is None:
                 return
@@ -258,7 +273,7 @@ class Orchestrator:
             if time.time() - mtime > self.stale_after and a.cancel_requested_at is None and not a.stale:
                 a.stale = True
                 self._signal(a, signal.SIGKILL)
-        ended = a.proc.poll() is not None if a.proc is not None else not pid_alive(a.pid, a.pid_start)
+        ended = not _running(a)
         if a.cancel_requested_at is not None and not ended:
             if time.monotonic() - a.cancel_requested_at > CANCEL_GRACE_SECONDS:
                 self._signal(a, signal.SIGKILL)
@@ -318,8 +333,32 @@ class Orchestrator:
                 requeued.append(job_id)
         return requeued
 
+    def abandon(self, reason: str, *, cancel: bool = True) -> list[str]:
+        """Stop driving without the store (it can no longer be written): stop our workers (SIGTERM, then
+        SIGKILL after the grace period) or leave them running, and note `reason` in each job's folder,
+        where the next orchestrator finds it. Returns the job ids. Never touches the store, never hangs."""
+        ids = list(self.active)
+        for a in self.active.values():
+            _note_stopped(a.folder, reason)
+            if cancel:
+                self._signal(a, signal.SIGTERM)
+        deadline = time.monotonic() + CANCEL_GRACE_SECONDS
+        while cancel and time.monotonic() < deadline and any(_running(a) for a in self.active.values()):
+            time.sleep(0.1)
+        for a in self.active.values():
+            if cancel and _running(a):
+                self._signal(a, signal.SIGKILL)
+            if a.proc is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    a.proc.wait(timeout=5)
+        self.active.clear()
+        return ids
+
     def shutdown(self, *, cancel: bool) -> None:
         """Leave: cancel our workers (waiting for them) or let them run on to be adopted later."""
+        if self.store.failed is not None:
+            self.abandon(str(self.store.failed), cancel=cancel)
+            return
         if not cancel:
             return
         self.cancel_all()
@@ -327,6 +366,20 @@ class Orchestrator:
         while self.active and time.monotonic() < deadline:
             self.tick()
             time.sleep(0.1)
+
+
+def _note_stopped(folder: Path, reason: str) -> None:
+    """Best effort, all or nothing: on a full disk even this small file may not fit."""
+    staged = folder / f".{layout.STOPPED}.tmp"
+    try:
+        staged.write_text(f"stopped: {reason}\n")
+        staged.replace(folder / layout.STOPPED)
+    except OSError:
+        staged.unlink(missing_ok=True)
+
+
+def _running(a: Active) -> bool:
+    return a.proc.poll() is None if a.proc is not None else pid_alive(a.pid, a.pid_start)
 
 
 def _outcome(events: list[ev.Event], *, cancel_requested: bool) -> tuple[JobState, str | None]:

@@ -23,6 +23,8 @@ class StudyPaths:
     home: Path
     study_id: str
     dataset_dir: Path
+    dataset_sha256: str | None = None
+    """The content hash every job checks its data against."""
 
     def split(self, role: str) -> str:
         return relative(self.home, split_files.split_file(self.home, self.study_id, role))
@@ -52,6 +54,7 @@ def _spec(
         seed=seed,
         preset=preset,
         dataset_dir=relative(paths.home, paths.dataset_dir),
+        dataset_sha256=paths.dataset_sha256,
         out_dir=paths.job(job_id),
         cells=cells,
         train_split=train_split,

@@ -1,14 +1,22 @@
 """The DuckDB store: one file per home folder, one writer thread per process.
 
 DuckDB lets exactly one process open a database file for writing, and not even a read-only second
-opener is allowed while it does. So the process that opens the store (the TUI or a headless command) is
-the only one that touches it: worker processes talk to it through events. Inside that process a DuckDB
-connection is not thread-safe, so every write goes through one writer thread (which also lets many small
-event writes be batched into one transaction), and each reading thread gets its own cursor.
+opener is allowed while it does. So the process that opens the store for writing (the console, `run`,
+`resume`) is the only one that touches it: worker processes talk to it through events. Inside that
+process a DuckDB connection is not thread-safe, so every write goes through one writer thread (which
+also lets many small event writes be batched into one transaction), and each reading thread gets its
+own cursor.
+
+Read commands open the store read-only and never write to it, so an archived read-only home can be
+listed, exported and audited. While another process holds the store, they read the *live snapshot*
+the holder publishes (`live.py`): a consistent copy, refreshed every couple of seconds while it writes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import logging
 import queue
 import re
 import threading
@@ -20,60 +28,165 @@ from typing import Any, TypeVar
 import duckdb
 import polars as pl
 
-from hierconsole.errors import StoreBusyError
+from hierconsole.errors import (
+    HierconsoleError,
+    StoreBusyError,
+    StoreDamagedError,
+    StoreReadOnlyError,
+    StoreWriteError,
+)
 from hierconsole.locations import db_path, resolve_home, resource_dir
+from hierconsole.study import live
 from hierconsole.study.views import views_sql
 
 T = TypeVar("T")
 
 SCHEMA_VERSION = 1
+VIEWS_KEY = "views_sha256"
+"""meta key: the hash of the views last created, so they are re-created only when this version's differ."""
 
 # Migrations from version N to N+1, applied in order inside one transaction each. Version 1 is schema.sql.
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {}
 
 _LOCK_RE = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\d+)\)")
+log = logging.getLogger("hierconsole.store")
 
 
-def _busy_error(home: Path, exc: duckdb.IOException) -> StoreBusyError:
+def _holder(exc: BaseException) -> str:
     match = _LOCK_RE.search(str(exc))
-    holder = f"PID {match['pid']} ({match['exe']})" if match else "another process"
+    return f"PID {match['pid']} ({match['exe']})" if match else "another process"
+
+
+def _busy_error(home: Path, exc: BaseException) -> StoreBusyError:
     return StoreBusyError(
-        f"the store {db_path(home)} is in use by {holder}. Only one hierconsole can open a store at a "
-        f"time: use that console (or stop it), or pass another folder with --home DIR "
-        f"(or HIERCONSOLE_HOME)."
+        f"the store {db_path(home)} is in use by {_holder(exc)}. Only one hierconsole can write to a "
+        f"store at a time: launch from that console (or wait for that run to end, or stop it), or pass "
+        f"another folder with --home DIR (or HIERCONSOLE_HOME). Read commands (studies, runs, effects, "
+        f"audit, export) work meanwhile."
+    )
+
+
+def _is_lock_error(exc: BaseException) -> bool:
+    return isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of a DuckDB error, without its category prefix."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return re.sub(r"^[A-Za-z ]+ Error: ", "", first)
+
+
+def _damaged_error(path: Path, exc: BaseException) -> StoreDamagedError:
+    reason = _reason(exc)
+    return StoreDamagedError(
+        f"the store {path} cannot be opened: {reason}. It is damaged or not a hierconsole store: restore it "
+        f"from a backup, or move it aside and use another --home DIR; nothing was changed."
+    )
+
+
+def _write_failure(path: Path, exc: BaseException) -> StoreWriteError:
+    reason = _reason(exc)
+    return StoreWriteError(
+        f"the store {path} could not save changes ({reason}). Jobs keep their checkpoints and event logs; "
+        f"fix the cause (free disk space, check the file system) and run `hierconsole resume`."
     )
 
 
 class Store:
-    """An open store. Use as a context manager, or call close()."""
+    """An open store. Use as a context manager, or call close().
 
-    def __init__(self, home: str | Path | None = None):
+    `read_only=True` is what read commands use: the file is never written (no migration, the views are
+    session-local), a missing store reads as an empty one, and a store another process holds is read
+    through that holder's live snapshot. `source` then says what was read.
+    """
+
+    def __init__(self, home: str | Path | None = None, *, read_only: bool = False):
         self.home = resolve_home(home)
         self.path = db_path(self.home)
-        try:
-            self._conn = duckdb.connect(str(self.path))
-        except duckdb.IOException as exc:
-            if "lock" in str(exc).lower():
-                raise _busy_error(self.home, exc) from None
-            raise
+        self.read_only = read_only
+        self.source = str(self.path)
+        """What this store reads: the file, a live snapshot (with its holder and age), or nothing yet."""
+        self.live = False
+        """Reading the live snapshot of a store another process holds."""
+        self._failed: StoreWriteError | None = None
+        self._closed = False
         self._local = threading.local()
+        self._conn = self._open()
         self._queue: queue.Queue[tuple[Callable[[duckdb.DuckDBPyConnection], Any], Future] | None] = (
             queue.Queue()
         )
-        self._writer = threading.Thread(target=self._write_loop, name="hierconsole-writer", daemon=True)
         self._writer_conn = self._conn.cursor()
+        self._publisher: live.Publisher | None = None
+        if read_only:
+            self._writer: threading.Thread | None = None
+            self._check_version(self._writer_conn)
+            self._writer_conn.execute(views_sql(temporary=True))
+            return
+        self._writer = threading.Thread(target=self._write_loop, name="hierconsole-writer", daemon=True)
         self._writer.start()
-        self._closed = False
-        self.write(self._migrate)
+        try:
+            self.write(self._migrate)
+        except BaseException:
+            self.close()
+            raise
+        self._publisher = live.Publisher(self.home)
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        if not self.read_only:
+            try:
+                return duckdb.connect(str(self.path))
+            except duckdb.Error as exc:
+                if _is_lock_error(exc):
+                    raise _busy_error(self.home, exc) from None
+                if "permission denied" in str(exc).lower() or "read-only file system" in str(exc).lower():
+                    raise StoreReadOnlyError(
+                        f"the store {self.path} is read-only here ({_reason(exc)}); read commands (studies, "
+                        f"runs, effects, audit, export) work on it; to run or change anything, copy the home "
+                        f"folder somewhere writable and pass --home COPY"
+                    ) from None
+                if isinstance(exc, duckdb.IOException) and not self.path.exists():
+                    raise HierconsoleError(f"cannot create the store {self.path}: {exc}") from None
+                raise _damaged_error(self.path, exc) from None
+        if not self.path.exists():
+            # Nothing stored yet: an empty in-memory store with the schema, so listings are empty.
+            self.source = f"{self.path} (not created yet: empty)"
+            con = duckdb.connect(":memory:")
+            con.execute((resource_dir("store") / "schema.sql").read_text())
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+            return con
+        try:
+            return duckdb.connect(str(self.path), read_only=True)
+        except duckdb.Error as exc:
+            if not _is_lock_error(exc):
+                raise _damaged_error(self.path, exc) from None
+            busy = exc
+        snapshot = live.latest(self.home)
+        if snapshot is None:
+            raise StoreBusyError(
+                f"the store {self.path} is held by {_holder(busy)}, which publishes no live snapshot yet "
+                f"(it may have just started, or be an older hierconsole); try again in a few seconds"
+            ) from None
+        try:
+            con = duckdb.connect(str(snapshot.path), read_only=True)
+        except duckdb.Error as exc:
+            raise _damaged_error(snapshot.path, exc) from None
+        self.source = snapshot.describe()
+        self.live = True
+        return con
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self._queue.put(None)
-        self._writer.join()
-        self._conn.close()
+        if self._writer is not None:
+            self._queue.put(None)
+            self._writer.join()
+        if self._publisher is not None:
+            self._publisher.withdraw()
+        with contextlib.suppress(duckdb.Error):
+            self._conn.close()
 
     def __enter__(self) -> Store:
         return self
@@ -83,38 +196,72 @@ class Store:
 
     # -- schema ----------------------------------------------------------------------------------------
     @staticmethod
-    def _migrate(con: duckdb.DuckDBPyConnection) -> None:
+    def _stored_version(con: duckdb.DuckDBPyConnection) -> int | None:
+        """The schema version in the file; None when it holds no hierconsole tables at all."""
         counted = con.execute(
             "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'"
         ).fetchone()
         assert counted is not None  # count(*) always gives one row
-        has_meta = counted[0]
-        version = 0
-        if has_meta:
-            row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            version = int(row[0]) if row else 0
+        if not counted[0]:
+            return None
+        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _check_version(self, con: duckdb.DuckDBPyConnection) -> int:
+        version = self._stored_version(con)
+        if version is None:
+            tables = con.execute("SELECT count(*) FROM information_schema.tables").fetchone()
+            if tables and tables[0]:
+                raise StoreDamagedError(
+                    f"{self.path} is a DuckDB file but not a hierconsole store (it has no meta table); "
+                    f"use another --home DIR, or move the file aside"
+                )
+            version = 0
+        if version > SCHEMA_VERSION:
+            raise StoreDamagedError(
+                f"the store {self.path} has schema version {version}, newer than this hierconsole "
+                f"understands ({SCHEMA_VERSION}); upgrade hierconsole, or use another --home DIR"
+            )
+        if self.read_only and version < SCHEMA_VERSION:
+            raise StoreDamagedError(
+                f"the store {self.path} has schema version {version} and needs an upgrade to "
+                f"{SCHEMA_VERSION}, which a read command does not write; run a writing command once "
+                f"(e.g. `hierconsole resume`) on a writable copy"
+            )
+        return version
+
+    def _migrate(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Bring the file to this version's schema and views, writing only what differs: a store that is
+        already current is not changed by being opened (a refused import leaves it byte-identical)."""
+        stored = version = self._check_version(con)
         if version == 0:
             con.execute((resource_dir("store") / "schema.sql").read_text())
             version = 1
-        if version > SCHEMA_VERSION:
-            raise StoreBusyError(
-                f"this store has schema version {version}, newer than this hierconsole understands "
-                f"({SCHEMA_VERSION}); upgrade hierconsole or use another --home"
-            )
         while version < SCHEMA_VERSION:
             MIGRATIONS[version](con)
             version += 1
-        con.execute(
-            "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
-            [str(version)],
-        )
-        con.execute(views_sql())
+        if version != stored:
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(version)])
+        views = views_sql()
+        digest = hashlib.sha256(views.encode()).hexdigest()
+        if self._meta(con, VIEWS_KEY) != digest:
+            con.execute(views)
+            con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [VIEWS_KEY, digest])
+
+    @staticmethod
+    def _meta(con: duckdb.DuckDBPyConnection, key: str) -> str | None:
+        row = con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        return None if row is None else str(row[0])
 
     # -- writing ---------------------------------------------------------------------------------------
     def _write_loop(self) -> None:
         con = self._writer_conn
         while True:
-            item = self._queue.get()
+            try:
+                item = self._queue.get(timeout=live.REFRESH_SECONDS)
+            except queue.Empty:
+                self._publish(con, changed=False)
+                continue
             if item is None:
                 break
             # Batch whatever else is already queued into the same transaction: DuckDB commits are costly.
@@ -129,13 +276,47 @@ class Store:
                     stop = True
                     break
                 batch.append(nxt)
-            self._run_batch(con, batch)
+            try:
+                self._run_batch(con, batch)
+            except BaseException as exc:  # noqa: BLE001 - every waiting caller is told; none may hang
+                self._fail(batch, exc)
+            else:
+                self._publish(con, changed=True)
             if stop:
                 break
-        con.close()
+        with contextlib.suppress(duckdb.Error):
+            con.close()
+
+    def _fail(self, batch: list[tuple[Callable, Future]], exc: BaseException) -> None:
+        """A commit (or BEGIN/ROLLBACK) failed: the store cannot be trusted to take more writes.
+
+        Every caller of this batch, and of every later write, gets the error rather than waiting for a
+        commit that will never come (a full disk once hung `hierconsole run` forever here).
+        """
+        if self._failed is None:
+            self._failed = _write_failure(self.path, exc)
+            log.info("store write failed: %s", exc)
+        for _, fut in batch:
+            if not fut.done():
+                fut.set_exception(self._failed)
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is None:
+                self._queue.put(None)
+                return
+            item[1].set_exception(self._failed)
+
+    def _publish(self, con: duckdb.DuckDBPyConnection, *, changed: bool) -> None:
+        if self._publisher is not None and self._failed is None:
+            self._publisher.maybe_publish(con, changed=changed)
 
     @staticmethod
     def _run_batch(con: duckdb.DuckDBPyConnection, batch: list[tuple[Callable, Future]]) -> None:
+        """Run a batch of writes in one transaction. An error raised by a write is that write's caller's;
+        an error of the transaction itself (BEGIN, COMMIT, ROLLBACK) propagates to the writer loop."""
         con.execute("BEGIN TRANSACTION")
         results: list[tuple[Future, Any]] = []
         failed: BaseException | None = None
@@ -170,13 +351,35 @@ class Store:
         """Queue a write; it runs in a transaction on the writer thread."""
         if self._closed:
             raise RuntimeError("store is closed")
+        if self.read_only:
+            raise RuntimeError("this store was opened read-only; a read command tried to write")
+        if self._failed is not None:
+            raise self._failed
         fut: Future[T] = Future()
         self._queue.put((fn, fut))
         return fut
 
     def write(self, fn: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
         """Run a write in one transaction on the writer thread and wait for it."""
-        return self.submit(fn).result()
+        fut = self.submit(fn)
+        while True:
+            try:
+                return fut.result(timeout=1.0)
+            except TimeoutError:
+                # A writer thread that died (it should not: `_fail` catches) must not hang its callers.
+                if self._writer is not None and not self._writer.is_alive() and not fut.done():
+                    raise self._failed or _write_failure(self.path, RuntimeError("writer stopped")) from None
+
+    @property
+    def held(self) -> bool:
+        """Whether an orchestrating process holds this store: this one (opened for writing), or the
+        holder whose live snapshot this reads. A read-only open of the file itself means nobody does."""
+        return not self.read_only or self.live
+
+    @property
+    def failed(self) -> StoreWriteError | None:
+        """The write failure that stopped this store, if any."""
+        return self._failed
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> None:
         self.write(lambda con: con.execute(sql, params or []))
@@ -189,11 +392,20 @@ class Store:
             self._local.cursor = cur
         return cur
 
+    def _read(self, fn: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+        try:
+            return fn(self._cursor())
+        except duckdb.Error:
+            # After a failed commit DuckDB may refuse every query: say why, not "invalidated".
+            if self._failed is not None:
+                raise self._failed from None
+            raise
+
     def rows(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
-        return self._cursor().execute(sql, params or []).fetchall()
+        return self._read(lambda cur: cur.execute(sql, params or []).fetchall())
 
     def one(self, sql: str, params: Sequence[Any] | None = None) -> tuple | None:
-        rows = self._cursor().execute(sql, params or []).fetchall()
+        rows = self.rows(sql, params)
         return rows[0] if rows else None
 
     def value(self, sql: str, params: Sequence[Any] | None = None) -> Any:
@@ -204,9 +416,12 @@ class Store:
         return row[0]
 
     def frame(self, sql: str, params: Sequence[Any] | None = None) -> pl.DataFrame:
-        return self._cursor().sql(sql, params=list(params or [])).pl()
+        return self._read(lambda cur: cur.sql(sql, params=list(params or [])).pl())
 
     def dicts(self, sql: str, params: Sequence[Any] | None = None) -> list[dict[str, Any]]:
-        cur = self._cursor().execute(sql, params or [])
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+        def fetch(cur: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+            cur = cur.execute(sql, params or [])
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+        return self._read(fetch)

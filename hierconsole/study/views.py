@@ -52,6 +52,10 @@ def substitutions() -> dict[str, str]:
     }
 
 
-def views_sql() -> str:
-    """The views, ready to execute."""
-    return Template((resource_dir("store") / "views.sql").read_text()).substitute(substitutions())
+def views_sql(*, temporary: bool = False) -> str:
+    """The views, ready to execute. `temporary` makes them session-local (TEMP views shadow the stored
+    ones), which is how a read-only open gets this version's views without writing the file."""
+    sql = Template((resource_dir("store") / "views.sql").read_text()).substitute(substitutions())
+    if temporary:
+        sql = sql.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW")
+    return sql

@@ -14,7 +14,7 @@ from typing import Any
 from textual.message import Message
 
 from hierconsole.contract.events import Event, LineProblem
-from hierconsole.errors import HierconsoleError
+from hierconsole.errors import HierconsoleError, StoreWriteError
 from hierconsole.study import read
 from hierconsole.study.orchestrator import Orchestrator
 from hierconsole.study.storage import Store
@@ -85,6 +85,7 @@ class OrchestratorLoop:
         )
         shutdown: Shutdown | None = None
         last_error: str | None = None
+        broken = False  # the store can no longer be written
         while not cancelled():
             try:
                 item = self.commands.get(timeout=self.interval)
@@ -101,8 +102,16 @@ class OrchestratorLoop:
                     item = self.commands.get_nowait() if not self.commands.empty() else None
                 if shutdown is not None:
                     break
+                if broken:
+                    continue
                 orch.tick()
                 self._publish()
+            except StoreWriteError as exc:
+                # Nothing more can be saved: stop driving (workers run on, to be adopted by `resume`
+                # once the cause is fixed), say so once, and stay responsive so the user can read and quit.
+                orch.abandon(str(exc), cancel=False)
+                broken = True
+                self.post(OrchestratorFailed(str(exc)))
             except Exception as exc:  # noqa: BLE001 - the loop must survive one bad tick; the user is told
                 # A user error reads as itself, a bug with its type; each once, not once per tick.
                 error = str(exc) if isinstance(exc, HierconsoleError) else f"{type(exc).__name__}: {exc}"

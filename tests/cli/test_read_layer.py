@@ -18,15 +18,17 @@ def _run(home, capsys, *argv: str) -> tuple[int, str]:
 
 
 def test_runs_shows_the_console_job_rows(fixed_copy, capsys):
-    with Store(fixed_copy) as store:
+    # Read-only, as `runs` reads it: nobody orchestrates this store, so its running job is orphaned.
+    with Store(fixed_copy, read_only=True) as store:
         jobs = read.job_rows(store)
+    assert any(job.orphaned for job in jobs)
     code, out = _run(fixed_copy, capsys, "runs")
     assert code == 0
     lines = out.splitlines()
     for job in jobs:
         (line,) = [line for line in lines if f" {job.job_id} " in f" {line} "]
         # The same progress as the console's runs view: epochs for training, units scored for scoring.
-        assert f" {job.done}/{job.total} " in line and f" {job.state} " in line
+        assert f" {job.done}/{job.total} " in line and f" {job.shown_state} " in line
         assert job.cells_text in line
     evaluation = next(j for j in jobs if j.job_id == f"{COMPLETE}/evaluate")
     assert (evaluation.done, evaluation.total) == (36, 36)
@@ -45,7 +47,7 @@ def test_studies_shows_the_console_study_rows(fixed_copy, capsys):
 def test_a_dataset_in_use_is_not_deleted_and_an_unused_one_is(fixed_copy, capsys, tiny_fs):
     code, out = _run(fixed_copy, capsys, "datasets", "delete", "tiny", "--yes")
     assert code == 2
-    assert f"used by 2 studies ({COMPLETE}, {LIVE})" in " ".join(out.split())
+    assert f"cannot delete dataset 'tiny': 2 studies use it ({COMPLETE}, {LIVE})" in " ".join(out.split())
     with Store(fixed_copy) as store:
         assert [d.dataset_id for d in read.list_datasets(store)] == ["tiny"]
         spare = register_dataset(store, replace(tiny_fs, name="spare"))

@@ -77,9 +77,11 @@ def test_truncated_latest_checkpoint_falls_back_to_the_previous(tmp_path):
         checkpoints.save_checkpoint(d, epoch, {"epoch": epoch, "w": torch.full((64,), float(epoch))})
     latest = checkpoints.checkpoint_path(d, 2)
     latest.write_bytes(latest.read_bytes()[:40])  # a torn write after a power loss
-    epoch, payload, notes = checkpoints.load_latest(d)
+    found, notes = checkpoints.load_latest(d)
+    assert found is not None
+    epoch, payload = found
     assert epoch == 1 and torch.equal(payload["w"], torch.full((64,), 1.0))
-    assert notes and "ckpt-000002.pt" in notes[0]
+    assert notes and "ckpt-000002.pt" in notes[0] and "SHA256" in notes[0]
 
 
 def test_checkpoints_keep_only_the_newest(tmp_path):

@@ -183,8 +183,8 @@ def test_crashed_workers_are_detected_and_resume_to_the_same_result(tmp_path, ti
     monkeypatch.setenv(FAULT_ENV, "3:2")
     orch = Orchestrator(store, max_parallel=1)
     _tick_until(orch, store, job_sql, [study_id], lambda r: r[0] == "running")
-    # While the run writes, a second hierconsole is told who holds the store and what to do.
-    busy = _cli(home, "runs")
+    # While the run writes, a second writer is told who holds the store and what to do.
+    busy = _cli(home, "resume")
     assert busy.returncode == 2
     assert f"PID {os.getpid()}" in busy.stderr and "--home" in busy.stderr
     row = _tick_until(orch, store, job_sql, [study_id], lambda r: r[0] != "running")

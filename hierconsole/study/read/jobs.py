@@ -6,10 +6,20 @@ import json
 from dataclasses import dataclass, field
 
 from hierconsole.contract import events as ev
+from hierconsole.contract import layout
+from hierconsole.locations import job_dir
 from hierconsole.study import split_files
 from hierconsole.study.storage import Store
 from hierconsole.study.views import kind_order, sql_list
-from hierconsole.vocabulary import ARMS, RESUMABLE_STATES, SCORING_KINDS, TRAINING_KINDS, JobKind, JobState
+from hierconsole.vocabulary import (
+    ARMS,
+    ORPHANED,
+    RESUMABLE_STATES,
+    SCORING_KINDS,
+    TRAINING_KINDS,
+    JobKind,
+    JobState,
+)
 
 
 @dataclass(frozen=True)
@@ -33,6 +43,13 @@ class JobRow:
     """Mean wall time of one lockstep epoch so far."""
     cells: tuple[tuple[str, float | None], ...] = ()
     """(arm, SupCon temperature) of each cell the job trains, by arm name."""
+    orphaned: bool = False
+    """Stored as running, but no orchestrator holds the store (see `vocabulary.ORPHANED`)."""
+
+    @property
+    def shown_state(self) -> str:
+        """The state to show: `orphaned` for a running job nobody orchestrates."""
+        return ORPHANED if self.orphaned else self.state
 
     @property
     def short_id(self) -> str:
@@ -102,6 +119,11 @@ def job_rows(store: Store, study_id: str | None = None) -> list[JobRow]:
         kind = JobKind(r["kind"])
         scoring = kind in SCORING_KINDS
         losses = dict(r["losses"] or {})
+        orphaned = r["state"] == JobState.RUNNING and not store.held
+        if orphaned and r["error"] is None:
+            # Why its orchestrator stopped it (e.g. the store could not be written), if it said.
+            note = job_dir(store.home, r["job_id"]) / layout.STOPPED
+            r["error"] = note.read_text(errors="replace").strip() if note.exists() else None
         out.append(
             JobRow(
                 job_id=r["job_id"],
@@ -118,6 +140,7 @@ def job_rows(store: Store, study_id: str | None = None) -> list[JobRow]:
                 | {k: v for k, v in losses.items() if k not in ARMS},
                 epoch_seconds=r["epoch_seconds"],
                 cells=tuple((arm, None if tau is None else float(tau)) for arm, tau in r["cells"] or ()),
+                orphaned=orphaned,
             )
         )
     return out

@@ -15,7 +15,7 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from hierconsole.errors import HierconsoleError
-from hierconsole.study.export import FORMATS, TABLES, export_table
+from hierconsole.study.export import FORMATS, STDOUT, TABLES, export_table
 from hierconsole.study.read import table_frame
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen
@@ -114,6 +114,10 @@ class ExportScreen(ConsoleScreen):
             self._show(Text("no study to export from yet", style="red"))
             return
         path = self.query_one("#export-path", Input).value.strip()
+        if path == STDOUT:
+            # Standard output is the console's own screen here: only the CLI writes tables there.
+            self._show(Text("the console writes to files: give a file path (`hierconsole export -o -` prints)", style="red"))
+            return
         self._show(Text(f"writing {self.table}…", style="dim"))
         self.write(self.table, self.fmt, path, study_id, force)
 
@@ -136,6 +140,7 @@ class ExportScreen(ConsoleScreen):
         except HierconsoleError as exc:
             self.post_message(self.Failed(str(exc)))
             return
+        assert written is not None  # a file path, never STDOUT (refused above)
         self.post_message(self.Written(written, table, df.height))
 
     @on(Written)

@@ -83,7 +83,10 @@ def describe(row: EventRow) -> Text:
     elif isinstance(e, ev.Norms):
         body = f"{_run(e.run_id)} max norm {e.max_norm:.4f} < radius {e.radius:.4f}"
     elif isinstance(e, ev.Resume):
-        body = f"resumed from the checkpoint after epoch {e.epoch}"
+        body = f"resumed from the checkpoint after epoch {e.epoch}" if e.epoch else "restarted from epoch 0"
+        if e.notes:
+            body += " — " + "; ".join(e.notes)
+            style = "bold yellow"
     elif isinstance(e, ev.Failed):
         lines = e.error.strip().splitlines()
         body = f"failed: {lines[-1] if lines else 'no traceback'}"

@@ -1,0 +1,17 @@
+"""How read commands open the store: read-only, never writing, saying when they read a live snapshot."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+
+from hierconsole.study.storage import Store
+
+
+def open_for_reading(home: str | None) -> Store:
+    """The store opened read-only (`Store(read_only=True)`); a note on stderr when what is shown is a
+    snapshot published by the process that holds the store, so its age is never mistaken for now."""
+    store = Store(home, read_only=True)
+    if store.source != str(store.path):
+        Console(stderr=True, soft_wrap=True).print(f"[dim]reading {escape(store.source)}[/]", highlight=False)
+    return store

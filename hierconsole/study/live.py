@@ -1,0 +1,125 @@
+"""The live snapshot: how a second shell reads a store that another process holds.
+
+DuckDB admits no second opener, not even a read-only one, while a process has the file open for
+writing. So the holder (the console, `run`, `resume`) publishes a consistent copy of its store into
+`HOME/.live/` from its writer thread, between transactions: `COPY FROM DATABASE` into a fresh file,
+then an atomic rename, so a reader sees either the previous snapshot or the new one. Read commands that
+find the store held open the snapshot read-only (see `Store`).
+
+Chosen over the alternatives because it needs no server and no protocol: a reader is the same code
+over the same schema and views, and the holder's cost is bounded (`Publisher` spaces snapshots so that
+copying takes at most a tenth of the writer's time). Reading the job folders' event logs instead would
+show progress but not effects, audits or exports; a local socket would need a second query language.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from hierconsole.study.processes import pid_alive, process_start_time
+from hierconsole.study.views import sql_literal
+
+LIVE_DIR = ".live"
+SNAPSHOT = "snapshot.duckdb"
+HOLDER = "holder.json"
+REFRESH_SECONDS = 2.0
+"""The shortest interval between snapshots, and how long a store is open before its first one (so
+short commands, which close sooner, never pay for one)."""
+MAX_SHARE = 0.1
+"""Snapshots are spaced so that taking them costs at most this share of the writer's time."""
+
+log = logging.getLogger("hierconsole.live")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    path: Path
+    pid: int
+    taken_at: float
+
+    def describe(self) -> str:
+        age = max(0.0, time.time() - self.taken_at)
+        return f"live snapshot of the store held by PID {self.pid}, {age:.0f} s old"
+
+
+def _holder_file(home: Path) -> Path:
+    return home / LIVE_DIR / HOLDER
+
+
+def latest(home: Path) -> Snapshot | None:
+    """The snapshot a live holder published, or None (none published, or its holder is gone)."""
+    try:
+        meta = json.loads(_holder_file(home).read_text())
+        pid, start, taken_at = int(meta["pid"]), meta.get("pid_start"), float(meta["taken_at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    path = home / LIVE_DIR / SNAPSHOT
+    if not path.exists() or not pid_alive(pid, start):
+        return None
+    return Snapshot(path, pid, taken_at)
+
+
+class Publisher:
+    """Publishes snapshots of one holder's store; called by its writer thread only."""
+
+    def __init__(self, home: Path):
+        self.folder = home / LIVE_DIR
+        self.opened = time.monotonic()
+        self.last = self.opened
+        self.interval = REFRESH_SECONDS
+        self.changed = True
+        self.published = False
+        self.pid = os.getpid()
+
+    def maybe_publish(self, con: duckdb.DuckDBPyConnection, *, changed: bool) -> None:
+        self.changed = self.changed or changed
+        if not self.changed or time.monotonic() - self.last < self.interval:
+            return
+        began = time.monotonic()
+        try:
+            self._publish(con)
+        except (duckdb.Error, OSError) as exc:
+            # A snapshot is a convenience for other shells: its failure must never stop the holder.
+            log.warning("could not publish the live snapshot: %s", exc)
+        took = time.monotonic() - began
+        self.last = time.monotonic()
+        self.interval = max(REFRESH_SECONDS, took / MAX_SHARE)
+        self.changed = False
+
+    def _publish(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.folder.mkdir(exist_ok=True)
+        tmp = self.folder / f".{SNAPSHOT}.{self.pid}"
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+        row = con.execute("SELECT current_database()").fetchone()
+        assert row is not None
+        source = '"' + str(row[0]).replace('"', '""') + '"'
+        con.execute(f"ATTACH {sql_literal(str(tmp))} AS hierconsole_live")
+        try:
+            con.execute(f"COPY FROM DATABASE {source} TO hierconsole_live")
+        finally:
+            con.execute("DETACH hierconsole_live")
+        os.replace(tmp, self.folder / SNAPSHOT)
+        meta = {"pid": self.pid, "pid_start": process_start_time(self.pid), "taken_at": time.time()}
+        holder = _holder_file(self.folder.parent)
+        staged = holder.with_name(f".{HOLDER}.{self.pid}")
+        staged.write_text(json.dumps(meta))
+        os.replace(staged, holder)
+        self.published = True
+
+    def withdraw(self) -> None:
+        """The holder closes: its snapshot would only go stale, and the store itself is free again."""
+        if not self.published:
+            return
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            if json.loads(_holder_file(self.folder.parent).read_text())["pid"] == self.pid:
+                _holder_file(self.folder.parent).unlink()
+                (self.folder / SNAPSHOT).unlink(missing_ok=True)
