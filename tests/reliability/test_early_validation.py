@@ -1,0 +1,42 @@
+"""Bad values are refused before anything is created: no study, no queued job, no folder; and a `run`
+launches only its own study's jobs (leftovers wait for `resume`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hierconsole.study.lifecycle import create_study
+from hierconsole.study.storage import Store
+from tests.reliability.conftest import TINY_RUN, cli, one_line_error, tree_digest
+from tests.tiny import tiny_preset
+
+BAD = {
+    "cuda": (["--device", "cuda"], "--device = 'cuda', but this machine's torch"),
+    "mps": (["--device", "mps"], "has no MPS device"),
+    "gpus": (["--gpus", "0"], "--gpus 0, but this machine's torch"),
+    "parallel": (["--parallel", "0"], "--parallel 0: give at least 1"),
+    "threads": (["--set", "compute.threads_per_worker=0"], "threads_per_worker"),
+    "queries": (["--set", "evaluation.n_query=5000"], "evaluation.n_query = 5000 but the test split holds only 160"),
+}
+
+
+@pytest.mark.parametrize("bad", BAD)
+def test_a_bad_value_creates_nothing(tiny_home, bad):
+    flags, message = BAD[bad]
+    before = tree_digest(tiny_home)
+    text = one_line_error(cli(tiny_home, *TINY_RUN, "--epochs", "1", "--seeds", "42", *flags))
+    assert message in text
+    assert tree_digest(tiny_home) == before
+    assert not (tiny_home / "studies").exists()
+
+
+def test_run_launches_only_its_own_study(tiny_home):
+    with Store(tiny_home) as store:
+        leftover = create_study(store, tiny_preset(epochs=1, seeds=(7,)), "tiny")  # e.g. a console's queue
+    done = cli(tiny_home, *TINY_RUN, "--epochs", "1", "--seeds", "42")
+    assert done.returncode == 0, done.stdout + done.stderr
+    with Store(tiny_home, read_only=True) as store:
+        states = store.rows("SELECT DISTINCT state FROM jobs WHERE study_id = ?", [leftover])
+    assert states == [("queued",)]
+    runs = cli(tiny_home, "runs", leftover)
+    assert "queued" in runs.stdout

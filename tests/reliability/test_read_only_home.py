@@ -1,0 +1,82 @@
+"""Read commands never write; a home nobody may write (an archive) can still be listed, exported and audited."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hierconsole.cli import main
+from tests.reliability.conftest import cli_argv, one_line_error, tree_digest
+from tests.tui.fixtures import COMPLETE
+
+READS = [
+    ["studies"],
+    ["runs"],
+    ["runs", COMPLETE],
+    ["datasets"],
+    ["taxonomy", "tiny"],
+    ["effects", COMPLETE],
+    ["effects", COMPLETE, "--json"],
+    ["audit", COMPLETE],
+    ["export", "effects", "--study", COMPLETE, "-o", "-", "--format", "csv"],
+    ["export", "runs", "-o", "-", "--format", "json"],
+]
+
+
+def _stat_all(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.stat().st_size) for p in folder.rglob("*")}
+
+
+def test_read_commands_change_no_byte_and_no_mtime(fixed_copy, capsys):
+    before, stamps = tree_digest(fixed_copy), _stat_all(fixed_copy)
+    for argv in READS:
+        assert main(["--home", str(fixed_copy), *argv]) in (0, 1), argv  # audit exits 1: one check fails
+    capsys.readouterr()
+    assert tree_digest(fixed_copy) == before
+    assert _stat_all(fixed_copy) == stamps
+
+
+def _as_reader(argv: list[str]) -> list[str]:
+    """`argv` run so that the file modes bind it: root may write any file whatever its mode, so as root
+    the command runs without the capabilities that allow that (CAP_DAC_OVERRIDE and friends)."""
+    if os.geteuid() != 0:
+        return argv
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:  # pragma: no cover - util-linux is on every Linux this runs on
+        pytest.skip("running as root without setpriv: file modes cannot make a home read-only")
+    return [setpriv, "--bounding-set", "-dac_override,-dac_read_search,-fowner,-linux_immutable", *argv]
+
+
+def _run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(_as_reader(cli_argv(home, *args)), capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def archived_home(fixed_home, tmp_path):
+    """A copy of the fixed store whose files and folders nobody may write."""
+    home = tmp_path / "archive"
+    shutil.copytree(fixed_home, home)
+    for p in [home, *home.rglob("*")]:
+        p.chmod(stat.S_IMODE(p.stat().st_mode) & ~0o222)
+    yield home
+    for p in [home, *home.rglob("*")]:
+        p.chmod(stat.S_IMODE(p.stat().st_mode) | 0o200)
+
+
+def test_a_read_only_home_is_listed_exported_and_audited(archived_home):
+    before = tree_digest(archived_home)
+    for argv in READS:
+        done = _run(archived_home, *argv)
+        assert done.returncode in (0, 1) and "Traceback" not in done.stderr, (argv, done.stderr)
+        assert "error:" not in done.stderr, (argv, done.stderr)
+    export = _run(archived_home, "export", "effects", "--study", COMPLETE, "-o", "-", "--format", "csv")
+    assert export.returncode == 0 and len(export.stdout.splitlines()) > 3 and "," in export.stdout
+    # Writing is refused in one line that says what to do instead.
+    text = one_line_error(_run(archived_home, "resume"))
+    assert "read-only" in text and "copy the home" in text
+    assert tree_digest(archived_home) == before

@@ -1,0 +1,61 @@
+"""A store that cannot be written (a full disk, an I/O error) stops the run at once; resume finishes it.
+
+The fault is real: the orchestrator's file-size limit (RLIMIT_FSIZE) is lowered while it runs, so its
+next commit fails in DuckDB exactly as on a full disk ("Could not write file ... .wal"), while the
+workers started before keep their own limit. Python ignores SIGXFSZ, so the write fails with EFBIG.
+"""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+
+from hierconsole.study import read
+from hierconsole.study.catalog import register_dataset
+from hierconsole.study.storage import Store
+from tests.reliability.conftest import TINY_RUN, cli, cli_argv, final_metrics, final_models, wait_for
+
+EPOCHS = ["--epochs", "30", "--seeds", "42"]
+
+
+def _epochs_logged(home) -> int:
+    logs = list(home.glob("studies/*/jobs/final-s42/events.jsonl"))
+    return logs[0].read_text().count('"kind":"epoch"') if logs else 0
+
+
+def test_a_failed_commit_stops_the_run_and_resume_finishes_it_bit_identical(tmp_path, tiny_home, tiny_fs):
+    home = tiny_home
+    run = subprocess.Popen(cli_argv(home, *TINY_RUN, *EPOCHS), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: _epochs_logged(home) >= 8, what="the first epochs")  # 4 cells x 2 epochs
+        # No file of the orchestrator may grow past 4 KiB: the store's WAL and main file are beyond it
+        # (as on a full disk), a small note still fits.
+        resource.prlimit(run.pid, resource.RLIMIT_FSIZE, (4096, 4096))
+        out, err = run.communicate(timeout=90)  # it used to wait here forever
+    finally:
+        run.kill()
+    text = " ".join(err.split())
+    assert run.returncode == 2, (out, err)
+    assert "could not save changes" in text and "File too large" in text and "hierconsole resume" in text
+    assert "Traceback" not in err
+
+    # Nothing holds the store now: the job is shown orphaned, with the reason its orchestrator gave.
+    runs = cli(home, "runs")
+    assert runs.returncode == 0, runs.stderr
+    line = next(line for line in runs.stdout.splitlines() if "final-s42" in line)
+    assert "orphaned" in line
+    with Store(home, read_only=True) as store:
+        (job,) = [j for j in read.job_rows(store) if j.kind == "final"]
+    assert job.orphaned and job.error is not None and job.error.startswith("stopped: ") and "File too large" in job.error
+
+    resumed = cli(home, "resume")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    with_fault = (final_metrics(home), final_models(home))
+
+    clean_home = tmp_path / "clean"
+    with Store(clean_home) as store:
+        register_dataset(store, tiny_fs)
+    clean = cli(clean_home, *TINY_RUN, *EPOCHS)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert with_fault == (final_metrics(clean_home), final_models(clean_home))
+    assert len(with_fault[1]) == 4 and with_fault[0]
