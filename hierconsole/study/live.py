@@ -2,7 +2,7 @@
 
 DuckDB admits no second opener, not even a read-only one, while a process has the file open for
 writing. So the holder (the console, `run`, `resume`) publishes a consistent copy of its store into
-`HOME/.live/` from its writer thread, between transactions: `COPY FROM DATABASE` into a fresh file,
+`HOME/.live/` from its writer thread, between transactions: a CHECKPOINT, a byte copy of the file,
 then an atomic rename, so a reader sees either the previous snapshot or the new one. Read commands that
 find the store held open the snapshot read-only (see `Store`).
 
@@ -18,6 +18,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,6 @@ from pathlib import Path
 import duckdb
 
 from hierconsole.study.processes import pid_alive, process_start_time
-from hierconsole.study.views import sql_literal
 
 LIVE_DIR = ".live"
 SNAPSHOT = "snapshot.duckdb"
@@ -70,7 +70,9 @@ def latest(home: Path) -> Snapshot | None:
 class Publisher:
     """Publishes snapshots of one holder's store; called by its writer thread only."""
 
-    def __init__(self, home: Path):
+    def __init__(self, home: Path, source: Path):
+        self.source = source
+        """The store file the holder writes."""
         self.folder = home / LIVE_DIR
         self.opened = time.monotonic()
         self.last = self.opened
@@ -95,18 +97,13 @@ class Publisher:
         self.changed = False
 
     def _publish(self, con: duckdb.DuckDBPyConnection) -> None:
+        # After a CHECKPOINT the file holds every commit and the WAL is empty, and nothing else writes it
+        # while this (the writer) thread copies it: the copy is a consistent store. A byte copy costs
+        # milliseconds where a logical copy (COPY FROM DATABASE) took seconds on a large store.
+        con.execute("CHECKPOINT")
         self.folder.mkdir(exist_ok=True)
         tmp = self.folder / f".{SNAPSHOT}.{self.pid}"
-        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
-            leftover.unlink(missing_ok=True)
-        row = con.execute("SELECT current_database()").fetchone()
-        assert row is not None
-        source = '"' + str(row[0]).replace('"', '""') + '"'
-        con.execute(f"ATTACH {sql_literal(str(tmp))} AS hierconsole_live")
-        try:
-            con.execute(f"COPY FROM DATABASE {source} TO hierconsole_live")
-        finally:
-            con.execute("DETACH hierconsole_live")
+        shutil.copyfile(self.source, tmp)
         os.replace(tmp, self.folder / SNAPSHOT)
         meta = {"pid": self.pid, "pid_start": process_start_time(self.pid), "taken_at": time.time()}
         holder = _holder_file(self.folder.parent)

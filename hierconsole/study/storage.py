@@ -130,7 +130,7 @@ class Store:
         except BaseException:
             self.close()
             raise
-        self._publisher = live.Publisher(self.home)
+        self._publisher = live.Publisher(self.home, self.path)
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         if not self.read_only:
