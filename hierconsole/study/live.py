@@ -18,7 +18,7 @@ import contextlib
 import json
 import logging
 import os
-import shutil
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,7 +88,7 @@ class Publisher:
         began = time.monotonic()
         try:
             self._publish(con)
-        except (duckdb.Error, OSError) as exc:
+        except (duckdb.Error, OSError, subprocess.SubprocessError) as exc:
             # A snapshot is a convenience for other shells: its failure must never stop the holder.
             log.warning("could not publish the live snapshot: %s", exc)
         took = time.monotonic() - began
@@ -99,11 +99,13 @@ class Publisher:
     def _publish(self, con: duckdb.DuckDBPyConnection) -> None:
         # After a CHECKPOINT the file holds every commit and the WAL is empty, and nothing else writes it
         # while this (the writer) thread copies it: the copy is a consistent store. A byte copy costs
-        # milliseconds where a logical copy (COPY FROM DATABASE) took seconds on a large store.
+        # milliseconds where a logical copy (COPY FROM DATABASE) took seconds on a large store. The copy
+        # runs in another process: closing any descriptor of the file in *this* process would drop
+        # DuckDB's POSIX lock on it, and let a second writer in.
         con.execute("CHECKPOINT")
         self.folder.mkdir(exist_ok=True)
         tmp = self.folder / f".{SNAPSHOT}.{self.pid}"
-        shutil.copyfile(self.source, tmp)
+        subprocess.run(["cp", str(self.source), str(tmp)], check=True, capture_output=True, timeout=600)
         os.replace(tmp, self.folder / SNAPSHOT)
         meta = {"pid": self.pid, "pid_start": process_start_time(self.pid), "taken_at": time.time()}
         holder = _holder_file(self.folder.parent)
