@@ -63,28 +63,27 @@ def timed(argv: list[str]) -> float:
     return time.perf_counter() - t0
 
 
-def disk_full(root: Path, epochs: int) -> tuple[float, float]:
-    home = fresh_home(root, "disk-full")
+def interrupted(root: Path, name: str, epochs: int, fault) -> tuple[float, float]:
+    """Start the study, let it log a few epochs, apply `fault` to the running `hierconsole run`; returns
+    (seconds from the fault to the command's exit, seconds `resume` then takes to finish the study)."""
+    home = fresh_home(root, name)
     proc = subprocess.Popen(cli(home, *RUN, "--epochs", str(epochs)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while epochs_logged(home) < 8:
         time.sleep(0.02)
     t0 = time.perf_counter()
+    fault(proc)
+    proc.wait(timeout=120)
+    surfaced = time.perf_counter() - t0
+    return surfaced, timed(cli(home, "resume"))
+
+
+def disk_full(proc: subprocess.Popen) -> None:
+    """No file of the orchestrator may grow past 4 KiB: its store cannot commit, as on a full disk."""
     resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (4096, 4096))
-    proc.wait(timeout=120)
-    surfaced = time.perf_counter() - t0
-    return surfaced, timed(cli(home, "resume"))
 
 
-def ctrl_c(root: Path, epochs: int) -> tuple[float, float]:
-    home = fresh_home(root, "ctrl-c")
-    proc = subprocess.Popen(cli(home, *RUN, "--epochs", str(epochs)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while epochs_logged(home) < 8:
-        time.sleep(0.02)
-    t0 = time.perf_counter()
+def ctrl_c(proc: subprocess.Popen) -> None:
     proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=120)
-    surfaced = time.perf_counter() - t0
-    return surfaced, timed(cli(home, "resume"))
 
 
 def second_shell(root: Path) -> tuple[float, float]:
@@ -133,9 +132,9 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        surfaced, resumed = disk_full(root, args.epochs)
+        surfaced, resumed = interrupted(root, "disk-full", args.epochs, disk_full)
         print(f"disk full: exit {surfaced:.2f} s after the fault; resume to complete {resumed:.2f} s")
-        surfaced, resumed = ctrl_c(root, args.epochs)
+        surfaced, resumed = interrupted(root, "ctrl-c", args.epochs, ctrl_c)
         print(f"Ctrl-C:    exit {surfaced:.2f} s after SIGINT;    resume to complete {resumed:.2f} s")
         free, held = second_shell(root)
         print(f"second shell `runs`: {held:.2f} s on a held store (live snapshot) vs {free:.2f} s on a free one "
