@@ -86,17 +86,18 @@ class Publisher:
         if not self.changed or time.monotonic() - self.last < self.interval:
             return
         began = time.monotonic()
+        done = False
         try:
-            self._publish(con)
+            done = self._publish(con)
         except (duckdb.Error, OSError, subprocess.SubprocessError) as exc:
             # A snapshot is a convenience for other shells: its failure must never stop the holder.
             log.warning("could not publish the live snapshot: %s", exc)
         took = time.monotonic() - began
         self.last = time.monotonic()
         self.interval = max(REFRESH_SECONDS, took / MAX_SHARE)
-        self.changed = False
+        self.changed = not done
 
-    def _publish(self, con: duckdb.DuckDBPyConnection) -> None:
+    def _publish(self, con: duckdb.DuckDBPyConnection) -> bool:
         # After a CHECKPOINT the file holds every commit and the WAL is empty, and nothing else writes it
         # while this (the writer) thread copies it: the copy is a consistent store. A byte copy costs
         # milliseconds where a logical copy (COPY FROM DATABASE) took seconds on a large store. The copy
@@ -107,7 +108,7 @@ class Publisher:
         if wal.exists() and wal.stat().st_size > 0:
             # The checkpoint did not take everything in: the file alone is an older state. Next time.
             log.info("live snapshot skipped: the WAL was not checkpointed")
-            return
+            return False
         self.folder.mkdir(exist_ok=True)
         tmp = self.folder / f".{SNAPSHOT}.{self.pid}"
         subprocess.run(["cp", str(self.source), str(tmp)], check=True, capture_output=True, timeout=600)
@@ -118,6 +119,7 @@ class Publisher:
         staged.write_text(json.dumps(meta))
         os.replace(staged, holder)
         self.published = True
+        return True
 
     def withdraw(self) -> None:
         """The holder closes: its snapshot would only go stale, and the store itself is free again."""
