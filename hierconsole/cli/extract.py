@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 from pathlib import Path
 
 from rich.console import Console
@@ -39,6 +40,7 @@ from hierconsole.extraction.sources import (
 from hierconsole.extraction.weights import weights_source
 
 EXTRA = ("transformers", "PIL")
+DEFAULT_WORKERS = min(8, max(1, (os.cpu_count() or 2) - 1))
 _SHOWN = 20
 
 
@@ -102,7 +104,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         q.add_argument("--batch-size", type=_positive, default=64)
         q.add_argument("--shard-size", type=_positive, default=1024, help="images per resumable shard")
         q.add_argument(
-            "--workers", type=_workers, default=2, help="image-decoding processes (0: in this one)"
+            "--workers",
+            type=_workers,
+            default=DEFAULT_WORKERS,
+            help=f"image-decoding processes (0: in this one; default {DEFAULT_WORKERS}: the CPUs less one, at most 8)",
         )
         q.add_argument(
             "--device", default="auto", help="auto (a GPU when there is one), cpu, cuda, cuda:1, ..."
@@ -224,7 +229,11 @@ def _extract(args: argparse.Namespace) -> int:
             else:
                 bar.update(task[0], completed=done)
 
-        outcome = run_extraction(images, backbone, DINOV2_EVAL, out, settings, progress=progress)
+        try:
+            outcome = run_extraction(images, backbone, DINOV2_EVAL, out, settings, progress=progress)
+        except KeyboardInterrupt:
+            err.print(f"finished shards are kept in {out.name}.parts/: rerun the same command to resume")
+            raise
     if outcome.resumed_shards:
         console.print(f"resumed: {outcome.resumed_shards} finished shards were kept from an earlier run")
     if not outcome.finished:

@@ -109,10 +109,15 @@ def config_file(path: Path) -> Architecture:
     config = {**_COMMON, **{k: v for k, v in raw.items() if k in _KNOWN and k != "model_type"}}
     if config["hidden_size"] % config["num_attention_heads"]:
         raise InputError(path, "hidden_size is not a multiple of num_attention_heads")
-    named = next((a for a in ARCHITECTURES.values() if a.config == config), None)
+    named = next((a for a in ARCHITECTURES.values() if same_network(a.config, config)), None)
     if named is not None:
         return named
     return Architecture(str(path), f"DINOv2 variant from {path.name}", config)
+
+
+def same_network(a: dict, b: dict) -> bool:
+    """Whether two configs describe the same network (initialisation settings aside)."""
+    return all(a.get(k) == b.get(k) for k in (*_COMMON, *_REQUIRED))
 
 
 def matching(config: dict) -> str:

@@ -21,7 +21,12 @@ import torch  # noqa: E402
 from transformers import Dinov2Config, Dinov2Model  # noqa: E402
 
 from hierconsole.errors import InputError  # noqa: E402
-from hierconsole.extraction.architectures import Architecture, config_file, matching  # noqa: E402
+from hierconsole.extraction.architectures import (  # noqa: E402
+    Architecture,
+    config_file,
+    matching,
+    same_network,
+)
 from hierconsole.extraction.weights import WeightsSource  # noqa: E402
 
 _SHOWN = 5
@@ -47,13 +52,27 @@ def load_backbone(arch: Architecture | None, source: WeightsSource, default: Arc
     if source.kind == "folder":
         assert source.path is not None
         from_folder = config_file(source.path / "config.json")
-        if arch is not None and arch.config != from_folder.config:
+        if arch is not None and not same_network(arch.config, from_folder.config):
             raise InputError(
                 source.path,
                 f"the folder holds {matching(from_folder.config)}, not {arch.describe()}",
                 hint="drop --model (the folder's config.json says which model it is) or pass the matching folder",
             )
-        model = Dinov2Model.from_pretrained(str(source.path), local_files_only=True)
+        try:
+            model, info = Dinov2Model.from_pretrained(
+                str(source.path), local_files_only=True, output_loading_info=True
+            )
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise InputError(source.path, f"cannot load the model folder: {exc}") from exc
+        # from_pretrained fills what the file lacks with random values; here that is an error.
+        lacking = list(info.get("missing_keys", [])) + [str(k[0]) for k in info.get("mismatched_keys", [])]
+        if lacking:
+            raise InputError(
+                source.path,
+                f"the weights lack or misshape {len(lacking)} tensors of {from_folder.describe()}: "
+                + ", ".join(sorted(lacking)[:_SHOWN]),
+                hint="pass a complete DINOv2 model folder (without registers)",
+            )
         return Backbone(model.eval().requires_grad_(False), from_folder, source)
     arch = arch or default
     if source.kind == "random":

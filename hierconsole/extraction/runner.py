@@ -137,6 +137,7 @@ def run_extraction(
         collate_fn=_collate,
         persistent_workers=False,
     )
+    non_blocking = device.type == "cuda"
     done = sum(len(shards[k]) for k in resumed)
     progress(done, len(images))
     pending: dict[int, list[Item]] = {}
@@ -146,7 +147,9 @@ def run_extraction(
         for batch in loader:
             good = [item for item in batch if item[1] is not None]
             if good:
-                x = torch.from_numpy(np.stack([item[1] for item in good if item[1] is not None])).to(device)
+                x = torch.from_numpy(np.stack([item[1] for item in good if item[1] is not None])).to(
+                    device, non_blocking=non_blocking
+                )
                 with torch.autocast(device.type, dtype=torch.bfloat16, enabled=settings.amp):
                     f = model(pixel_values=x).pooler_output
                 f_np = f.float().cpu().numpy()

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from transformers import Dinov2Config, Dinov2Model
 
 from hierconsole.cli import main
@@ -245,6 +245,8 @@ def _snapshot(base: Path) -> list[str]:
         ),
         ("folder for another model", "the folder holds a DINOv2 of hidden size 32"),
         ("not a state dict", "does not hold a state dict"),
+        ("incomplete folder", "the weights lack or misshape 1 tensors"),
+        ("meta with registers", "unexpected tensors: register_tokens"),
     ],
 )
 def test_bad_input_is_one_clear_error_and_creates_nothing(
@@ -274,7 +276,8 @@ def test_bad_input_is_one_clear_error_and_creates_nothing(
     elif case == "missing image, stop":
         cub_images.image("3").unlink()
         extra = ["--on-error", "stop"]
-    elif case in ("wrong architecture", "folder for another model", "not a state dict"):
+    elif case in ("wrong architecture", "folder for another model", "not a state dict", "incomplete folder",
+                  "meta with registers"):  # fmt: skip
         torch.manual_seed(0)
         small = Dinov2Model(Dinov2Config(**TINY))
         if case == "wrong architecture":
@@ -283,6 +286,16 @@ def test_bad_input_is_one_clear_error_and_creates_nothing(
         elif case == "folder for another model":
             small.save_pretrained(tmp_path / "hf")
             weights, model = ["--weights", str(tmp_path / "hf")], ["--model", "vitb14"]
+        elif case == "incomplete folder":
+            small.save_pretrained(tmp_path / "hf")
+            state = load_file(str(tmp_path / "hf" / "model.safetensors"))
+            del state["layernorm.weight"]
+            save_file(state, str(tmp_path / "hf" / "model.safetensors"))
+            weights, model = ["--weights", str(tmp_path / "hf")], []
+        elif case == "meta with registers":
+            meta = _meta_layout(small.state_dict())
+            torch.save({**meta, "register_tokens": torch.zeros(1, 4, 32)}, tmp_path / "reg.pth")
+            weights = ["--weights", str(tmp_path / "reg.pth")]
         else:
             torch.save([1, 2, 3], tmp_path / "list.pth")
             weights = ["--weights", str(tmp_path / "list.pth")]
