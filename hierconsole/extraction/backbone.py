@@ -12,6 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 # Before transformers is imported: no hub look-ups, ever.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -59,9 +60,11 @@ def load_backbone(arch: Architecture | None, source: WeightsSource, default: Arc
                 hint="drop --model (the folder's config.json says which model it is) or pass the matching folder",
             )
         try:
-            model, info = Dinov2Model.from_pretrained(
+            # with output_loading_info the call returns (model, info), which its annotation does not say
+            loaded: Any = Dinov2Model.from_pretrained(
                 str(source.path), local_files_only=True, output_loading_info=True
             )
+            model, info = cast(tuple[Dinov2Model, dict], loaded)
         except (OSError, ValueError, RuntimeError) as exc:
             raise InputError(source.path, f"cannot load the model folder: {exc}") from exc
         # from_pretrained fills what the file lacks with random values; here that is an error.
