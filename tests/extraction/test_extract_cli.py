@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -360,3 +361,46 @@ def test_any_folder_by_list_or_by_walking_it(capsys, cub_images, tiny_model, tmp
     listed = features(tmp_path / "l.npz")[1]
     for row, k in zip(listed, chosen, strict=True):  # the same image gives the same feature in any batch
         np.testing.assert_allclose(row, by_id[cub_images.paths[k - 1]], rtol=1e-5, atol=1e-6)
+
+
+def test_nabirds_features_are_keyed_by_uuid_and_import(capsys, tmp_path, tiny_model):
+    from PIL import Image
+
+    root = tmp_path / "nabirds"
+    classes = [("0", "Birds"), ("1", "Perching Birds"), ("2", "Waterfowl"), ("10", "Chickadees"),
+               ("20", "Ducks"), ("100", "Black-capped Chickadee"), ("101", "Carolina Chickadee"),
+               ("200", "Mallard (Male)"), ("201", "Mallard (Female/juvenile)")]  # fmt: skip
+    edges = [
+        ("1", "0"),
+        ("2", "0"),
+        ("10", "1"),
+        ("20", "2"),
+        ("100", "10"),
+        ("101", "10"),
+        ("200", "20"),
+        ("201", "20"),
+    ]
+    rng = np.random.default_rng(0)
+    ids, lines = [], {"images.txt": [], "image_class_labels.txt": [], "train_test_split.txt": []}
+    for cid in ("100", "101", "200", "201"):
+        for k in range(3):
+            uid = str(uuid.UUID(int=int(rng.integers(1 << 62))))
+            rel = f"{int(cid):04d}/{uid.replace('-', '')}.jpg"
+            (root / "images" / rel).parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(rng.integers(0, 256, (50, 70, 3), dtype=np.uint8)).save(root / "images" / rel)
+            ids.append(uid)
+            lines["images.txt"].append(f"{uid} {rel}")
+            lines["image_class_labels.txt"].append(f"{uid} {cid}")
+            lines["train_test_split.txt"].append(f"{uid} {1 if k else 0}")
+    lines["classes.txt"] = [f"{c} {n}" for c, n in classes]
+    lines["hierarchy.txt"] = [f"{c} {p}" for c, p in edges]
+    for name, rows in lines.items():
+        (root / name).write_text("\n".join(rows) + "\n")
+    out = tmp_path / "nabirds.npz"
+    code, _, err = run(capsys, "extract", "nabirds", root, "-o", out, "--weights", "none", "--seed", "0",
+                       "--model", tiny_model, "--workers", "0")  # fmt: skip
+    assert code == 0, err
+    assert features(out)[0] == ids
+    code, text, err = run(capsys, "--home", tmp_path / "home", "import", "nabirds", root, out)
+    assert code == 0, err
+    assert "imported nabirds: 12 samples x 32-D" in text and "4/2/2 Leaf/Parent/Supergroup" in text
