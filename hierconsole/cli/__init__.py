@@ -22,6 +22,7 @@ from hierconsole.errors import HierconsoleError
 COMMAND_MODULES: tuple[str, ...] = (
     "data",
     "score",
+    "extract",
     "runs",
     "analysis",
 )

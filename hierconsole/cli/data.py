@@ -8,6 +8,7 @@ from rich.table import Table
 
 from hierconsole.cli.output import confirmed, output_console
 from hierconsole.cli.reading import open_for_reading
+from hierconsole.errors import InputError
 from hierconsole.study import read
 from hierconsole.study.catalog import delete_dataset, load_dataset, register_dataset
 from hierconsole.study.storage import Store
@@ -64,8 +65,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     x.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     x.set_defaults(func=_delete_dataset)
 
-    t = sub.add_parser("taxonomy", help="summary and validation report of a dataset's taxonomy")
-    t.add_argument("dataset")
+    t = sub.add_parser(
+        "taxonomy",
+        help="summary and validation report of a dataset's taxonomy; `taxonomy build-cub ...` builds the "
+        "CUB taxonomy from a checklist",
+    )
+    t.add_argument("dataset", help="a dataset in the store, or build-cub (see `taxonomy build-cub --help`)")
+    # `taxonomy build-cub` has its own parser (cli/taxonomy_build.py); a dataset id takes no more arguments.
+    t.add_argument("more", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     t.set_defaults(func=_taxonomy)
 
 
@@ -160,6 +167,12 @@ def _delete_dataset(args: argparse.Namespace) -> int:
 
 
 def _taxonomy(args: argparse.Namespace) -> int:
+    from hierconsole.cli.taxonomy_build import ACTION, run_build_cub
+
+    if args.dataset == ACTION:
+        return run_build_cub(args.home, args.more)
+    if args.more:
+        raise InputError("taxonomy", f"unexpected arguments after the dataset: {' '.join(args.more)}")
     with open_for_reading(args.home) as store:
         info = read.get_dataset(store, args.dataset)
         fs = load_dataset(store, args.dataset)
