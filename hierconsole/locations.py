@@ -12,16 +12,26 @@ from pathlib import Path, PurePosixPath
 
 import platformdirs
 
+from hierconsole.errors import HierconsoleError
+
 ENV_HOME = "HIERCONSOLE_HOME"
 DB_NAME = "hierconsole.duckdb"
 
 
-def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
-    """The home folder: the explicit argument, else $HIERCONSOLE_HOME, else platformdirs' user data dir."""
+def resolve_home(home: str | os.PathLike[str] | None = None, *, create: bool = True) -> Path:
+    """The home folder: the explicit argument, else $HIERCONSOLE_HOME, else platformdirs' user data dir;
+    created if missing unless `create` is False (read commands create nothing)."""
     if home is None:
         home = os.environ.get(ENV_HOME) or platformdirs.user_data_dir("hierconsole", appauthor=False)
     path = Path(home).expanduser().resolve()
-    path.mkdir(parents=True, exist_ok=True)
+    if create:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise HierconsoleError(
+                f"cannot create the home folder {path}: {exc.strerror or exc}; pass --home DIR (or "
+                f"HIERCONSOLE_HOME) naming a folder you can write"
+            ) from None
     return path
 
 

@@ -98,7 +98,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"one of: {', '.join(FORMATS)} (default: from the suffix of -o)",
     )
     e.add_argument(
-        "-o", "--output", metavar="PATH", type=Path, required=True,
+        "-o", "--output", metavar="PATH", required=True,  # a str: Path("./-") would read as "-"
         help="file to write, or - for standard output (csv, json, md, latex)",
     )
     e.add_argument("--force", action="store_true", help="overwrite PATH if it exists")

@@ -8,6 +8,7 @@ pay nothing.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -26,6 +27,9 @@ class Devices:
 
 
 def probe(python: str | None = None) -> Devices:
+    # The probe sees every device: workers are handed their --gpus id through CUDA_VISIBLE_DEVICES,
+    # so ids name physical devices, and a restriction of this shell must not hide them here.
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     try:
         done = subprocess.run(
             [python or sys.executable, "-m", PROBE_MODULE],
@@ -33,14 +37,20 @@ def probe(python: str | None = None) -> Devices:
             text=True,
             timeout=120,
             check=False,
+            env=env,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise HierconsoleError(f"could not ask torch which devices exist ({exc}); check the installation") from None
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise HierconsoleError(f"could not ask torch which devices exist: {tail}; check the torch installation")
-    d = json.loads(done.stdout)
-    return Devices(str(d["torch"]), int(d["cuda_devices"]), bool(d["cuda_built"]), bool(d["mps"]))
+    try:
+        d = json.loads(done.stdout.strip().splitlines()[-1])
+        return Devices(str(d["torch"]), int(d["cuda_devices"]), bool(d["cuda_built"]), bool(d["mps"]))
+    except (IndexError, ValueError, KeyError, TypeError):
+        raise HierconsoleError(
+            f"could not read which devices torch sees (probe printed {done.stdout[-200:]!r}); check the installation"
+        ) from None
 
 
 def check_devices(device: str, gpus: list[str] | None, *, source: str, python: str | None = None) -> None:

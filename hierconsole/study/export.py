@@ -331,11 +331,26 @@ def write_table(
         with tmp.open("rb+") as fh:
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
+        if force:
+            os.replace(tmp, target)
+        else:
+            _link_new(tmp, target, path)
+    finally:
         tmp.unlink(missing_ok=True)
-        raise
     return path
+
+
+def _link_new(tmp: Path, target: Path, path: Path) -> None:
+    """Put `tmp` at `target` only if nothing is there: a hard link fails atomically on an existing
+    name, so a file created since the check is never overwritten without --force."""
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise HierconsoleError(
+            f"{path} already exists; not overwriting it\n  fix: pass --force, or choose another path"
+        ) from None
+    except OSError:
+        os.replace(tmp, target)  # a file system without hard links: the check above is all there is
 
 
 def _check_precision(precision: int) -> None:

@@ -18,6 +18,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ HOLDER = "holder.json"
 REFRESH_SECONDS = 2.0
 """The shortest interval between snapshots, and how long a store is open before its first one (so
 short commands, which close sooner, never pay for one)."""
+SPARE_BYTES = 64 * 2**20
+"""Free space a snapshot leaves beyond the store's size (the store grows too)."""
 MAX_SHARE = 0.1
 """Snapshots are spaced so that taking them costs at most this share of the writer's time."""
 
@@ -89,9 +92,10 @@ class Publisher:
         done = False
         try:
             done = self._publish(con)
-        except (duckdb.Error, OSError, subprocess.SubprocessError) as exc:
+        except (OSError, subprocess.SubprocessError) as exc:
             # A snapshot is a convenience for other shells: its failure must never stop the holder.
-            log.warning("could not publish the live snapshot: %s", exc)
+            # (A failed CHECKPOINT is the store's own failure and propagates to it.)
+            log.info("could not publish the live snapshot: %s", exc)
         took = time.monotonic() - began
         self.last = time.monotonic()
         self.interval = max(REFRESH_SECONDS, took / MAX_SHARE)
@@ -110,9 +114,17 @@ class Publisher:
             log.info("live snapshot skipped: the WAL was not checkpointed")
             return False
         self.folder.mkdir(exist_ok=True)
-        tmp = self.folder / f".{SNAPSHOT}.{self.pid}"
-        subprocess.run(["cp", str(self.source), str(tmp)], check=True, capture_output=True, timeout=600)
-        os.replace(tmp, self.folder / SNAPSHOT)
+        size = self.source.stat().st_size
+        if shutil.disk_usage(self.folder).free < 2 * size + SPARE_BYTES:
+            # A copy must never be what fills the disk the store itself needs.
+            log.info("live snapshot skipped: too little free space for a copy of %d bytes", size)
+            return False
+        tmp = self._tmp()
+        try:
+            subprocess.run(["cp", str(self.source), str(tmp)], check=True, capture_output=True, timeout=600)
+            os.replace(tmp, self.folder / SNAPSHOT)
+        finally:
+            tmp.unlink(missing_ok=True)
         meta = {"pid": self.pid, "pid_start": process_start_time(self.pid), "taken_at": time.time()}
         holder = _holder_file(self.folder.parent)
         staged = holder.with_name(f".{HOLDER}.{self.pid}")
@@ -121,11 +133,17 @@ class Publisher:
         self.published = True
         return True
 
+    def _tmp(self) -> Path:
+        return self.folder / f".{SNAPSHOT}.{self.pid}"
+
     def withdraw(self) -> None:
-        """The holder closes: its snapshot would only go stale, and the store itself is free again."""
-        if not self.published:
-            return
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            if json.loads(_holder_file(self.folder.parent).read_text())["pid"] == self.pid:
-                _holder_file(self.folder.parent).unlink()
-                (self.folder / SNAPSHOT).unlink(missing_ok=True)
+        """The holder closes (or can no longer write): its snapshot would only go stale."""
+        self._tmp().unlink(missing_ok=True)
+        if self.published:
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                if json.loads(_holder_file(self.folder.parent).read_text())["pid"] == self.pid:
+                    _holder_file(self.folder.parent).unlink()
+                    (self.folder / SNAPSHOT).unlink(missing_ok=True)
+            self.published = False
+        with contextlib.suppress(OSError):
+            self.folder.rmdir()  # only if empty: another holder's files stay

@@ -122,12 +122,19 @@ class Orchestrator:
             folder = job_dir(self.store.home, job_id)
             # The worker must be alive *and* hold this folder's lock: in a copied or moved home the PID
             # may be the original home's live worker, which writes elsewhere and is not ours to adopt.
-            if pid and pid_alive(pid, pid_start) and job_lock_held(folder):
+            alive = bool(pid) and pid_alive(pid, pid_start)
+            if alive and job_lock_held(folder):
+                (folder / layout.STOPPED).unlink(missing_ok=True)  # driven again: an old reason is stale
                 self.active[job_id] = Active(job, folder, pid, pid_start, offset=read.offset, lines=read.lines)
                 continue
             state, error = _outcome(read.events, cancel_requested=False)
             if state == JobState.CRASHED:
-                error = f"worker PID {pid} is gone (orchestrator restarted); resume it with `hierconsole resume`"
+                error = (
+                    f"worker PID {pid} runs, but not for this job folder (a copied or moved home?); "
+                    f"resume it here with `hierconsole resume`"
+                    if alive
+                    else f"worker PID {pid} is gone (orchestrator restarted); resume it with `hierconsole resume`"
+                )
                 crashed.append(job_id)
             stopped = job_dir(self.store.home, job_id) / layout.STOPPED
             if state != JobState.FINISHED and stopped.exists():

@@ -71,9 +71,11 @@ def _is_lock_error(exc: BaseException) -> bool:
 
 
 def _reason(exc: BaseException) -> str:
-    """The first line of a DuckDB error, without its category prefix."""
+    """The first line of a DuckDB error, without its category prefix; for an "invalidated" database,
+    the original error that invalidated it (e.g. the full disk), which is what the user can fix."""
     text = str(exc).strip()
-    first = text.splitlines()[0] if text else type(exc).__name__
+    original = re.search(r"Original error: \"?(?P<why>[^\n]+?)\"?$", text, re.MULTILINE)
+    first = original["why"] if original else (text.splitlines()[0] if text else type(exc).__name__)
     return re.sub(r"^[A-Za-z ]+ Error: ", "", first)
 
 
@@ -102,7 +104,7 @@ class Store:
     """
 
     def __init__(self, home: str | Path | None = None, *, read_only: bool = False):
-        self.home = resolve_home(home)
+        self.home = resolve_home(home, create=not read_only)
         self.path = db_path(self.home)
         self.read_only = read_only
         self.source = str(self.path)
@@ -120,8 +122,11 @@ class Store:
         self._publisher: live.Publisher | None = None
         if read_only:
             self._writer: threading.Thread | None = None
-            self._check_version(self._writer_conn)
-            self._writer_conn.execute(views_sql(temporary=True))
+            try:
+                self._check_version(self._writer_conn)
+            except BaseException:
+                self._conn.close()
+                raise
             return
         self._writer = threading.Thread(target=self._write_loop, name="hierconsole-writer", daemon=True)
         self._writer.start()
@@ -169,8 +174,15 @@ class Store:
             ) from None
         try:
             con = duckdb.connect(str(snapshot.path), read_only=True)
-        except duckdb.Error as exc:
-            raise _damaged_error(snapshot.path, exc) from None
+        except duckdb.Error:
+            # The holder may have closed (and withdrawn its snapshot) in between: the file may be free.
+            try:
+                return duckdb.connect(str(self.path), read_only=True)
+            except duckdb.Error:
+                raise StoreBusyError(
+                    f"the store {self.path} is held by {_holder(busy)} and its live snapshot was being "
+                    f"replaced; try again"
+                ) from None
         self.source = snapshot.describe()
         self.live = True
         return con
@@ -296,6 +308,8 @@ class Store:
         if self._failed is None:
             self._failed = _write_failure(self.path, exc)
             log.info("store write failed: %s", exc)
+            if self._publisher is not None:
+                self._publisher.withdraw()  # second shells must not read an ever older "live" state
         for _, fut in batch:
             if not fut.done():
                 fut.set_exception(self._failed)
@@ -310,8 +324,14 @@ class Store:
             item[1].set_exception(self._failed)
 
     def _publish(self, con: duckdb.DuckDBPyConnection, *, changed: bool) -> None:
-        if self._publisher is not None and self._failed is None:
+        if self._publisher is None or self._failed is not None:
+            return
+        try:
             self._publisher.maybe_publish(con, changed=changed)
+        except duckdb.Error as exc:
+            # The snapshot's CHECKPOINT writes the store itself: its failure (a full disk) is the
+            # store's, and DuckDB may refuse everything after it.
+            self._fail([], exc)
 
     @staticmethod
     def _run_batch(con: duckdb.DuckDBPyConnection, batch: list[tuple[Callable, Future]]) -> None:
@@ -389,12 +409,20 @@ class Store:
         cur = getattr(self._local, "cursor", None)
         if cur is None:
             cur = self._conn.cursor()
+            if self.read_only:
+                # TEMP views belong to one cursor: each reading thread gets this version's views.
+                cur.execute(views_sql(temporary=True))
             self._local.cursor = cur
         return cur
 
     def _read(self, fn: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
         try:
             return fn(self._cursor())
+        except duckdb.FatalException as exc:
+            # DuckDB invalidated the database (a write failed): every later query is refused too.
+            if self._failed is None:
+                self._failed = _write_failure(self.path, exc)
+            raise self._failed from None
         except duckdb.Error:
             # After a failed commit DuckDB may refuse every query: say why, not "invalidated".
             if self._failed is not None:

@@ -82,3 +82,9 @@ def test_dash_writes_text_to_stdout_and_refuses_parquet(fixed_home, tmp_path, ca
     code, _, err = _export(fixed_home, capsys, "-o", "-")
     assert code == 2 and "pass --format" in err
     assert not (tmp_path / "-").exists()
+
+
+def test_dot_slash_dash_is_a_file_named_dash(fixed_home, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = _export(fixed_home, capsys, "-o", "./-", "--format", "csv")
+    assert code == 0 and (tmp_path / "-").is_file() and "wrote table effects" in out

@@ -6,11 +6,13 @@ import os
 import shutil
 import stat
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 
 from hierconsole.cli import main
+from hierconsole.study.storage import Store
 from tests.reliability.conftest import cli_argv, one_line_error, tree_digest
 from tests.tui.fixtures import COMPLETE
 
@@ -80,3 +82,26 @@ def test_a_read_only_home_is_listed_exported_and_audited(archived_home):
     text = one_line_error(_run(archived_home, "resume"))
     assert "read-only" in text and "copy the home" in text
     assert tree_digest(archived_home) == before
+
+
+def test_a_read_command_on_a_missing_home_creates_nothing(tmp_path, capsys):
+    missing = tmp_path / "typo"
+    assert main(["--home", str(missing), "runs"]) == 0
+    assert "not created yet" in capsys.readouterr().err
+    assert not missing.exists()
+
+
+def _width_in_a_thread(store: Store) -> int:
+    seen: list[int] = []
+    thread = threading.Thread(target=lambda: seen.append(store.frame("SELECT * FROM arm_summary").width))
+    thread.start()
+    thread.join()
+    return seen[0]
+
+
+def test_every_reading_thread_sees_this_versions_views(fixed_home, tmp_path):
+    """TEMP views belong to one cursor; a read-only store gives each thread its own, file or memory."""
+    for home in (fixed_home, tmp_path / "empty"):
+        with Store(home, read_only=True) as store:
+            width = _width_in_a_thread(store)
+            assert width > 0 and store.frame("SELECT * FROM arm_summary").width == width

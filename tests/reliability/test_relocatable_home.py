@@ -73,7 +73,7 @@ def test_a_copy_never_adopts_the_originals_live_worker(tmp_path, tiny_home):
             orchestrator = Orchestrator(store)  # settles the jobs an earlier orchestrator left running
             assert orchestrator.active == {}  # nothing adopted
             state, error = store.one("SELECT state, error FROM jobs WHERE kind = 'final'")
-        assert state == "crashed" and "gone" in error
+        assert state == "crashed" and "not for this job folder" in error
         os.kill(worker, 0)  # the original's worker was left alone
     finally:
         holder.kill()

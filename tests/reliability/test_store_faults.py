@@ -34,9 +34,9 @@ def test_a_failed_commit_stops_the_run_and_resume_finishes_it_bit_identical(tmp_
         out, err = run.communicate(timeout=90)  # it used to wait here forever
     finally:
         run.kill()
-    text = " ".join(err.split())
     assert run.returncode == 2, (out, err)
-    assert "could not save changes" in text and "File too large" in text and "hierconsole resume" in text
+    (error,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "could not save changes" in error and "File too large" in error and "hierconsole resume" in error
     assert "Traceback" not in err
 
     # Nothing holds the store now: the job is shown orphaned, with the reason its orchestrator gave.
