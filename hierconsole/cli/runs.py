@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import signal
 import time
-import tomllib
 from typing import Any
 
 from rich.console import Console
@@ -16,6 +15,7 @@ from rich.text import Text
 
 from hierconsole.cli.output import confirmed, output_console
 from hierconsole.config import Preset, load_preset
+from hierconsole.config.overrides import AssignmentError, parse_assignment
 from hierconsole.contract import events as ev
 from hierconsole.errors import HierconsoleError
 from hierconsole.study import read
@@ -41,16 +41,11 @@ from hierconsole.vocabulary import (
 
 
 def _assignment(value: str) -> tuple[str, object]:
-    """`--set key=value`: the value is read as a TOML literal (numbers, booleans, lists, quoted strings),
-    and as a bare string when it is not one (e.g. --set temperature.euclidean=tune)."""
-    key, sep, raw = value.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (e.g. training.lr=1e-4), got {value!r}")
+    """`--set key=value`, read as `config.overrides.parse_assignment` reads it (the console's too)."""
     try:
-        parsed = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        parsed = raw
-    return key.strip(), parsed
+        return parse_assignment(value)
+    except AssignmentError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _gpus(value: str) -> list[str]:

@@ -31,11 +31,10 @@ from hierconsole.tui.messages import (
 from hierconsole.tui.orchestration import OrchestratorLoop
 from hierconsole.tui.screens.audits import AuditsScreen
 from hierconsole.tui.screens.datasets import DatasetsScreen
-from hierconsole.tui.screens.dialogs import QuitDialog
+from hierconsole.tui.screens.dialogs import ConfirmDialog, QuitDialog
 from hierconsole.tui.screens.effects import EffectsScreen
 from hierconsole.tui.screens.export import ExportScreen
 from hierconsole.tui.screens.help import HelpScreen
-from hierconsole.tui.screens.launch import LaunchRequest
 from hierconsole.tui.screens.redistribution import RedistributionScreen
 from hierconsole.tui.screens.runs import RunsScreen
 from hierconsole.vocabulary import ACTIVE_STATES
@@ -175,7 +174,7 @@ class HierConsole(App[int]):
 
     @on(Notice)
     def _notice(self, message: Notice) -> None:
-        self.notify(message.text, severity=message.severity)  # type: ignore[arg-type]
+        self.notify(message.text, title=message.title, severity=message.severity)  # type: ignore[arg-type]
         self.refresh_queue()
 
     @on(OrchestratorFailed)
@@ -202,21 +201,25 @@ class HierConsole(App[int]):
         self.orchestrator_loop.submit(command)
 
     # -- launching -----------------------------------------------------------------------------------
+    def offer_demo(self) -> None:
+        """Launch the demo study, after a question naming what it creates (one key must not do it)."""
+        from hierconsole.tui.screens.launch import launch_question
+
+        preset = self.demo.preset
+        question = launch_question(preset, preset.data.dataset, len(self.studies))
+        self.push_screen(ConfirmDialog(question), lambda yes: self.launch_demo() if yes else None)
+
     @work(thread=True, exclusive=True, exit_on_error=False, group="launch")
     def launch_demo(self) -> None:
         demo = self.demo
-        dataset_id = demo.dataset(self.store)
-        study_id = create_study(self.store, demo.preset, dataset_id)
+        self.post_message(Notice("importing the demo dataset and creating the study…", title="demo"))
+        try:
+            dataset_id = demo.dataset(self.store)
+            study_id = create_study(self.store, demo.preset, dataset_id)
+        except HierconsoleError as exc:
+            self.post_message(Notice(f"demo not launched: {exc}", severity="error", title="demo"))
+            return
         self.post_message(StudyLaunched(study_id, demo.preset.compute.max_parallel_jobs))
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="launch")
-    def launch(self, request: LaunchRequest) -> None:
-        preset = load_preset(request.preset).with_overrides(
-            epochs=request.epochs, seeds=list(request.seeds) if request.seeds else None
-        )
-        dataset_id = ensure_dataset(self.store, request.dataset or preset.data.dataset)
-        study_id = create_study(self.store, preset, dataset_id)
-        self.post_message(StudyLaunched(study_id, preset.compute.max_parallel_jobs))
 
     # -- actions -------------------------------------------------------------------------------------
     def action_show_view(self, mode: str) -> None:

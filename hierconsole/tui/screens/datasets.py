@@ -133,8 +133,7 @@ class DatasetsScreen(ConsoleScreen):
 
     # -- actions --------------------------------------------------------------------------------------
     def action_load_demo(self) -> None:
-        self.notify("importing the demo dataset and creating the study…", title="demo")
-        self.console_app.launch_demo()
+        self.console_app.offer_demo()
 
     def action_import_dataset(self) -> None:
         self.app.push_screen(ImportDialog(), self._imported)
@@ -148,8 +147,4 @@ class DatasetsScreen(ConsoleScreen):
 
     def action_launch(self) -> None:
         key = highlighted_key(self.query_one("#datasets", DataTable))
-        self.app.push_screen(LaunchDialog(dataset=key), self._launch)
-
-    def _launch(self, request) -> None:
-        if request is not None:
-            self.console_app.launch(request)
+        self.app.push_screen(LaunchDialog(dataset=key))
