@@ -207,7 +207,12 @@ class HierConsole(App[int]):
 
         preset = self.demo.preset
         question = launch_question(preset, preset.data.dataset, len(self.studies))
-        self.push_screen(ConfirmDialog(question), lambda yes: self.launch_demo() if yes else None)
+
+        def launch_if(yes: bool | None) -> None:
+            if yes:
+                self.launch_demo()
+
+        self.push_screen(ConfirmDialog(question), launch_if)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="launch")
     def launch_demo(self) -> None:

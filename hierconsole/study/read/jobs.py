@@ -141,25 +141,29 @@ class EventRow:
     event: ev.Event
     seconds: float
     """Seconds since the job's first stored event, so logs read the same in every time zone."""
+    number: int = 0
+    """1 for the job's first stored event, 2 for the next, ...: where a log that shows some left off."""
 
     @property
     def kind(self) -> ev.EventKind:
         return self.event.KIND
 
 
-def job_events(store: Store, job_id: str, limit: int = 400) -> list[EventRow]:
-    """The latest `limit` stored events of a job, oldest first, parsed through the event schema."""
+def job_events(store: Store, job_id: str, limit: int = 400, after: int = 0) -> list[EventRow]:
+    """The job's stored events numbered after `after` (the newest `limit` of them), oldest first, parsed
+    through the event schema. A log passes the last number it shows as `after` to get only what is new."""
     rows = store.rows(
-        "SELECT kind, epoch(ts) AS t, payload FROM events WHERE job_id = ? ORDER BY ts DESC, key DESC LIMIT ?",
-        [job_id, limit],
+        "SELECT * FROM (SELECT row_number() OVER (ORDER BY ts, key) AS n, kind, epoch(ts) AS t, payload "
+        "FROM events WHERE job_id = ?) WHERE n > ? ORDER BY n DESC LIMIT ?",
+        [job_id, after, limit],
     )
     first = store.one("SELECT epoch(min(ts)) FROM events WHERE job_id = ?", [job_id])
     t0 = first[0] if first and first[0] is not None else 0.0
     out = []
-    for kind, t, payload in reversed(rows):
+    for n, kind, t, payload in reversed(rows):
         try:
             event = ev.from_payload(kind, json.loads(payload), ts=float(t))
         except ev.MalformedEvent:
             continue  # stored by ingest, so parsed once already; a row of an unknown kind is skipped
-        out.append(EventRow(event, float(t) - float(t0)))
+        out.append(EventRow(event, float(t) - float(t0), int(n)))
     return out

@@ -314,7 +314,12 @@ class LaunchDialog(ModalScreen[str | None]):
     def _confirm(self, request: LaunchRequest, preset: Preset) -> None:
         studies = len(getattr(self.app, "studies", []))
         question = launch_question(preset, preset.data.dataset, studies)
-        self.app.push_screen(ConfirmDialog(question), lambda yes: self.create(request) if yes else None)
+
+        def create_if(yes: bool | None) -> None:
+            if yes:
+                self.create(request)
+
+        self.app.push_screen(ConfirmDialog(question), create_if)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="launch-create")
     def create(self, request: LaunchRequest) -> None:
