@@ -9,6 +9,7 @@ from typing import Literal
 
 from textual import on, work
 from textual.app import App
+from textual.notifications import SeverityLevel
 from textual.signal import Signal
 from textual.worker import Worker, WorkerState, get_current_worker
 
@@ -37,6 +38,7 @@ from hierconsole.tui.screens.export import ExportScreen
 from hierconsole.tui.screens.help import HelpScreen
 from hierconsole.tui.screens.redistribution import RedistributionScreen
 from hierconsole.tui.screens.runs import RunsScreen
+from hierconsole.tui.widgets.chrome import NoticeText
 from hierconsole.vocabulary import ACTIVE_STATES
 
 QuitChoice = Literal["ask", "cancel", "leave"]
@@ -103,6 +105,9 @@ class HierConsole(App[int]):
         self.state_signal: Signal[str] = Signal(self, "state")
         """Published after any change of the studies, jobs, failed audits or the current study."""
         self.events_signal: Signal[JobEvents] = Signal(self, "events")
+        self.notice_signal: Signal[NoticeText] = Signal(self, "notice")
+        """Every notification, for the notice line of the view showing (toasts are not drawn)."""
+        self.latest_notice: NoticeText | None = None
         self._quitting = False
         self._audits_seen = False
 
@@ -129,6 +134,21 @@ class HierConsole(App[int]):
                 read.list_studies(self.store), read.job_rows(self.store), read.failed_audit_counts(self.store)
             )
         )
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Recorded as Textual records it, and said on the notice line of the view (toasts are hidden)."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        seconds = timeout if timeout is not None else (12.0 if severity == "error" else 6.0)
+        self.latest_notice = NoticeText(message, title, severity, seconds)
+        self.notice_signal.publish(self.latest_notice)
 
     # -- app-wide state ------------------------------------------------------------------------------
     def current_study(self) -> read.StudyRow | None:

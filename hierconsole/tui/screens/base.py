@@ -17,7 +17,7 @@ from textual.widgets import Footer
 from textual.worker import Worker
 
 from hierconsole.tui.messages import JobEvents
-from hierconsole.tui.widgets.chrome import ContextBar, NavBar
+from hierconsole.tui.widgets.chrome import ContextBar, NavBar, NoticeLine
 
 if TYPE_CHECKING:
     from hierconsole.tui.app import HierConsole
@@ -42,6 +42,7 @@ class ConsoleScreen(Screen):
         yield NavBar(self.SCOPE, id="nav")
         yield ContextBar(id="context")
         yield from self.compose_body()
+        yield NoticeLine(id="notice")
         yield Footer(compact=True)
 
     def compose_body(self) -> Iterable[Widget]:

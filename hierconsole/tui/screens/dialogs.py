@@ -50,7 +50,7 @@ class QuitDialog(ModalScreen[str | None]):
                 Text.assemble(
                     ("c", "bold"),
                     "  cancel them and quit (resume later with `hierconsole resume`)\n",
-                    ("l", "bold"),
+                    ("q", "bold"),
                     "  leave them and quit (workers finish on their own; the next console adopts\n"
                     "   them and starts the queued ones)\n",
                     ("esc", "bold"),
