@@ -65,6 +65,8 @@ ACTIONS: tuple[Action, ...] = (
             "app",
             f"show_view('{mode}')",
             help=f"switch to the {title.lower()} view",
+            # The tab line shows each view's number beside its title; the footer keeps its width.
+            show=False,
             group=VIEWS,
         )
         for i, (mode, title) in enumerate(VIEW_MODES, start=1)
@@ -156,6 +158,16 @@ def bindings_for(scope: str) -> list[BindingType]:
 
 def key_label(action: Action) -> str:
     return action.key_display or action.key
+
+
+PALETTE_HINT_WIDTH = 14
+"""Cells of the footer's command palette hint ("▏^p palette")."""
+
+
+def footer_width(scope: str) -> int:
+    """Cells the compact footer needs for the shown keys of `scope` and the global ones."""
+    shown = [a for a in (*actions_for(scope), *actions_for("app")) if a.show]
+    return sum(len(key_label(a)) + len(a.description) + 2 for a in shown)
 
 
 def help_rows() -> Iterator[tuple[str, str, str, str]]:

@@ -99,7 +99,8 @@ async def test_footer_shows_the_screen_and_global_actions(open_store):
         for a in [*actions_for("effects"), *actions_for("app")]:
             if a.group is None:
                 assert f"{a.key_display or a.key} {a.description}" in footer, a.id
-        assert "123456 views" in footer
+        # The view keys are on the tab line, beside each view's title, not in the footer.
+        assert "1 Datasets 2 Runs 3 Effects 4 Audits" in shown(app)
 
 
 async def test_help_screen_and_palette_come_from_the_registry(open_store):
@@ -135,7 +136,7 @@ async def test_help_screen_and_palette_come_from_the_registry(open_store):
         assert app.current_mode == "effects" and isinstance(app.screen, EffectsScreen)
 
 
-def test_view_bindings_are_grouped_in_the_footer():
+def test_view_bindings_are_grouped_and_left_to_the_tab_line():
     views = [b for b in bindings_for("app") if b.group is not None]
     assert [b.key for b in views] == list("123456")
-    assert all(isinstance(b, Binding) and b.group == views[0].group for b in views)
+    assert all(isinstance(b, Binding) and b.group == views[0].group and not b.show for b in views)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
+from textual.timer import Timer
 from textual.widgets import Static
 
 from hierconsole.tui import format as fmt
@@ -82,7 +83,7 @@ class NoticeLine(_AppBound):
 
     def on_mount(self) -> None:
         self.display = False
-        self._timer = None
+        self._timer: Timer | None = None
         self.console_app.notice_signal.subscribe(self, self.show)
         latest = self.console_app.latest_notice
         if latest is not None:
