@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from functools import partial
+from typing import TYPE_CHECKING, Literal, cast
 
 from textual import on, work
 from textual.app import App
 from textual.notifications import SeverityLevel
+from textual.screen import Screen
 from textual.signal import Signal
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from hierconsole.config import Preset, load_preset
 from hierconsole.errors import HierconsoleError
 from hierconsole.study import read
-from hierconsole.study.catalog import ensure_dataset
-from hierconsole.study.lifecycle import create_study
-from hierconsole.study.orchestrator import Orchestrator
 from hierconsole.study.storage import Store
-from hierconsole.tui.actions import ActionsProvider, bindings_for
+from hierconsole.tui.actions import VIEW_MODES, ActionsProvider, bindings_for
 from hierconsole.tui.messages import (
     JobEvents,
     Notice,
@@ -30,16 +30,39 @@ from hierconsole.tui.messages import (
     StudyLaunched,
 )
 from hierconsole.tui.orchestration import OrchestratorLoop
-from hierconsole.tui.screens.audits import AuditsScreen
-from hierconsole.tui.screens.datasets import DatasetsScreen
 from hierconsole.tui.screens.dialogs import ConfirmDialog, QuitDialog
-from hierconsole.tui.screens.effects import EffectsScreen
-from hierconsole.tui.screens.export import ExportScreen
-from hierconsole.tui.screens.help import HelpScreen
-from hierconsole.tui.screens.redistribution import RedistributionScreen
-from hierconsole.tui.screens.runs import RunsScreen
 from hierconsole.tui.widgets.chrome import NoticeText
 from hierconsole.vocabulary import ACTIVE_STATES
+
+if TYPE_CHECKING:
+    from hierconsole.study.orchestrator import Orchestrator
+
+VIEW_SCREENS: dict[str, str] = {
+    "datasets": "datasets:DatasetsScreen",
+    "runs": "runs:RunsScreen",
+    "effects": "effects:EffectsScreen",
+    "audits": "audits:AuditsScreen",
+    "redistribution": "redistribution:RedistributionScreen",
+    "export": "export:ExportScreen",
+}
+"""Each view's screen (module:class under hierconsole.tui.screens), imported when first shown: the
+first frame waits only for the view it shows; the others are imported in the background after it."""
+WARM_UP: tuple[str, ...] = (
+    *(f"hierconsole.tui.screens.{ref.split(':')[0]}" for ref in VIEW_SCREENS.values()),
+    "hierconsole.tui.screens.run_detail",
+    "hierconsole.tui.screens.launch",
+    "hierconsole.tui.screens.import_dialog",
+    "hierconsole.tui.screens.help",
+    "hierconsole.study.read.audits",
+    "hierconsole.study.read.results",
+    "hierconsole.study.read.datasets",
+)
+
+
+def view_screen(mode: str) -> Screen:
+    module, name = VIEW_SCREENS[mode].split(":")
+    return cast("type[Screen]", getattr(importlib.import_module(f"hierconsole.tui.screens.{module}"), name))()
+
 
 QuitChoice = Literal["ask", "cancel", "leave"]
 
@@ -54,7 +77,13 @@ class DemoOffer:
     @classmethod
     def default(cls) -> DemoOffer:
         preset = load_preset("demo")
-        return cls(preset, lambda store: ensure_dataset(store, preset.data.dataset))
+
+        def dataset(store: Store) -> str:
+            from hierconsole.study.catalog import ensure_dataset
+
+            return ensure_dataset(store, preset.data.dataset)
+
+        return cls(preset, dataset)
 
 
 class HierConsole(App[int]):
@@ -62,14 +91,7 @@ class HierConsole(App[int]):
     CSS_PATH = "hierconsole.tcss"
     BINDINGS = bindings_for("app")
     COMMANDS = App.COMMANDS | {ActionsProvider}
-    MODES = {
-        "datasets": DatasetsScreen,
-        "runs": RunsScreen,
-        "effects": EffectsScreen,
-        "audits": AuditsScreen,
-        "redistribution": RedistributionScreen,
-        "export": ExportScreen,
-    }
+    MODES = {mode: partial(view_screen, mode) for mode, _ in VIEW_MODES}
 
     def __init__(
         self,
@@ -83,8 +105,11 @@ class HierConsole(App[int]):
         demo: DemoOffer | None = None,
         home_label: str | None = None,
         study: str | None = None,
+        cursor_blink: bool = True,
     ):
         super().__init__()
+        self.cursor_blink = cursor_blink
+        """Whether text fields blink their cursor (off in tests: a screenshot must not depend on time)."""
         self.store = store
         self.orchestrate = orchestrate
         self._max_parallel = max_parallel
@@ -118,6 +143,13 @@ class HierConsole(App[int]):
         if self.orchestrate:
             self.loop_done.clear()
             self.run_orchestrator()
+        self.call_after_refresh(self.warm_up)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="warm-up")
+    def warm_up(self) -> None:
+        """After the first frame: import what the other views need, so their first showing is quick."""
+        for module in WARM_UP:
+            importlib.import_module(module)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="orchestrator")
     def run_orchestrator(self) -> None:
@@ -238,6 +270,8 @@ class HierConsole(App[int]):
     def launch_demo(self) -> None:
         demo = self.demo
         self.post_message(Notice("importing the demo dataset and creating the study…", title="demo"))
+        from hierconsole.study.lifecycle import create_study
+
         try:
             dataset_id = demo.dataset(self.store)
             study_id = create_study(self.store, demo.preset, dataset_id)
@@ -252,6 +286,8 @@ class HierConsole(App[int]):
             self.switch_mode(mode)
 
     def action_help(self) -> None:
+        from hierconsole.tui.screens.help import HelpScreen
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 

@@ -20,10 +20,10 @@ from textual.worker import Worker, WorkerState
 from hierconsole.errors import HierconsoleError
 from hierconsole.study.catalog import DatasetInfo, register_dataset
 from hierconsole.tui.actions import bindings_for
-from hierconsole.tui.widgets.path_input import PathInput
+from hierconsole.tui.widgets.path_input import FieldInput, PathInput
 
 KINDS = ("generic", "cub", "nabirds")
-KIND_LABELS = {"generic": "generic files", "cub": "CUB-200-2011 dir", "nabirds": "NABirds dir"}
+KIND_LABELS = {"generic": "generic files", "cub": "CUB-200-2011", "nabirds": "NABirds"}
 FIELDS: dict[str, tuple[str, str]] = {
     "root": ("folder", "dataset folder (images.txt, ...)"),
     "features": ("features", ".npy .npz .parquet .safetensors .pt"),
@@ -88,7 +88,7 @@ class ImportDialog(ModalScreen[DatasetInfo | None]):
                     yield RadioButton(KIND_LABELS[kind], value=i == 0, id=f"kind-{kind}")
             with Horizontal(classes="field"):
                 yield Label("name", classes="field-label")
-                yield Input(placeholder="dataset id in the store", id="name")
+                yield FieldInput(placeholder="dataset id in the store", id="name")
             for field, (label, hint) in FIELDS.items():
                 with Horizontal(classes="field", id=f"row-{field}"):
                     yield Label(label, classes="field-label")

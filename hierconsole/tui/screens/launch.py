@@ -30,6 +30,7 @@ from hierconsole.errors import ConfigError, HierconsoleError
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.messages import StudyLaunched
 from hierconsole.tui.screens.dialogs import ConfirmDialog
+from hierconsole.tui.widgets.path_input import FieldInput
 from hierconsole.vocabulary import ARMS
 
 PRESET_DATASET = "__preset__"
@@ -182,7 +183,7 @@ class LaunchDialog(ModalScreen[str | None]):
                     if name in ("preset", "dataset"):
                         yield Static(id=f"{name}-slot")
                     else:
-                        yield Input(placeholder=hint, id=name)
+                        yield FieldInput(placeholder=hint, id=name)
                 yield Static(id=f"error-{name}", classes="field-error")
             yield Static(id="preset-description")
             yield DataTable(id="options", cursor_type="row", zebra_stripes=True)

@@ -17,8 +17,6 @@ from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.messages import Notice
 from hierconsole.tui.screens.base import ConsoleScreen
 from hierconsole.tui.screens.dialogs import ConfirmDialog
-from hierconsole.tui.screens.launch import LaunchDialog
-from hierconsole.tui.screens.run_detail import RunDetailScreen
 from hierconsole.tui.widgets.table_sync import highlighted_key, sync_rows
 from hierconsole.vocabulary import ACTIVE_STATES, ARMS, TRAINING_KINDS
 
@@ -158,6 +156,8 @@ class RunsScreen(ConsoleScreen):
     def _job_selected(self, event: DataTable.RowSelected) -> None:
         job_id = event.row_key.value
         assert job_id is not None  # every job row is added with its job id as key
+        from hierconsole.tui.screens.run_detail import RunDetailScreen
+
         self.app.push_screen(RunDetailScreen(job_id))
 
     # -- actions --------------------------------------------------------------------------------------
@@ -169,9 +169,13 @@ class RunsScreen(ConsoleScreen):
             return
         job = self._selected_job()
         if job is not None:
+            from hierconsole.tui.screens.run_detail import RunDetailScreen
+
             self.app.push_screen(RunDetailScreen(job.job_id))
 
     def action_launch(self) -> None:
+        from hierconsole.tui.screens.launch import LaunchDialog
+
         self.app.push_screen(LaunchDialog())
 
     def action_cancel(self) -> None:
