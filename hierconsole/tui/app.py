@@ -106,8 +106,11 @@ class HierConsole(App[int]):
         home_label: str | None = None,
         study: str | None = None,
         cursor_blink: bool = True,
+        prebuild_views: bool = True,
     ):
         super().__init__()
+        self.prebuild_views = prebuild_views
+        """Build the views not shown yet in the idle time after the first frame (off in most tests)."""
         self.cursor_blink = cursor_blink
         """Whether text fields blink their cursor (off in tests: a screenshot must not depend on time)."""
         self.store = store
@@ -147,9 +150,22 @@ class HierConsole(App[int]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="warm-up")
     def warm_up(self) -> None:
-        """After the first frame: import what the other views need, so their first showing is quick."""
+        """After the first frame: import what the other views need, then build them one by one."""
         for module in WARM_UP:
             importlib.import_module(module)
+        if self.prebuild_views:
+            self.call_from_thread(self.prebuild_next_view)
+
+    def prebuild_next_view(self) -> None:
+        """Build one view not built yet, then let keys through before the next. Textual restyles the
+        whole app when a view's screen is first built (a few hundred ms on a busy machine); done here,
+        in idle time, the first switch to each view is as quick as any later one."""
+        built = getattr(self, "_screen_stacks", None)  # Textual's modes; absent in another version
+        pending = [mode for mode in VIEW_SCREENS if built is not None and mode not in built]
+        if not pending:
+            return
+        self._init_mode(pending[0])
+        self.set_timer(0.05, self.prebuild_next_view)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="orchestrator")
     def run_orchestrator(self) -> None:

@@ -112,3 +112,20 @@ async def test_the_demo_key_asks_before_launching(fixed_copy):
             await settle(pilot, app)
             await settle(pilot, app)
         assert len(list_studies(store)) == 3
+
+
+async def test_views_are_built_in_the_background_after_the_first_frame(open_store):
+    """What makes the first switch to a view as quick as a later one: it is already built."""
+    app = make_app(open_store, prebuild_views=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        for _ in range(100):
+            if all(mode in app._screen_stacks for mode in ("datasets", "effects", "audits", "export")):
+                break
+            await pilot.pause(0.05)
+        assert app.current_mode == "runs"
+        built = {mode: stack[0] for mode, stack in app._screen_stacks.items()}
+        assert set(built) >= {"datasets", "runs", "effects", "audits", "redistribution", "export"}
+        await pilot.press("3")
+        await settle(pilot, app)
+        assert app.screen is built["effects"] and "metric hier_mAP" in shown(app)

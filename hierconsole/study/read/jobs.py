@@ -6,7 +6,6 @@ import json
 from dataclasses import dataclass, field
 
 from hierconsole.contract import events as ev
-from hierconsole.study import split_files
 from hierconsole.study.storage import Store
 from hierconsole.study.views import kind_order, sql_list
 from hierconsole.vocabulary import ARMS, RESUMABLE_STATES, SCORING_KINDS, TRAINING_KINDS, JobKind, JobState
@@ -89,6 +88,8 @@ ORDER BY j.created_at, {kind_order}, j.seed, j.tau, j.job_id
 
 def job_rows(store: Store, study_id: str | None = None) -> list[JobRow]:
     """Every job (of one study, or of the store) with its progress, cells, latest losses and epoch time."""
+    from hierconsole.study import split_files  # numpy: not on the console's way to its first frame
+
     where, params = ("WHERE j.study_id = ?", [study_id]) if study_id else ("", [])
     sql = _JOBS_SQL.format(
         where=where,

@@ -13,13 +13,13 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
-from textual.screen import ModalScreen
 from textual.widgets import Input, Label, RadioButton, RadioSet, Static
 from textual.worker import Worker, WorkerState
 
 from hierconsole.errors import HierconsoleError
 from hierconsole.study.catalog import DatasetInfo, register_dataset
 from hierconsole.tui.actions import bindings_for
+from hierconsole.tui.screens.dialogs import FieldDialog
 from hierconsole.tui.widgets.path_input import FieldInput, PathInput
 
 KINDS = ("generic", "cub", "nabirds")
@@ -68,7 +68,7 @@ def import_featureset(request: ImportRequest):
     return import_nabirds(p["root"], p["features"], name=request.name)
 
 
-class ImportDialog(ModalScreen[DatasetInfo | None]):
+class ImportDialog(FieldDialog[DatasetInfo | None]):
     SCOPE = "import"
     BINDINGS = bindings_for(SCOPE)
 

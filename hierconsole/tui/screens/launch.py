@@ -15,7 +15,6 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Label, Select, Static
 
 from hierconsole.config import Preset, list_presets, load_preset
@@ -29,7 +28,7 @@ from hierconsole.config.overrides import (
 from hierconsole.errors import ConfigError, HierconsoleError
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.messages import StudyLaunched
-from hierconsole.tui.screens.dialogs import ConfirmDialog
+from hierconsole.tui.screens.dialogs import ConfirmDialog, FieldDialog
 from hierconsole.tui.widgets.path_input import FieldInput
 from hierconsole.vocabulary import ARMS
 
@@ -133,7 +132,7 @@ def launch_question(preset: Preset, dataset: str, studies_in_store: int) -> str:
     )
 
 
-class LaunchDialog(ModalScreen[str | None]):
+class LaunchDialog(FieldDialog[str | None]):
     """Dismissed with the id of the study it created, or None."""
 
     SCOPE = "launch"
