@@ -28,10 +28,11 @@ JOB_COLUMNS: tuple[tuple[str, str], ...] = (
     ("job", "job"),
     ("state", "state"),
     ("progress", "progress"),
-    *((arm, f"loss-{arm}") for arm in ARMS),
     ("ETA", "eta"),
+    *((arm, f"loss-{arm}") for arm in ARMS),
 )
-"""(header, key) of the job table: one column per arm's latest training loss, under its own name."""
+"""(header, key) of the job table: one column per arm's latest training loss, under its own name, last
+so that a narrow terminal scrolls the losses, never the progress or the ETA."""
 STUDY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("", "mark"),
     ("study", "study"),
@@ -55,8 +56,8 @@ def job_cells(job: JobRow) -> list:
         job.short_id,
         fmt.state(job.state),
         progress,
-        *(loss_cell(job.losses.get(arm)) if training else Text("") for arm in ARMS),
         Text(fmt.duration(job.eta_seconds), justify="right"),
+        *(loss_cell(job.losses.get(arm)) if training else Text("") for arm in ARMS),
     ]
 
 
