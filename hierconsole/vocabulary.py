@@ -37,6 +37,9 @@ ARMS: tuple[str, str, str, str] = ("E_R", "H_R", "E_S", "H_S")
 """The 2x2 cells, geometry (E = Euclidean, H = Poincaré) x loss (R = regression, S = Taxonomy-SupCon), in
 paper order."""
 
+ARM_LEGEND = "arms: E = Euclidean, H = Poincaré (hyperbolic) geometry; R = regression, S = Taxonomy-SupCon loss"
+"""The one line that explains the arm names wherever they are printed."""
+
 _GEOMETRY_LETTER = {EUCLIDEAN: "E", POINCARE: "H"}
 _LOSS_LETTER = {REGRESSION: "R", SUPCON: "S"}
 

@@ -41,6 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="folder holding hierconsole.duckdb and run artifacts (default: $HIERCONSOLE_HOME, "
         "else the user data dir)",
     )
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="print tables at their full width (default: fit the terminal, 80 columns when piped)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"hierconsole.cli.{name}").register(sub)
@@ -51,6 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     err = Console(stderr=True, soft_wrap=True)
+    from hierconsole.cli.output import set_wide
+
+    set_wide(args.wide)
     try:
         if getattr(args, "func", None) is None:
             from hierconsole.tui import run_app

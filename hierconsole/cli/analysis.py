@@ -11,10 +11,12 @@ import sys
 from pathlib import Path
 
 import polars as pl
+from rich import box
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from hierconsole.cli.output import output_console
+from hierconsole.cli.output import fitted, output_console
 from hierconsole.cli.reading import open_for_reading
 from hierconsole.errors import HierconsoleError
 from hierconsole.study import read
@@ -38,7 +40,7 @@ from hierconsole.study.export import (
     check_table,
     export_table,
 )
-from hierconsole.vocabulary import ARMS, LEVELS
+from hierconsole.vocabulary import ARM_LEGEND, ARMS, LEVELS
 
 ARM_PRECISION = 4
 EFFECT_PRECISION = 6
@@ -137,13 +139,51 @@ def cmd_effects(args: argparse.Namespace) -> int:
     arm_digits = ARM_PRECISION if args.precision is None else args.precision
     effect_digits = EFFECT_PRECISION if args.precision is None else args.precision
     console = output_console()
-    console.print(arm_rich_table(arm_table(per_seed, list(effects), source=source), arm_digits, source))
-    console.print(effects_rich_table(effects, effect_digits))
-    if all(f"{level}_mAP" in effects for level in LEVELS):
-        console.print(
-            redistribution_rich_table(redistribution(per_seed, "mAP", source=source), effect_digits)
-        )
+    print_results(
+        console,
+        per_seed,
+        effects,
+        source,
+        arm_digits,
+        effect_digits,
+        compact_digits=ARM_PRECISION if args.precision is None else args.precision,
+    )
     return 0
+
+
+def print_results(
+    console: Console,
+    per_seed: pl.DataFrame,
+    effects: SimpleEffects,
+    source: str,
+    arm_digits: int,
+    effect_digits: int,
+    *,
+    compact_digits: int,
+    metrics: list[str] | None = None,
+) -> None:
+    """The arm table, the simple effects and (with every level's mAP) the redistribution, each in the
+    fullest form that fits the console, then the legends of arms and effects."""
+    arms = arm_table(per_seed, metrics or list(effects), source=source)
+    console.print(fitted(console, arm_rich_table(arms, arm_digits, source), arm_rich_table(arms, arm_digits, source, compact=True)))
+    console.print(
+        fitted(
+            console,
+            effects_rich_table(effects, effect_digits),
+            effects_rich_table(effects, compact_digits, compact=True),
+        )
+    )
+    if all(f"{level}_mAP" in per_seed.columns for level in LEVELS) and (metrics is None or "leaf_mAP" in effects):
+        result = redistribution(per_seed, "mAP", source=source)
+        console.print(
+            fitted(
+                console,
+                redistribution_rich_table(result, effect_digits),
+                redistribution_rich_table(result, compact_digits, compact=True),
+            )
+        )
+    console.print(Text(ARM_LEGEND, style="dim"))
+    console.print(Text("effects: " + ", ".join(f"{n} = {d}" for n, d in EFFECTS.items()), style="dim"))
 
 
 def _signed(value: float, digits: int) -> Text:
@@ -151,44 +191,53 @@ def _signed(value: float, digits: int) -> Text:
     return Text(f"{value:+.{digits}f}", style=style)
 
 
-def _mean_sd(mean: float, sd: float | None, digits: int, *, signed: bool = False) -> Text:
+def _mean_sd(mean: float, sd: float | None, digits: int, *, signed: bool = False, compact: bool = False) -> Text:
     text = _signed(mean, digits) if signed else Text(f"{mean:.{digits}f}")
-    text.append(" (n=1, no SD)" if sd is None else f" ± {sd:.{digits}f}")
+    text.append((" (n=1)" if compact else " (n=1, no SD)") if sd is None else f" ± {sd:.{digits}f}")
     return text
 
 
-def _seed_count(k: int, n: int) -> Text:
+def _seed_count(k: int, n: int, *, compact: bool = False) -> Text:
     style = "green" if k == n else "red" if k == 0 else "yellow"
-    return Text(f"{k}/{n} seeds", style=style)
+    return Text(f"{k}/{n}" if compact else f"{k}/{n} seeds", style=style)
 
 
-def arm_rich_table(arms: pl.DataFrame, digits: int, source: str) -> Table:
+def compact_box(compact: bool) -> dict:
+    """A compact table has no vertical rules: the columns keep their numbers whole in 80 columns."""
+    return {"box": box.SIMPLE_HEAD, "pad_edge": False, "show_edge": False, "padding": (0, 0, 0, 1)} if compact else {}
+
+
+def arm_rich_table(arms: pl.DataFrame, digits: int, source: str, *, compact: bool = False) -> Table:
     present = [a for a in ARMS if a in set(arms["arm"].to_list())]
     n_of = {r["arm"]: r["n"] for r in arms.iter_rows(named=True)}
-    table = Table(title=f"Arms: mean ± sample SD over seeds ({source})", title_justify="left")
+    table = Table(title=f"Arms: mean ± sample SD over seeds ({source})", title_justify="left", **compact_box(compact))
     table.add_column("metric", no_wrap=True)
     for arm in present:
-        table.add_column(f"{arm} (n={n_of[arm]})", justify="right", no_wrap=True)
+        table.add_column(arm if compact else f"{arm} (n={n_of[arm]})", justify="right", no_wrap=True)
     cells = {(r["arm"], r["metric"]): r for r in arms.iter_rows(named=True)}
     for metric in dict.fromkeys(arms["metric"].to_list()):
         row = [Text(metric)]
         for arm in present:
             r = cells[(arm, metric)]
-            row.append(_mean_sd(r["mean"], r["sd"], digits))
+            row.append(_mean_sd(r["mean"], r["sd"], digits, compact=compact))
         table.add_row(*row)
+    if compact and len(set(n_of.values())) == 1:
+        table.title = f"Arms: mean ± sample SD over {next(iter(n_of.values()))} seeds ({source})"
     return table
 
 
-def effects_rich_table(effects: SimpleEffects, digits: int) -> Table:
+def effects_rich_table(effects: SimpleEffects, digits: int, *, compact: bool = False) -> Table:
+    """Compact: no definition column (the legend line gives them) and seed counts without the word."""
     seeds = seeds_of(effects)
-    table = Table(title="Simple effects, paired within seed", title_justify="left")
+    table = Table(title="Simple effects, paired within seed", title_justify="left", **compact_box(compact))
     table.add_column("metric", no_wrap=True)
     table.add_column("effect", no_wrap=True)
-    table.add_column("definition", no_wrap=True, style="dim")
+    if not compact:
+        table.add_column("definition", no_wrap=True, style="dim")
     for s in seeds:
         table.add_column(str(s), justify="right", no_wrap=True)
     table.add_column("mean ± SD", justify="right", no_wrap=True)
-    table.add_column("positive", justify="right", no_wrap=True)
+    table.add_column(">0 seeds" if compact else "positive", justify="right", no_wrap=True)
     metrics = list(effects)
     for i, metric in enumerate(metrics):
         names = list(effects[metric])
@@ -197,19 +246,20 @@ def effects_rich_table(effects: SimpleEffects, digits: int) -> Table:
             table.add_row(
                 metric if j == 0 else "",
                 name,
-                EFFECTS[name],
+                *(() if compact else (EFFECTS[name],)),
                 *(_signed(e.per_seed[s], digits) for s in seeds),
-                _mean_sd(e.mean, e.sd, digits, signed=True),
-                _seed_count(e.positive_seeds, e.n_seeds),
+                _mean_sd(e.mean, e.sd, digits, signed=True, compact=compact),
+                _seed_count(e.positive_seeds, e.n_seeds, compact=compact),
                 end_section=j == len(names) - 1 and i < len(metrics) - 1,
             )
     return table
 
 
-def redistribution_rich_table(result: Redistribution, digits: int) -> Table:
+def redistribution_rich_table(result: Redistribution, digits: int, *, compact: bool = False) -> Table:
     table = Table(
         title=f"Level-wise redistribution of {result.metric} (finer levels down, highest level up?)",
         title_justify="left",
+        **compact_box(compact),
     )
     table.add_column("contrast", no_wrap=True)
     for level in LEVELS:
@@ -217,10 +267,13 @@ def redistribution_rich_table(result: Redistribution, digits: int) -> Table:
     table.add_column("pattern", no_wrap=True)
     for contrast, by_level in result.contrasts.items():
         flag = result.pattern[contrast]
-        seeds = f"{result.seeds_with_pattern[contrast]}/{result.n_seeds} seeds"
+        seeds = f"{result.seeds_with_pattern[contrast]}/{result.n_seeds}" + ("" if compact else " seeds")
         table.add_row(
             EFFECTS[contrast],
-            *(_mean_sd(by_level[level].mean, by_level[level].sd, digits, signed=True) for level in LEVELS),
+            *(
+                _mean_sd(by_level[level].mean, by_level[level].sd, digits, signed=True, compact=compact)
+                for level in LEVELS
+            ),
             Text(f"{'yes' if flag else 'no'} ({seeds})", style="bold" if flag else "dim"),
         )
     return table

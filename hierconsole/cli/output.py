@@ -1,18 +1,39 @@
-"""The console every command prints through."""
+"""The console every command prints through, and tables that fit it.
+
+Output fits the terminal (80 columns when piped, or $COLUMNS): tables drop to a compact form that fits,
+and `hierconsole --wide` prints everything at its natural width instead.
+"""
 
 from __future__ import annotations
 
 from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
 
-PIPE_WIDTH = 160
+WIDE_WIDTH = 1_000
+_wide = False
+
+
+def set_wide(wide: bool) -> None:
+    """`--wide`: every table at its natural width, nothing abbreviated (for wide terminals and files)."""
+    global _wide
+    _wide = wide
 
 
 def output_console() -> Console:
-    """Rich output for stdout; piped or captured output is not squeezed into 80 columns."""
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        console = Console(highlight=False, width=max(console.width, PIPE_WIDTH))
-    return console
+    """Rich output for stdout, as wide as the terminal ($COLUMNS or 80 when piped) unless --wide."""
+    return Console(highlight=False, width=WIDE_WIDTH if _wide else None)
+
+
+def fits(console: Console, table: Table) -> bool:
+    """Whether `table` unsqueezed (every cell whole) fits the console's width."""
+    unbounded = console.options.update_width(WIDE_WIDTH)
+    return Measurement.get(console, unbounded, table).maximum <= console.width
+
+
+def fitted(console: Console, *variants: Table) -> Table:
+    """The first of `variants` (fullest first) that fits the console's width; the last otherwise."""
+    return next((table for table in variants if fits(console, table)), variants[-1])
 
 
 def confirmed(question: str, *, yes: bool) -> bool:

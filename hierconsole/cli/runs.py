@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
 import time
-import tomllib
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
-from hierconsole.cli.output import confirmed, output_console
+from hierconsole.cli.output import confirmed, fits, fitted, output_console
 from hierconsole.cli.reading import open_for_reading
 from hierconsole.config import Preset, load_preset
+from hierconsole.config.overrides import AssignmentError, parse_assignment
 from hierconsole.contract import events as ev
 from hierconsole.errors import HierconsoleError, StoreBusyError, StoreReadOnlyError, StoreWriteError
 from hierconsole.study import read
@@ -32,27 +33,26 @@ from hierconsole.styles import STATE_STYLE
 from hierconsole.vocabulary import (
     ACTIVE_STATES,
     AGGREGATIONS,
+    ARM_LEGEND,
+    ARMS,
     DEVICES,
     HIER_METRIC,
     LEVELS,
+    LOSSES,
     MAP,
     RESUMABLE_STATES,
     JobState,
     Phase,
+    arm_parts,
 )
 
 
 def _assignment(value: str) -> tuple[str, object]:
-    """`--set key=value`: the value is read as a TOML literal (numbers, booleans, lists, quoted strings),
-    and as a bare string when it is not one (e.g. --set temperature.euclidean=tune)."""
-    key, sep, raw = value.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (e.g. training.lr=1e-4), got {value!r}")
+    """`--set key=value`, read as `config.overrides.parse_assignment` reads it (the console's too)."""
     try:
-        parsed = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        parsed = raw
-    return key.strip(), parsed
+        return parse_assignment(value)
+    except AssignmentError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _gpus(value: str) -> list[str]:
@@ -142,12 +142,13 @@ class JobProgress:
     def __init__(self, store: Store, console: Console):
         self.store = store
         self.progress = Progress(
-            TextColumn("{task.fields[job]}", style="bold"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[state]}"),
-            TextColumn("{task.fields[losses]}", style="dim"),
-            TimeRemainingColumn(),
+            TextColumn("{task.fields[job]}", style="bold", table_column=Column(no_wrap=True)),
+            BarColumn(bar_width=10),
+            MofNCompleteColumn(table_column=Column(no_wrap=True)),
+            TextColumn("{task.fields[state]}", table_column=Column(no_wrap=True)),
+            TimeRemainingColumn(table_column=Column(no_wrap=True)),
+            # Last, so in a narrow terminal the losses wrap under themselves and nothing else is cut.
+            TextColumn("{task.fields[losses]}", table_column=Column(overflow="fold")),
             console=console,
             transient=False,
         )
@@ -168,10 +169,14 @@ class JobProgress:
     def refresh(self, study_ids: list[str]) -> None:
         for study_id in study_ids:
             for job in read.job_rows(self.store, study_id):
-                losses = " ".join(f"{arm}={value:.3f}" for arm, value in sorted(job.losses.items()))
+                losses = losses_label(job.losses)
                 if job.job_id not in self.tasks:
                     self.tasks[job.job_id] = self.progress.add_task(
-                        "", total=max(job.total, 1), job=job.short_id, state="", losses=""
+                        "",
+                        total=max(job.total, 1),
+                        job=job.short_id,
+                        state="",
+                        losses="",
                     )
                 self.progress.update(
                     self.tasks[job.job_id],
@@ -180,6 +185,25 @@ class JobProgress:
                     state=job.state,
                     losses=losses,
                 )
+
+
+def losses_label(losses: dict[str, float]) -> Text:
+    """`loss R: E_R 0.025 H_R 0.031 · S: E_S 3.781 H_S 3.790`: the two losses apart (their scales differ),
+    each arm named."""
+    text = Text()
+    for loss in LOSSES:
+        arms = [(arm, losses[arm]) for arm in ARMS if arm in losses and arm_parts(arm)[1] == loss]
+        if not arms:
+            continue
+        text.append(" · " if text else "loss ", style="dim")
+        text.append(f"{_LOSS_LETTER_OF[loss]}:", style="dim")
+        for arm, value in arms:
+            text.append(f" {arm} ", style="dim")
+            text.append(f"{value:.3f}")
+    return text
+
+
+_LOSS_LETTER_OF = {arm_parts(arm)[1]: arm[-1] for arm in ARMS}
 
 
 def problem_printer(console: Console) -> ProblemCallback:
@@ -270,23 +294,49 @@ def summarize(store: Store, study_id: str, console: Console) -> int:
             console.print(f"  [red]{job.job_id}: {job.state}[/]{error}", highlight=False)
     if study.phase != Phase.COMPLETE:
         return 1
-    from hierconsole.cli.analysis import arm_rich_table, effects_rich_table
-    from hierconsole.study.effects import arm_table, simple_effects
+    from hierconsole.cli.analysis import ARM_PRECISION, EFFECT_PRECISION, print_results
+    from hierconsole.study.effects import simple_effects
 
     table = read.per_seed(store, study_id)
     metrics = [*(f"{level}_{MAP}" for level in LEVELS), HIER_METRIC]
-    console.print(arm_rich_table(arm_table(table, metrics), 4, f"study {study_id}"))
-    console.print(effects_rich_table(simple_effects(table, [HIER_METRIC]), 6))
+    print_results(
+        console,
+        table,
+        simple_effects(table, [HIER_METRIC]),
+        f"study {study_id}",
+        ARM_PRECISION,
+        EFFECT_PRECISION,
+        compact_digits=ARM_PRECISION,
+        metrics=metrics,
+    )
     checks = read.stored_audits(store, study_id)
     console.print(audit_table(checks))
     return 0 if all(c.ok for c in checks) else 1
+
+
+def next_steps(store: Store, study_id: str, home_given: bool, console: Console) -> None:
+    """Where the results are and what to run next, with this store's --home where one was given."""
+    home = f" --home {shlex.quote(str(store.home))}" if home_given else ""
+    console.print(
+        f"\nstored in [bold]{escape(str(store.path))}[/] (study [bold]{escape(study_id)}[/])", soft_wrap=True
+    )
+    console.print("next:")
+    for command, what in (
+        ("", "open the console on this store"),
+        (f" effects {study_id}", "every metric's arm table and simple effects"),
+        (f" audit {study_id}", "the fairness and leakage checks with their evidence"),
+        (f" export effects --study {study_id} -o effects.csv", "write a table (csv, parquet, json, md, latex)"),
+    ):
+        # Never broken by Rich: a command must copy and paste whole, however the terminal wraps it.
+        console.print(f"  [bold]{escape(f'hierconsole{home}{command}')}[/]", highlight=False, soft_wrap=True)
+        console.print(f"      {what}", style="dim", highlight=False)
 
 
 def audit_table(checks: list[Check]) -> Table:
     table = Table(title="audits", title_justify="left")
     table.add_column("check", no_wrap=True)
     table.add_column("result", no_wrap=True)
-    table.add_column("evidence")
+    table.add_column("evidence", overflow="fold")
     for c in checks:
         result = (
             Text("pending", "yellow")
@@ -310,10 +360,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"study [bold]{study_id}[/]: {preset.name} on {read.get_study(store, study_id).dataset_id}, "
             f"seeds {list(preset.training.seeds)}, {preset.training.epochs} epochs"
         )
+        console.print(ARM_LEGEND, style="dim", highlight=False)
         # Only this study's jobs: leftovers of earlier studies are shown by `runs` and run by `resume`.
         orch = Orchestrator(store, max_parallel=_parallel(args, preset), gpus=args.gpus, studies=[study_id])
         drive(store, [study_id], parallel=None, console=console, orchestrator=orch)
-        return summarize(store, study_id, console)
+        code = summarize(store, study_id, console)
+        next_steps(store, study_id, args.home is not None, console)
+        return code
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -322,38 +375,67 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return cmd_run(args)
 
 
+def studies_table(studies: list[read.StudyRow], *, compact: bool = False) -> Table:
+    """Compact: no name column (the id starts with it) and creation to the minute."""
+    table = Table(title="studies", title_justify="left", **_compact_box(compact))
+    columns = ("study", "dataset", "phase", "jobs finished", "created") if compact else (
+        "study", "name", "dataset", "phase", "jobs finished", "created"
+    )
+    for col in columns:
+        table.add_column(col, no_wrap=col in ("study", "created"))
+    for s in studies:
+        created = str(s.created_at)[: 16 if compact else 19]
+        cells = [s.study_id, s.dataset_id, s.phase, f"{s.jobs_finished}/{s.jobs}", created]
+        table.add_row(*(cells if compact else [cells[0], s.name, *cells[1:]]))
+    return table
+
+
 def cmd_studies(args: argparse.Namespace) -> int:
     with open_for_reading(args.home) as store:
-        table = Table(title="studies", title_justify="left")
-        for col in ("study", "name", "dataset", "phase", "jobs finished", "created"):
-            table.add_column(col)
-        for s in read.list_studies(store):
-            table.add_row(
-                s.study_id, s.name, s.dataset_id, s.phase, f"{s.jobs_finished}/{s.jobs}", str(s.created_at)[:19]
-            )
-        output_console().print(table)
+        studies = read.list_studies(store)
+    console = output_console()
+    console.print(fitted(console, studies_table(studies), studies_table(studies, compact=True)))
     return 0
+
+
+def runs_table(jobs: list[read.JobRow], title: str, *, compact: bool = False) -> Table:
+    """Every job with its progress; compact: one study's jobs by their short ids, kind and seed in them."""
+    table = Table(title=title, title_justify="left", **_compact_box(compact))
+    columns = ("job", "cells", "state", "progress", "tries", "error") if compact else (
+        "job", "kind", "seed", "cells", "state", "progress", "tries", "error"
+    )
+    for col in columns:
+        table.add_column(col, no_wrap=col != "error", overflow="fold")
+    for job in jobs:
+        error = job.error.strip().splitlines() if job.error else []
+        last = error[-1] if error else ""
+        state = Text(job.shown_state, STATE_STYLE.get(job.shown_state, ""))
+        progress, tries = f"{job.done}/{job.total}", str(job.attempts)
+        if compact:
+            table.add_row(job.short_id, job.cells_text, state, progress, tries, last)
+        else:
+            table.add_row(job.job_id, job.kind, str(job.seed), job.cells_text, state, progress, tries, last[:60])
+    return table
+
+
+def _compact_box(compact: bool) -> dict:
+    from hierconsole.cli.analysis import compact_box
+
+    return compact_box(compact)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
     with open_for_reading(args.home) as store:
         study_id = read.resolve_study(store, args.study) if args.study else None
-        table = Table(title="runs", title_justify="left")
-        for col in ("job", "kind", "seed", "cells", "state", "progress", "tries", "error"):
-            table.add_column(col)
-        for job in read.job_rows(store, study_id):
-            error = job.error.strip().splitlines() if job.error else []
-            table.add_row(
-                job.job_id,
-                job.kind,
-                str(job.seed),
-                job.cells_text,
-                Text(job.shown_state, STATE_STYLE.get(job.shown_state, "")),
-                f"{job.done}/{job.total}",
-                str(job.attempts),
-                error[-1][:60] if error else "",
-            )
-        output_console().print(table)
+        jobs = read.job_rows(store, study_id)
+    console = output_console()
+    full = runs_table(jobs, "runs")
+    if fits(console, full) or not jobs:
+        console.print(full)
+        return 0
+    # Too wide for the terminal: one compact table per study, titled by it.
+    for sid in dict.fromkeys(j.study_id for j in jobs):
+        console.print(runs_table([j for j in jobs if j.study_id == sid], f"runs of {sid}", compact=True))
     return 0
 
 

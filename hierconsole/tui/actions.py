@@ -12,7 +12,6 @@ from functools import partial
 
 from textual.binding import Binding, BindingType
 from textual.command import DiscoveryHit, Hit, Hits, Provider
-from textual.dom import DOMNode
 from textual.types import IgnoreReturnCallbackType
 
 VIEWS = Binding.Group("views", compact=True)
@@ -66,6 +65,8 @@ ACTIONS: tuple[Action, ...] = (
             "app",
             f"show_view('{mode}')",
             help=f"switch to the {title.lower()} view",
+            # The tab line shows each view's number beside its title; the footer keeps its width.
+            show=False,
             group=VIEWS,
         )
         for i, (mode, title) in enumerate(VIEW_MODES, start=1)
@@ -93,7 +94,7 @@ ACTIONS: tuple[Action, ...] = (
         "runs.resume", "r", "resume", "runs", "resume", "resume the selected crashed, cancelled or failed job"
     ),
     Action("runs.delete", "x", "delete", "runs", "delete", "delete the selected study, after confirmation"),
-    Action("run_detail.back", "escape", "back", "run_detail", "back", "return to the run queue"),
+    Action("run_detail.back", "escape", "close", "run_detail", "back", "return to the run queue"),
     Action("effects.level", "m", "metric", "effects", "next_level", "cycle hier / middle / high / leaf"),
     Action("effects.measure", "k", "mAP/R@K", "effects", "next_measure", "cycle mAP, R@1, R@5, R@10, R@20"),
     Action(
@@ -108,25 +109,28 @@ ACTIONS: tuple[Action, ...] = (
         "next_aggregation",
         "micro / macro if re-scored",
     ),
-    Action("audits.recheck", "r", "reload", "audits", "reload", "read the checks again"),
+    Action("audits.recheck", "ctrl+r", "reload", "audits", "reload", "read the checks again", key_display="^r"),
     Action("help.close", "escape", "close", "help", "close", "close the help screen"),
-    Action("import.submit", "ctrl+s", "import", "import", "submit", "check and import the files"),
-    Action("import.cancel", "escape", "cancel", "import", "cancel", "close without importing"),
-    Action("launch.submit", "ctrl+s", "launch", "launch", "submit", "create the study and queue its jobs"),
-    Action("launch.cancel", "escape", "cancel", "launch", "cancel", "close without launching"),
-    Action("confirm.yes", "y", "yes", "confirm", "answer(True)", "go ahead"),
     Action(
-        "confirm.no",
-        "n,escape",
-        "no",
-        "confirm",
-        "answer(False)",
-        "keep things as they are",
-        key_display="n/esc",
+        "import.submit", "ctrl+s", "submit", "import", "submit", "check and import the files", key_display="^s"
     ),
-    Action("quit.cancel", "c", "cancel jobs", "quit", "choose('cancel')", "cancel running jobs, then quit"),
-    Action("quit.leave", "l", "leave jobs", "quit", "choose('leave')", "quit and leave the workers running"),
-    Action("quit.stay", "escape", "stay", "quit", "choose(None)", "do not quit"),
+    Action("import.cancel", "escape", "close", "import", "cancel", "close without importing"),
+    Action(
+        "launch.submit",
+        "ctrl+s",
+        "submit",
+        "launch",
+        "submit",
+        "check, ask, then create the study and queue its jobs",
+        key_display="^s",
+    ),
+    Action("launch.cancel", "escape", "close", "launch", "cancel", "close without launching"),
+    Action("confirm.yes", "y", "yes", "confirm", "answer(True)", "go ahead"),
+    Action("confirm.no", "n", "no", "confirm", "answer(False)", "keep things as they are"),
+    Action("confirm.close", "escape", "close", "confirm", "answer(False)", "the same as no"),
+    Action("quit.cancel", "c", "cancel", "quit", "choose('cancel')", "cancel the running jobs, then quit"),
+    Action("quit.leave", "q", "quit", "quit", "choose('leave')", "quit and leave the workers running"),
+    Action("quit.stay", "escape", "close", "quit", "choose(None)", "do not quit"),
     Action("export.write", "w", "write", "export", "write", "write the chosen table in the chosen format"),
 )
 
@@ -156,6 +160,16 @@ def key_label(action: Action) -> str:
     return action.key_display or action.key
 
 
+PALETTE_HINT_WIDTH = 14
+"""Cells of the footer's command palette hint ("▏^p palette")."""
+
+
+def footer_width(scope: str) -> int:
+    """Cells the compact footer needs for the shown keys of `scope` and the global ones."""
+    shown = [a for a in (*actions_for(scope), *actions_for("app")) if a.show]
+    return sum(len(key_label(a)) + len(a.description) + 2 for a in shown)
+
+
 def help_rows() -> Iterator[tuple[str, str, str, str]]:
     """(scope title, key, description, help) for every action, scope by scope."""
     for scope, title in SCOPES.items():
@@ -164,21 +178,27 @@ def help_rows() -> Iterator[tuple[str, str, str, str]]:
 
 
 class ActionsProvider(Provider):
-    """Command palette entries for the global actions and those of the screen it was opened on."""
+    """Command palette entries for every action of every view, each with its key; choosing one from
+    another view first switches to that view (dialog actions only exist inside their dialogs)."""
 
     def _actions(self) -> Iterator[tuple[str, str, IgnoreReturnCallbackType]]:
-        scope = getattr(self.screen, "SCOPE", None)
+        here = getattr(self.screen, "SCOPE", None)
+        views = {mode for mode, _ in VIEW_MODES}
         for a in ACTIONS:
-            node: DOMNode
-            if a.scope == "app":
-                node = self.app
-            elif a.scope == scope:
-                node = self.screen
-            else:
+            if a.scope != "app" and a.scope != here and a.scope not in views:
                 continue
-            title = f"{SCOPES[a.scope]}: {a.description}"
+            title = f"{SCOPES[a.scope]}: {a.description}  ({key_label(a)})"
             help_text = f"[{key_label(a)}] {a.help}"
-            yield title, help_text, partial(self.app.run_action, a.handler, node)
+            yield title, help_text, partial(self._run, a, here)
+
+    async def _run(self, action: Action, here: str | None) -> None:
+        app = self.app
+        if action.scope == "app":
+            await app.run_action(action.handler, app)
+            return
+        if action.scope != here:
+            await app.switch_mode(action.scope)
+        await app.run_action(action.handler, app.screen)
 
     async def discover(self) -> Hits:
         for title, help_text, callback in self._actions():

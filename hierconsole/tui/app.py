@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from functools import partial
+from typing import TYPE_CHECKING, Literal, cast
 
 from textual import on, work
 from textual.app import App
+from textual.notifications import SeverityLevel
+from textual.screen import Screen
 from textual.signal import Signal
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from hierconsole.config import Preset, load_preset
 from hierconsole.errors import HierconsoleError
 from hierconsole.study import read
-from hierconsole.study.catalog import ensure_dataset
-from hierconsole.study.lifecycle import create_study
-from hierconsole.study.orchestrator import Orchestrator
 from hierconsole.study.storage import Store
-from hierconsole.tui.actions import ActionsProvider, bindings_for
+from hierconsole.tui.actions import VIEW_MODES, ActionsProvider, bindings_for
 from hierconsole.tui.messages import (
     JobEvents,
     Notice,
@@ -29,16 +30,39 @@ from hierconsole.tui.messages import (
     StudyLaunched,
 )
 from hierconsole.tui.orchestration import OrchestratorLoop
-from hierconsole.tui.screens.audits import AuditsScreen
-from hierconsole.tui.screens.datasets import DatasetsScreen
-from hierconsole.tui.screens.dialogs import QuitDialog
-from hierconsole.tui.screens.effects import EffectsScreen
-from hierconsole.tui.screens.export import ExportScreen
-from hierconsole.tui.screens.help import HelpScreen
-from hierconsole.tui.screens.launch import LaunchRequest
-from hierconsole.tui.screens.redistribution import RedistributionScreen
-from hierconsole.tui.screens.runs import RunsScreen
+from hierconsole.tui.screens.dialogs import ConfirmDialog, QuitDialog
+from hierconsole.tui.widgets.chrome import NoticeText
 from hierconsole.vocabulary import ACTIVE_STATES
+
+if TYPE_CHECKING:
+    from hierconsole.study.orchestrator import Orchestrator
+
+VIEW_SCREENS: dict[str, str] = {
+    "datasets": "datasets:DatasetsScreen",
+    "runs": "runs:RunsScreen",
+    "effects": "effects:EffectsScreen",
+    "audits": "audits:AuditsScreen",
+    "redistribution": "redistribution:RedistributionScreen",
+    "export": "export:ExportScreen",
+}
+"""Each view's screen (module:class under hierconsole.tui.screens), imported when first shown: the
+first frame waits only for the view it shows; the others are imported in the background after it."""
+WARM_UP: tuple[str, ...] = (
+    *(f"hierconsole.tui.screens.{ref.split(':')[0]}" for ref in VIEW_SCREENS.values()),
+    "hierconsole.tui.screens.run_detail",
+    "hierconsole.tui.screens.launch",
+    "hierconsole.tui.screens.import_dialog",
+    "hierconsole.tui.screens.help",
+    "hierconsole.study.read.audits",
+    "hierconsole.study.read.results",
+    "hierconsole.study.read.datasets",
+)
+
+
+def view_screen(mode: str) -> Screen:
+    module, name = VIEW_SCREENS[mode].split(":")
+    return cast("type[Screen]", getattr(importlib.import_module(f"hierconsole.tui.screens.{module}"), name))()
+
 
 QuitChoice = Literal["ask", "cancel", "leave"]
 
@@ -53,7 +77,13 @@ class DemoOffer:
     @classmethod
     def default(cls) -> DemoOffer:
         preset = load_preset("demo")
-        return cls(preset, lambda store: ensure_dataset(store, preset.data.dataset))
+
+        def dataset(store: Store) -> str:
+            from hierconsole.study.catalog import ensure_dataset
+
+            return ensure_dataset(store, preset.data.dataset)
+
+        return cls(preset, dataset)
 
 
 class HierConsole(App[int]):
@@ -61,14 +91,7 @@ class HierConsole(App[int]):
     CSS_PATH = "hierconsole.tcss"
     BINDINGS = bindings_for("app")
     COMMANDS = App.COMMANDS | {ActionsProvider}
-    MODES = {
-        "datasets": DatasetsScreen,
-        "runs": RunsScreen,
-        "effects": EffectsScreen,
-        "audits": AuditsScreen,
-        "redistribution": RedistributionScreen,
-        "export": ExportScreen,
-    }
+    MODES = {mode: partial(view_screen, mode) for mode, _ in VIEW_MODES}
 
     def __init__(
         self,
@@ -82,8 +105,14 @@ class HierConsole(App[int]):
         demo: DemoOffer | None = None,
         home_label: str | None = None,
         study: str | None = None,
+        cursor_blink: bool = True,
+        prebuild_views: bool = True,
     ):
         super().__init__()
+        self.prebuild_views = prebuild_views
+        """Build the views not shown yet in the idle time after the first frame (off in most tests)."""
+        self.cursor_blink = cursor_blink
+        """Whether text fields blink their cursor (off in tests: a screenshot must not depend on time)."""
         self.store = store
         self.orchestrate = orchestrate
         self._max_parallel = max_parallel
@@ -104,6 +133,9 @@ class HierConsole(App[int]):
         self.state_signal: Signal[str] = Signal(self, "state")
         """Published after any change of the studies, jobs, failed audits or the current study."""
         self.events_signal: Signal[JobEvents] = Signal(self, "events")
+        self.notice_signal: Signal[NoticeText] = Signal(self, "notice")
+        """Every notification, for the notice line of the view showing (toasts are not drawn)."""
+        self.latest_notice: NoticeText | None = None
         self._quitting = False
         self._audits_seen = False
 
@@ -114,6 +146,26 @@ class HierConsole(App[int]):
         if self.orchestrate:
             self.loop_done.clear()
             self.run_orchestrator()
+        self.call_after_refresh(self.warm_up)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="warm-up")
+    def warm_up(self) -> None:
+        """After the first frame: import what the other views need, then build them one by one."""
+        for module in WARM_UP:
+            importlib.import_module(module)
+        if self.prebuild_views:
+            self.call_from_thread(self.prebuild_next_view)
+
+    def prebuild_next_view(self) -> None:
+        """Build one view not built yet, then let keys through before the next. Textual restyles the
+        whole app when a view's screen is first built (a few hundred ms on a busy machine); done here,
+        in idle time, the first switch to each view is as quick as any later one."""
+        built = getattr(self, "_screen_stacks", None)  # Textual's modes; absent in another version
+        pending = [mode for mode in VIEW_SCREENS if built is not None and mode not in built]
+        if not pending:
+            return
+        self._init_mode(pending[0])
+        self.set_timer(0.05, self.prebuild_next_view)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="orchestrator")
     def run_orchestrator(self) -> None:
@@ -130,6 +182,21 @@ class HierConsole(App[int]):
                 read.list_studies(self.store), read.job_rows(self.store), read.failed_audit_counts(self.store)
             )
         )
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Recorded as Textual records it, and said on the notice line of the view (toasts are hidden)."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        seconds = timeout if timeout is not None else (12.0 if severity == "error" else 6.0)
+        self.latest_notice = NoticeText(message, title, severity, seconds)
+        self.notice_signal.publish(self.latest_notice)
 
     # -- app-wide state ------------------------------------------------------------------------------
     def current_study(self) -> read.StudyRow | None:
@@ -175,7 +242,7 @@ class HierConsole(App[int]):
 
     @on(Notice)
     def _notice(self, message: Notice) -> None:
-        self.notify(message.text, severity=message.severity)  # type: ignore[arg-type]
+        self.notify(message.text, title=message.title, severity=message.severity)  # type: ignore[arg-type]
         self.refresh_queue()
 
     @on(OrchestratorFailed)
@@ -202,21 +269,32 @@ class HierConsole(App[int]):
         self.orchestrator_loop.submit(command)
 
     # -- launching -----------------------------------------------------------------------------------
+    def offer_demo(self) -> None:
+        """Launch the demo study, after a question naming what it creates (one key must not do it)."""
+        from hierconsole.tui.screens.launch import launch_question
+
+        preset = self.demo.preset
+        question = launch_question(preset, preset.data.dataset, len(self.studies))
+
+        def launch_if(yes: bool | None) -> None:
+            if yes:
+                self.launch_demo()
+
+        self.push_screen(ConfirmDialog(question), launch_if)
+
     @work(thread=True, exclusive=True, exit_on_error=False, group="launch")
     def launch_demo(self) -> None:
         demo = self.demo
-        dataset_id = demo.dataset(self.store)
-        study_id = create_study(self.store, demo.preset, dataset_id)
-        self.post_message(StudyLaunched(study_id, demo.preset.compute.max_parallel_jobs))
+        self.post_message(Notice("importing the demo dataset and creating the study…", title="demo"))
+        from hierconsole.study.lifecycle import create_study
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="launch")
-    def launch(self, request: LaunchRequest) -> None:
-        preset = load_preset(request.preset).with_overrides(
-            epochs=request.epochs, seeds=list(request.seeds) if request.seeds else None
-        )
-        dataset_id = ensure_dataset(self.store, request.dataset or preset.data.dataset)
-        study_id = create_study(self.store, preset, dataset_id)
-        self.post_message(StudyLaunched(study_id, preset.compute.max_parallel_jobs))
+        try:
+            dataset_id = demo.dataset(self.store)
+            study_id = create_study(self.store, demo.preset, dataset_id)
+        except HierconsoleError as exc:
+            self.post_message(Notice(f"demo not launched: {exc}", severity="error", title="demo"))
+            return
+        self.post_message(StudyLaunched(study_id, demo.preset.compute.max_parallel_jobs))
 
     # -- actions -------------------------------------------------------------------------------------
     def action_show_view(self, mode: str) -> None:
@@ -224,6 +302,8 @@ class HierConsole(App[int]):
             self.switch_mode(mode)
 
     def action_help(self) -> None:
+        from hierconsole.tui.screens.help import HelpScreen
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 

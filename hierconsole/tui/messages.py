@@ -60,3 +60,5 @@ class Notice(Message):
 
     text: str
     severity: str = "information"
+    title: str = ""
+    """What the outcome is of ("delete", "launch"): the toast's title."""

@@ -72,14 +72,21 @@ def test_effects_metric_selection(tmp_path, capsys, cub_csv):
 
 
 def test_effects_tables_show_mean_sd_and_seed_counts(tmp_path, capsys, cub_csv):
-    code, out, _ = run(tmp_path, capsys, "effects", "--from-csv", str(cub_csv))
+    # --wide: every column, the effects at their full precision.
+    code, out, _ = run(tmp_path, capsys, "--wide", "effects", "--from-csv", str(cub_csv))
     assert code == 0
-    assert "E_R (n=3)" in out
+    assert "E_R (n=3)" in out and "(H_S - E_S) - (H_R - E_R)" in out
     assert "0.5314 ± 0.0013" in out  # paper Table 1, CUB E_R mean hierarchy
     assert "+0.010246 ± 0.000416" in out  # paper Table S7, geom_R
     assert "+0.048670 ± 0.000409" in out  # loss_E
     assert "3/3 seeds" in out and "0/3 seeds" in out
     assert "yes (3/3 seeds)" in out  # H_S - E_S redistribution pattern
+    # By default the tables fit 80 columns whole: compact columns, nothing cut, legends below.
+    code, out, _ = run(tmp_path, capsys, "effects", "--from-csv", str(cub_csv))
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 80 and "…" not in out
+    assert "0.5314 ± 0.0013" in out and "+0.0102 ± 0.0004" in out and "yes (3/3)" in out
+    assert "arms: E = Euclidean, H = Poincaré" in out and "interaction = (H_S - E_S) - (H_R - E_R)" in out
     code, out, _ = run(tmp_path, capsys, "effects", "--from-csv", str(cub_csv), "--precision", "2")
     assert code == 0 and "0.53 ± 0.00" in out and "+0.01 ± 0.00" in out
     code, _, err = run(tmp_path, capsys, "effects", "--from-csv", str(cub_csv), "--precision", "-1")

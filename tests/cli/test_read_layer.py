@@ -22,7 +22,7 @@ def test_runs_shows_the_console_job_rows(fixed_copy, capsys):
     with Store(fixed_copy, read_only=True) as store:
         jobs = read.job_rows(store)
     assert any(job.orphaned for job in jobs)
-    code, out = _run(fixed_copy, capsys, "runs")
+    code, out = _run(fixed_copy, capsys, "--wide", "runs")
     assert code == 0
     lines = out.splitlines()
     for job in jobs:
@@ -30,6 +30,15 @@ def test_runs_shows_the_console_job_rows(fixed_copy, capsys):
         # The same progress as the console's runs view: epochs for training, units scored for scoring.
         assert f" {job.done}/{job.total} " in line and f" {job.shown_state} " in line
         assert job.cells_text in line
+    # In 80 columns: a table per study, each job by its short id, the same figures.
+    code, out = _run(fixed_copy, capsys, "runs")
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= 80
+    tables = out.split("runs of ")[1:]
+    assert [t.split(maxsplit=1)[0] for t in tables] == [COMPLETE, LIVE]
+    for job in jobs:
+        table = tables[[COMPLETE, LIVE].index(job.study_id)]
+        (line,) = [line for line in table.splitlines() if line.startswith(f"{job.short_id} ")]
+        assert f" {job.done}/{job.total} " in line and f" {job.state} " in line and job.cells_text in line
     evaluation = next(j for j in jobs if j.job_id == f"{COMPLETE}/evaluate")
     assert (evaluation.done, evaluation.total) == (36, 36)
 

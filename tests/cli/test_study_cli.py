@@ -137,3 +137,39 @@ def test_resume_drives_work_a_console_left_queued(tmp_path, capsys, tiny_fs):
     with Store(home) as store:
         assert get_study(store, study_id).phase == "complete"
     assert run(home, capsys, "resume")[1].strip() == "nothing to resume"
+
+
+def test_run_says_where_results_are_what_next_and_fits_80_columns(tmp_path, tiny_fs):
+    """The run as a user meets it in an 80-column terminal: a real process, its whole output."""
+    import os
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    with Store(home) as store:
+        register_dataset(store, tiny_fs)
+    argv = ["--home", str(home), "run", "demo", "--dataset", "tiny", "--epochs", "1", "--seeds", "42"]
+    for setting in TINY_SETTINGS:
+        argv += ["--set", setting]
+    env = {**os.environ, "COLUMNS": "80", "TERM": "dumb"}
+    done = subprocess.run(
+        [sys.executable, "-m", "hierconsole", *argv], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    lines = out.splitlines()
+    # Only what is there to copy (a path, a command) may run past 80 columns, and is never broken.
+    long = [line for line in lines if len(line) > 80]
+    assert all(line.lstrip().startswith(("hierconsole ", "stored in ")) for line in long), long
+    assert "…" not in out
+    with Store(home) as store:
+        study_id = store.one("SELECT study_id FROM studies")[0]
+    # The arms explained, and each loss labelled by its arm, the two losses apart.
+    assert "arms: E = Euclidean, H = Poincaré (hyperbolic) geometry; R = regression" in " ".join(out.split())
+    progress = next(line for line in lines if line.startswith("final-s42 "))
+    assert "loss R: E_R " in progress and " H_R " in progress
+    assert "E_R=" not in out
+    # Where the results went, and what to run next on them.
+    assert f"stored in {home / 'hierconsole.duckdb'}" in " ".join(out.split())
+    for command in ("", f" effects {study_id}", f" audit {study_id}", f" export effects --study {study_id}"):
+        assert f"hierconsole --home {home}{command}" in out, command

@@ -1,5 +1,4 @@
 import dataclasses
-import time
 
 import numpy as np
 import pytest
@@ -33,10 +32,9 @@ def test_bit_deterministic_and_seeded():
     assert c.taxonomy.sha256() != a.taxonomy.sha256()
 
 
-def test_cub_sized_is_fast_and_shaped():
-    t = time.perf_counter()
+def test_cub_sized_is_shaped():
+    # How long it takes is measured in benchmarks/synthetic.py, never asserted here.
     fs = make_synthetic(CUB_SIZED_CONFIG)
-    assert time.perf_counter() - t < 2.0
     assert fs.split_counts() == {"train": 5994, "val": 0, "test": 5794}
     s = fs.taxonomy.summary()
     assert s.counts == {"leaf": 200, "middle": 124, "high": 37}

@@ -38,6 +38,8 @@ def make_app(store: Store, **options) -> HierConsole:
     options.setdefault("demo", fixed_demo())
     options.setdefault("home_label", "~/hierconsole-test")
     options.setdefault("on_quit", "cancel")
+    options.setdefault("cursor_blink", False)  # snapshots never depend on when they are taken
+    options.setdefault("prebuild_views", False)  # each test builds only the views it shows
     return HierConsole(store, **options)
 
 

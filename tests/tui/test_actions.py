@@ -6,7 +6,15 @@ from collections import Counter
 
 from textual.binding import Binding
 
-from hierconsole.tui.actions import ACTIONS, SCOPES, ActionsProvider, actions_for, bindings_for, help_rows
+from hierconsole.tui.actions import (
+    ACTIONS,
+    SCOPES,
+    VIEW_MODES,
+    ActionsProvider,
+    actions_for,
+    bindings_for,
+    help_rows,
+)
 from hierconsole.tui.app import HierConsole
 from hierconsole.tui.screens.audits import AuditsScreen
 from hierconsole.tui.screens.datasets import DatasetsScreen
@@ -53,13 +61,25 @@ def test_every_handler_exists_on_its_node():
 
 
 def test_keys_are_unique_within_a_scope_and_never_shadow_the_global_ones():
-    global_keys = {k for a in actions_for("app") for k in a.key.split(",")}
+    global_actions = {k: a for a in actions_for("app") for k in a.key.split(",")}
     for scope in SCOPES:
         keys = Counter(k for a in actions_for(scope) for k in a.key.split(","))
         assert max(keys.values()) == 1, (scope, keys)
         if scope != "app":
-            assert not global_keys & set(keys), scope
+            # A view may take a global key over only for the same meaning (q in the quit question).
+            for a in actions_for(scope):
+                for k in a.key.split(","):
+                    assert k not in global_actions or global_actions[k].description == a.description, a.id
     assert len({a.id for a in ACTIONS}) == len(ACTIONS)
+
+
+def test_one_binding_per_meaning_across_views():
+    """A key means one thing everywhere: r is never resume in one view and reload in another."""
+    meanings: dict[str, set[str]] = {}
+    for a in ACTIONS:
+        for k in a.key.split(","):
+            meanings.setdefault(k, set()).add(a.description)
+    assert {k: d for k, d in meanings.items() if len(d) > 1} == {}
 
 
 def test_help_lists_every_action():
@@ -79,7 +99,8 @@ async def test_footer_shows_the_screen_and_global_actions(open_store):
         for a in [*actions_for("effects"), *actions_for("app")]:
             if a.group is None:
                 assert f"{a.key_display or a.key} {a.description}" in footer, a.id
-        assert "123456 views" in footer
+        # The view keys are on the tab line, beside each view's title, not in the footer.
+        assert "1 Datasets 2 Runs 3 Effects 4 Audits" in shown(app)
 
 
 async def test_help_screen_and_palette_come_from_the_registry(open_store):
@@ -89,13 +110,22 @@ async def test_help_screen_and_palette_come_from_the_registry(open_store):
         await settle(pilot, app)
         provider = ActionsProvider(app.screen)
         titles = [hit.text for hit in [h async for h in provider.discover()]]
-        expected = [a for a in ACTIONS if a.scope in ("app", "effects")]
-        assert titles == [f"{SCOPES[a.scope]}: {a.description}" for a in expected]
+        views = {mode for mode, _ in VIEW_MODES}
+        expected = [a for a in ACTIONS if a.scope == "app" or a.scope in views]
+        assert titles == [f"{SCOPES[a.scope]}: {a.description}  ({a.key_display or a.key})" for a in expected]
         # Choosing an entry runs the same action as its key.
         hits = [h async for h in provider.search("Effects: metric")]
         await hits[0].command()
         await settle(pilot, app)
         assert app.screen.selection.metric == "middle_mAP"
+        # An action of another view: the palette goes there and runs it.
+        hits = [h async for h in provider.search("Audits: reload")]
+        assert "[^r]" in str(hits[0].help)
+        await hits[0].command()
+        await settle(pilot, app)
+        assert app.current_mode == "audits"
+        await pilot.press("3")
+        await settle(pilot, app)
 
         await pilot.press("question_mark")
         await settle(pilot, app)
@@ -106,7 +136,7 @@ async def test_help_screen_and_palette_come_from_the_registry(open_store):
         assert app.current_mode == "effects" and isinstance(app.screen, EffectsScreen)
 
 
-def test_view_bindings_are_grouped_in_the_footer():
+def test_view_bindings_are_grouped_and_left_to_the_tab_line():
     views = [b for b in bindings_for("app") if b.group is not None]
     assert [b.key for b in views] == list("123456")
-    assert all(isinstance(b, Binding) and b.group == views[0].group for b in views)
+    assert all(isinstance(b, Binding) and b.group == views[0].group and not b.show for b in views)

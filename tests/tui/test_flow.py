@@ -40,7 +40,7 @@ async def test_empty_store_to_exported_effects(tmp_path, tiny_fs, monkeypatch):
             assert app.current_mode == "datasets"
             assert "This store is empty" in shown(app)
 
-            await pilot.press("d")
+            await pilot.press("d", "y")  # the demo asks first
             await wait_for(pilot, lambda: any(isinstance(m, StudyLaunched) for m in messages), "the launch")
             study_id = next(m.study_id for m in messages if isinstance(m, StudyLaunched))
             assert app.current_mode == "runs" and app.study_id == study_id

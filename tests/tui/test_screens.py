@@ -10,11 +10,10 @@ from hierconsole.locations import study_dir
 from hierconsole.study.effects import redistribution, simple_effects
 from hierconsole.study.read import job_events, list_datasets, per_seed
 from hierconsole.study.storage import Store
-from hierconsole.tui.messages import JobEvents, StudyLaunched
+from hierconsole.tui.messages import JobEvents
 from hierconsole.tui.screens.dialogs import ConfirmDialog
 from hierconsole.tui.screens.export import ExportScreen
 from hierconsole.tui.screens.import_dialog import ImportDialog
-from hierconsole.tui.screens.launch import LaunchDialog
 from hierconsole.tui.screens.run_detail import RunDetailScreen
 from tests.tui.conftest import SIZE, make_app, settle, shown
 from tests.tui.fixtures import COMPLETE, LIVE, SEEDS
@@ -269,30 +268,6 @@ async def test_import_registers_the_dataset_and_shows_its_taxonomy(fixed_copy, t
             for line in tiny_fs.taxonomy.summary().lines():
                 assert line in text
         assert [d.dataset_id for d in list_datasets(store)] == ["tiny", "mine"]
-
-
-async def test_launch_checks_its_fields_in_place_then_creates_the_study(fixed_copy):
-    messages = []
-    with Store(fixed_copy) as store:
-        app = make_app(store)
-        async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
-            await pilot.press("l")
-            await settle(pilot, app)
-            dialog = app.screen
-            assert isinstance(dialog, LaunchDialog)
-            dialog.query_one("#epochs").value = "two"
-            await pilot.press("ctrl+s")
-            await settle(pilot, app)
-            assert "epochs: 'two' is not a whole number" in shown(app)
-            dialog.query_one("#epochs").value = "1"
-            dialog.query_one("#seeds").value = "7"
-            dialog.query_one("#dataset").value = "tiny"
-            await pilot.press("ctrl+s")
-            await settle(pilot, app)
-            # The demo preset asks for more test queries than the tiny set holds: said, not crashed.
-            assert any("n_query" in n.message for n in app._notifications)
-            assert not any(isinstance(m, StudyLaunched) for m in messages)
-        assert store.one("SELECT count(*) FROM studies")[0] == 2
 
 
 async def test_delete_asks_first(fixed_copy):

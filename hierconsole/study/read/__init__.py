@@ -3,28 +3,72 @@ the two front ends can never disagree. Each takes an open `Store` and returns pl
 frames; none writes.
 """
 
-from hierconsole.study.read.audits import Check, current_audits, failed_audit_counts, stored_audits
-from hierconsole.study.read.datasets import DatasetInfo, get_dataset, list_datasets, taxonomy_lines
-from hierconsole.study.read.jobs import EventRow, JobRow, job_events, job_rows, loss_curves
-from hierconsole.study.read.results import (
-    RAW_TABLES,
-    aggregations,
-    evaluated_per_seed,
-    metrics_long,
-    per_seed,
-    registered_aggregation,
-    table_frame,
-)
-from hierconsole.study.read.studies import (
-    StudyInfo,
-    StudyProgress,
-    StudyRow,
-    get_study,
-    has_data,
-    list_studies,
-    resolve_study,
-    study_progress,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hierconsole.study.read.audits import Check, current_audits, failed_audit_counts, stored_audits
+    from hierconsole.study.read.datasets import DatasetInfo, get_dataset, list_datasets, taxonomy_lines
+    from hierconsole.study.read.jobs import EventRow, JobRow, job_events, job_rows, loss_curves
+    from hierconsole.study.read.results import (
+        RAW_TABLES,
+        aggregations,
+        evaluated_per_seed,
+        metrics_long,
+        per_seed,
+        registered_aggregation,
+        table_frame,
+    )
+    from hierconsole.study.read.studies import (
+        StudyInfo,
+        StudyProgress,
+        StudyRow,
+        get_study,
+        has_data,
+        list_studies,
+        resolve_study,
+        study_progress,
+    )
+
+_MODULES = {
+    "audits": ("Check", "current_audits", "failed_audit_counts", "stored_audits"),
+    "datasets": ("DatasetInfo", "get_dataset", "list_datasets", "taxonomy_lines"),
+    "jobs": ("EventRow", "JobRow", "job_events", "job_rows", "loss_curves"),
+    "results": (
+        "RAW_TABLES",
+        "aggregations",
+        "evaluated_per_seed",
+        "metrics_long",
+        "per_seed",
+        "registered_aggregation",
+        "table_frame",
+    ),
+    "studies": (
+        "StudyInfo",
+        "StudyProgress",
+        "StudyRow",
+        "get_study",
+        "has_data",
+        "list_studies",
+        "resolve_study",
+        "study_progress",
+    ),
+}
+_HOME = {name: module for module, names in _MODULES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    """Each name from its module on first use: a front end pays at start only for what it reads then
+    (the console's first frame needs studies and jobs, not audits, effects or export)."""
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "RAW_TABLES",

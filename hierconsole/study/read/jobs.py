@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from hierconsole.contract import events as ev
 from hierconsole.contract import layout
 from hierconsole.locations import job_dir
-from hierconsole.study import split_files
 from hierconsole.study.storage import Store
 from hierconsole.study.views import kind_order, sql_list
 from hierconsole.vocabulary import (
@@ -106,6 +105,8 @@ ORDER BY j.created_at, {kind_order}, j.seed, j.tau, j.job_id
 
 def job_rows(store: Store, study_id: str | None = None) -> list[JobRow]:
     """Every job (of one study, or of the store) with its progress, cells, latest losses and epoch time."""
+    from hierconsole.study import split_files  # numpy: not on the console's way to its first frame
+
     where, params = ("WHERE j.study_id = ?", [study_id]) if study_id else ("", [])
     sql = _JOBS_SQL.format(
         where=where,
@@ -164,25 +165,29 @@ class EventRow:
     event: ev.Event
     seconds: float
     """Seconds since the job's first stored event, so logs read the same in every time zone."""
+    number: int = 0
+    """1 for the job's first stored event, 2 for the next, ...: where a log that shows some left off."""
 
     @property
     def kind(self) -> ev.EventKind:
         return self.event.KIND
 
 
-def job_events(store: Store, job_id: str, limit: int = 400) -> list[EventRow]:
-    """The latest `limit` stored events of a job, oldest first, parsed through the event schema."""
+def job_events(store: Store, job_id: str, limit: int = 400, after: int = 0) -> list[EventRow]:
+    """The job's stored events numbered after `after` (the newest `limit` of them), oldest first, parsed
+    through the event schema. A log passes the last number it shows as `after` to get only what is new."""
     rows = store.rows(
-        "SELECT kind, epoch(ts) AS t, payload FROM events WHERE job_id = ? ORDER BY ts DESC, key DESC LIMIT ?",
-        [job_id, limit],
+        "SELECT * FROM (SELECT row_number() OVER (ORDER BY ts, key) AS n, kind, epoch(ts) AS t, payload "
+        "FROM events WHERE job_id = ?) WHERE n > ? ORDER BY n DESC LIMIT ?",
+        [job_id, after, limit],
     )
     first = store.one("SELECT epoch(min(ts)) FROM events WHERE job_id = ?", [job_id])
     t0 = first[0] if first and first[0] is not None else 0.0
     out = []
-    for kind, t, payload in reversed(rows):
+    for n, kind, t, payload in reversed(rows):
         try:
             event = ev.from_payload(kind, json.loads(payload), ts=float(t))
         except ev.MalformedEvent:
             continue  # stored by ingest, so parsed once already; a row of an unknown kind is skipped
-        out.append(EventRow(event, float(t) - float(t0)))
+        out.append(EventRow(event, float(t) - float(t0), int(n)))
     return out

@@ -16,8 +16,9 @@ from textual.widget import Widget
 from textual.widgets import Footer
 from textual.worker import Worker
 
+from hierconsole.tui.actions import PALETTE_HINT_WIDTH, footer_width
 from hierconsole.tui.messages import JobEvents
-from hierconsole.tui.widgets.chrome import ContextBar, NavBar
+from hierconsole.tui.widgets.chrome import ContextBar, NavBar, NoticeLine
 
 if TYPE_CHECKING:
     from hierconsole.tui.app import HierConsole
@@ -42,6 +43,7 @@ class ConsoleScreen(Screen):
         yield NavBar(self.SCOPE, id="nav")
         yield ContextBar(id="context")
         yield from self.compose_body()
+        yield NoticeLine(id="notice")
         yield Footer(compact=True)
 
     def compose_body(self) -> Iterable[Widget]:
@@ -50,6 +52,13 @@ class ConsoleScreen(Screen):
     def on_mount(self) -> None:
         self.console_app.state_signal.subscribe(self, self._state_changed)
         self.console_app.events_signal.subscribe(self, self._events)
+
+    def on_resize(self) -> None:
+        # The palette hint goes before it would overlap the keys (ctrl+p still opens the palette).
+        fits = footer_width(self.SCOPE) + PALETTE_HINT_WIDTH <= self.size.width
+        footer = self.query_one(Footer)
+        if footer.show_command_palette != fits:
+            footer.show_command_palette = fits
 
     def on_screen_resume(self) -> None:
         if self._stale:

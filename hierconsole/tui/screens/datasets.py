@@ -16,8 +16,6 @@ from textual.widgets import DataTable, Static
 from hierconsole.study.read import DatasetInfo, list_datasets, taxonomy_lines
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen
-from hierconsole.tui.screens.import_dialog import ImportDialog
-from hierconsole.tui.screens.launch import LaunchDialog
 from hierconsole.tui.widgets.table_sync import highlighted_key, sync_rows
 
 VALIDATION_NOTE = "validation: 0 conflicts (one middle per leaf, one high per middle, no empty names)"
@@ -133,10 +131,11 @@ class DatasetsScreen(ConsoleScreen):
 
     # -- actions --------------------------------------------------------------------------------------
     def action_load_demo(self) -> None:
-        self.notify("importing the demo dataset and creating the study…", title="demo")
-        self.console_app.launch_demo()
+        self.console_app.offer_demo()
 
     def action_import_dataset(self) -> None:
+        from hierconsole.tui.screens.import_dialog import ImportDialog
+
         self.app.push_screen(ImportDialog(), self._imported)
 
     def _imported(self, info: DatasetInfo | None) -> None:
@@ -148,8 +147,6 @@ class DatasetsScreen(ConsoleScreen):
 
     def action_launch(self) -> None:
         key = highlighted_key(self.query_one("#datasets", DataTable))
-        self.app.push_screen(LaunchDialog(dataset=key), self._launch)
+        from hierconsole.tui.screens.launch import LaunchDialog
 
-    def _launch(self, request) -> None:
-        if request is not None:
-            self.console_app.launch(request)
+        self.app.push_screen(LaunchDialog(dataset=key))

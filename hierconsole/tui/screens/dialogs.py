@@ -1,14 +1,33 @@
-"""Small modal questions: confirm a destructive step; what to do with running jobs on quit."""
+"""Small modal questions (confirm a step; what to do with running jobs on quit) and the base of the
+dialogs with fields."""
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from hierconsole.tui.actions import bindings_for
+
+Result = TypeVar("Result")
+
+
+class FieldDialog(ModalScreen[Result]):
+    """A dialog of `.field` rows: the row holding the focus is marked `-focused` (its label shows it)."""
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        for row in self.query(".field"):
+            row.set_class(event.widget in row.walk_children(), "-focused")
+
+    def on_descendant_blur(self, event: events.DescendantBlur) -> None:
+        for row in self.query(".field.-focused"):
+            if event.widget in row.walk_children():
+                row.remove_class("-focused")
 
 
 class ConfirmDialog(ModalScreen[bool]):
@@ -50,7 +69,7 @@ class QuitDialog(ModalScreen[str | None]):
                 Text.assemble(
                     ("c", "bold"),
                     "  cancel them and quit (resume later with `hierconsole resume`)\n",
-                    ("l", "bold"),
+                    ("q", "bold"),
                     "  leave them and quit (workers finish on their own; the next console adopts\n"
                     "   them and starts the queued ones)\n",
                     ("esc", "bold"),

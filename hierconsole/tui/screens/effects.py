@@ -20,7 +20,7 @@ from hierconsole.study.effects import SimpleEffects, arm_table, metric_columns, 
 from hierconsole.study.read import StudyProgress, aggregations, evaluated_per_seed, study_progress
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen
-from hierconsole.tui.widgets.tables import arm_values_table, effects_legend, effects_table
+from hierconsole.tui.widgets.tables import arm_values_table, effects_legend, effects_table, natural_width
 from hierconsole.vocabulary import HIER, HIER_LEVELS, LEVELS, MAP, RANKING_METRICS
 
 LEVEL_CHOICES = (HIER, *HIER_LEVELS, LEVELS[0])
@@ -104,7 +104,7 @@ class AnalysisScreen(ConsoleScreen):
         self.aggregations = message.aggregations
         self.selection = Selection(self.selection.level, self.selection.measure, message.aggregation)
         content = self.query_one("#content", Static)
-        content.set_class(message.result is None, "-message")
+        renderable: RenderableType = Text("")
         self.query_one("#selection", Static).update(self.selection_text(message))
         if message.study_id is None:
             content.update(
@@ -114,7 +114,10 @@ class AnalysisScreen(ConsoleScreen):
             assert message.progress is not None  # load sends it with every study
             content.update(waiting_text(message.progress))
         else:
-            content.update(self.render_result(message))
+            renderable = self.render_result(message)
+            content.update(renderable)
+        # A result keeps its natural width and the view scrolls sideways; a message wraps to the view.
+        content.styles.width = natural_width(renderable) if message.result is not None else "1fr"
 
     def selection_text(self, message: Loaded) -> Text:
         text = Text()

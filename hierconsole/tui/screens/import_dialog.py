@@ -13,17 +13,17 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
-from textual.screen import ModalScreen
 from textual.widgets import Input, Label, RadioButton, RadioSet, Static
 from textual.worker import Worker, WorkerState
 
 from hierconsole.errors import HierconsoleError
 from hierconsole.study.catalog import DatasetInfo, register_dataset
 from hierconsole.tui.actions import bindings_for
-from hierconsole.tui.widgets.path_input import PathInput
+from hierconsole.tui.screens.dialogs import FieldDialog
+from hierconsole.tui.widgets.path_input import FieldInput, PathInput
 
 KINDS = ("generic", "cub", "nabirds")
-KIND_LABELS = {"generic": "generic files", "cub": "CUB-200-2011 dir", "nabirds": "NABirds dir"}
+KIND_LABELS = {"generic": "generic files", "cub": "CUB-200-2011", "nabirds": "NABirds"}
 FIELDS: dict[str, tuple[str, str]] = {
     "root": ("folder", "dataset folder (images.txt, ...)"),
     "features": ("features", ".npy .npz .parquet .safetensors .pt"),
@@ -68,7 +68,7 @@ def import_featureset(request: ImportRequest):
     return import_nabirds(p["root"], p["features"], name=request.name)
 
 
-class ImportDialog(ModalScreen[DatasetInfo | None]):
+class ImportDialog(FieldDialog[DatasetInfo | None]):
     SCOPE = "import"
     BINDINGS = bindings_for(SCOPE)
 
@@ -88,7 +88,7 @@ class ImportDialog(ModalScreen[DatasetInfo | None]):
                     yield RadioButton(KIND_LABELS[kind], value=i == 0, id=f"kind-{kind}")
             with Horizontal(classes="field"):
                 yield Label("name", classes="field-label")
-                yield Input(placeholder="dataset id in the store", id="name")
+                yield FieldInput(placeholder="dataset id in the store", id="name")
             for field, (label, hint) in FIELDS.items():
                 with Horizontal(classes="field", id=f"row-{field}"):
                     yield Label(label, classes="field-label")

@@ -1,23 +1,41 @@
-"""The launch dialog: a preset on a dataset, with the command line's overrides (epochs, seeds)."""
+"""The launch dialog: a preset on a dataset with the command line's overrides (epochs, seeds, `--set`).
+
+Every field is checked where it is typed: a problem is shown beside its field and the dialog stays open.
+The description follows the overrides. Launching asks first, naming what it creates; the study is
+created here, so a problem only the dataset reveals (too few test samples, ...) is shown in place too.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
-from textual.screen import ModalScreen
-from textual.widgets import Input, Label, Select, Static
+from textual.widgets import DataTable, Input, Label, Select, Static
 
-from hierconsole.config import list_presets, load_preset
-from hierconsole.errors import HierconsoleError
-from hierconsole.study.read import list_datasets
+from hierconsole.config import Preset, list_presets, load_preset
+from hierconsole.config.overrides import (
+    AssignmentError,
+    OptionInfo,
+    parse_assignment,
+    preset_options,
+    split_assignments,
+)
+from hierconsole.errors import ConfigError, HierconsoleError
 from hierconsole.tui.actions import bindings_for
+from hierconsole.tui.messages import StudyLaunched
+from hierconsole.tui.screens.dialogs import ConfirmDialog, FieldDialog
+from hierconsole.tui.widgets.path_input import FieldInput
+from hierconsole.vocabulary import ARMS
 
 PRESET_DATASET = "__preset__"
+FIELDS = ("preset", "dataset", "epochs", "seeds", "set")
+FIELD_KEYS = {"training.epochs": "epochs", "training.seeds": "seeds", "data.dataset": "dataset"}
+"""Preset keys that have a field of their own; a problem with any other key belongs to `set`."""
 
 
 @dataclass(frozen=True)
@@ -26,34 +44,97 @@ class LaunchRequest:
     dataset: str | None = None
     epochs: int | None = None
     seeds: tuple[int, ...] | None = None
+    values: tuple[tuple[str, object], ...] = ()
+    """The `--set` overrides, in the order given."""
+
+    def resolve(self) -> Preset:
+        """The preset the study will record (ConfigError lists every problem)."""
+        return load_preset(self.preset).with_overrides(
+            epochs=self.epochs,
+            seeds=list(self.seeds) if self.seeds else None,
+            dataset=self.dataset,
+            values=dict(self.values),
+        )
 
 
-def parse_request(preset: str, dataset: str | None, epochs: str, seeds: str) -> LaunchRequest:
+class LaunchProblems(HierconsoleError):
+    """Problems of the dialog's fields, each under the field it belongs to."""
+
+    def __init__(self, problems: Mapping[str, list[str]]):
+        self.problems = {k: v for k, v in problems.items() if v}
+        super().__init__("; ".join(p for ps in self.problems.values() for p in ps))
+
+
+def field_of(problem: str) -> str:
+    """The field a preset problem belongs to, from the dotted key it starts with."""
+    key = problem.strip().removeprefix("- ").split(" ", 1)[0].rstrip(":")
+    return FIELD_KEYS.get(key, "set")
+
+
+def parse_request(
+    preset: str, dataset: str | None, epochs: str, seeds: str, overrides: str = ""
+) -> LaunchRequest:
     """The request the fields describe, checked as `hierconsole run` checks its options."""
-    problems = []
+    problems: dict[str, list[str]] = {f: [] for f in FIELDS}
     n_epochs = None
     if epochs.strip():
         try:
             n_epochs = int(epochs)
         except ValueError:
-            problems.append(f"epochs: {epochs!r} is not a whole number")
+            problems["epochs"].append(f"{epochs!r} is not a whole number")
     seed_list = None
     if seeds.strip():
         try:
             seed_list = tuple(int(s) for s in seeds.replace(" ", "").split(",") if s)
         except ValueError:
-            problems.append(f"seeds: {seeds!r} is not a comma-separated list of integers")
-    if problems:
-        raise HierconsoleError("\n".join(problems))
+            problems["seeds"].append(f"{seeds!r} is not a comma-separated list of integers")
+    values: list[tuple[str, object]] = []
+    for text in split_assignments(overrides):
+        try:
+            values.append(parse_assignment(text))
+        except AssignmentError as exc:
+            problems["set"].append(str(exc))
     request = LaunchRequest(
-        preset, None if dataset in (None, PRESET_DATASET) else dataset, n_epochs, seed_list
+        preset, None if dataset in (None, PRESET_DATASET) else dataset, n_epochs, seed_list, tuple(values)
     )
-    # Validate the overrides the way the study will see them (ConfigError lists every problem).
-    load_preset(preset).with_overrides(epochs=n_epochs, seeds=list(seed_list) if seed_list else None)
+    if not any(problems.values()):
+        try:
+            request.resolve()
+        except ConfigError as exc:
+            # The first line names the file; each later one is one problem with its dotted key.
+            for line in str(exc).splitlines()[1:] or [str(exc)]:
+                problems[field_of(line)].append(line.strip().removeprefix("- "))
+    if any(problems.values()):
+        raise LaunchProblems(problems)
     return request
 
 
-class LaunchDialog(ModalScreen[LaunchRequest | None]):
+def describe(preset: Preset, values: Mapping[str, object]) -> Text:
+    """The preset's own line, then what this launch creates, with the overrides named."""
+    t = preset.training
+    text = Text(preset.study.description or preset.name, style="dim")
+    text.append(
+        f"\n{len(t.seeds)} seed(s) {list(t.seeds)} × {len(ARMS)} arms ({' '.join(ARMS)}), "
+        f"{t.epochs} epochs, batch {t.batch_size}, lr {t.lr:g}"
+    )
+    if values:
+        text.append("\noverrides: ", style="bold")
+        text.append(" ".join(f"{k}={v}" for k, v in values.items()), style="yellow")
+    return text
+
+
+def launch_question(preset: Preset, dataset: str, studies_in_store: int) -> str:
+    t = preset.training
+    there = f" The store already holds {studies_in_store} studies." if studies_in_store else ""
+    return (
+        f"Launch a new {preset.name!r} study on dataset {dataset}: {len(t.seeds)} seed(s) × "
+        f"{len(ARMS)} arms, {t.epochs} epochs?{there}"
+    )
+
+
+class LaunchDialog(FieldDialog[str | None]):
+    """Dismissed with the id of the study it created, or None."""
+
     SCOPE = "launch"
     BINDINGS = bindings_for(SCOPE)
 
@@ -65,84 +146,206 @@ class LaunchDialog(ModalScreen[LaunchRequest | None]):
     @dataclass
     class Checked(Message):
         request: LaunchRequest | None
-        error: str | None
+        problems: dict[str, list[str]]
+        preset: Preset | None = None
+        submit: bool = False
+
+    @dataclass
+    class Options(Message):
+        options: list[OptionInfo] = field(default_factory=list)
+
+    @dataclass
+    class Created(Message):
+        study_id: str | None
+        parallel: int = 1
+        error: str | None = None
 
     def __init__(self, dataset: str | None = None) -> None:
         super().__init__()
         self.dataset = dataset
+        self._loaded = False
+        self._options_of: str | None = None
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog", id="launch"):
+        with VerticalScroll(classes="dialog", id="launch"):
             yield Static(Text("Launch a study", style="bold"))
-            with Horizontal(classes="field"):
-                yield Label("preset", classes="field-label")
-                yield Select([], prompt="loading…", id="preset", allow_blank=True, compact=True)
-            with Horizontal(classes="field"):
-                yield Label("dataset", classes="field-label")
-                yield Select([], prompt="loading…", id="dataset", allow_blank=True, compact=True)
-            with Horizontal(classes="field"):
-                yield Label("epochs", classes="field-label")
-                yield Input(placeholder="preset's (override: a number)", id="epochs")
-            with Horizontal(classes="field"):
-                yield Label("seeds", classes="field-label")
-                yield Input(placeholder="preset's (override: 42,2024,...)", id="seeds")
+            yield Static(Text("loading presets and datasets…", style="dim"), id="loading")
+            for name, hint in (
+                ("preset", ""),
+                ("dataset", ""),
+                ("epochs", "the preset's (a number)"),
+                ("seeds", "the preset's (42,2024,...)"),
+                ("set", "KEY=VALUE ... as --set (enter on an option below)"),
+            ):
+                with Horizontal(classes="field", id=f"row-{name}"):
+                    yield Label(name, classes="field-label")
+                    if name in ("preset", "dataset"):
+                        yield Static(id=f"{name}-slot")
+                    else:
+                        yield FieldInput(placeholder=hint, id=name)
+                yield Static(id=f"error-{name}", classes="field-error")
             yield Static(id="preset-description")
-            yield Static(Text("ctrl+s launches · esc closes", style="dim"))
-            yield Static(id="launch-error")
+            yield DataTable(id="options", cursor_type="row", zebra_stripes=True)
+            yield Static(Text("ctrl+s launches · enter on an option sets it · esc closes", style="dim"))
+            yield Static(id="launch-error", classes="field-error")
 
     def on_mount(self) -> None:
+        for name in ("preset", "dataset"):
+            self.query_one(f"#row-{name}").display = False
+        table = self.query_one("#options", DataTable)
+        for label in ("option", "value", "allowed", "meaning"):
+            table.add_column(label, key=label)
         self.load_choices()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="launch-choices")
     def load_choices(self) -> None:
+        from hierconsole.study.read import list_datasets
+
         store = self.app.store  # type: ignore[attr-defined]
         presets = [(name, description) for name, _, description in list_presets()]
         self.post_message(self.Choices(presets, [d.dataset_id for d in list_datasets(store)]))
 
     @on(Choices)
-    def _choices(self, message: Choices) -> None:
-        self._descriptions = dict(message.presets)
-        preset = self.query_one("#preset", Select)
-        preset.set_options([(name, name) for name, _ in message.presets])
+    async def _choices(self, message: Choices) -> None:
+        # The selects exist only once their options do: there is no "loading" entry to choose.
         names = [name for name, _ in message.presets]
-        if names:
-            preset.value = "demo" if "demo" in names else names[0]
-        dataset = self.query_one("#dataset", Select)
-        dataset.set_options([("the preset's dataset", PRESET_DATASET), *((d, d) for d in message.datasets)])
-        dataset.value = self.dataset if self.dataset in message.datasets else PRESET_DATASET
+        preset = Select(
+            [(name, name) for name in names],
+            value="demo" if "demo" in names else names[0],
+            allow_blank=False,
+            id="preset",
+            compact=True,
+        )
+        datasets = [("the preset's dataset", PRESET_DATASET), *((d, d) for d in message.datasets)]
+        dataset = Select(
+            datasets,
+            value=self.dataset if self.dataset in message.datasets else PRESET_DATASET,
+            allow_blank=False,
+            id="dataset",
+            compact=True,
+        )
+        await self.query_one("#preset-slot").remove()
+        await self.query_one("#dataset-slot").remove()
+        await self.query_one("#row-preset").mount(preset)
+        await self.query_one("#row-dataset").mount(dataset)
+        for name in ("preset", "dataset"):
+            self.query_one(f"#row-{name}").display = True
+        self.query_one("#loading").display = False
+        self._loaded = True
         preset.focus()
+        self._recheck()
 
-    @on(Select.Changed, "#preset")
-    def _preset_changed(self, event: Select.Changed) -> None:
-        description = getattr(self, "_descriptions", {}).get(event.value, "")
-        self.query_one("#preset-description", Static).update(Text(description, style="dim"))
-
-    def action_submit(self) -> None:
+    # -- checking as the fields change -----------------------------------------------------------------
+    def _values(self) -> tuple[str, str | None, str, str, str] | None:
+        if not self._loaded:
+            return None
         preset = self.query_one("#preset", Select).value
-        if preset is Select.BLANK:
-            self.query_one("#launch-error", Static).update(Text("choose a preset", style="red"))
-            return
         dataset = self.query_one("#dataset", Select).value
-        self.check(
+        return (
             str(preset),
             None if dataset is Select.BLANK else str(dataset),
             self.query_one("#epochs", Input).value,
             self.query_one("#seeds", Input).value,
+            self.query_one("#set", Input).value,
         )
 
+    @on(Select.Changed)
+    @on(Input.Changed)
+    def _recheck(self) -> None:
+        values = self._values()
+        if values is not None:
+            self.check(*values, submit=False)
+
     @work(thread=True, exclusive=True, exit_on_error=False, group="launch-check")
-    def check(self, preset: str, dataset: str | None, epochs: str, seeds: str) -> None:
+    def check(
+        self, preset: str, dataset: str | None, epochs: str, seeds: str, overrides: str, *, submit: bool
+    ) -> None:
         try:
-            self.post_message(self.Checked(parse_request(preset, dataset, epochs, seeds), None))
-        except HierconsoleError as exc:
-            self.post_message(self.Checked(None, str(exc)))
+            request = parse_request(preset, dataset, epochs, seeds, overrides)
+        except LaunchProblems as exc:
+            self.post_message(self.Checked(None, exc.problems, submit=submit))
+            return
+        resolved = request.resolve()
+        self.post_message(self.Checked(request, {}, resolved, submit=submit))
+        if self._options_of != preset:
+            self._options_of = preset
+            self.post_message(self.Options(preset_options(load_preset(preset))))
+
+    @on(Options)
+    def _options(self, message: Options) -> None:
+        table = self.query_one("#options", DataTable)
+        table.clear()
+        for o in message.options:
+            default = "" if o.default in (None, o.value) else f"  (default {o.default})"
+            table.add_row(o.key, o.value + default, o.allowed, o.doc, key=o.key)
 
     @on(Checked)
     def _checked(self, message: Checked) -> None:
-        if message.request is not None:
-            self.dismiss(message.request)
-        else:
-            self.query_one("#launch-error", Static).update(Text(message.error or "", style="red"))
+        for name in FIELDS:
+            error = self.query_one(f"#error-{name}", Static)
+            lines = message.problems.get(name, [])
+            error.update(Text("\n".join(f"↳ {p}" for p in lines), style="red"))
+            error.display = bool(lines)
+        self.query_one("#launch-error", Static).display = False
+        if message.preset is not None and message.request is not None:
+            values = dict(message.request.values)
+            self.query_one("#preset-description", Static).update(describe(message.preset, values))
+        if message.submit and message.request is not None and message.preset is not None:
+            self._confirm(message.request, message.preset)
+
+    @on(DataTable.RowSelected, "#options")
+    def _option_chosen(self, event: DataTable.RowSelected) -> None:
+        key = event.row_key.value
+        row = self.query_one("#options", DataTable).get_row(event.row_key)
+        value = str(row[1]).split("  (default", 1)[0]
+        field_input = self.query_one("#set", Input)
+        kept = [a for a in split_assignments(field_input.value) if a.partition("=")[0].strip() != key]
+        field_input.value = " ".join([*kept, f"{key}={value}"])
+        field_input.focus()
+        field_input.cursor_position = len(field_input.value)
+
+    # -- launching -------------------------------------------------------------------------------------
+    def action_submit(self) -> None:
+        values = self._values()
+        if values is None:
+            return
+        self.check(*values, submit=True)
+
+    def _confirm(self, request: LaunchRequest, preset: Preset) -> None:
+        studies = len(getattr(self.app, "studies", []))
+        question = launch_question(preset, preset.data.dataset, studies)
+
+        def create_if(yes: bool | None) -> None:
+            if yes:
+                self.create(request)
+
+        self.app.push_screen(ConfirmDialog(question), create_if)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="launch-create")
+    def create(self, request: LaunchRequest) -> None:
+        from hierconsole.study.catalog import ensure_dataset
+        from hierconsole.study.lifecycle import create_study
+
+        store = self.app.store  # type: ignore[attr-defined]
+        try:
+            preset = request.resolve()
+            dataset_id = ensure_dataset(store, preset.data.dataset)
+            study_id = create_study(store, preset, dataset_id)
+        except HierconsoleError as exc:
+            self.post_message(self.Created(None, error=str(exc)))
+            return
+        self.post_message(self.Created(study_id, preset.compute.max_parallel_jobs))
+
+    @on(Created)
+    def _created(self, message: Created) -> None:
+        if message.study_id is None:
+            error = self.query_one("#launch-error", Static)
+            error.update(Text(f"↳ not launched: {message.error}", style="red"))
+            error.display = True
+            self.query_one("#launch", VerticalScroll).scroll_end(animate=False)
+            return
+        self.app.post_message(StudyLaunched(message.study_id, message.parallel))
+        self.dismiss(message.study_id)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

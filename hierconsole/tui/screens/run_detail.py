@@ -18,6 +18,9 @@ from hierconsole.tui.messages import JobEvents
 from hierconsole.tui.screens.base import ConsoleScreen
 from hierconsole.tui.widgets.live import LossPlots, describe
 
+LOG_LINES = 400
+"""The newest events a job's log keeps; older ones scroll out (the store keeps them all)."""
+
 
 class RunDetailScreen(ConsoleScreen):
     SCOPE = "run_detail"
@@ -32,12 +35,13 @@ class RunDetailScreen(ConsoleScreen):
     def __init__(self, job_id: str) -> None:
         super().__init__()
         self.job_id = job_id
-        self._shown_events = 0
+        self._last_event = 0
+        """The number of the newest event in the log: the next load asks only for later ones."""
 
     def compose_body(self) -> Iterable[Widget]:
         yield Static(id="job-title")
         yield LossPlots(id="plots")
-        yield RichLog(id="log", max_lines=400, wrap=False, auto_scroll=True)
+        yield RichLog(id="log", max_lines=LOG_LINES, wrap=False, auto_scroll=True)
 
     def reload(self) -> None:
         self._title()
@@ -66,18 +70,17 @@ class RunDetailScreen(ConsoleScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="run-detail")
     def load(self) -> None:
         store = self.console_app.store
-        self.post_message(self.Loaded(loss_curves(store, self.job_id), job_events(store, self.job_id)))
+        events = job_events(store, self.job_id, limit=LOG_LINES, after=self._last_event)
+        self.post_message(self.Loaded(loss_curves(store, self.job_id), events))
 
     @on(Loaded)
     def _loaded(self, message: Loaded) -> None:
         self.query_one(LossPlots).show(message.curves)
         log = self.query_one(RichLog)
-        if len(message.events) < self._shown_events:
-            log.clear()
-            self._shown_events = 0
-        for event in message.events[self._shown_events :]:
-            log.write(describe(event))
-        self._shown_events = len(message.events)
+        for event in message.events:
+            if event.number > self._last_event:  # a load that crossed another is not shown twice
+                log.write(describe(event))
+                self._last_event = event.number
 
     def action_back(self) -> None:
         self.app.pop_screen()

@@ -3,44 +3,61 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on, work
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
-from hierconsole.study.lifecycle import delete_study
-from hierconsole.study.orchestrator import Orchestrator
-from hierconsole.study.read import JobRow
+from hierconsole.errors import HierconsoleError
+from hierconsole.study.read import JobRow, StudyRow
 from hierconsole.tui import format as fmt
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.messages import Notice
 from hierconsole.tui.screens.base import ConsoleScreen
 from hierconsole.tui.screens.dialogs import ConfirmDialog
-from hierconsole.tui.screens.launch import LaunchDialog
-from hierconsole.tui.screens.run_detail import RunDetailScreen
 from hierconsole.tui.widgets.table_sync import highlighted_key, sync_rows
 from hierconsole.vocabulary import ACTIVE_STATES, ARMS, TRAINING_KINDS
 
+if TYPE_CHECKING:
+    from hierconsole.study.orchestrator import Orchestrator
 
-def losses_text(job: JobRow) -> Text:
-    text = Text()
-    for i, arm in enumerate(ARMS):
-        value = job.losses.get(arm)
-        cell = "  -  " if value is None else f"{value:5.3f}" if value < 10 else f"{value:5.1f}"
-        text.append(("" if i == 0 else " ") + cell, style="" if value is not None else "dim")
-    return text
+
+JOB_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("job", "job"),
+    ("state", "state"),
+    ("progress", "progress"),
+    ("ETA", "eta"),
+    *((arm, f"loss-{arm}") for arm in ARMS),
+)
+"""(header, key) of the job table: one column per arm's latest training loss, under its own name, last
+so that a narrow terminal scrolls the losses, never the progress or the ETA."""
+STUDY_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("", "mark"),
+    ("study", "study"),
+    ("dataset", "dataset"),
+    ("phase", "phase"),
+    ("jobs", "jobs"),
+)
+
+
+def loss_cell(value: float | None) -> Text:
+    if value is None:
+        return Text("-", style="dim", justify="right")
+    return Text(f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}", justify="right")
 
 
 def job_cells(job: JobRow) -> list:
     progress = fmt.progress_bar(job.done, job.total, 8)
     progress.append(f" {job.done}/{job.total}")
+    training = job.kind in TRAINING_KINDS
     return [
         job.short_id,
         fmt.state(job.state),
         progress,
-        losses_text(job) if job.kind in TRAINING_KINDS else Text(""),
-        fmt.duration(job.eta_seconds),
+        Text(fmt.duration(job.eta_seconds), justify="right"),
+        *(loss_cell(job.losses.get(arm)) if training else Text("") for arm in ARMS),
     ]
 
 
@@ -76,22 +93,10 @@ class RunsScreen(ConsoleScreen):
 
     def on_mount(self) -> None:
         studies = self.query_one("#studies", DataTable)
-        for label, key in (
-            ("", "mark"),
-            ("study", "study"),
-            ("dataset", "dataset"),
-            ("phase", "phase"),
-            ("jobs", "jobs"),
-        ):
+        for label, key in STUDY_COLUMNS:
             studies.add_column(label, key=key)
         jobs = self.query_one("#jobs", DataTable)
-        for label, key in (
-            ("job", "job"),
-            ("state", "state"),
-            ("progress", "progress"),
-            ("loss  E_R   H_R   E_S   H_S", "loss"),
-            ("ETA", "eta"),
-        ):
+        for label, key in JOB_COLUMNS:
             jobs.add_column(label, key=key)
         jobs.focus()
 
@@ -152,6 +157,8 @@ class RunsScreen(ConsoleScreen):
     def _job_selected(self, event: DataTable.RowSelected) -> None:
         job_id = event.row_key.value
         assert job_id is not None  # every job row is added with its job id as key
+        from hierconsole.tui.screens.run_detail import RunDetailScreen
+
         self.app.push_screen(RunDetailScreen(job_id))
 
     # -- actions --------------------------------------------------------------------------------------
@@ -163,14 +170,14 @@ class RunsScreen(ConsoleScreen):
             return
         job = self._selected_job()
         if job is not None:
+            from hierconsole.tui.screens.run_detail import RunDetailScreen
+
             self.app.push_screen(RunDetailScreen(job.job_id))
 
     def action_launch(self) -> None:
-        self.app.push_screen(LaunchDialog(), self._launch)
+        from hierconsole.tui.screens.launch import LaunchDialog
 
-    def _launch(self, request) -> None:
-        if request is not None:
-            self.console_app.launch(request)
+        self.app.push_screen(LaunchDialog())
 
     def action_cancel(self) -> None:
         job = self._selected_job()
@@ -186,23 +193,45 @@ class RunsScreen(ConsoleScreen):
             return
         self.console_app.submit(resume_job(job.job_id))
 
+    def _highlighted_study(self) -> StudyRow | None:
+        """The study under the cursor: the highlighted row of the studies table when it has the focus,
+        else the study whose jobs are listed (the current one)."""
+        app = self.console_app
+        studies = self.query_one("#studies", DataTable)
+        key = highlighted_key(studies) if self.focused is studies else app.study_id
+        return next((s for s in app.studies if s.study_id == key), None)
+
     def action_delete(self) -> None:
-        study = self.console_app.current_study()
+        study = self._highlighted_study()
         if study is None:
-            self.notify("no study to delete", severity="warning")
+            self.notify("no study to delete", title="delete", severity="warning")
+            return
+        active = sum(j.state in ACTIVE_STATES for j in self.console_app.jobs if j.study_id == study.study_id)
+        if active:  # refused before asking: the same rule `delete_study` enforces
+            self.notify(
+                f"study {study.study_id} has {active} queued or running job(s); cancel them first (c)",
+                title="delete",
+                severity="warning",
+            )
             return
         question = (
-            f"Delete study {study.study_id} with its {study.jobs} jobs, metrics, audits and "
-            "artifacts? This cannot be undone."
+            f"Delete study {study.study_id} ({study.dataset_id}, {study.phase}) with its {study.jobs} jobs, "
+            "metrics, audits and artifacts? This cannot be undone."
         )
 
         def delete_if(yes: bool | None) -> None:
             if yes:
-                self._delete(study.study_id)
+                self.delete_study(study.study_id)
 
         self.app.push_screen(ConfirmDialog(question), delete_if)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="delete")
-    def _delete(self, study_id: str) -> None:
-        delete_study(self.console_app.store, study_id)
-        self.app.post_message(Notice(f"deleted study {study_id}"))
+    def delete_study(self, study_id: str) -> None:
+        from hierconsole.study.lifecycle import delete_study
+
+        try:
+            delete_study(self.console_app.store, study_id)
+        except HierconsoleError as exc:  # a job started since the check: said, nothing deleted
+            self.app.post_message(Notice(str(exc), severity="warning", title="delete"))
+            return
+        self.app.post_message(Notice(f"deleted study {study_id}", title="delete"))

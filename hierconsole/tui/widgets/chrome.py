@@ -1,10 +1,13 @@
-"""The two lines above every view: the view tabs (with failed audits flagged) and the current study."""
+"""The lines around every view: the view tabs (with failed audits flagged), the current study, and the
+notice line above the footer where outcomes and errors are said (toasts would cover the view's text)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
+from textual.timer import Timer
 from textual.widgets import Static
 
 from hierconsole.tui import format as fmt
@@ -27,22 +30,80 @@ class _AppBound(Static):
 
 
 class NavBar(_AppBound):
+    """The view tabs, each with its number key; titles shorten as the terminal narrows, the current
+    view's last, so every number stays on the line."""
+
     def __init__(self, active: str, **kwargs) -> None:
         super().__init__(**kwargs)
         self.active = active
 
-    def render(self) -> Text:
+    def on_resize(self) -> None:
+        self.refresh()
+
+    def tabs(self, short: bool, numbers_only: bool) -> Text:
         app = self.console_app
         failed = app.failed_audits.get(app.study_id or "", 0)
         text = Text()
         for i, (mode, title) in enumerate(VIEW_MODES, start=1):
-            style = "reverse bold" if mode == self.active else ""
+            current = mode == self.active
+            style = "reverse bold" if current else ""
+            label = title if not (short or numbers_only) else SHORT_TITLES.get(mode, title)
+            if numbers_only and not current:
+                label = ""
             text.append(f" {i} ", style=f"{style} bold" if style else "bold")
-            text.append(f"{title} ", style=style)
+            if label:
+                text.append(f"{label} ", style=style)
             if mode == "audits" and failed:
                 text.append(f"✗{failed}", style="bold white on red")
                 text.append(" ")
         return text
+
+    def render(self) -> Text:
+        width = self.size.width or 200
+        for short, numbers_only in ((False, False), (True, False), (True, True)):
+            text = self.tabs(short, numbers_only)
+            if text.cell_len <= width:
+                return text
+        return text
+
+
+SHORT_TITLES = {"datasets": "Data", "redistribution": "Redist"}
+
+
+@dataclass(frozen=True)
+class NoticeText:
+    text: str
+    title: str = ""
+    severity: str = "information"
+    timeout: float = 6.0
+
+
+class NoticeLine(_AppBound):
+    """The latest notice, above the footer: it takes its own rows, so it never covers the view."""
+
+    def on_mount(self) -> None:
+        self.display = False
+        self._timer: Timer | None = None
+        self.console_app.notice_signal.subscribe(self, self.show)
+        latest = self.console_app.latest_notice
+        if latest is not None:
+            self.show(latest)
+
+    def show(self, notice: NoticeText) -> None:
+        style = {"error": "bold red", "warning": "yellow"}.get(notice.severity, "")
+        text = Text()
+        if notice.title:
+            text.append(f"{notice.title}: ", style=f"bold {style}".strip())
+        text.append(notice.text, style=style)
+        self.update(text)
+        self.display = True
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_timer(notice.timeout, self.clear)
+
+    def clear(self) -> None:
+        self.display = False
+        self.console_app.latest_notice = None
 
 
 class ContextBar(_AppBound):

@@ -16,6 +16,8 @@ LOSS_GROUPS = (
 )
 """The two losses live on different scales, so each gets its own axes."""
 CELL_COLORS = {"E_R": "blue", "H_R": "red", "E_S": "cyan", "H_S": "magenta"}
+KIND_WIDTH = max(len(kind) for kind in ev.EventKind) + 1
+"""The kind column fits the longest kind and a space, so no kind runs into its message."""
 
 
 class LossPlots(Horizontal):
@@ -93,6 +95,6 @@ def describe(row: EventRow) -> Text:
     else:
         body = kind
     text = Text(f"{row.seconds:7.1f}s ", style="dim")
-    text.append(f"{kind:<10}", style=style or "bold")
+    text.append(f"{kind:<{KIND_WIDTH}}", style=style or "bold")
     text.append(body, style=style)
     return text

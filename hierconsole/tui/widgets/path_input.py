@@ -1,4 +1,6 @@
-"""A path field that completes file and folder names as you type (→ accepts the completion)."""
+"""Text fields of the dialogs: `FieldInput`, whose cursor blinks only where the app lets it (a headless
+app's screenshots must not depend on when they were taken), and `PathInput`, which completes file and
+folder names as you type (→ accepts the completion)."""
 
 from __future__ import annotations
 
@@ -43,6 +45,11 @@ class PathSuggester(Suggester):
         return complete_path(value)
 
 
-class PathInput(Input):
+class FieldInput(Input):
+    def on_mount(self) -> None:
+        self.cursor_blink = getattr(self.app, "cursor_blink", True)
+
+
+class PathInput(FieldInput):
     def __init__(self, placeholder: str = "", **kwargs) -> None:
         super().__init__(placeholder=placeholder, suggester=PathSuggester(), **kwargs)

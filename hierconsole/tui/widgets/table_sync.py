@@ -20,14 +20,17 @@ def highlighted_key(table: DataTable) -> str | None:
 
 
 def sync_rows(table: DataTable, rows: Sequence[tuple[str, Sequence[RenderableType]]]) -> None:
-    """Show `rows` (key, cells): cells are updated where the keys are unchanged, else rebuilt in place."""
+    """Show `rows` (key, cells): cells are updated where the keys are unchanged, else rebuilt in place.
+
+    Columns only ever grow, never cut a value: a number or a state is shown whole or not at all."""
     keys = [key for key, _ in rows]
     if keys == [k.value for k in table.rows]:
         columns = list(table.columns)
         for key, cells in rows:
             for column, cell in zip(columns, cells, strict=True):
                 if table.get_cell(key, column) != cell:
-                    table.update_cell(key, column, cell)
+                    # A live value may outgrow its column ("9/40" -> "10/40"): the column grows with it.
+                    table.update_cell(key, column, cell, update_width=True)
         return
     keep = highlighted_key(table)
     table.clear()

@@ -6,9 +6,12 @@ redistribution) or straight from the per-seed table; nothing is computed here bu
 
 from __future__ import annotations
 
+import io
+
 import polars as pl
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -19,6 +22,12 @@ from hierconsole.vocabulary import ARMS, LEVELS
 DIGITS = 4
 SHORT_DEFINITIONS = {name: definition.replace(" ", "") for name, definition in EFFECTS.items()}
 CONTRAST_LOSS = {"geom_S": "taxonomy SupCon", "geom_R": "regression"}
+
+
+def natural_width(renderable: RenderableType) -> int:
+    """Cells `renderable` takes unsqueezed: a view this wide scrolls sideways rather than cut numbers."""
+    console = Console(width=10_000, file=io.StringIO(), color_system=None)
+    return Measurement.get(console, console.options, renderable).maximum
 
 
 def _table(title: str) -> Table:
