@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import polars as pl
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -22,8 +23,10 @@ from hierconsole.study.effects import (
     Redistribution,
     SimpleEffects,
     arm_table,
+    can_redistribute,
     effects_json,
     load_effects_csv,
+    omitted_text,
     redistribution,
     seeds_of,
     simple_effects,
@@ -123,9 +126,13 @@ def _per_seed(args: argparse.Namespace) -> tuple[pl.DataFrame, str]:
 def cmd_effects(args: argparse.Namespace) -> int:
     per_seed, source = _per_seed(args)
     effects = simple_effects(per_seed, args.metric, source=source)
+    omitted = omitted_text(per_seed["arm"].to_list())
     if args.json:
-        # Plain stdout, not rich: the JSON must reach pipes byte-exact, without wrapping or colour.
+        # Plain stdout, not rich: the JSON must reach pipes byte-exact, without wrapping or colour; the
+        # note on omitted effects goes to stderr so the JSON's shape stays that of a full study.
         sys.stdout.write(json.dumps(effects_json(effects), indent=2) + "\n")
+        if omitted:
+            print(f"note: {omitted}", file=sys.stderr)
         return 0
     if args.precision is not None and not 0 <= args.precision <= MAX_PRECISION:
         raise HierconsoleError(
@@ -136,7 +143,9 @@ def cmd_effects(args: argparse.Namespace) -> int:
     console = output_console()
     console.print(arm_rich_table(arm_table(per_seed, list(effects), source=source), arm_digits, source))
     console.print(effects_rich_table(effects, effect_digits))
-    if all(f"{level}_mAP" in effects for level in LEVELS):
+    if omitted:
+        console.print(f"[yellow]note:[/] {escape(omitted)}", highlight=False)
+    if all(f"{level}_mAP" in effects for level in LEVELS) and can_redistribute(per_seed):
         console.print(
             redistribution_rich_table(redistribution(per_seed, "mAP", source=source), effect_digits)
         )

@@ -248,12 +248,17 @@ def summarize(store: Store, study_id: str, console: Console) -> int:
     if study.phase != Phase.COMPLETE:
         return 1
     from hierconsole.cli.analysis import arm_rich_table, effects_rich_table
-    from hierconsole.study.effects import arm_table, simple_effects
+    from hierconsole.study.effects import arm_table, omitted_text, simple_effects
 
     table = read.per_seed(store, study_id)
     metrics = [*(f"{level}_{MAP}" for level in LEVELS), HIER_METRIC]
     console.print(arm_rich_table(arm_table(table, metrics), 4, f"study {study_id}"))
-    console.print(effects_rich_table(simple_effects(table, [HIER_METRIC]), 6))
+    effects = simple_effects(table, [HIER_METRIC])
+    if effects[HIER_METRIC]:
+        console.print(effects_rich_table(effects, 6))
+    omitted = omitted_text(table["arm"].to_list())
+    if omitted:
+        console.print(f"[yellow]note:[/] {escape(omitted)}", highlight=False)
     checks = read.stored_audits(store, study_id)
     console.print(audit_table(checks))
     return 0 if all(c.ok for c in checks) else 1

@@ -38,6 +38,7 @@ from hierconsole.config.options import (
 from hierconsole.errors import ConfigError
 from hierconsole.vocabulary import (
     AGGREGATIONS,
+    ARMS,
     DEVICES,
     EUCLIDEAN,
     GEOMETRIES,
@@ -45,9 +46,11 @@ from hierconsole.vocabulary import (
     LR_SCHEDULES,
     OPTIMIZERS,
     SPLIT_PROTOCOLS,
+    SUPCON,
     SYNTHETIC_DATASETS,
     SYNTHETIC_PREFIX,
     Aggregation,
+    arm_name,
 )
 
 SYNTHETIC_REFS: tuple[str, ...] = tuple(f"{SYNTHETIC_PREFIX}{name}" for name in SYNTHETIC_DATASETS)
@@ -91,6 +94,18 @@ class _Temperature(Check):
         if not math.isfinite(value) or value <= 0:
             raise Invalid(f"out of range: expected {self.expected}")
         return float(value)
+
+
+class _Cells(Check):
+    """A non-empty subset of the factorial's arms, kept in paper order whatever order it is written in."""
+
+    def __init__(self) -> None:
+        self.inner = ListOf(Choice(*ARMS), unique=True, what="the cells a study trains")
+        self.expected = self.inner.expected
+
+    def __call__(self, value: Any) -> tuple[str, ...]:
+        chosen = set(self.inner(value))
+        return tuple(arm for arm in ARMS if arm in chosen)
 
 
 _SEED = Number(integer=True, ge=0, le=MAX_SEED)
@@ -182,6 +197,9 @@ class TrainingConfig:
     seeds: tuple[int, ...] = option(
         ListOf(_SEED, unique=True), DEFAULT_SEEDS, doc="one job per training seed"
     )
+    cells: tuple[str, ...] = option(
+        _Cells(), ARMS, doc="the arms trained in lockstep within each seed (default: all four)"
+    )
     epochs: int = option(_COUNT, 100, doc="fixed endpoint of every final cell")
     optimizer: str = option(Choice(*OPTIMIZERS), OPTIMIZERS[0], doc="the optimiser every cell uses")
     lr: float = option(_POSITIVE, 5e-5)
@@ -234,6 +252,16 @@ class Preset:
     @property
     def name(self) -> str:
         return self.study.name
+
+    @property
+    def cells(self) -> tuple[str, ...]:
+        """The arms this study trains, in paper order."""
+        return self.training.cells
+
+    @property
+    def tuned_geometries(self) -> tuple[str, ...]:
+        """Geometries whose temperature is tuned: set to `tune` and with a SupCon cell to use it."""
+        return tuple(g for g in self.temperature.tuned_geometries if arm_name(g, SUPCON) in self.cells)
 
     def to_dict(self) -> dict[str, Any]:
         """Every option, defaults included, as plain JSON types with tables in TOML section order."""
@@ -399,7 +427,9 @@ def _cross_check(parts: dict[str, Any], problems: list[str]) -> None:
             "expected at least one weight > 0"
         )
     tuning = parts["temperature"].tuning
-    if parts["temperature"].tuned_geometries and len(tuning.candidates) < 2:
+    supcon_geometries = {g for g in GEOMETRIES if arm_name(g, SUPCON) in training.cells}
+    tuned = [g for g in parts["temperature"].tuned_geometries if g in supcon_geometries]
+    if tuned and len(tuning.candidates) < 2:
         problems.append(
             f"temperature.tuning.candidates = {show(list(tuning.candidates))}: tuning needs at least two "
             "candidates; give more, or set the temperature to a number"

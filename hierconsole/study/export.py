@@ -20,7 +20,6 @@ import polars as pl
 
 from hierconsole.errors import HierconsoleError, InputError, NotFoundError
 from hierconsole.study.effects import (
-    REDISTRIBUTION_CONTRASTS,
     Effect,
     Redistribution,
     SimpleEffects,
@@ -395,7 +394,7 @@ def recall_frame(arm_long: pl.DataFrame, *, source: str = "arm table") -> pl.Dat
 
 def redistribution_frame(result: Redistribution) -> pl.DataFrame:
     """One row per (contrast, level): seed values, mean, sd, positive_seeds, n_seeds, pattern flag."""
-    seeds = sorted(next(iter(result.contrasts[REDISTRIBUTION_CONTRASTS[0]].values())).per_seed)
+    seeds = sorted(next(iter(next(iter(result.contrasts.values())).values())).per_seed)
     rows = []
     for contrast, by_level in result.contrasts.items():
         for level, e in by_level.items():

@@ -147,9 +147,9 @@ def create_study(store: Store, preset: Preset, dataset_id: str) -> str:
         valid = strict_valid_counts(labels, qg.parts["query"], qg.parts["gallery"])
         add(split_files.qg_role(s), qg, valid, qg.parts)
 
-    tuned = preset.temperature.tuned_geometries
+    tuned = preset.tuned_geometries
     phase = Phase.TUNING if tuned else Phase.TRAINING
-    temps = None if tuned else {g: float(preset.temperature.for_geometry(g)) for g in GEOMETRIES}
+    temps = None if tuned else fixed_temperatures(preset)
     paths = plan.StudyPaths(store.home, study_id, info.artifact_dir)
     specs = plan.tune_jobs(paths, preset) if temps is None else plan.final_jobs(paths, preset, temps)
 
@@ -164,7 +164,7 @@ def create_study(store: Store, preset: Preset, dataset_id: str) -> str:
                 preset.canonical_json(),
                 preset.sha256(),
                 phase,
-                json.dumps(temps) if temps else None,
+                json.dumps(temps) if temps is not None else None,
             ],
         )
         con.executemany("INSERT INTO splits VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
@@ -176,6 +176,14 @@ def create_study(store: Store, preset: Preset, dataset_id: str) -> str:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     return study_id
+
+
+def fixed_temperatures(preset: Preset) -> dict[str, float]:
+    """The temperatures fixed by the preset; a geometry left to `tune` without a SupCon cell to tune
+    has none (it trains no SupCon cell)."""
+    return {
+        g: float(tau) for g in GEOMETRIES if (tau := preset.temperature.for_geometry(g)) != TUNE
+    }
 
 
 def insert_jobs(con: duckdb.DuckDBPyConnection, home: Path, specs: list[JobSpec]) -> None:
@@ -258,13 +266,9 @@ def select_temperatures(store: Store, study: StudyInfo) -> dict[str, float]:
         [study.study_id, JobKind.TUNE, preset.temperature.tuning.epochs, preset.evaluation.aggregation, MAP],
     ):
         scores.setdefault((geometry, tau), {})[level] = value
-    temps: dict[str, float] = {}
+    temps = fixed_temperatures(preset)
     table = []
-    for geometry in GEOMETRIES:
-        fixed = preset.temperature.for_geometry(geometry)
-        if fixed != TUNE:
-            temps[geometry] = float(fixed)
-            continue
+    for geometry in preset.tuned_geometries:
         cands = [(tau, levels, hier_score(levels)) for (g, tau), levels in scores.items() if g == geometry]
         if not cands:
             raise HierconsoleError(f"study {study.study_id}: no tuning scores for {geometry}")

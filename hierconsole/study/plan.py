@@ -13,7 +13,7 @@ from hierconsole.contract import layout
 from hierconsole.contract.jobspec import CellSpec, JobSpec, ModelRef, Rescore, TestSplit
 from hierconsole.locations import job_dir, relative
 from hierconsole.study import split_files
-from hierconsole.vocabulary import ARMS, SUPCON, Aggregation, JobKind, arm_name, arm_parts
+from hierconsole.vocabulary import SUPCON, Aggregation, JobKind, arm_name, arm_parts
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def tune_jobs(paths: StudyPaths, preset: Preset) -> list[JobSpec]:
             JobKind.TUNE,
             tuning.seed,
             cells=tuple(
-                CellSpec.of(arm_name(g, SUPCON), float(tau)) for g in preset.temperature.tuned_geometries
+                CellSpec.of(arm_name(g, SUPCON), float(tau)) for g in preset.tuned_geometries
             ),
             train_split=paths.split(split_files.TUNE_TRAIN),
             val_split=paths.split(split_files.VAL),
@@ -82,9 +82,14 @@ def tune_jobs(paths: StudyPaths, preset: Preset) -> list[JobSpec]:
     ]
 
 
-def final_cells(temperatures: dict[str, float]) -> tuple[CellSpec, ...]:
-    """The factorial's cells, SupCon cells at their geometry's temperature."""
-    return tuple(CellSpec.of(arm, temperatures[arm_parts(arm)[0]]) for arm in ARMS)
+def final_cells(preset: Preset, temperatures: dict[str, float]) -> tuple[CellSpec, ...]:
+    """The cells the preset trains (all four arms by default), SupCon cells at their geometry's
+    temperature; a geometry with no SupCon cell needs none."""
+    cells = []
+    for arm in preset.cells:
+        geometry, loss = arm_parts(arm)
+        cells.append(CellSpec.of(arm, temperatures[geometry] if loss == SUPCON else None))
+    return tuple(cells)
 
 
 def final_job_id(study_id: str, seed: int) -> str:
@@ -101,7 +106,7 @@ def final_jobs(paths: StudyPaths, preset: Preset, temperatures: dict[str, float]
             final_job_id(paths.study_id, seed),
             JobKind.FINAL,
             seed,
-            cells=final_cells(temperatures),
+            cells=final_cells(preset, temperatures),
             train_split=paths.split(split_files.FINAL_TRAIN),
             val_split=val,
         )
@@ -134,7 +139,7 @@ def scoring_job(
             weights=f"{paths.job(final_job_id(paths.study_id, seed))}/{layout.final_model(cell)}",
         )
         for seed in preset.training.seeds
-        for cell in final_cells(temperatures)
+        for cell in final_cells(preset, temperatures)
     )
     evaluate_id = evaluate_job_id(paths.study_id)
     job_id = evaluate_id if rescore is None else rescore_job_id(paths.study_id, rescore)

@@ -538,6 +538,8 @@ def _mutations(d: dict) -> dict[str, dict]:
                 )
             else:
                 set_path(new, path, [*value[:-1], value[-1] + (1 if isinstance(value[-1], int) else 0.0)])
+        elif path == "training.cells":
+            set_path(new, path, value[:-1] if len(value) > 1 else ["E_R", "H_S"])
         elif isinstance(value, bool):
             set_path(new, path, not value)
         elif value == "tune":
