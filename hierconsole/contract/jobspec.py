@@ -97,6 +97,9 @@ class JobSpec:
     training job (the `tuning_never_read_test` audit checks every spec)."""
     models: tuple[ModelRef, ...] = ()
     rescore: Rescore | None = None
+    train_taxonomy: str | None = None
+    """npz (leaf_middle, middle_high) of the taxonomy a shuffle control trains on: training kinds only.
+    Validation and test read the dataset's true taxonomy."""
     checkpoint_every: int = 1
     batched: bool = True
     """Train the cells as one stacked computation (`engine.batched`); False runs the per-cell reference."""
@@ -131,10 +134,6 @@ class JobSpec:
     def threads(self) -> int:
         return self.preset.compute.threads_per_worker
 
-    @property
-    def taxonomy_shuffle_seed(self) -> int | None:
-        controls = self.preset.controls
-        return controls.shuffle_seed if controls.taxonomy_shuffle else None
 
     def resolved(self, home: Path) -> JobSpec:
         """The same spec with every stored (home-relative) path made a path on this machine."""
@@ -148,6 +147,7 @@ class JobSpec:
             out_dir=at(self.out_dir),
             train_split=None if self.train_split is None else at(self.train_split),
             val_split=None if self.val_split is None else at(self.val_split),
+            train_taxonomy=None if self.train_taxonomy is None else at(self.train_taxonomy),
             test_splits=tuple(TestSplit(t.seed, at(t.path)) for t in self.test_splits),
             models=tuple(replace(m, weights=at(m.weights)) for m in self.models),
             rescore=None
@@ -169,6 +169,7 @@ class JobSpec:
             "cells": [_cell_dict(c) for c in self.cells],
             "train_split": self.train_split,
             "val_split": self.val_split,
+            "train_taxonomy": self.train_taxonomy,
             "test_splits": [{"seed": t.seed, "path": t.path} for t in self.test_splits],
             "models": [
                 {"run_id": m.run_id, "seed": m.seed, "cell": _cell_dict(m.cell), "weights": m.weights}
@@ -208,6 +209,7 @@ class JobSpec:
             cells=tuple(CellSpec(**c) for c in d.get("cells", ())),
             train_split=d.get("train_split"),
             val_split=d.get("val_split"),
+            train_taxonomy=d.get("train_taxonomy"),
             test_splits=tuple(TestSplit(int(t["seed"]), t["path"]) for t in d.get("test_splits", ())),
             models=tuple(
                 ModelRef(m["run_id"], int(m["seed"]), CellSpec(**m["cell"]), m["weights"])

@@ -47,7 +47,7 @@ from hierconsole.engine.losses import regression_loss, taxonomy_supcon_loss
 from hierconsole.engine.optim import Stepper, learning_rate, make_optimizer, set_learning_rate
 from hierconsole.engine.projector import Projector, count_trainable
 from hierconsole.engine.retrieval import evaluate
-from hierconsole.vocabulary import MAP, REGRESSION, SUPCON, Aggregation, hier_score
+from hierconsole.vocabulary import MAP, REGRESSION, SUPCON, TRAINING_KINDS, Aggregation, hier_score
 
 Emit = Callable[[events.Event], None]
 VERIFY_SAMPLE = 256
@@ -169,6 +169,21 @@ def validation_scores(
     return result.aggregate(aggregation)
 
 
+def training_labels(spec: JobSpec, fs: FeatureSet) -> np.ndarray:
+    """[N, 3] labels a training job fits: the dataset's, or those of the shuffle control's taxonomy."""
+    if spec.train_taxonomy is None:
+        if spec.preset.controls.taxonomy_shuffle and spec.kind in TRAINING_KINDS:
+            raise ValueError(f"{spec.job_id}: the preset asks for a taxonomy shuffle but the spec names no training taxonomy")
+        return fs.labels
+    with np.load(spec.train_taxonomy) as z:
+        leaf_middle, middle_high = z["leaf_middle"].astype(np.int64), z["middle_high"].astype(np.int64)
+    if len(leaf_middle) != fs.taxonomy.n_leaves or len(middle_high) != fs.taxonomy.n_middles:
+        raise ValueError(f"{spec.train_taxonomy}: training taxonomy does not fit the dataset's tree")
+    leaf = fs.labels[:, 0]
+    middle = leaf_middle[leaf]
+    return np.stack([leaf, middle, middle_high[middle]], axis=1)
+
+
 @dataclass
 class Cell:
     spec: CellSpec
@@ -215,13 +230,15 @@ class FactorialTrainer:
         self.device = resolve_device(spec.device)
         torch.set_num_threads(max(1, spec.threads))
         fs = FeatureSet.load(Path(spec.dataset_dir))
-        labels = fs.labels
-        if spec.taxonomy_shuffle_seed is not None:
-            from hierconsole.taxonomy import structure_preserving_shuffle
-
-            labels = structure_preserving_shuffle(fs.taxonomy, spec.taxonomy_shuffle_seed).labels(fs.leaf)
+        labels = training_labels(spec, fs)
         self.features = torch.from_numpy(np.ascontiguousarray(fs.features)).to(self.device, dtype)
         self.labels = torch.from_numpy(np.ascontiguousarray(labels)).to(self.device)
+        # Validation scores against the true taxonomy even when training fits a shuffled one (paper S9).
+        self.true_labels = (
+            self.labels
+            if spec.train_taxonomy is None
+            else torch.from_numpy(np.ascontiguousarray(fs.labels)).to(self.device)
+        )
         self.in_dim = int(fs.features.shape[1])
         # Batch order, batch hashes and host-side label decisions come from CPU copies, so an accelerator
         # never waits for a device-to-host copy inside the epoch.
@@ -464,11 +481,11 @@ class FactorialTrainer:
             if batched_z is not None:
                 assert self.batched is not None
                 zq, zg = batched_z[i][: q.numel()], batched_z[i][q.numel() :]
-                result = evaluate(zq, zg, self.labels[q], self.labels[g], self.batched.geometry(i))
+                result = evaluate(zq, zg, self.true_labels[q], self.true_labels[g], self.batched.geometry(i))
                 metrics = result.aggregate(self.spec.aggregation)
             else:
                 assert c.model is not None
-                metrics = validation_scores(c.model, self.features, self.labels, q, g, self.spec.aggregation)
+                metrics = validation_scores(c.model, self.features, self.true_labels, q, g, self.spec.aggregation)
             score = hier_score({level: m[MAP] for level, m in metrics.items()})
             if score > c.best_score:
                 c.best_score, c.best_epoch = score, epoch

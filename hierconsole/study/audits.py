@@ -20,7 +20,9 @@ from hierconsole.contract import layout
 from hierconsole.contract.jobspec import JobSpec
 from hierconsole.locations import job_dir, resolve
 from hierconsole.study import split_files
+from hierconsole.study.catalog import load_dataset
 from hierconsole.study.storage import Store
+from hierconsole.taxonomy import Taxonomy
 from hierconsole.vocabulary import POINCARE, TRAINING_KINDS, JobKind, JobState, arm_parts
 
 NORM_TOLERANCE = 1e-6  # float32 rounding of the analytic bound
@@ -343,6 +345,66 @@ def check_threads(store: Store, study_id: str) -> Check:
     return Check("fixed_thread_count", not bad, _evidence(summary, bad))
 
 
+def check_taxonomy_shuffle(store: Store, study_id: str) -> Check:
+    """A shuffle control trains on a development-only shuffle and evaluates on the true taxonomy."""
+    name = "taxonomy_shuffle_development_only"
+    if not _preset(store, study_id)["controls"]["taxonomy_shuffle"]:
+        return Check(name, True, "no shuffle control: every job trains and evaluates on the true taxonomy")
+    row = store.dicts("SELECT * FROM taxonomy_shuffles WHERE study_id = ?", [study_id])
+    if not row:
+        return Check(name, False, "the preset asks for a taxonomy shuffle but the store records none")
+    r = row[0]
+    dataset = store.one("SELECT dataset_id FROM studies WHERE study_id = ?", [study_id])
+    assert dataset is not None  # audits run on a registered study
+    ds = load_dataset(store, dataset[0])
+    true = ds.taxonomy
+    with np.load(resolve(store.home, r["path"])) as z:
+        lm, mh = z["leaf_middle"].astype(np.int64), z["middle_high"].astype(np.int64)
+    with np.load(_split_path(store, study_id, split_files.FINAL_TRAIN)) as z:
+        dev_rows = z["fit"]
+    dev_leaves = np.unique(ds.leaf[dev_rows])
+    dev_middles = np.unique(true.leaf_middle[dev_leaves])
+    bad = []
+    shuffled = Taxonomy(
+        leaves=true.leaves, middles=true.middles, highs=true.highs, leaf_middle=lm, middle_high=mh,
+        level_names=true.level_names,
+    )
+    if shuffled.sha256() != r["sha256"]:
+        bad.append(f"the training-taxonomy file hashes to {shuffled.sha256()[:12]}, the store says {r['sha256'][:12]}")
+    other_leaves = np.setdiff1d(np.arange(true.n_leaves), dev_leaves)
+    other_middles = np.setdiff1d(np.arange(true.n_middles), dev_middles)
+    moved = int((lm[other_leaves] != true.leaf_middle[other_leaves]).sum()) + int(
+        (mh[other_middles] != true.middle_high[other_middles]).sum()
+    )
+    if moved:
+        bad.append(f"{moved} test-only leaves or middles were moved")
+    if sorted(lm[dev_leaves].tolist()) != sorted(true.leaf_middle[dev_leaves].tolist()) or sorted(
+        mh[dev_middles].tolist()
+    ) != sorted(true.middle_high[dev_middles].tolist()):
+        bad.append("group sizes differ from the true development taxonomy")
+    leaf_fixed = int((lm[dev_leaves] == true.leaf_middle[dev_leaves]).sum())
+    middle_fixed = int((mh[dev_middles] == true.middle_high[dev_middles]).sum())
+    if (leaf_fixed, middle_fixed) != (r["leaf_min"], r["middle_min"]):
+        bad.append(
+            f"fixed points leaf->middle {leaf_fixed}, middle->high {middle_fixed}; the minimum is "
+            f"{r['leaf_min']}, {r['middle_min']}"
+        )
+    for job_id, kind in store.rows("SELECT job_id, kind FROM jobs WHERE study_id = ? ORDER BY job_id", [study_id]):
+        spec = JobSpec.read(layout.spec_path(job_dir(store.home, job_id)))
+        short = job_id.split("/", 1)[1]
+        if kind in TRAINING_KINDS and spec.train_taxonomy != r["path"]:
+            bad.append(f"{short} does not train on the recorded shuffled taxonomy")
+        if kind not in TRAINING_KINDS and spec.train_taxonomy is not None:
+            bad.append(f"{short} ({kind}) was handed the shuffled taxonomy")
+    summary = (
+        f"seed {r['seed']}, training taxonomy {r['sha256'][:12]}: {len(dev_leaves)} development leaves and "
+        f"{len(dev_middles)} middles shuffled, {len(other_leaves)} test-only leaves and {len(other_middles)} "
+        f"middles unmoved; fixed points leaf->middle {leaf_fixed} (min {r['leaf_min']}), middle->high "
+        f"{middle_fixed} (min {r['middle_min']}); validation and test read the true taxonomy"
+    )
+    return Check(name, not bad, _evidence(summary, bad))
+
+
 CHECKS: tuple[Callable[[Store, str], Check], ...] = (
     check_parameters,
     check_same_init,
@@ -354,6 +416,7 @@ CHECKS: tuple[Callable[[Store, str], Check], ...] = (
     check_test_after_lock,
     check_tuning_isolated,
     check_threads,
+    check_taxonomy_shuffle,
 )
 
 

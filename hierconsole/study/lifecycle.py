@@ -39,6 +39,7 @@ from hierconsole.study.catalog import get_dataset
 from hierconsole.study.records import StudyInfo, get_study
 from hierconsole.study.storage import Store
 from hierconsole.study.views import sql_list
+from hierconsole.taxonomy import development_shuffle
 from hierconsole.vocabulary import (
     ACTIVE_STATES,
     GEOMETRIES,
@@ -147,6 +148,8 @@ def create_study(store: Store, preset: Preset, dataset_id: str) -> str:
         valid = strict_valid_counts(labels, qg.parts["query"], qg.parts["gallery"])
         add(split_files.qg_role(s), qg, valid, qg.parts)
 
+    shuffle_row = _taxonomy_shuffle(store, study_id, preset, fs, labels[dev_idx, 0])
+
     tuned = preset.tuned_geometries
     phase = Phase.TUNING if tuned else Phase.TRAINING
     temps = None if tuned else fixed_temperatures(preset)
@@ -168,6 +171,8 @@ def create_study(store: Store, preset: Preset, dataset_id: str) -> str:
             ],
         )
         con.executemany("INSERT INTO splits VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        if shuffle_row is not None:
+            con.execute(f"INSERT INTO taxonomy_shuffles VALUES ({', '.join('?' * len(shuffle_row))})", shuffle_row)
         insert_jobs(con, store.home, specs)
 
     try:
@@ -176,6 +181,35 @@ def create_study(store: Store, preset: Preset, dataset_id: str) -> str:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     return study_id
+
+
+def _taxonomy_shuffle(
+    store: Store, study_id: str, preset: Preset, fs: FeatureSet, dev_leaf_labels: np.ndarray
+) -> list[Any] | None:
+    """The shuffle control's training taxonomy, written beside the splits; its `taxonomy_shuffles` row.
+
+    Computed from the development leaves only, so test-only groups never move (paper S9)."""
+    controls = preset.controls
+    if not controls.taxonomy_shuffle:
+        return None
+    shuffle = development_shuffle(fs.taxonomy, dev_leaf_labels, controls.shuffle_seed)
+    path = split_files.split_file(store.home, study_id, split_files.TRAIN_TAXONOMY)
+    tax = shuffle.taxonomy
+    split_files.save_split(path, {"leaf_middle": tax.leaf_middle, "middle_high": tax.middle_high})
+    return [
+        study_id,
+        shuffle.seed,
+        shuffle.sha256,
+        json.dumps(tax.leaf_middle.tolist()),
+        json.dumps(tax.middle_high.tolist()),
+        len(shuffle.dev_leaves),
+        len(shuffle.dev_middles),
+        shuffle.leaf_fixed,
+        shuffle.leaf_min,
+        shuffle.middle_fixed,
+        shuffle.middle_min,
+        relative(store.home, path),
+    ]
 
 
 def fixed_temperatures(preset: Preset) -> dict[str, float]:
@@ -308,6 +342,9 @@ def lock_study(store: Store, study_id: str) -> str:
         h.update(f"{role}={sha}".encode())
     for run_id, sha in runs:
         h.update(f"{run_id}={sha}".encode())
+    shuffle = store.one("SELECT sha256 FROM taxonomy_shuffles WHERE study_id = ?", [study_id])
+    if shuffle is not None:
+        h.update(f"train_taxonomy={shuffle[0]}".encode())
     digest = h.hexdigest()
     store.execute(
         "UPDATE studies SET phase = ?, locked_at = current_timestamp, lock_sha256 = ? WHERE study_id = ?",
@@ -353,7 +390,7 @@ def delete_study(store: Store, study_id: str) -> None:
         con.execute(
             "DELETE FROM events WHERE job_id IN (SELECT job_id FROM jobs WHERE study_id = ?)", [study_id]
         )
-        for table in ("metrics", "audits", "tuning", "splits", "runs", "jobs", "studies"):
+        for table in ("metrics", "audits", "tuning", "splits", "taxonomy_shuffles", "runs", "jobs", "studies"):
             con.execute(f"DELETE FROM {table} WHERE study_id = ?", [study_id])
 
     store.write(delete)

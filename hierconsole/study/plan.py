@@ -13,7 +13,7 @@ from hierconsole.contract import layout
 from hierconsole.contract.jobspec import CellSpec, JobSpec, ModelRef, Rescore, TestSplit
 from hierconsole.locations import job_dir, relative
 from hierconsole.study import split_files
-from hierconsole.vocabulary import SUPCON, Aggregation, JobKind, arm_name, arm_parts
+from hierconsole.vocabulary import SUPCON, TRAINING_KINDS, Aggregation, JobKind, arm_name, arm_parts
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,9 @@ class StudyPaths:
 
     def job(self, job_id: str) -> str:
         return relative(self.home, job_dir(self.home, job_id))
+
+    def train_taxonomy(self) -> str:
+        return relative(self.home, split_files.split_file(self.home, self.study_id, split_files.TRAIN_TAXONOMY))
 
 
 def _spec(
@@ -54,6 +57,10 @@ def _spec(
         dataset_dir=relative(paths.home, paths.dataset_dir),
         out_dir=paths.job(job_id),
         cells=cells,
+        # Training (tuning included) fits the shuffle control's taxonomy; every evaluation reads the true one.
+        train_taxonomy=paths.train_taxonomy()
+        if preset.controls.taxonomy_shuffle and kind in TRAINING_KINDS
+        else None,
         train_split=train_split,
         val_split=val_split,
         test_splits=test_splits,

@@ -26,10 +26,16 @@ from hierconsole.study.views import views_sql
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
-# Migrations from version N to N+1, applied in order inside one transaction each. Version 1 is schema.sql.
-MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {}
+
+def _apply_schema(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute((resource_dir("store") / "schema.sql").read_text())
+
+
+# Migrations from version N to N+1, applied in order inside one transaction each. schema.sql is the
+# current version; version 2 only added tables, and schema.sql's statements are idempotent.
+MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {1: _apply_schema}
 
 _LOCK_RE = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\d+)\)")
 
@@ -94,8 +100,8 @@ class Store:
             row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             version = int(row[0]) if row else 0
         if version == 0:
-            con.execute((resource_dir("store") / "schema.sql").read_text())
-            version = 1
+            _apply_schema(con)
+            version = SCHEMA_VERSION
         if version > SCHEMA_VERSION:
             raise StoreBusyError(
                 f"this store has schema version {version}, newer than this hierconsole understands "
