@@ -33,12 +33,15 @@ from hierconsole.study.effects import (
 )
 from hierconsole.study.export import (
     ANALYSIS_TABLES,
+    FAMILY_TABLES,
     FORMATS,
     MAX_PRECISION,
     TABLES,
     analysis_frame,
+    check_format,
     check_table,
     export_table,
+    write_table,
 )
 from hierconsole.study.storage import Store
 from hierconsole.vocabulary import ARMS, LEVELS
@@ -78,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=cmd_effects)
 
-    names = ", ".join(TABLES)
+    names = ", ".join([*TABLES, *FAMILY_TABLES])
     e = subparsers.add_parser(
         "export",
         help="write a table (runs, metrics, arms, effects, ...) as CSV, Parquet, JSON, Markdown or LaTeX",
@@ -87,6 +90,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     e.add_argument("table", metavar="TABLE", help=f"one of: {names}")
     e.add_argument("--study", metavar="ID", help="study id (tables of one study)")
+    e.add_argument("--family", metavar="ID", help="family id or name (family tables: contrasts)")
     e.add_argument(
         "--from-csv",
         metavar="FILE",
@@ -236,6 +240,8 @@ def redistribution_rich_table(result: Redistribution, digits: int) -> Table:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.table in FAMILY_TABLES or args.family:
+        return _export_family_table(args)
     table = check_table(args.table)
     if args.from_csv:
         if args.study:
@@ -268,4 +274,28 @@ def cmd_export(args: argparse.Namespace) -> int:
         precision=args.precision,
     )
     print(f"wrote table {table} ({frame.height} rows) to {path}")
+    return 0
+
+
+def _export_family_table(args: argparse.Namespace) -> int:
+    if args.table not in FAMILY_TABLES:
+        raise HierconsoleError(
+            f"table {args.table!r} is a study table; --family exports {', '.join(FAMILY_TABLES)}\n"
+            f"  fix: use --study ID for {args.table}"
+        )
+    if not args.family or args.study or args.from_csv:
+        raise HierconsoleError(f"table {args.table!r} needs --family FAMILY (and neither --study nor --from-csv)")
+    if args.metric and len(args.metric) > 1:
+        raise HierconsoleError("--metric: give one metric for the contrasts table")
+    from hierconsole.study.contrasts import DEFAULT_METRIC, contrasts_frame, metric_columns
+    from hierconsole.study.families import family_contrasts
+
+    metric = args.metric[0] if args.metric else DEFAULT_METRIC
+    metric_columns(metric)
+    check_format(args.fmt, args.output)
+    with Store(args.home) as store:
+        _, contrasts = family_contrasts(store, args.family, metric=metric)
+    frame = contrasts_frame(contrasts)
+    path = write_table(frame, args.output, args.fmt, force=args.force, precision=args.precision)
+    print(f"wrote table {args.table} ({frame.height} rows) to {path}")
     return 0

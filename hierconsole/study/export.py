@@ -61,6 +61,11 @@ TABLES: dict[str, str] = {
 }
 """Exportable table names and what each holds."""
 
+FAMILY_TABLES: dict[str, str] = {
+    "contrasts": "a family's declared contrasts: per arm pair and level, per seed, mean ± SD, positive seeds",
+}
+"""Tables of a family (`export TABLE --family F`) rather than of one study."""
+
 ANALYSIS_TABLES: tuple[str, ...] = ("arms", "effects", "recall", "redistribution")
 """Tables computed from a per-seed wide table (see :func:`analysis_frame`)."""
 

@@ -390,7 +390,8 @@ def delete_study(store: Store, study_id: str) -> None:
         con.execute(
             "DELETE FROM events WHERE job_id IN (SELECT job_id FROM jobs WHERE study_id = ?)", [study_id]
         )
-        for table in ("metrics", "audits", "tuning", "splits", "taxonomy_shuffles", "runs", "jobs", "studies"):
+        tables = ("metrics", "audits", "tuning", "splits", "taxonomy_shuffles", "family_members", "runs", "jobs", "studies")
+        for table in tables:
             con.execute(f"DELETE FROM {table} WHERE study_id = ?", [study_id])
 
     store.write(delete)
