@@ -254,6 +254,8 @@ def summarize(store: Store, study_id: str, console: Console) -> int:
     from hierconsole.cli.analysis import arm_rich_table, effects_rich_table
     from hierconsole.study.effects import arm_table, omitted_text, simple_effects
 
+    if study.preset.training.select_epoch:
+        console.print(selection_table(read.selected_epochs(store, study_id), study.preset.training.selection_score))
     table = read.per_seed(store, study_id)
     metrics = [*(f"{level}_{MAP}" for level in LEVELS), HIER_METRIC]
     console.print(arm_rich_table(arm_table(table, metrics), 4, f"study {study_id}"))
@@ -266,6 +268,16 @@ def summarize(store: Store, study_id: str, console: Console) -> int:
     checks = read.stored_audits(store, study_id)
     console.print(audit_table(checks))
     return 0 if all(c.ok for c in checks) else 1
+
+
+def selection_table(rows: list[dict], score: str) -> Table:
+    """The epoch each cell selected on development validation, frozen before the test was read."""
+    table = Table(title=f"epochs selected on validation ({score})", title_justify="left")
+    for col in ("seed", "arm", "epoch", f"validation {score}"):
+        table.add_column(col, justify="right" if col != "arm" else "left")
+    for r in rows:
+        table.add_row(str(r["seed"]), r["arm"], str(r["epoch"]), "" if r["score"] is None else f"{r['score']:.4f}")
+    return table
 
 
 def audit_table(checks: list[Check]) -> Table:

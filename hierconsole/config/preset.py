@@ -42,8 +42,10 @@ from hierconsole.vocabulary import (
     DEVICES,
     EUCLIDEAN,
     GEOMETRIES,
+    HIER_METRIC,
     LEVELS,
     LR_SCHEDULES,
+    MAP,
     OPTIMIZERS,
     SPLIT_PROTOCOLS,
     SUPCON,
@@ -64,6 +66,8 @@ MAX_SEED = 2**32 - 1
 """numpy's legacy seeding accepts at most 32 bits; torch accepts more, so the smaller bound is the rule."""
 
 Temperature = float | Literal["tune"]
+SELECTION_SCORES: tuple[str, ...] = (HIER_METRIC, *(f"{level}_{MAP}" for level in LEVELS))
+"""Validation scores an epoch selection may use: the hier score (the default) or one level's mAP."""
 
 
 class _Dataset(Check):
@@ -220,6 +224,27 @@ class TrainingConfig:
         (1.0, 1.0, 1.0),
     )
     val_every: int = option(Number(integer=True, ge=0), 10, doc="validation period in epochs; 0 = never")
+    select_epoch: bool = option(
+        Bool(),
+        False,
+        doc="each cell selects its epoch on the development validation split (paper S9) instead of the fixed "
+        "endpoint; it then fits the train part only, and test scores the selected checkpoint after the lock",
+    )
+    selection_epochs: tuple[int, ...] | None = option(
+        Optional(ListOf(_COUNT, unique=True, sort=True, what="candidate epochs")),
+        None,
+        doc="select_epoch: the candidate epochs (default: every val_every epoch and the last)",
+    )
+    selection_score: str = option(
+        Choice(*SELECTION_SCORES), HIER_METRIC, doc="select_epoch: the validation score that picks the epoch"
+    )
+
+    def validates_at(self, epoch: int) -> bool:
+        """Whether a final run validates after `epoch`: at the candidate epochs when they are listed,
+        else every val_every epochs and at the end."""
+        if self.select_epoch and self.selection_epochs is not None:
+            return epoch in self.selection_epochs
+        return self.val_every > 0 and (epoch % self.val_every == 0 or epoch == self.epochs)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -421,6 +446,22 @@ def _cross_check(parts: dict[str, Any], problems: list[str]) -> None:
                     f"'hierarchy_disjoint'; remove it or set split.protocol = 'hierarchy_disjoint'"
                 )
     training: TrainingConfig = parts["training"]
+    if training.select_epoch:
+        if training.selection_epochs is None and training.val_every == 0:
+            problems.append(
+                "training.select_epoch = true needs candidate epochs: set training.val_every > 0 or list "
+                "training.selection_epochs"
+            )
+        late = [e for e in training.selection_epochs or () if e > training.epochs]
+        if late:
+            problems.append(
+                f"training.selection_epochs = {show(list(training.selection_epochs or ()))}: epoch(s) "
+                f"{', '.join(map(str, late))} exceed training.epochs = {training.epochs}"
+            )
+    else:
+        for key, default in (("selection_epochs", None), ("selection_score", HIER_METRIC)):
+            if getattr(training, key) != default:
+                problems.append(f"training.{key}: only used with training.select_epoch = true; set it or remove this")
     if not any(w > 0 for w in training.level_weights):
         problems.append(
             f"training.level_weights = {show(list(training.level_weights))}: all zero; "

@@ -20,7 +20,7 @@ from typing import Any
 from hierconsole.config.preset import Preset
 from hierconsole.errors import HierconsoleError
 from hierconsole.locations import resolve
-from hierconsole.vocabulary import AGGREGATIONS, SUPCON, Aggregation, JobKind, arm_parts
+from hierconsole.vocabulary import AGGREGATIONS, HIER_METRIC, SUPCON, Aggregation, JobKind, arm_parts
 
 SPEC_VERSION = 2
 """Version 1 (the first release) restated the training options in a `hyper` block of its own."""
@@ -120,6 +120,22 @@ class JobSpec:
         if self.kind == JobKind.TUNE:
             return self.preset.temperature.tuning.epochs
         return self.preset.training.val_every
+
+    def validates_at(self, epoch: int) -> bool:
+        """Whether the job validates after `epoch` (a tuning run at its budget's end only)."""
+        if self.kind == JobKind.TUNE:
+            return epoch == self.preset.temperature.tuning.epochs
+        return self.preset.training.validates_at(epoch)
+
+    @property
+    def selects_epoch(self) -> bool:
+        """A final run that picks its checkpoint on validation (paper S9) rather than ending at a fixed epoch."""
+        return self.kind == JobKind.FINAL and self.preset.training.select_epoch
+
+    @property
+    def selection_score(self) -> str:
+        """The validation score that ranks epochs: the preset's for a selecting run, else the hier score."""
+        return self.preset.training.selection_score if self.selects_epoch else HIER_METRIC
 
     @property
     def aggregation(self) -> Aggregation:

@@ -17,6 +17,7 @@ goes out as typed events (`contract.events`).
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import signal
 import time
@@ -47,7 +48,15 @@ from hierconsole.engine.losses import regression_loss, taxonomy_supcon_loss
 from hierconsole.engine.optim import Stepper, learning_rate, make_optimizer, set_learning_rate
 from hierconsole.engine.projector import Projector, count_trainable
 from hierconsole.engine.retrieval import evaluate
-from hierconsole.vocabulary import MAP, REGRESSION, SUPCON, TRAINING_KINDS, Aggregation, hier_score
+from hierconsole.vocabulary import (
+    HIER_METRIC,
+    MAP,
+    REGRESSION,
+    SUPCON,
+    TRAINING_KINDS,
+    Aggregation,
+    hier_score,
+)
 
 Emit = Callable[[events.Event], None]
 VERIFY_SAMPLE = 256
@@ -422,11 +431,7 @@ class FactorialTrainer:
                         seconds=seconds,
                     )
                 )
-            if (
-                self.val is not None
-                and spec.val_every > 0
-                and (epoch % spec.val_every == 0 or epoch == epochs)
-            ):
+            if self.val is not None and spec.validates_at(epoch):
                 self._validate(cells, epoch)
             if epoch % spec.checkpoint_every == 0 or epoch == epochs:
                 digest = checkpoints.save_checkpoint(
@@ -486,7 +491,8 @@ class FactorialTrainer:
             else:
                 assert c.model is not None
                 metrics = validation_scores(c.model, self.features, self.true_labels, q, g, self.spec.aggregation)
-            score = hier_score({level: m[MAP] for level, m in metrics.items()})
+            score = selection_value(metrics, self.spec.selection_score)
+            # Strictly better only: a tie keeps the earlier epoch, so the choice never depends on noise order.
             if score > c.best_score:
                 c.best_score, c.best_epoch = score, epoch
                 checkpoints.save_payload(
@@ -503,6 +509,13 @@ class FactorialTrainer:
             )
 
     def _finish(self, cells: list[Cell]) -> dict[str, events.Final]:
+        if self.spec.selects_epoch:
+            unscored = [c.spec.key for c in cells if c.best_epoch < 0]
+            if unscored:
+                raise ValueError(
+                    f"{self.spec.job_id}: cell(s) {', '.join(unscored)} have no finite "
+                    f"{self.spec.selection_score} at any candidate epoch, so no epoch can be selected"
+                )
         verify = self.features[self.train_idx[: min(VERIFY_SAMPLE, self.train_idx.numel())]]
         summary = {}
         for i, c in enumerate(cells):
@@ -524,6 +537,16 @@ class FactorialTrainer:
             self.emit(event)
             summary[c.spec.key] = event
         return summary
+
+
+def selection_value(metrics: dict[str, dict[str, float]], score: str) -> float:
+    """A validation score by name: the hier score (`hier_mAP`) or one level's mAP (`middle_mAP`); NaN
+    (never selected) when the level has no valid query."""
+    if score == HIER_METRIC:
+        return hier_score({level: m[MAP] for level, m in metrics.items()})
+    level, _, metric = score.partition("_")
+    value = metrics.get(level, {}).get(metric)
+    return math.nan if value is None else float(value)
 
 
 def _float_metrics(metrics: dict[str, dict[str, float | int]]) -> dict[str, dict[str, float]]:

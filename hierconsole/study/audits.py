@@ -7,6 +7,7 @@ failing check's evidence names the offending cells (as `<job>/<arm>`, e.g. `fina
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -16,14 +17,25 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from hierconsole.config.preset import Preset
 from hierconsole.contract import layout
 from hierconsole.contract.jobspec import JobSpec
 from hierconsole.locations import job_dir, resolve
-from hierconsole.study import split_files
+from hierconsole.study import plan, split_files
 from hierconsole.study.catalog import load_dataset
 from hierconsole.study.storage import Store
 from hierconsole.taxonomy import Taxonomy
-from hierconsole.vocabulary import POINCARE, TRAINING_KINDS, JobKind, JobState, arm_parts
+from hierconsole.vocabulary import (
+    HIER,
+    HIER_METRIC,
+    MAP,
+    POINCARE,
+    TRAINING_KINDS,
+    JobKind,
+    JobState,
+    arm_parts,
+    hier_score,
+)
 
 NORM_TOLERANCE = 1e-6  # float32 rounding of the analytic bound
 SHOWN = 5
@@ -76,6 +88,10 @@ def _preset(store: Store, study_id: str) -> dict[str, Any]:
     row = store.one("SELECT preset FROM studies WHERE study_id = ?", [study_id])
     assert row is not None  # audits run on a registered study
     return json.loads(row[0])
+
+
+def _registered(store: Store, study_id: str) -> Preset:
+    return Preset.from_dict(_preset(store, study_id), source=f"study {study_id}")
 
 
 def _split_path(store: Store, study_id: str, role: str) -> str:
@@ -167,7 +183,8 @@ def check_update_budget(store: Store, study_id: str) -> Check:
     runs = _final_runs(store, study_id)
     if not runs or any(r["updates"] is None for r in runs):
         return Check("update_budget", None, "final runs not finished")
-    with np.load(_split_path(store, study_id, split_files.FINAL_TRAIN)) as z:
+    role = plan.final_train_role(_registered(store, study_id))
+    with np.load(_split_path(store, study_id, role)) as z:
         n = len(z["fit"])
     t = _preset(store, study_id)["training"]
     per_epoch = n // t["batch_size"] if t["drop_last"] else -(-n // t["batch_size"])
@@ -405,6 +422,66 @@ def check_taxonomy_shuffle(store: Store, study_id: str) -> Check:
     return Check(name, not bad, _evidence(summary, bad))
 
 
+def _selection_score(levels: dict[str, float | None], level: str) -> float:
+    """The stored validation mAP of one level, or the hier score; NaN when it has no value."""
+    if level == HIER:
+        return hier_score(levels)
+    value = levels.get(level)
+    return math.nan if value is None else float(value)
+
+
+def check_epoch_selection(store: Store, study_id: str) -> Check:
+    """A study that selects epochs picked, per cell, the best candidate by validation score alone, and
+    test scores that checkpoint; a fixed-endpoint study scores its last epoch."""
+    name = "epoch_selected_on_validation"
+    preset = _registered(store, study_id)
+    training = preset.training
+    if not training.select_epoch:
+        return Check(name, True, f"fixed endpoint: every cell is scored at epoch {training.epochs}")
+    runs = _final_runs(store, study_id)
+    if not runs or any(r["final_sha256"] is None for r in runs):
+        return Check(name, None, "final runs not finished")
+    score = training.selection_score
+    level, _, metric = (HIER, "", MAP) if score == HIER_METRIC else score.partition("_")
+    rows = store.rows(
+        "SELECT run_id, epoch, level, value FROM val_metrics WHERE run_id IN "
+        "(SELECT run_id FROM runs WHERE study_id = ? AND kind = ?) AND aggregation = ? AND metric = ?",
+        [study_id, JobKind.FINAL, preset.evaluation.aggregation, MAP if level == HIER else metric],
+    )
+    by_run: dict[str, dict[int, dict[str, float | None]]] = defaultdict(lambda: defaultdict(dict))
+    for run_id, epoch, lv, value in rows:
+        by_run[run_id][epoch][lv] = value
+    bad, shown = [], []
+    for r in runs:
+        epochs = by_run.get(r["run_id"], {})
+        scores = {e: _selection_score(levels, level) for e, levels in epochs.items()}
+        candidates = {e: v for e, v in scores.items() if training.validates_at(e) and not math.isnan(v)}
+        cell = cell_name(r["run_id"])
+        if not candidates:
+            bad.append(f"{cell} has no validation score at a candidate epoch")
+            continue
+        best = max(candidates.values())
+        first_best = min(e for e, v in candidates.items() if v == best)
+        if r["best_epoch"] != first_best:
+            bad.append(f"{cell} selected epoch {r['best_epoch']}, but the best {score} is at epoch {first_best}")
+        shown.append(f"{cell} epoch {r['best_epoch']} ({best:.4f})")
+    # Selection saw no test sample: final runs fit the train part and validate on the validation split.
+    with np.load(_split_path(store, study_id, split_files.VAL)) as z:
+        val = set(np.concatenate([z["query"], z["gallery"]]).tolist())
+    with np.load(_split_path(store, study_id, plan.final_train_role(preset))) as z:
+        overlap = len(val.intersection(z["fit"].tolist()))
+    if overlap:
+        bad.append(f"the final runs fit {overlap} validation samples they select on")
+    evaluate = store.one("SELECT job_id FROM jobs WHERE study_id = ? AND kind = ?", [study_id, JobKind.EVALUATE])
+    if evaluate is not None:
+        spec = JobSpec.read(layout.spec_path(job_dir(store.home, evaluate[0])))
+        wrong = [m.run_id for m in spec.models if not m.weights.endswith(layout.best_model(m.cell))]
+        if wrong:
+            bad.append(f"evaluation scores {len(wrong)} cells at another checkpoint than the selected one")
+    summary = f"selected by validation {score} ({preset.evaluation.aggregation}), no test read: {_listed(shown)}"
+    return Check(name, not bad, _evidence(summary, bad))
+
+
 CHECKS: tuple[Callable[[Store, str], Check], ...] = (
     check_parameters,
     check_same_init,
@@ -417,6 +494,7 @@ CHECKS: tuple[Callable[[Store, str], Check], ...] = (
     check_tuning_isolated,
     check_threads,
     check_taxonomy_shuffle,
+    check_epoch_selection,
 )
 
 

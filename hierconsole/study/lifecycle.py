@@ -21,7 +21,7 @@ import numpy as np
 
 from hierconsole.config.preset import TUNE, Preset
 from hierconsole.contract import layout
-from hierconsole.contract.jobspec import JobSpec
+from hierconsole.contract.jobspec import CellSpec, JobSpec
 from hierconsole.datasets import FeatureSet
 from hierconsole.datasets.splits import (
     Split,
@@ -32,7 +32,7 @@ from hierconsole.datasets.splits import (
     tuning_split,
 )
 from hierconsole.errors import HierconsoleError, SealError
-from hierconsole.locations import relative, resolve, study_dir
+from hierconsole.locations import job_dir, relative, resolve, study_dir
 from hierconsole.study import plan, split_files
 from hierconsole.study.audits import run_audits
 from hierconsole.study.catalog import get_dataset
@@ -342,6 +342,15 @@ def lock_study(store: Store, study_id: str) -> str:
         h.update(f"{role}={sha}".encode())
     for run_id, sha in runs:
         h.update(f"{run_id}={sha}".encode())
+    if study.preset.training.select_epoch:
+        # The checkpoints test will score are frozen here too: the epoch each cell selected on validation.
+        for job_id, arm in store.rows(
+            "SELECT job_id, arm FROM runs WHERE study_id = ? AND kind = ? ORDER BY run_id", [study_id, JobKind.FINAL]
+        ):
+            path = job_dir(store.home, job_id) / plan.evaluated_model(study.preset, CellSpec.of(arm))
+            if not path.is_file():
+                raise SealError(f"study {study_id} cannot be locked: {job_id}/{arm} has no selected checkpoint")
+            h.update(f"{job_id}/{arm}@selected={hashlib.sha256(path.read_bytes()).hexdigest()}".encode())
     shuffle = store.one("SELECT sha256 FROM taxonomy_shuffles WHERE study_id = ?", [study_id])
     if shuffle is not None:
         h.update(f"train_taxonomy={shuffle[0]}".encode())

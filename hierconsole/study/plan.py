@@ -99,13 +99,29 @@ def final_cells(preset: Preset, temperatures: dict[str, float]) -> tuple[CellSpe
     return tuple(cells)
 
 
+def final_train_role(preset: Preset) -> str:
+    """The split role final runs fit on: development data, or its train part when epochs are selected."""
+    return split_files.TUNE_TRAIN if preset.training.select_epoch else split_files.FINAL_TRAIN
+
+
+def evaluated_model(preset: Preset, cell: CellSpec) -> str:
+    """The checkpoint official test scores (a job-folder path): the fixed endpoint, or the epoch the cell
+    selected on validation, frozen before the lock."""
+    return layout.best_model(cell) if preset.training.select_epoch else layout.final_model(cell)
+
+
 def final_job_id(study_id: str, seed: int) -> str:
     return f"{study_id}/final-s{seed}"
 
 
 def final_jobs(paths: StudyPaths, preset: Preset, temperatures: dict[str, float]) -> list[JobSpec]:
-    """One job per training seed, training every cell in lockstep."""
-    val = paths.split(split_files.VAL) if preset.training.val_every else None
+    """One job per training seed, training every cell in lockstep.
+
+    A fixed-endpoint study trains on the whole development data (train + validation); a study that selects
+    each cell's epoch on validation fits the train part only, so the selection never scores samples the
+    cell was fitted on."""
+    training = preset.training
+    val = paths.split(split_files.VAL) if training.val_every or training.select_epoch else None
     return [
         _spec(
             paths,
@@ -114,7 +130,7 @@ def final_jobs(paths: StudyPaths, preset: Preset, temperatures: dict[str, float]
             JobKind.FINAL,
             seed,
             cells=final_cells(preset, temperatures),
-            train_split=paths.split(split_files.FINAL_TRAIN),
+            train_split=paths.split(final_train_role(preset)),
             val_split=val,
         )
         for seed in preset.training.seeds
@@ -143,7 +159,7 @@ def scoring_job(
             run_id=f"{final_job_id(paths.study_id, seed)}/{cell.key}",
             seed=seed,
             cell=cell,
-            weights=f"{paths.job(final_job_id(paths.study_id, seed))}/{layout.final_model(cell)}",
+            weights=f"{paths.job(final_job_id(paths.study_id, seed))}/{evaluated_model(preset, cell)}",
         )
         for seed in preset.training.seeds
         for cell in final_cells(preset, temperatures)

@@ -237,6 +237,7 @@ def test_shipped_families_load():
     assert weights["leaf-only"] == (0.25, 0.0, 0.0) and weights["shuffled"] == (0.25, 0.5, 1.0)
     assert [m.preset.controls.taxonomy_shuffle for m in semantic.members] == [False, False, False, True]
     assert {(m.preset.training.lr, m.preset.temperature.euclidean) for m in semantic.members} == {(1e-4, 0.3)}
+    assert all(m.preset.training.select_epoch for m in semantic.members)
     outer = load_family("cub-genus-disjoint")
     assert [m.preset.split.seed for m in outer.members] == [1, 2, 3]
 

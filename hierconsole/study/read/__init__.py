@@ -13,6 +13,7 @@ from hierconsole.study.read.results import (
     metrics_long,
     per_seed,
     registered_aggregation,
+    selected_epochs,
     table_frame,
 )
 from hierconsole.study.read.studies import (
@@ -51,6 +52,7 @@ __all__ = [
     "per_seed",
     "registered_aggregation",
     "resolve_study",
+    "selected_epochs",
     "stored_audits",
     "study_progress",
     "table_frame",

@@ -73,6 +73,16 @@ def evaluated_per_seed(store: Store, study_id: str, aggregation: str | None = No
     return per_seed_from_long(long, source=f"study {study_id}")
 
 
+def selected_epochs(store: Store, study_id: str) -> list[dict]:
+    """Per final cell: seed, arm, the epoch it selected on validation and that validation score (for a
+    study with `training.select_epoch`; the validation-best record otherwise)."""
+    return store.dicts(
+        "SELECT seed, arm, best_epoch AS epoch, best_score AS score FROM runs WHERE study_id = ? AND kind = 'final' "
+        "ORDER BY seed, arm",
+        [study_id],
+    )
+
+
 RAW_TABLES = {
     "runs": "SELECT r.run_id, r.study_id, r.kind, r.seed, r.arm, r.geometry, r.loss, r.tau, j.state, "
     "r.trainable_params, r.updates, r.init_sha256, r.final_sha256, r.reload_max_diff, r.best_epoch, "
