@@ -97,3 +97,28 @@ def family_contrasts(store: Store, ref: str, *, metric: str = DEFAULT_METRIC) ->
             )
         )
     return family, out
+
+
+def contrasts_so_far(
+    store: Store, family: FamilyRow, *, metric: str = DEFAULT_METRIC
+) -> list[tuple[str, StudyContrast | str]]:
+    """Each declared contrast of a family as far as it can be computed now: the contrast, or why not
+    yet (a member still training, a refusal). For views that show a family while it runs."""
+    studies = {m.member: m.study_id for m in family.members}
+    out: list[tuple[str, StudyContrast | str]] = []
+    for c in family.definition.get("contrasts", []):
+        arms = None if c.get("arms") is None else [tuple(c["arms"].split(":"))]
+        try:
+            result: StudyContrast | str = compare_studies(
+                store,
+                studies[c["a"]],
+                studies[c["b"]],
+                metric=metric,
+                arms=arms,
+                labels=(c["a"], c["b"]),
+                name=c["name"],
+            )
+        except HierconsoleError as exc:
+            result = str(exc).splitlines()[0]
+        out.append((c["name"], result))
+    return out

@@ -40,6 +40,7 @@ SCOPES: dict[str, str] = {
     "audits": "Audits",
     "redistribution": "Redistribution",
     "export": "Export",
+    "families": "Families",
     "help": "Help",
     "import": "Import dialog",
     "launch": "Launch dialog",
@@ -69,6 +70,16 @@ ACTIONS: tuple[Action, ...] = (
             group=VIEWS,
         )
         for i, (mode, title) in enumerate(VIEW_MODES, start=1)
+    ),
+    Action(
+        "view.families",
+        "7",
+        "families",
+        "app",
+        "show_view('families')",
+        help="switch to the families view: members, progress and declared contrasts",
+        show=False,  # off the footer and tab line, which hold six views in 80 columns
+        group=VIEWS,
     ),
     Action("app.help", "question_mark", "help", "app", "help", "list every key and command", key_display="?"),
     Action("app.quit", "q", "quit", "app", "quit", "leave the console (asks what to do with running jobs)"),
@@ -127,6 +138,8 @@ ACTIONS: tuple[Action, ...] = (
     Action("quit.cancel", "c", "cancel jobs", "quit", "choose('cancel')", "cancel running jobs, then quit"),
     Action("quit.leave", "l", "leave jobs", "quit", "choose('leave')", "quit and leave the workers running"),
     Action("quit.stay", "escape", "stay", "quit", "choose(None)", "do not quit"),
+    Action("families.next", "n", "next family", "families", "next_family", "show the next family"),
+    Action("families.reload", "r", "reload", "families", "reload", "read the family and its contrasts again"),
     Action("export.write", "w", "write", "export", "write", "write the chosen table in the chosen format"),
 )
 

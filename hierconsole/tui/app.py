@@ -34,6 +34,7 @@ from hierconsole.tui.screens.datasets import DatasetsScreen
 from hierconsole.tui.screens.dialogs import QuitDialog
 from hierconsole.tui.screens.effects import EffectsScreen
 from hierconsole.tui.screens.export import ExportScreen
+from hierconsole.tui.screens.families import FamiliesScreen
 from hierconsole.tui.screens.help import HelpScreen
 from hierconsole.tui.screens.launch import LaunchRequest
 from hierconsole.tui.screens.redistribution import RedistributionScreen
@@ -68,6 +69,7 @@ class HierConsole(App[int]):
         "audits": AuditsScreen,
         "redistribution": RedistributionScreen,
         "export": ExportScreen,
+        "families": FamiliesScreen,
     }
 
     def __init__(

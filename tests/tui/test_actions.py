@@ -13,6 +13,7 @@ from hierconsole.tui.screens.datasets import DatasetsScreen
 from hierconsole.tui.screens.dialogs import ConfirmDialog, QuitDialog
 from hierconsole.tui.screens.effects import EffectsScreen
 from hierconsole.tui.screens.export import ExportScreen
+from hierconsole.tui.screens.families import FamiliesScreen
 from hierconsole.tui.screens.help import HelpScreen
 from hierconsole.tui.screens.import_dialog import ImportDialog
 from hierconsole.tui.screens.launch import LaunchDialog
@@ -31,6 +32,7 @@ NODES = {
     "audits": AuditsScreen,
     "redistribution": RedistributionScreen,
     "export": ExportScreen,
+    "families": FamiliesScreen,
     "help": HelpScreen,
     "import": ImportDialog,
     "launch": LaunchDialog,
