@@ -12,7 +12,7 @@ import duckdb
 from hierconsole.config.family import Family
 from hierconsole.errors import HierconsoleError
 from hierconsole.study.catalog import ensure_dataset
-from hierconsole.study.contrasts import DEFAULT_METRIC, StudyContrast, compare_studies
+from hierconsole.study.contrasts import DEFAULT_METRIC, StudyContrast, compare_studies, parse_arm_pair
 from hierconsole.study.lifecycle import create_study, delete_study
 from hierconsole.study.read.families import FamilyRow, get_family, member_study
 from hierconsole.study.records import resolve_study
@@ -72,6 +72,21 @@ def resolve_reference(store: Store, ref: str) -> str:
     return resolve_study(store, ref)
 
 
+def _declared(store: Store, family: FamilyRow, contrast: dict, metric: str, labels: tuple[str, str]) -> StudyContrast:
+    """One contrast as the family's definition declares it (members by name, optional arm pair)."""
+    studies = {m.member: m.study_id for m in family.members}
+    arms = contrast.get("arms")
+    return compare_studies(
+        store,
+        studies[contrast["a"]],
+        studies[contrast["b"]],
+        metric=metric,
+        arms=None if arms is None else [parse_arm_pair(arms)],
+        labels=labels,
+        name=contrast["name"],
+    )
+
+
 def family_contrasts(store: Store, ref: str, *, metric: str = DEFAULT_METRIC) -> tuple[FamilyRow, list[StudyContrast]]:
     """Every contrast the family declares, A - B by training seed, members named `FAMILY:member`."""
     family = get_family(store, ref)
@@ -81,22 +96,9 @@ def family_contrasts(store: Store, ref: str, *, metric: str = DEFAULT_METRIC) ->
             f"family {family.name} ({family.family_id}) declares no contrasts\n"
             "  fix: compare two members with `hierconsole contrast FAMILY:A FAMILY:B`"
         )
-    studies = {m.member: m.study_id for m in family.members}
-    out = []
-    for c in declared:
-        arms = None if c.get("arms") is None else [tuple(c["arms"].split(":"))]
-        out.append(
-            compare_studies(
-                store,
-                studies[c["a"]],
-                studies[c["b"]],
-                metric=metric,
-                arms=arms,
-                labels=(f"{family.name}:{c['a']}", f"{family.name}:{c['b']}"),
-                name=c["name"],
-            )
-        )
-    return family, out
+    return family, [
+        _declared(store, family, c, metric, (f"{family.name}:{c['a']}", f"{family.name}:{c['b']}")) for c in declared
+    ]
 
 
 def contrasts_so_far(
@@ -104,20 +106,10 @@ def contrasts_so_far(
 ) -> list[tuple[str, StudyContrast | str]]:
     """Each declared contrast of a family as far as it can be computed now: the contrast, or why not
     yet (a member still training, a refusal). For views that show a family while it runs."""
-    studies = {m.member: m.study_id for m in family.members}
     out: list[tuple[str, StudyContrast | str]] = []
     for c in family.definition.get("contrasts", []):
-        arms = None if c.get("arms") is None else [tuple(c["arms"].split(":"))]
         try:
-            result: StudyContrast | str = compare_studies(
-                store,
-                studies[c["a"]],
-                studies[c["b"]],
-                metric=metric,
-                arms=arms,
-                labels=(c["a"], c["b"]),
-                name=c["name"],
-            )
+            result: StudyContrast | str = _declared(store, family, c, metric, (c["a"], c["b"]))
         except HierconsoleError as exc:
             result = str(exc).splitlines()[0]
         out.append((c["name"], result))
