@@ -256,8 +256,13 @@ class ComputeConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class ControlsConfig:
-    taxonomy_shuffle: bool = option(Bool(), False, doc="train on a structure-preserving shuffled taxonomy")
-    shuffle_seed: int = option(_SEED, DEFAULT_SHUFFLE_SEED)
+    taxonomy_shuffle: bool = option(
+        Bool(),
+        False,
+        doc="train on a structure-preserving shuffle of the development taxonomy (paper S9); validation and "
+        "test read the true taxonomy",
+    )
+    shuffle_seed: int = option(_SEED, DEFAULT_SHUFFLE_SEED, doc="seed of the taxonomy shuffle")
 
 
 @dataclass(frozen=True, kw_only=True)
