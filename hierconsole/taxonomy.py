@@ -343,7 +343,10 @@ def relation_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def structure_preserving_shuffle(tax: Taxonomy, seed: int = SHUFFLE_SEED) -> Taxonomy:
-    """A taxonomy with the same shape but leaves and middles re-attached at random (paper S9 control).
+    """A taxonomy with the same shape but every leaf and middle re-attached at random (the whole tree).
+
+    Studies use `development_shuffle`, which moves only the groups training can see (paper S9); this
+    whole-tree form also moves test-only groups and so reaches a different fixed-point minimum.
 
     Guarantees, for any seed:
     - names and their order at every level are unchanged, so leaf labels (indices) stay the same;
