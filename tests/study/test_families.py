@@ -248,3 +248,20 @@ def test_sweep_makes_one_member_per_grid_point():
     assert [m.name for m in family.members] == ["c=0.1_r=0.2", "c=0.1_r=0.4", "c=1.0_r=0.2", "c=1.0_r=0.4"]
     assert family.members[2].preset.geometry.poincare.c == 1.0
     assert [(c.a, c.b) for c in family.contrasts] == [(m, "c=0.1_r=0.2") for m in ("c=0.1_r=0.4", "c=1.0_r=0.2", "c=1.0_r=0.4")]
+
+
+def test_sweep_runs_a_grid_as_a_family(tmp_path, tiny_fs):
+    home = tmp_path / "home"
+    with Store(home) as store:
+        register_dataset(store, tiny_fs)
+    sets = [arg for k, v in TINY_VALUES.items() for arg in ("--set", f"{k}={json.dumps(v)}")]
+    out = _cli(
+        home, "sweep", "demo", "--grid", "training.lr=1e-3,2e-3", "--name", "lrs", "--epochs", "1", "--seeds", "42",
+        "--set", 'training.cells=["E_S"]', *sets,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert list(_member_studies(home)) == ["lr=0.001", "lr=0.002"]
+    doc = json.loads(_cli(home, "contrast", "lrs", "--json").stdout)
+    [contrast] = doc["contrasts"]
+    assert contrast["name"] == "lr=0.002 - lr=0.001"
+    assert [r["n_seeds"] for r in contrast["rows"]] == [1] * 4 and all(r["sd"] is None for r in contrast["rows"])
