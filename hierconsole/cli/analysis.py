@@ -58,7 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Mean ± sample SD per arm and the paired simple effects H_R-E_R, H_S-E_S, E_S-E_R, "
         "H_S-H_R and (H_S-E_S)-(H_R-E_R), per seed and across seeds.",
     )
-    p.add_argument("study", nargs="?", metavar="STUDY", help="study id in the store")
+    p.add_argument(
+        "study", nargs="?", metavar="STUDY", help="study id in the store, or a family (its members' effects pooled)"
+    )
     p.add_argument(
         "--from-csv",
         metavar="FILE",
@@ -128,6 +130,10 @@ def _per_seed(args: argparse.Namespace) -> tuple[pl.DataFrame, str]:
 
 
 def cmd_effects(args: argparse.Namespace) -> int:
+    if args.study and not args.from_csv:
+        with Store(args.home) as store:
+            if _is_family_only(store, args.study):
+                return _family_effects(args, store)
     per_seed, source = _per_seed(args)
     effects = simple_effects(per_seed, args.metric, source=source)
     omitted = omitted_text(per_seed["arm"].to_list())
@@ -298,4 +304,58 @@ def _export_family_table(args: argparse.Namespace) -> int:
     frame = contrasts_frame(contrasts)
     path = write_table(frame, args.output, args.fmt, force=args.force, precision=args.precision)
     print(f"wrote table {args.table} ({frame.height} rows) to {path}")
+    return 0
+
+
+def _is_family_only(store: Store, ref: str) -> bool:
+    """A family name or id that is not a study's id or name: `effects FAMILY` pools its members' effects
+    (member studies are named `FAMILY.member`, so a prefix match on studies must not win)."""
+    from hierconsole.study.read.families import is_family
+
+    exact = store.one("SELECT 1 FROM studies WHERE study_id = ? OR name = ?", [ref, ref])
+    return exact is None and is_family(store, ref)
+
+
+def _family_effects(args: argparse.Namespace, store: Store) -> int:
+    """Each member's effects (averaged over its seeds) and their mean ± SD over members: the outer split as
+    the unit, as the paper reads its outer-split studies."""
+    from hierconsole.study.families import family_effects
+    from hierconsole.vocabulary import HIER_METRIC
+
+    if args.metric and len(args.metric) > 1:
+        raise HierconsoleError("--metric: give one metric for a family's pooled effects")
+    metric = args.metric[0] if args.metric else HIER_METRIC
+    family, pooled = family_effects(store, args.study, metric=metric)
+    if args.json:
+        doc = {
+            "family": family.family_id,
+            "metric": metric,
+            "effects": {
+                name: {"per_member": e.per_study, "mean": e.mean, "sd": e.sd, "positive_members": e.positive, "n_members": e.n}
+                for name, e in pooled.items()
+            },
+        }
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return 0
+    digits = EFFECT_PRECISION if args.precision is None else args.precision
+    members = [m.member for m in family.members]
+    table = Table(
+        title=f"{family.name}: effects of {metric} per member (mean over its seeds), pooled over members",
+        title_justify="left",
+    )
+    table.add_column("effect", no_wrap=True)
+    table.add_column("definition", no_wrap=True, style="dim")
+    for m in members:
+        table.add_column(m, justify="right", no_wrap=True)
+    table.add_column("mean ± SD", justify="right", no_wrap=True)
+    table.add_column("positive", justify="right", no_wrap=True)
+    for name, e in pooled.items():
+        table.add_row(
+            name,
+            e.definition,
+            *(_signed(e.per_study[m], digits) for m in members),
+            _mean_sd(e.mean, e.sd, digits, signed=True),
+            Text(f"{e.positive}/{e.n} members"),
+        )
+    output_console().print(table)
     return 0

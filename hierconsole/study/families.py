@@ -11,14 +11,16 @@ import duckdb
 
 from hierconsole.config.family import Family
 from hierconsole.errors import HierconsoleError
+from hierconsole.study import read
 from hierconsole.study.catalog import ensure_dataset
 from hierconsole.study.contrasts import DEFAULT_METRIC, StudyContrast, compare_studies, parse_arm_pair
+from hierconsole.study.effects import PooledEffect, pooled_effects
 from hierconsole.study.lifecycle import create_study, delete_study
 from hierconsole.study.read.families import FamilyRow, get_family, member_study
 from hierconsole.study.records import resolve_study
 from hierconsole.study.storage import Store
 from hierconsole.study.views import sql_list
-from hierconsole.vocabulary import ACTIVE_STATES, JobState
+from hierconsole.vocabulary import ACTIVE_STATES, HIER_METRIC, JobState, Phase
 
 
 def new_family_id(family: Family) -> str:
@@ -114,3 +116,16 @@ def contrasts_so_far(
             result = str(exc).splitlines()[0]
         out.append((c["name"], result))
     return out
+
+
+def family_effects(store: Store, ref: str, *, metric: str = HIER_METRIC) -> tuple[FamilyRow, dict[str, PooledEffect]]:
+    """The within-study effects of every member, pooled with the member as the unit (outer splits)."""
+    family = get_family(store, ref)
+    waiting = [m.member for m in family.members if m.phase != Phase.COMPLETE]
+    if waiting:
+        raise HierconsoleError(
+            f"family {family.name} ({family.family_id}): member(s) {', '.join(waiting)} are not complete; "
+            "pooled effects need every member evaluated"
+        )
+    tables = {m.member: read.per_seed(store, m.study_id) for m in family.members}
+    return family, pooled_effects(tables, metric)

@@ -265,3 +265,25 @@ def test_sweep_runs_a_grid_as_a_family(tmp_path, tiny_fs):
     [contrast] = doc["contrasts"]
     assert contrast["name"] == "lr=0.002 - lr=0.001"
     assert [r["n_seeds"] for r in contrast["rows"]] == [1] * 4 and all(r["sd"] is None for r in contrast["rows"])
+
+
+def test_effects_of_a_family_pool_its_members_with_the_member_as_unit(family_home):
+    home, _ = family_home
+    studies = _member_studies(home)
+    per_member = {}
+    for member, study_id in studies.items():
+        out = _cli(home, "effects", study_id, "--metric", "hier_mAP", "--json")
+        assert out.returncode == 0, out.stderr
+        per_member[member] = {name: e["mean"] for name, e in json.loads(out.stdout)["hier_mAP"].items()}
+    out = _cli(home, "effects", "tinyfam", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert list(doc["effects"]) == ["geom_R", "geom_S", "loss_E", "loss_H", "interaction"]
+    for name, e in doc["effects"].items():
+        values = [per_member[m][name] for m in ("flat", "curved")]
+        assert e["per_member"] == pytest.approx({"flat": values[0], "curved": values[1]}, abs=1e-12)
+        assert e["mean"] == pytest.approx(sum(values) / 2, abs=1e-12)
+        assert e["sd"] == pytest.approx(_sample_sd(values), abs=1e-12)
+        assert e["n_members"] == 2
+    text = _cli(home, "effects", "tinyfam")
+    assert text.returncode == 0 and "pooled over members" in text.stdout
