@@ -11,7 +11,7 @@ from hierconsole.study.export import ANALYSIS_TABLES, analysis_frame
 from hierconsole.study.records import get_study
 from hierconsole.study.storage import Store
 from hierconsole.study.views import sql_list
-from hierconsole.vocabulary import RANKING_METRICS
+from hierconsole.vocabulary import RANKING_METRICS, JobKind
 
 
 def registered_aggregation(store: Store, study_id: str) -> str:
@@ -77,9 +77,9 @@ def selected_epochs(store: Store, study_id: str) -> list[dict]:
     """Per final cell: seed, arm, the epoch it selected on validation and that validation score (for a
     study with `training.select_epoch`; the validation-best record otherwise)."""
     return store.dicts(
-        "SELECT seed, arm, best_epoch AS epoch, best_score AS score FROM runs WHERE study_id = ? AND kind = 'final' "
+        "SELECT seed, arm, best_epoch AS epoch, best_score AS score FROM runs WHERE study_id = ? AND kind = ? "
         "ORDER BY seed, arm",
-        [study_id],
+        [study_id, JobKind.FINAL],
     )
 
 
