@@ -343,7 +343,10 @@ def relation_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def structure_preserving_shuffle(tax: Taxonomy, seed: int = SHUFFLE_SEED) -> Taxonomy:
-    """A taxonomy with the same shape but leaves and middles re-attached at random (paper S9 control).
+    """A taxonomy with the same shape but every leaf and middle re-attached at random (the whole tree).
+
+    Studies use `development_shuffle`, which moves only the groups training can see (paper S9); this
+    whole-tree form also moves test-only groups and so reaches a different fixed-point minimum.
 
     Guarantees, for any seed:
     - names and their order at every level are unchanged, so leaf labels (indices) stay the same;
@@ -365,6 +368,72 @@ def structure_preserving_shuffle(tax: Taxonomy, seed: int = SHUFFLE_SEED) -> Tax
         leaf_middle=leaf_middle,
         middle_high=middle_high,
         level_names=tax.level_names,
+    )
+
+
+@dataclass(frozen=True)
+class DevelopmentShuffle:
+    """The training taxonomy of the semantic-alignment control, with its evidence (paper S9).
+
+    Only the development part of the tree moves: leaves with a development sample and the middles that
+    hold them. Test-only leaves and middles keep their true parents, and evaluation (validation and
+    test) always reads the true taxonomy; only the training labels come from `taxonomy`.
+    """
+
+    taxonomy: Taxonomy
+    seed: int
+    dev_leaves: np.ndarray
+    """Leaf indices with at least one development (train + validation) sample, ascending."""
+    dev_middles: np.ndarray
+    """Middle indices holding a development leaf, ascending."""
+    leaf_fixed: int
+    """Development leaves left under their true middle."""
+    middle_fixed: int
+    """Development middles left under their true high."""
+    leaf_min: int
+    middle_min: int
+    """The fewest fixed points the development group sizes allow (reached by construction)."""
+
+    @property
+    def sha256(self) -> str:
+        return self.taxonomy.sha256()
+
+
+def development_shuffle(tax: Taxonomy, dev_leaves: Iterable[int], seed: int = SHUFFLE_SEED) -> DevelopmentShuffle:
+    """Re-attach the development leaves among the development middles, and those middles among their
+    highs, keeping each group's size and leaving the fewest items under their true parent.
+
+    The multiset of development leaves per middle and of development middles per high is unchanged, so
+    the supervision keeps its shape and loses only its meaning. A pure function of (taxonomy, leaves,
+    seed). Whole-tree shuffles (`structure_preserving_shuffle`) would also move test-only groups, whose
+    labels no training run ever sees, and so reach a different fixed-point minimum.
+    """
+    leaves = np.unique(np.asarray(list(dev_leaves), dtype=np.int64))
+    if len(leaves) == 0:
+        raise ValueError("a development shuffle needs at least one development leaf")
+    middles = np.unique(tax.leaf_middle[leaves])
+    rng = np.random.default_rng(seed)
+    leaf_middle = tax.leaf_middle.copy()
+    middle_high = tax.middle_high.copy()
+    leaf_middle[leaves] = _deranged_permutation(tax.leaf_middle[leaves], rng)
+    middle_high[middles] = _deranged_permutation(tax.middle_high[middles], rng)
+    shuffled = Taxonomy(
+        leaves=tax.leaves,
+        middles=tax.middles,
+        highs=tax.highs,
+        leaf_middle=leaf_middle,
+        middle_high=middle_high,
+        level_names=tax.level_names,
+    )
+    return DevelopmentShuffle(
+        taxonomy=shuffled,
+        seed=seed,
+        dev_leaves=leaves,
+        dev_middles=middles,
+        leaf_fixed=int((leaf_middle[leaves] == tax.leaf_middle[leaves]).sum()),
+        middle_fixed=int((middle_high[middles] == tax.middle_high[middles]).sum()),
+        leaf_min=min_fixed_points(tax.leaf_middle[leaves]),
+        middle_min=min_fixed_points(tax.middle_high[middles]),
     )
 
 

@@ -1,5 +1,6 @@
--- hierconsole store, schema version 1. Applied by hierconsole.storage on a new store; later versions
--- add migrations in storage.MIGRATIONS rather than editing this file's meaning.
+-- hierconsole store, schema version 2. Applied by hierconsole.storage on a new store. Every statement is
+-- idempotent (IF NOT EXISTS): version 2 only added tables, so the migration from version 1 re-applies
+-- this file (storage.MIGRATIONS). A later change to an existing table needs a migration of its own.
 
 CREATE TABLE IF NOT EXISTS meta (
     key   VARCHAR PRIMARY KEY,
@@ -165,4 +166,41 @@ CREATE TABLE IF NOT EXISTS events (
     payload JSON NOT NULL,
     ts      TIMESTAMP NOT NULL,
     PRIMARY KEY (job_id, key)
+);
+
+-- Version 2 --------------------------------------------------------------------------------------------
+
+-- The training taxonomy of a semantic-alignment control (preset controls.taxonomy_shuffle): development
+-- leaves and middles re-attached at random, group sizes kept. Evaluation always reads the true taxonomy.
+CREATE TABLE IF NOT EXISTS taxonomy_shuffles (
+    study_id     VARCHAR PRIMARY KEY,
+    seed         BIGINT NOT NULL,
+    sha256       VARCHAR NOT NULL,         -- Taxonomy.sha256 of the training taxonomy
+    leaf_middle  JSON NOT NULL,            -- the permutation: training middle index per leaf
+    middle_high  JSON NOT NULL,            -- training high index per middle
+    dev_leaves   INTEGER NOT NULL,         -- leaves with a development sample (the only ones moved)
+    dev_middles  INTEGER NOT NULL,
+    leaf_fixed   INTEGER NOT NULL,         -- development leaves left under their true middle
+    leaf_min     INTEGER NOT NULL,         -- the fewest the group sizes allow
+    middle_fixed INTEGER NOT NULL,         -- development middles left under their true high
+    middle_min   INTEGER NOT NULL,
+    path         VARCHAR NOT NULL          -- npz (leaf_middle, middle_high) that training jobs read
+);
+
+-- A family: studies of one base preset, each member with its overrides, sharing the training seeds.
+CREATE TABLE IF NOT EXISTS families (
+    family_id   VARCHAR PRIMARY KEY,
+    name        VARCHAR NOT NULL,
+    definition  JSON NOT NULL,             -- base preset, members and their overrides, declared contrasts
+    sha256      VARCHAR NOT NULL,
+    created_at  TIMESTAMP NOT NULL DEFAULT current_timestamp
+);
+
+CREATE TABLE IF NOT EXISTS family_members (
+    family_id VARCHAR NOT NULL,
+    member    VARCHAR NOT NULL,
+    position  INTEGER NOT NULL,
+    study_id  VARCHAR NOT NULL,
+    overrides JSON NOT NULL,               -- dotted key -> value, on top of the base preset
+    PRIMARY KEY (family_id, member)
 );

@@ -36,7 +36,9 @@ SELECT study_id, aggregation, level, metric, seed, effect, value
 FROM wide,
 LATERAL (VALUES
     ${effects}
-) AS e(effect, value);
+) AS e(effect, value)
+-- An effect needing an arm the study does not train is left out, not reported as null.
+WHERE value IS NOT NULL;
 
 CREATE OR REPLACE VIEW effects_summary AS
 SELECT study_id, aggregation, level, metric, effect, avg(value) AS mean, stddev_samp(value) AS sd,

@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -25,21 +26,28 @@ from hierconsole.study.effects import (
     Redistribution,
     SimpleEffects,
     arm_table,
+    can_redistribute,
     effects_json,
     load_effects_csv,
+    omitted_text,
     redistribution,
     seeds_of,
     simple_effects,
 )
 from hierconsole.study.export import (
     ANALYSIS_TABLES,
+    FAMILY_TABLES,
     FORMATS,
     MAX_PRECISION,
+    STDOUT,
     TABLES,
     analysis_frame,
+    check_format,
     check_table,
     export_table,
+    write_table,
 )
+from hierconsole.study.storage import Store
 from hierconsole.vocabulary import ARM_LEGEND, ARMS, LEVELS
 
 ARM_PRECISION = 4
@@ -54,7 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Mean ± sample SD per arm and the paired simple effects H_R-E_R, H_S-E_S, E_S-E_R, "
         "H_S-H_R and (H_S-E_S)-(H_R-E_R), per seed and across seeds.",
     )
-    p.add_argument("study", nargs="?", metavar="STUDY", help="study id in the store")
+    p.add_argument(
+        "study", nargs="?", metavar="STUDY", help="study id in the store, or a family (its members' effects pooled)"
+    )
     p.add_argument(
         "--from-csv",
         metavar="FILE",
@@ -77,7 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=cmd_effects)
 
-    names = ", ".join(TABLES)
+    names = ", ".join([*TABLES, *FAMILY_TABLES])
     e = subparsers.add_parser(
         "export",
         help="write a table (runs, metrics, arms, effects, ...) as CSV, Parquet, JSON, Markdown or LaTeX",
@@ -86,6 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     e.add_argument("table", metavar="TABLE", help=f"one of: {names}")
     e.add_argument("--study", metavar="ID", help="study id (tables of one study)")
+    e.add_argument("--family", metavar="ID", help="family id or name (family tables: contrasts)")
     e.add_argument(
         "--from-csv",
         metavar="FILE",
@@ -126,11 +137,19 @@ def _per_seed(args: argparse.Namespace) -> tuple[pl.DataFrame, str]:
 
 
 def cmd_effects(args: argparse.Namespace) -> int:
+    if args.study and not args.from_csv:
+        with open_for_reading(args.home) as store:
+            if _is_family_only(store, args.study):
+                return _family_effects(args, store)
     per_seed, source = _per_seed(args)
     effects = simple_effects(per_seed, args.metric, source=source)
+    omitted = omitted_text(per_seed["arm"].to_list())
     if args.json:
-        # Plain stdout, not rich: the JSON must reach pipes byte-exact, without wrapping or colour.
+        # Plain stdout, not rich: the JSON must reach pipes byte-exact, without wrapping or colour; the
+        # note on omitted effects goes to stderr so the JSON's shape stays that of a full study.
         sys.stdout.write(json.dumps(effects_json(effects), indent=2) + "\n")
+        if omitted:
+            print(f"note: {omitted}", file=sys.stderr)
         return 0
     if args.precision is not None and not 0 <= args.precision <= MAX_PRECISION:
         raise HierconsoleError(
@@ -148,6 +167,8 @@ def cmd_effects(args: argparse.Namespace) -> int:
         effect_digits,
         compact_digits=ARM_PRECISION if args.precision is None else args.precision,
     )
+    if omitted:
+        console.print(f"[yellow]note:[/] {escape(omitted)}", highlight=False)
     return 0
 
 
@@ -166,14 +187,16 @@ def print_results(
     fullest form that fits the console, then the legends of arms and effects."""
     arms = arm_table(per_seed, metrics or list(effects), source=source)
     console.print(fitted(console, arm_rich_table(arms, arm_digits, source), arm_rich_table(arms, arm_digits, source, compact=True)))
-    console.print(
-        fitted(
-            console,
-            effects_rich_table(effects, effect_digits),
-            effects_rich_table(effects, compact_digits, compact=True),
+    if any(effects[m] for m in effects):  # a study without the cells of any effect shows none
+        console.print(
+            fitted(
+                console,
+                effects_rich_table(effects, effect_digits),
+                effects_rich_table(effects, compact_digits, compact=True),
+            )
         )
-    )
-    if all(f"{level}_mAP" in per_seed.columns for level in LEVELS) and (metrics is None or "leaf_mAP" in effects):
+    every_level = all(f"{level}_mAP" in per_seed.columns for level in LEVELS)
+    if every_level and (metrics is None or "leaf_mAP" in effects) and can_redistribute(per_seed):
         result = redistribution(per_seed, "mAP", source=source)
         console.print(
             fitted(
@@ -283,6 +306,8 @@ def redistribution_rich_table(result: Redistribution, digits: int, *, compact: b
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.table in FAMILY_TABLES or args.family:
+        return _export_family_table(args)
     table = check_table(args.table)
     if args.from_csv:
         if args.study:
@@ -316,4 +341,84 @@ def cmd_export(args: argparse.Namespace) -> int:
     )
     if path is not None:  # standard output holds the table itself, nothing else
         print(f"wrote table {table} ({frame.height} rows) to {path}")
+    return 0
+
+
+def _export_family_table(args: argparse.Namespace) -> int:
+    if args.table not in FAMILY_TABLES:
+        raise HierconsoleError(
+            f"table {args.table!r} is a study table; --family exports {', '.join(FAMILY_TABLES)}\n"
+            f"  fix: use --study ID for {args.table}"
+        )
+    if not args.family or args.study or args.from_csv:
+        raise HierconsoleError(f"table {args.table!r} needs --family FAMILY (and neither --study nor --from-csv)")
+    if args.metric and len(args.metric) > 1:
+        raise HierconsoleError("--metric: give one metric for the contrasts table")
+    from hierconsole.study.contrasts import DEFAULT_METRIC, contrasts_frame, metric_columns
+    from hierconsole.study.families import family_contrasts
+
+    metric = args.metric[0] if args.metric else DEFAULT_METRIC
+    metric_columns(metric)
+    if args.output != STDOUT:
+        check_format(args.fmt, args.output)
+    with open_for_reading(args.home) as store:
+        _, contrasts = family_contrasts(store, args.family, metric=metric)
+    frame = contrasts_frame(contrasts)
+    path = write_table(frame, args.output, args.fmt, force=args.force, precision=args.precision)
+    if path is not None:  # standard output holds the table itself, nothing else
+        print(f"wrote table {args.table} ({frame.height} rows) to {path}")
+    return 0
+
+
+def _is_family_only(store: Store, ref: str) -> bool:
+    """A family name or id that is not a study's id or name: `effects FAMILY` pools its members' effects
+    (member studies are named `FAMILY.member`, so a prefix match on studies must not win)."""
+    from hierconsole.study.read.families import is_family
+
+    exact = store.one("SELECT 1 FROM studies WHERE study_id = ? OR name = ?", [ref, ref])
+    return exact is None and is_family(store, ref)
+
+
+def _family_effects(args: argparse.Namespace, store: Store) -> int:
+    """Each member's effects (averaged over its seeds) and their mean ± SD over members: the outer split as
+    the unit, as the paper reads its outer-split studies."""
+    from hierconsole.study.families import family_effects
+    from hierconsole.vocabulary import HIER_METRIC
+
+    if args.metric and len(args.metric) > 1:
+        raise HierconsoleError("--metric: give one metric for a family's pooled effects")
+    metric = args.metric[0] if args.metric else HIER_METRIC
+    family, pooled = family_effects(store, args.study, metric=metric)
+    if args.json:
+        doc = {
+            "family": family.family_id,
+            "metric": metric,
+            "effects": {
+                name: {"per_member": e.per_study, "mean": e.mean, "sd": e.sd, "positive_members": e.positive, "n_members": e.n}
+                for name, e in pooled.items()
+            },
+        }
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return 0
+    digits = EFFECT_PRECISION if args.precision is None else args.precision
+    members = [m.member for m in family.members]
+    table = Table(
+        title=f"{family.name}: effects of {metric} per member (mean over its seeds), pooled over members",
+        title_justify="left",
+    )
+    table.add_column("effect", no_wrap=True)
+    table.add_column("definition", no_wrap=True, style="dim")
+    for m in members:
+        table.add_column(m, justify="right", no_wrap=True)
+    table.add_column("mean ± SD", justify="right", no_wrap=True)
+    table.add_column("positive", justify="right", no_wrap=True)
+    for name, e in pooled.items():
+        table.add_row(
+            name,
+            e.definition,
+            *(_signed(e.per_study[m], digits) for m in members),
+            _mean_sd(e.mean, e.sd, digits, signed=True),
+            Text(f"{e.positive}/{e.n} members"),
+        )
+    output_console().print(table)
     return 0

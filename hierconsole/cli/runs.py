@@ -17,6 +17,7 @@ from rich.text import Text
 from hierconsole.cli.output import confirmed, fits, fitted, output_console
 from hierconsole.cli.reading import open_for_reading
 from hierconsole.config import Preset, load_preset
+from hierconsole.config.family import Family
 from hierconsole.config.overrides import AssignmentError, parse_assignment
 from hierconsole.contract import events as ev
 from hierconsole.errors import HierconsoleError, StoreBusyError, StoreReadOnlyError, StoreWriteError
@@ -69,27 +70,30 @@ def _seeds(value: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"seeds must be comma-separated integers, got {value!r}") from None
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    def add_run_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--epochs", type=int, help="override training.epochs")
-        p.add_argument("--seeds", type=_seeds, help="override training.seeds, e.g. 42,2024")
-        p.add_argument("--device", choices=DEVICES, help="override compute.device")
-        p.add_argument("--parallel", type=int, metavar="N", help="worker processes at once (default: preset)")
-        p.add_argument("--gpus", type=_gpus, metavar="IDS", help="one worker per listed GPU, e.g. 0,1")
-        p.add_argument(
-            "--set",
-            dest="overrides",
-            type=_assignment,
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="override any preset option, e.g. --set training.lr=1e-4 (repeatable)",
-        )
-
-    r = sub.add_parser(
-        "run", help="run a study preset: the 2x2 factorial for each seed, then test and audits"
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--epochs", type=int, help="override training.epochs")
+    p.add_argument("--seeds", type=_seeds, help="override training.seeds, e.g. 42,2024")
+    p.add_argument("--device", choices=DEVICES, help="override compute.device")
+    p.add_argument("--parallel", type=int, metavar="N", help="worker processes at once (default: preset)")
+    p.add_argument("--gpus", type=_gpus, metavar="IDS", help="one worker per listed GPU, e.g. 0,1")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        type=_assignment,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any preset option, e.g. --set training.lr=1e-4 (repeatable)",
     )
-    r.add_argument("preset", help="a shipped preset name (demo, cub, ...) or a TOML file")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    r = sub.add_parser(
+        "run", help="run a study preset (the factorial for each seed, then test and audits) or a family"
+    )
+    r.add_argument(
+        "preset", help="a shipped preset or family name (demo, cub, nabirds-curvature-control, ...) or a TOML file"
+    )
     r.add_argument("--dataset", help="dataset id in the store (overrides data.dataset)")
     add_run_options(r)
     r.set_defaults(func=cmd_run)
@@ -295,8 +299,10 @@ def summarize(store: Store, study_id: str, console: Console) -> int:
     if study.phase != Phase.COMPLETE:
         return 1
     from hierconsole.cli.analysis import ARM_PRECISION, EFFECT_PRECISION, print_results
-    from hierconsole.study.effects import simple_effects
+    from hierconsole.study.effects import omitted_text, simple_effects
 
+    if study.preset.training.select_epoch:
+        console.print(selection_table(read.selected_epochs(store, study_id), study.preset.training.selection_score))
     table = read.per_seed(store, study_id)
     metrics = [*(f"{level}_{MAP}" for level in LEVELS), HIER_METRIC]
     print_results(
@@ -309,6 +315,9 @@ def summarize(store: Store, study_id: str, console: Console) -> int:
         compact_digits=ARM_PRECISION,
         metrics=metrics,
     )
+    omitted = omitted_text(table["arm"].to_list())
+    if omitted:
+        console.print(f"[yellow]note:[/] {escape(omitted)}", highlight=False)
     checks = read.stored_audits(store, study_id)
     console.print(audit_table(checks))
     return 0 if all(c.ok for c in checks) else 1
@@ -332,6 +341,16 @@ def next_steps(store: Store, study_id: str, home_given: bool, console: Console) 
         console.print(f"      {what}", style="dim", highlight=False)
 
 
+def selection_table(rows: list[dict], score: str) -> Table:
+    """The epoch each cell selected on development validation, frozen before the test was read."""
+    table = Table(title=f"epochs selected on validation ({score})", title_justify="left")
+    for col in ("seed", "arm", "epoch", f"validation {score}"):
+        table.add_column(col, justify="right" if col != "arm" else "left")
+    for r in rows:
+        table.add_row(str(r["seed"]), r["arm"], str(r["epoch"]), "" if r["score"] is None else f"{r['score']:.4f}")
+    return table
+
+
 def audit_table(checks: list[Check]) -> Table:
     table = Table(title="audits", title_justify="left")
     table.add_column("check", no_wrap=True)
@@ -353,6 +372,12 @@ def audit_table(checks: list[Check]) -> Table:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from hierconsole.config.family import is_family_file
+
+    if is_family_file(args.preset):
+        from hierconsole.config.family import load_family
+
+        return run_family(args, load_family(args.preset))
     console = output_console()
     with Store(args.home) as store:
         study_id, preset = start_study(store, args, args.preset, args.dataset)
@@ -533,3 +558,43 @@ def cmd_delete(args: argparse.Namespace) -> int:
         delete_study(store, study_id)
         output_console().print(f"deleted {study_id}")
     return 0
+
+
+# -- families ---------------------------------------------------------------------------------------
+
+
+def _cli_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    values: dict[str, Any] = dict(getattr(args, "overrides", None) or [])
+    if getattr(args, "epochs", None) is not None:
+        values["training.epochs"] = args.epochs
+    if getattr(args, "seeds", None) is not None:
+        values["training.seeds"] = list(args.seeds)
+    if getattr(args, "device", None) is not None:
+        values["compute.device"] = args.device
+    return values
+
+
+def run_family(args: argparse.Namespace, family: Family) -> int:
+    """Queue every member of a family, drive them to the end, then show members and declared contrasts."""
+    from hierconsole.cli.family_output import CONTRAST_PRECISION, families_table, print_contrast
+    from hierconsole.study.families import create_family, family_contrasts
+    from hierconsole.study.read.families import get_family
+
+    family = family.with_overrides(_cli_overrides(args))
+    console = output_console()
+    with Store(args.home) as store:
+        family_id, studies = create_family(store, family, getattr(args, "dataset", None))
+        seeds = list(family.members[0].preset.training.seeds)
+        console.print(
+            f"family [bold]{family_id}[/]: {len(studies)} members ({', '.join(m.name for m in family.members)}), "
+            f"seeds {seeds}"
+        )
+        parallel = args.parallel or family.members[0].preset.compute.max_parallel_jobs
+        drive(store, studies, parallel=parallel, console=console, gpus=getattr(args, "gpus", None))
+        codes = [summarize(store, s, console) for s in studies]
+        console.print(families_table([get_family(store, family_id)]))
+        if all(read.get_study(store, s).phase == Phase.COMPLETE for s in studies) and family.contrasts:
+            _, contrasts = family_contrasts(store, family_id)
+            for c in contrasts:
+                print_contrast(console, c, CONTRAST_PRECISION)
+        return max(codes)

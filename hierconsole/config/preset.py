@@ -38,16 +38,21 @@ from hierconsole.config.options import (
 from hierconsole.errors import ConfigError
 from hierconsole.vocabulary import (
     AGGREGATIONS,
+    ARMS,
     DEVICES,
     EUCLIDEAN,
     GEOMETRIES,
+    HIER_METRIC,
     LEVELS,
     LR_SCHEDULES,
+    MAP,
     OPTIMIZERS,
     SPLIT_PROTOCOLS,
+    SUPCON,
     SYNTHETIC_DATASETS,
     SYNTHETIC_PREFIX,
     Aggregation,
+    arm_name,
 )
 
 SYNTHETIC_REFS: tuple[str, ...] = tuple(f"{SYNTHETIC_PREFIX}{name}" for name in SYNTHETIC_DATASETS)
@@ -61,6 +66,8 @@ MAX_SEED = 2**32 - 1
 """numpy's legacy seeding accepts at most 32 bits; torch accepts more, so the smaller bound is the rule."""
 
 Temperature = float | Literal["tune"]
+SELECTION_SCORES: tuple[str, ...] = (HIER_METRIC, *(f"{level}_{MAP}" for level in LEVELS))
+"""Validation scores an epoch selection may use: the hier score (the default) or one level's mAP."""
 
 
 class _Dataset(Check):
@@ -91,6 +98,18 @@ class _Temperature(Check):
         if not math.isfinite(value) or value <= 0:
             raise Invalid(f"out of range: expected {self.expected}")
         return float(value)
+
+
+class _Cells(Check):
+    """A non-empty subset of the factorial's arms, kept in paper order whatever order it is written in."""
+
+    def __init__(self) -> None:
+        self.inner = ListOf(Choice(*ARMS), unique=True, what="the cells a study trains")
+        self.expected = self.inner.expected
+
+    def __call__(self, value: Any) -> tuple[str, ...]:
+        chosen = set(self.inner(value))
+        return tuple(arm for arm in ARMS if arm in chosen)
 
 
 _SEED = Number(integer=True, ge=0, le=MAX_SEED)
@@ -182,6 +201,9 @@ class TrainingConfig:
     seeds: tuple[int, ...] = option(
         ListOf(_SEED, unique=True), DEFAULT_SEEDS, doc="one job per training seed"
     )
+    cells: tuple[str, ...] = option(
+        _Cells(), ARMS, doc="the arms trained in lockstep within each seed (default: all four)"
+    )
     epochs: int = option(_COUNT, 100, doc="fixed endpoint of every final cell")
     optimizer: str = option(Choice(*OPTIMIZERS), OPTIMIZERS[0], doc="the optimiser every cell uses")
     lr: float = option(_POSITIVE, 5e-5)
@@ -202,6 +224,27 @@ class TrainingConfig:
         (1.0, 1.0, 1.0),
     )
     val_every: int = option(Number(integer=True, ge=0), 10, doc="validation period in epochs; 0 = never")
+    select_epoch: bool = option(
+        Bool(),
+        False,
+        doc="each cell selects its epoch on the development validation split (paper S9) instead of the fixed "
+        "endpoint; it then fits the train part only, and test scores the selected checkpoint after the lock",
+    )
+    selection_epochs: tuple[int, ...] | None = option(
+        Optional(ListOf(_COUNT, unique=True, sort=True, what="candidate epochs")),
+        None,
+        doc="select_epoch: the candidate epochs (default: every val_every epoch and the last)",
+    )
+    selection_score: str = option(
+        Choice(*SELECTION_SCORES), HIER_METRIC, doc="select_epoch: the validation score that picks the epoch"
+    )
+
+    def validates_at(self, epoch: int) -> bool:
+        """Whether a final run validates after `epoch`: at the candidate epochs when they are listed,
+        else every val_every epochs and at the end."""
+        if self.select_epoch and self.selection_epochs is not None:
+            return epoch in self.selection_epochs
+        return self.val_every > 0 and (epoch % self.val_every == 0 or epoch == self.epochs)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -213,8 +256,13 @@ class ComputeConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class ControlsConfig:
-    taxonomy_shuffle: bool = option(Bool(), False, doc="train on a structure-preserving shuffled taxonomy")
-    shuffle_seed: int = option(_SEED, DEFAULT_SHUFFLE_SEED)
+    taxonomy_shuffle: bool = option(
+        Bool(),
+        False,
+        doc="train on a structure-preserving shuffle of the development taxonomy (paper S9); validation and "
+        "test read the true taxonomy",
+    )
+    shuffle_seed: int = option(_SEED, DEFAULT_SHUFFLE_SEED, doc="seed of the taxonomy shuffle")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -234,6 +282,16 @@ class Preset:
     @property
     def name(self) -> str:
         return self.study.name
+
+    @property
+    def cells(self) -> tuple[str, ...]:
+        """The arms this study trains, in paper order."""
+        return self.training.cells
+
+    @property
+    def tuned_geometries(self) -> tuple[str, ...]:
+        """Geometries whose temperature is tuned: set to `tune` and with a SupCon cell to use it."""
+        return tuple(g for g in self.temperature.tuned_geometries if arm_name(g, SUPCON) in self.cells)
 
     def to_dict(self) -> dict[str, Any]:
         """Every option, defaults included, as plain JSON types with tables in TOML section order."""
@@ -393,13 +451,31 @@ def _cross_check(parts: dict[str, Any], problems: list[str]) -> None:
                     f"'hierarchy_disjoint'; remove it or set split.protocol = 'hierarchy_disjoint'"
                 )
     training: TrainingConfig = parts["training"]
+    if training.select_epoch:
+        if training.selection_epochs is None and training.val_every == 0:
+            problems.append(
+                "training.select_epoch = true needs candidate epochs: set training.val_every > 0 or list "
+                "training.selection_epochs"
+            )
+        late = [e for e in training.selection_epochs or () if e > training.epochs]
+        if late:
+            problems.append(
+                f"training.selection_epochs = {show(list(training.selection_epochs or ()))}: epoch(s) "
+                f"{', '.join(map(str, late))} exceed training.epochs = {training.epochs}"
+            )
+    else:
+        for key, default in (("selection_epochs", None), ("selection_score", HIER_METRIC)):
+            if getattr(training, key) != default:
+                problems.append(f"training.{key}: only used with training.select_epoch = true; set it or remove this")
     if not any(w > 0 for w in training.level_weights):
         problems.append(
             f"training.level_weights = {show(list(training.level_weights))}: all zero; "
             "expected at least one weight > 0"
         )
     tuning = parts["temperature"].tuning
-    if parts["temperature"].tuned_geometries and len(tuning.candidates) < 2:
+    supcon_geometries = {g for g in GEOMETRIES if arm_name(g, SUPCON) in training.cells}
+    tuned = [g for g in parts["temperature"].tuned_geometries if g in supcon_geometries]
+    if tuned and len(tuning.candidates) < 2:
         problems.append(
             f"temperature.tuning.candidates = {show(list(tuning.candidates))}: tuning needs at least two "
             "candidates; give more, or set the temperature to a number"

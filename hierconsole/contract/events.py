@@ -135,7 +135,8 @@ class Epoch(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class Validation(Event):
-    """One cell's validation-split retrieval after `epoch`, and its hier score."""
+    """One cell's validation-split retrieval after `epoch`, and the score that ranks epochs: the hier
+    score, or the preset's `training.selection_score` for a run that selects its epoch."""
 
     KIND = EventKind.VAL
     cell: str

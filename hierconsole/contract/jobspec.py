@@ -20,7 +20,7 @@ from typing import Any
 from hierconsole.config.preset import Preset
 from hierconsole.errors import HierconsoleError
 from hierconsole.locations import resolve
-from hierconsole.vocabulary import AGGREGATIONS, SUPCON, Aggregation, JobKind, arm_parts
+from hierconsole.vocabulary import AGGREGATIONS, HIER_METRIC, SUPCON, Aggregation, JobKind, arm_parts
 
 SPEC_VERSION = 2
 """Version 1 (the first release) restated the training options in a `hyper` block of its own."""
@@ -99,6 +99,9 @@ class JobSpec:
     training job (the `tuning_never_read_test` audit checks every spec)."""
     models: tuple[ModelRef, ...] = ()
     rescore: Rescore | None = None
+    train_taxonomy: str | None = None
+    """npz (leaf_middle, middle_high) of the taxonomy a shuffle control trains on: training kinds only.
+    Validation and test read the dataset's true taxonomy."""
     checkpoint_every: int = 1
     batched: bool = True
     """Train the cells as one stacked computation (`engine.batched`); False runs the per-cell reference."""
@@ -120,6 +123,22 @@ class JobSpec:
             return self.preset.temperature.tuning.epochs
         return self.preset.training.val_every
 
+    def validates_at(self, epoch: int) -> bool:
+        """Whether the job validates after `epoch` (a tuning run at its budget's end only)."""
+        if self.kind == JobKind.TUNE:
+            return epoch == self.preset.temperature.tuning.epochs
+        return self.preset.training.validates_at(epoch)
+
+    @property
+    def selects_epoch(self) -> bool:
+        """A final run that picks its checkpoint on validation (paper S9) rather than ending at a fixed epoch."""
+        return self.kind == JobKind.FINAL and self.preset.training.select_epoch
+
+    @property
+    def selection_score(self) -> str:
+        """The validation score that ranks epochs: the preset's for a selecting run, else the hier score."""
+        return self.preset.training.selection_score if self.selects_epoch else HIER_METRIC
+
     @property
     def aggregation(self) -> Aggregation:
         """The aggregation this job scores under: a re-score's own, else the study's registered one."""
@@ -133,10 +152,6 @@ class JobSpec:
     def threads(self) -> int:
         return self.preset.compute.threads_per_worker
 
-    @property
-    def taxonomy_shuffle_seed(self) -> int | None:
-        controls = self.preset.controls
-        return controls.shuffle_seed if controls.taxonomy_shuffle else None
 
     def resolved(self, home: Path) -> JobSpec:
         """The same spec with every stored (home-relative) path made a path on this machine."""
@@ -150,6 +165,7 @@ class JobSpec:
             out_dir=at(self.out_dir),
             train_split=None if self.train_split is None else at(self.train_split),
             val_split=None if self.val_split is None else at(self.val_split),
+            train_taxonomy=None if self.train_taxonomy is None else at(self.train_taxonomy),
             test_splits=tuple(TestSplit(t.seed, at(t.path)) for t in self.test_splits),
             models=tuple(replace(m, weights=at(m.weights)) for m in self.models),
             rescore=None
@@ -172,6 +188,7 @@ class JobSpec:
             "cells": [_cell_dict(c) for c in self.cells],
             "train_split": self.train_split,
             "val_split": self.val_split,
+            "train_taxonomy": self.train_taxonomy,
             "test_splits": [{"seed": t.seed, "path": t.path} for t in self.test_splits],
             "models": [
                 {"run_id": m.run_id, "seed": m.seed, "cell": _cell_dict(m.cell), "weights": m.weights}
@@ -212,6 +229,7 @@ class JobSpec:
             cells=tuple(CellSpec(**c) for c in d.get("cells", ())),
             train_split=d.get("train_split"),
             val_split=d.get("val_split"),
+            train_taxonomy=d.get("train_taxonomy"),
             test_splits=tuple(TestSplit(int(t["seed"]), t["path"]) for t in d.get("test_splits", ())),
             models=tuple(
                 ModelRef(m["run_id"], int(m["seed"]), CellSpec(**m["cell"]), m["weights"])

@@ -17,6 +17,7 @@ goes out as typed events (`contract.events`).
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import signal
 import time
@@ -47,7 +48,15 @@ from hierconsole.engine.losses import regression_loss, taxonomy_supcon_loss
 from hierconsole.engine.optim import Stepper, learning_rate, make_optimizer, set_learning_rate
 from hierconsole.engine.projector import Projector, count_trainable
 from hierconsole.engine.retrieval import evaluate
-from hierconsole.vocabulary import MAP, REGRESSION, SUPCON, Aggregation, hier_score
+from hierconsole.vocabulary import (
+    HIER_METRIC,
+    MAP,
+    REGRESSION,
+    SUPCON,
+    TRAINING_KINDS,
+    Aggregation,
+    hier_score,
+)
 
 Emit = Callable[[events.Event], None]
 VERIFY_SAMPLE = 256
@@ -169,6 +178,21 @@ def validation_scores(
     return result.aggregate(aggregation)
 
 
+def training_labels(spec: JobSpec, fs: FeatureSet) -> np.ndarray:
+    """[N, 3] labels a training job fits: the dataset's, or those of the shuffle control's taxonomy."""
+    if spec.train_taxonomy is None:
+        if spec.preset.controls.taxonomy_shuffle and spec.kind in TRAINING_KINDS:
+            raise ValueError(f"{spec.job_id}: the preset asks for a taxonomy shuffle but the spec names no training taxonomy")
+        return fs.labels
+    with np.load(spec.train_taxonomy) as z:
+        leaf_middle, middle_high = z["leaf_middle"].astype(np.int64), z["middle_high"].astype(np.int64)
+    if len(leaf_middle) != fs.taxonomy.n_leaves or len(middle_high) != fs.taxonomy.n_middles:
+        raise ValueError(f"{spec.train_taxonomy}: training taxonomy does not fit the dataset's tree")
+    leaf = fs.labels[:, 0]
+    middle = leaf_middle[leaf]
+    return np.stack([leaf, middle, middle_high[middle]], axis=1)
+
+
 @dataclass
 class Cell:
     spec: CellSpec
@@ -215,13 +239,15 @@ class FactorialTrainer:
         self.device = resolve_device(spec.device)
         torch.set_num_threads(max(1, spec.threads))
         fs = FeatureSet.load(Path(spec.dataset_dir), expect_sha256=spec.dataset_sha256)
-        labels = fs.labels
-        if spec.taxonomy_shuffle_seed is not None:
-            from hierconsole.taxonomy import structure_preserving_shuffle
-
-            labels = structure_preserving_shuffle(fs.taxonomy, spec.taxonomy_shuffle_seed).labels(fs.leaf)
+        labels = training_labels(spec, fs)
         self.features = torch.from_numpy(np.ascontiguousarray(fs.features)).to(self.device, dtype)
         self.labels = torch.from_numpy(np.ascontiguousarray(labels)).to(self.device)
+        # Validation scores against the true taxonomy even when training fits a shuffled one (paper S9).
+        self.true_labels = (
+            self.labels
+            if spec.train_taxonomy is None
+            else torch.from_numpy(np.ascontiguousarray(fs.labels)).to(self.device)
+        )
         self.in_dim = int(fs.features.shape[1])
         # Batch order, batch hashes and host-side label decisions come from CPU copies, so an accelerator
         # never waits for a device-to-host copy inside the epoch.
@@ -408,11 +434,7 @@ class FactorialTrainer:
                         seconds=seconds,
                     )
                 )
-            if (
-                self.val is not None
-                and spec.val_every > 0
-                and (epoch % spec.val_every == 0 or epoch == epochs)
-            ):
+            if self.val is not None and spec.validates_at(epoch):
                 self._validate(cells, epoch)
             if epoch % spec.checkpoint_every == 0 or epoch == epochs:
                 digest = checkpoints.save_checkpoint(
@@ -467,12 +489,13 @@ class FactorialTrainer:
             if batched_z is not None:
                 assert self.batched is not None
                 zq, zg = batched_z[i][: q.numel()], batched_z[i][q.numel() :]
-                result = evaluate(zq, zg, self.labels[q], self.labels[g], self.batched.geometry(i))
+                result = evaluate(zq, zg, self.true_labels[q], self.true_labels[g], self.batched.geometry(i))
                 metrics = result.aggregate(self.spec.aggregation)
             else:
                 assert c.model is not None
-                metrics = validation_scores(c.model, self.features, self.labels, q, g, self.spec.aggregation)
-            score = hier_score({level: m[MAP] for level, m in metrics.items()})
+                metrics = validation_scores(c.model, self.features, self.true_labels, q, g, self.spec.aggregation)
+            score = selection_value(metrics, self.spec.selection_score)
+            # Strictly better only: a tie keeps the earlier epoch, so the choice never depends on noise order.
             if score > c.best_score:
                 c.best_score, c.best_epoch = score, epoch
                 checkpoints.save_payload(
@@ -489,6 +512,13 @@ class FactorialTrainer:
             )
 
     def _finish(self, cells: list[Cell]) -> dict[str, events.Final]:
+        if self.spec.selects_epoch:
+            unscored = [c.spec.key for c in cells if c.best_epoch < 0]
+            if unscored:
+                raise ValueError(
+                    f"{self.spec.job_id}: cell(s) {', '.join(unscored)} have no finite "
+                    f"{self.spec.selection_score} at any candidate epoch, so no epoch can be selected"
+                )
         verify = self.features[self.train_idx[: min(VERIFY_SAMPLE, self.train_idx.numel())]]
         summary = {}
         for i, c in enumerate(cells):
@@ -510,6 +540,16 @@ class FactorialTrainer:
             self.emit(event)
             summary[c.spec.key] = event
         return summary
+
+
+def selection_value(metrics: dict[str, dict[str, float]], score: str) -> float:
+    """A validation score by name: the hier score (`hier_mAP`) or one level's mAP (`middle_mAP`); NaN
+    (never selected) when the level has no valid query."""
+    if score == HIER_METRIC:
+        return hier_score({level: m[MAP] for level, m in metrics.items()})
+    level, _, metric = score.partition("_")
+    value = metrics.get(level, {}).get(metric)
+    return math.nan if value is None else float(value)
 
 
 def _float_metrics(metrics: dict[str, dict[str, float | int]]) -> dict[str, dict[str, float]]:

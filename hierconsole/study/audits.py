@@ -7,6 +7,7 @@ failing check's evidence names the offending cells (as `<job>/<arm>`, e.g. `fina
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -16,12 +17,25 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from hierconsole.config.preset import Preset
 from hierconsole.contract import layout
 from hierconsole.contract.jobspec import JobSpec
 from hierconsole.locations import job_dir, resolve
-from hierconsole.study import split_files
+from hierconsole.study import plan, split_files
+from hierconsole.study.catalog import load_dataset
 from hierconsole.study.storage import Store
-from hierconsole.vocabulary import POINCARE, TRAINING_KINDS, JobKind, JobState
+from hierconsole.taxonomy import Taxonomy
+from hierconsole.vocabulary import (
+    HIER,
+    HIER_METRIC,
+    MAP,
+    POINCARE,
+    TRAINING_KINDS,
+    JobKind,
+    JobState,
+    arm_parts,
+    hier_score,
+)
 
 NORM_TOLERANCE = 1e-6  # float32 rounding of the analytic bound
 SHOWN = 5
@@ -74,6 +88,10 @@ def _preset(store: Store, study_id: str) -> dict[str, Any]:
     row = store.one("SELECT preset FROM studies WHERE study_id = ?", [study_id])
     assert row is not None  # audits run on a registered study
     return json.loads(row[0])
+
+
+def _registered(store: Store, study_id: str) -> Preset:
+    return Preset.from_dict(_preset(store, study_id), source=f"study {study_id}")
 
 
 def _split_path(store: Store, study_id: str, role: str) -> str:
@@ -165,7 +183,8 @@ def check_update_budget(store: Store, study_id: str) -> Check:
     runs = _final_runs(store, study_id)
     if not runs or any(r["updates"] is None for r in runs):
         return Check("update_budget", None, "final runs not finished")
-    with np.load(_split_path(store, study_id, split_files.FINAL_TRAIN)) as z:
+    role = plan.final_train_role(_registered(store, study_id))
+    with np.load(_split_path(store, study_id, role)) as z:
         n = len(z["fit"])
     t = _preset(store, study_id)["training"]
     per_epoch = n // t["batch_size"] if t["drop_last"] else -(-n // t["batch_size"])
@@ -193,6 +212,10 @@ def check_reload(store: Store, study_id: str) -> Check:
 
 def check_ball(store: Store, study_id: str) -> Check:
     runs = [r for r in _final_runs(store, study_id) if r["geometry"] == POINCARE]
+    trained = _preset(store, study_id)["training"]["cells"]
+    if not any(arm_parts(arm)[0] == POINCARE for arm in trained):
+        # Nothing to bound: the check holds vacuously rather than waiting for embeddings that never come.
+        return Check("hyperbolic_norms_in_ball", True, f"no hyperbolic cell in this study (cells {', '.join(trained)})")
     if not runs or any(r["max_norm"] is None for r in runs):
         return Check("hyperbolic_norms_in_ball", None, "no official-test hyperbolic embeddings yet")
     bad = []
@@ -339,6 +362,126 @@ def check_threads(store: Store, study_id: str) -> Check:
     return Check("fixed_thread_count", not bad, _evidence(summary, bad))
 
 
+def check_taxonomy_shuffle(store: Store, study_id: str) -> Check:
+    """A shuffle control trains on a development-only shuffle and evaluates on the true taxonomy."""
+    name = "taxonomy_shuffle_development_only"
+    if not _preset(store, study_id)["controls"]["taxonomy_shuffle"]:
+        return Check(name, True, "no shuffle control: every job trains and evaluates on the true taxonomy")
+    row = store.dicts("SELECT * FROM taxonomy_shuffles WHERE study_id = ?", [study_id])
+    if not row:
+        return Check(name, False, "the preset asks for a taxonomy shuffle but the store records none")
+    r = row[0]
+    dataset = store.one("SELECT dataset_id FROM studies WHERE study_id = ?", [study_id])
+    assert dataset is not None  # audits run on a registered study
+    ds = load_dataset(store, dataset[0])
+    true = ds.taxonomy
+    with np.load(resolve(store.home, r["path"])) as z:
+        lm, mh = z["leaf_middle"].astype(np.int64), z["middle_high"].astype(np.int64)
+    with np.load(_split_path(store, study_id, split_files.FINAL_TRAIN)) as z:
+        dev_rows = z["fit"]
+    dev_leaves = np.unique(ds.leaf[dev_rows])
+    dev_middles = np.unique(true.leaf_middle[dev_leaves])
+    bad = []
+    shuffled = Taxonomy(
+        leaves=true.leaves, middles=true.middles, highs=true.highs, leaf_middle=lm, middle_high=mh,
+        level_names=true.level_names,
+    )
+    if shuffled.sha256() != r["sha256"]:
+        bad.append(f"the training-taxonomy file hashes to {shuffled.sha256()[:12]}, the store says {r['sha256'][:12]}")
+    other_leaves = np.setdiff1d(np.arange(true.n_leaves), dev_leaves)
+    other_middles = np.setdiff1d(np.arange(true.n_middles), dev_middles)
+    moved = int((lm[other_leaves] != true.leaf_middle[other_leaves]).sum()) + int(
+        (mh[other_middles] != true.middle_high[other_middles]).sum()
+    )
+    if moved:
+        bad.append(f"{moved} test-only leaves or middles were moved")
+    if sorted(lm[dev_leaves].tolist()) != sorted(true.leaf_middle[dev_leaves].tolist()) or sorted(
+        mh[dev_middles].tolist()
+    ) != sorted(true.middle_high[dev_middles].tolist()):
+        bad.append("group sizes differ from the true development taxonomy")
+    leaf_fixed = int((lm[dev_leaves] == true.leaf_middle[dev_leaves]).sum())
+    middle_fixed = int((mh[dev_middles] == true.middle_high[dev_middles]).sum())
+    if (leaf_fixed, middle_fixed) != (r["leaf_min"], r["middle_min"]):
+        bad.append(
+            f"fixed points leaf->middle {leaf_fixed}, middle->high {middle_fixed}; the minimum is "
+            f"{r['leaf_min']}, {r['middle_min']}"
+        )
+    for job_id, kind in store.rows("SELECT job_id, kind FROM jobs WHERE study_id = ? ORDER BY job_id", [study_id]):
+        spec = JobSpec.read(layout.spec_path(job_dir(store.home, job_id)))
+        short = job_id.split("/", 1)[1]
+        if kind in TRAINING_KINDS and spec.train_taxonomy != r["path"]:
+            bad.append(f"{short} does not train on the recorded shuffled taxonomy")
+        if kind not in TRAINING_KINDS and spec.train_taxonomy is not None:
+            bad.append(f"{short} ({kind}) was handed the shuffled taxonomy")
+    summary = (
+        f"seed {r['seed']}, training taxonomy {r['sha256'][:12]}: {len(dev_leaves)} development leaves and "
+        f"{len(dev_middles)} middles shuffled, {len(other_leaves)} test-only leaves and {len(other_middles)} "
+        f"middles unmoved; fixed points leaf->middle {leaf_fixed} (min {r['leaf_min']}), middle->high "
+        f"{middle_fixed} (min {r['middle_min']}); validation and test read the true taxonomy"
+    )
+    return Check(name, not bad, _evidence(summary, bad))
+
+
+def _selection_score(levels: dict[str, float | None], level: str) -> float:
+    """The stored validation mAP of one level, or the hier score; NaN when it has no value."""
+    if level == HIER:
+        return hier_score(levels)
+    value = levels.get(level)
+    return math.nan if value is None else float(value)
+
+
+def check_epoch_selection(store: Store, study_id: str) -> Check:
+    """A study that selects epochs picked, per cell, the best candidate by validation score alone, and
+    test scores that checkpoint; a fixed-endpoint study scores its last epoch."""
+    name = "epoch_selected_on_validation"
+    preset = _registered(store, study_id)
+    training = preset.training
+    if not training.select_epoch:
+        return Check(name, True, f"fixed endpoint: every cell is scored at epoch {training.epochs}")
+    runs = _final_runs(store, study_id)
+    if not runs or any(r["final_sha256"] is None for r in runs):
+        return Check(name, None, "final runs not finished")
+    score = training.selection_score
+    level, _, metric = (HIER, "", MAP) if score == HIER_METRIC else score.partition("_")
+    rows = store.rows(
+        "SELECT run_id, epoch, level, value FROM val_metrics WHERE run_id IN "
+        "(SELECT run_id FROM runs WHERE study_id = ? AND kind = ?) AND aggregation = ? AND metric = ?",
+        [study_id, JobKind.FINAL, preset.evaluation.aggregation, MAP if level == HIER else metric],
+    )
+    by_run: dict[str, dict[int, dict[str, float | None]]] = defaultdict(lambda: defaultdict(dict))
+    for run_id, epoch, lv, value in rows:
+        by_run[run_id][epoch][lv] = value
+    bad, shown = [], []
+    for r in runs:
+        epochs = by_run.get(r["run_id"], {})
+        scores = {e: _selection_score(levels, level) for e, levels in epochs.items()}
+        candidates = {e: v for e, v in scores.items() if training.validates_at(e) and not math.isnan(v)}
+        cell = cell_name(r["run_id"])
+        if not candidates:
+            bad.append(f"{cell} has no validation score at a candidate epoch")
+            continue
+        best = max(candidates.values())
+        first_best = min(e for e, v in candidates.items() if v == best)
+        if r["best_epoch"] != first_best:
+            bad.append(f"{cell} selected epoch {r['best_epoch']}, but the best {score} is at epoch {first_best}")
+        shown.append(f"{cell} epoch {r['best_epoch']} ({best:.4f})")
+    # Selection saw no test sample: final runs fit the train part and validate on the validation split.
+    with np.load(_split_path(store, study_id, split_files.VAL)) as z:
+        val = set(np.concatenate([z["query"], z["gallery"]]).tolist())
+    with np.load(_split_path(store, study_id, plan.final_train_role(preset))) as z:
+        overlap = len(val.intersection(z["fit"].tolist()))
+    if overlap:
+        bad.append(f"the final runs fit {overlap} validation samples they select on")
+    evaluate = store.one("SELECT job_id FROM jobs WHERE study_id = ? AND kind = ?", [study_id, JobKind.EVALUATE])
+    if evaluate is not None:
+        spec = JobSpec.read(layout.spec_path(job_dir(store.home, evaluate[0])))
+        wrong = [m.run_id for m in spec.models if not m.weights.endswith(layout.best_model(m.cell))]
+        if wrong:
+            bad.append(f"evaluation scores {len(wrong)} cells at another checkpoint than the selected one")
+    summary = f"selected by validation {score} ({preset.evaluation.aggregation}), no test read: {_listed(shown)}"
+    return Check(name, not bad, _evidence(summary, bad))
+
+
 CHECKS: tuple[Callable[[Store, str], Check], ...] = (
     check_parameters,
     check_same_init,
@@ -350,6 +493,8 @@ CHECKS: tuple[Callable[[Store, str], Check], ...] = (
     check_test_after_lock,
     check_tuning_isolated,
     check_threads,
+    check_taxonomy_shuffle,
+    check_epoch_selection,
 )
 
 

@@ -248,20 +248,48 @@ def arm_table(
     )
 
 
+def arms_present(arms: Iterable[str]) -> tuple[str, ...]:
+    """The arms among `arms`, in :data:`ARMS` order."""
+    found = set(arms)
+    return tuple(a for a in ARMS if a in found)
+
+
+def omitted_effects(arms: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Effects that need an arm absent from `arms`: name -> the missing arms (a study training a subset
+    of the cells has no value for them, which is not the same as a zero)."""
+    present = set(arms)
+    return {
+        name: tuple(a for a in ARMS if a in contrast.arms and a not in present)
+        for name, contrast in CONTRASTS.items()
+        if not contrast.arms <= present
+    }
+
+
+def omitted_text(arms: Iterable[str]) -> str | None:
+    """One line saying which effects are left out and why; None when every effect is computable."""
+    omitted = omitted_effects(arms)
+    if not omitted:
+        return None
+    parts = [f"{name} ({EFFECTS[name]}) needs {', '.join(missing)}" for name, missing in omitted.items()]
+    return f"not computed, the study trains only {', '.join(arms_present(arms))}: " + "; ".join(parts)
+
+
 def _paired_seeds(cells: Mapping[tuple[str, int], object], source: str) -> list[int]:
+    """Seeds of the table; every seed must hold every arm the table holds (any subset of the four)."""
     seeds = sorted({seed for _, seed in cells})
+    present = arms_present(a for a, _ in cells)
     problems = []
     for seed in seeds:
-        lacking = [a for a in ARMS if (a, seed) not in cells]
+        lacking = [a for a in present if (a, seed) not in cells]
         if lacking:
-            present = [a for a in ARMS if (a, seed) in cells]
+            have = [a for a in present if (a, seed) in cells]
             problems.append(
-                f"seed {seed} lacks arm(s) {', '.join(lacking)} (present: {', '.join(present)}); "
+                f"seed {seed} lacks arm(s) {', '.join(lacking)} (present: {', '.join(have)}); "
                 "effects compare arms within a seed"
             )
     if problems:
         raise InputError(
-            source, problems, hint="supply all four arms for every seed, or drop incomplete seeds"
+            source, problems, hint="supply the same arms for every seed, or drop incomplete seeds"
         )
     return seeds
 
@@ -285,16 +313,19 @@ def simple_effects(
 ) -> SimpleEffects:
     """Paired simple effects and the interaction (paper Eq. 12-13) for every metric.
 
-    Each seed must hold all four arms exactly once; the effect is computed within the seed, then
-    summarised across seeds (mean, sample SD, number of seeds where it is > 0).
+    Each seed must hold the same arms, each exactly once; the effect is computed within the seed, then
+    summarised across seeds (mean, sample SD, number of seeds where it is > 0). An effect needing an arm
+    the table lacks is left out (see :func:`omitted_effects`), never filled in.
     """
     names, cells = _cells(per_seed, metrics, source)
     seeds = _paired_seeds(cells, source)
+    present = arms_present(a for a, _ in cells)
+    computable = {n: c for n, c in CONTRASTS.items() if c.arms <= set(present)}
     out: SimpleEffects = {}
     for m in names:
         out[m] = {}
-        for name, contrast in CONTRASTS.items():
-            values = {s: contrast.value({a: cells[(a, s)][m] for a in ARMS}) for s in seeds}
+        for name, contrast in computable.items():
+            values = {s: contrast.value({a: cells[(a, s)][m] for a in present}) for s in seeds}
             out[m][name] = _effect(m, name, values)
     return out
 
@@ -316,12 +347,19 @@ def effects_json(effects: SimpleEffects) -> dict:
     }
 
 
+def can_redistribute(per_seed: pl.DataFrame) -> bool:
+    """Whether the table holds the arms of at least one redistribution contrast."""
+    arms = {_try_arm(a) for a in per_seed["arm"].to_list()} if "arm" in per_seed.columns else set()
+    return any(CONTRASTS[c].arms <= arms for c in REDISTRIBUTION_CONTRASTS)
+
+
 def redistribution(
     per_seed: pl.DataFrame, metric: str = "mAP", *, source: str = DEFAULT_SOURCE
 ) -> Redistribution:
     """H_S - E_S and H_R - E_R at leaf, middle and high for one metric (``mAP``, ``R@1``, ...).
 
     ``pattern`` flags "finer levels down, highest level up": leaf and middle means < 0 and high mean > 0.
+    A contrast whose arms the table lacks is left out; with neither, this is an InputError.
     """
     columns = {level: f"{level}_{metric}" for level in LEVELS}
     missing = [c for c in columns.values() if c not in per_seed.columns]
@@ -332,9 +370,12 @@ def redistribution(
             hint=f"metric columns present: {', '.join(metric_columns(per_seed)) or '(none)'}",
         )
     effects = simple_effects(per_seed, list(columns.values()), source=source)
-    contrasts = {
-        c: {level: effects[col][c] for level, col in columns.items()} for c in REDISTRIBUTION_CONTRASTS
-    }
+    available = [c for c in REDISTRIBUTION_CONTRASTS if c in effects[columns[LEVELS[0]]]]
+    if not available:
+        needed = " or ".join(EFFECTS[c] for c in REDISTRIBUTION_CONTRASTS)
+        raise InputError(source, f"redistribution needs the arms of {needed}; the table has only "
+                         f"{', '.join(arms_present(per_seed['arm'].to_list()))}")
+    contrasts = {c: {level: effects[col][c] for level, col in columns.items()} for c in available}
     pattern = {}
     seeds_with_pattern = {}
     for c, by_level in contrasts.items():
@@ -343,7 +384,7 @@ def redistribution(
         seeds_with_pattern[c] = sum(
             leaf.per_seed[s] < 0 and middle.per_seed[s] < 0 and high.per_seed[s] > 0 for s in leaf.per_seed
         )
-    n_seeds = next(iter(contrasts[REDISTRIBUTION_CONTRASTS[0]].values())).n_seeds
+    n_seeds = next(iter(contrasts[available[0]].values())).n_seeds
     return Redistribution(
         metric=metric,
         contrasts=contrasts,
@@ -581,3 +622,51 @@ def seeds_of(effects: SimpleEffects) -> list[int]:
 def iter_effects(effects: SimpleEffects) -> Iterable[Effect]:
     for by_effect in effects.values():
         yield from by_effect.values()
+
+
+# ---------------------------------------------------------------------------- pooled over studies
+
+
+@dataclass(frozen=True)
+class PooledEffect:
+    """One effect with the study (an outer split, a family member) as the unit: each study's value is its
+    effect averaged over its seeds; the summary is over studies (sample SD, positive studies)."""
+
+    metric: str
+    name: str
+    per_study: dict[str, float]
+    mean: float
+    sd: float | None
+    positive: int
+    n: int
+
+    @property
+    def definition(self) -> str:
+        return EFFECTS[self.name]
+
+
+def pooled_effects(tables: Mapping[str, pl.DataFrame], metric: str = HIER_METRIC) -> dict[str, PooledEffect]:
+    """The effects every study in `tables` (label -> per-seed table) can compute, pooled across studies.
+
+    Within a study the effect is paired by seed and averaged over seeds; across studies nothing is paired
+    (outer splits have different test sets), so only the study-level values are summarised.
+    """
+    per_study: dict[str, dict[str, float]] = {}
+    for label, table in tables.items():
+        effects = simple_effects(table, metric, source=label)[metric]
+        per_study[label] = {name: e.mean for name, e in effects.items()}
+    common = [n for n in CONTRASTS if all(n in values for values in per_study.values())]
+    out = {}
+    for name in common:
+        values = {label: per_study[label][name] for label in tables}
+        mean, sd = _summary(list(values.values()))
+        out[name] = PooledEffect(
+            metric=metric,
+            name=name,
+            per_study=values,
+            mean=mean,
+            sd=sd,
+            positive=sum(v > 0 for v in values.values()),
+            n=len(values),
+        )
+    return out

@@ -22,7 +22,6 @@ import polars as pl
 
 from hierconsole.errors import HierconsoleError, InputError, NotFoundError
 from hierconsole.study.effects import (
-    REDISTRIBUTION_CONTRASTS,
     Effect,
     Redistribution,
     SimpleEffects,
@@ -63,6 +62,11 @@ TABLES: dict[str, str] = {
     "tuning": "temperature tuning candidates per geometry with validation scores and the winner",
 }
 """Exportable table names and what each holds."""
+
+FAMILY_TABLES: dict[str, str] = {
+    "contrasts": "a family's declared contrasts: per arm pair and level, per seed, mean ± SD, positive seeds",
+}
+"""Tables of a family (`export TABLE --family F`) rather than of one study."""
 
 ANALYSIS_TABLES: tuple[str, ...] = ("arms", "effects", "recall", "redistribution")
 """Tables computed from a per-seed wide table (see :func:`analysis_frame`)."""
@@ -486,7 +490,7 @@ def recall_frame(arm_long: pl.DataFrame, *, source: str = "arm table") -> pl.Dat
 
 def redistribution_frame(result: Redistribution) -> pl.DataFrame:
     """One row per (contrast, level): seed values, mean, sd, positive_seeds, n_seeds, pattern flag."""
-    seeds = sorted(next(iter(result.contrasts[REDISTRIBUTION_CONTRASTS[0]].values())).per_seed)
+    seeds = sorted(next(iter(next(iter(result.contrasts.values())).values())).per_seed)
     rows = []
     for contrast, by_level in result.contrasts.items():
         for level, e in by_level.items():

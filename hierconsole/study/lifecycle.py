@@ -21,7 +21,7 @@ import numpy as np
 
 from hierconsole.config.preset import TUNE, Preset
 from hierconsole.contract import layout
-from hierconsole.contract.jobspec import JobSpec
+from hierconsole.contract.jobspec import CellSpec, JobSpec
 from hierconsole.datasets import FeatureSet
 from hierconsole.datasets.splits import (
     Split,
@@ -32,13 +32,14 @@ from hierconsole.datasets.splits import (
     tuning_split,
 )
 from hierconsole.errors import HierconsoleError, SealError
-from hierconsole.locations import relative, resolve, study_dir
+from hierconsole.locations import job_dir, relative, resolve, study_dir
 from hierconsole.study import plan, split_files
 from hierconsole.study.audits import run_audits
 from hierconsole.study.catalog import get_dataset
 from hierconsole.study.records import StudyInfo, get_study
 from hierconsole.study.storage import Store
 from hierconsole.study.views import sql_list
+from hierconsole.taxonomy import development_shuffle
 from hierconsole.vocabulary import (
     ACTIVE_STATES,
     GEOMETRIES,
@@ -148,9 +149,11 @@ def create_study(store: Store, preset: Preset, dataset_id: str) -> str:
         valid = strict_valid_counts(labels, qg.parts["query"], qg.parts["gallery"])
         add(split_files.qg_role(s), qg, valid, qg.parts)
 
-    tuned = preset.temperature.tuned_geometries
+    shuffle_row = _taxonomy_shuffle(store, study_id, preset, fs, labels[dev_idx, 0])
+
+    tuned = preset.tuned_geometries
     phase = Phase.TUNING if tuned else Phase.TRAINING
-    temps = None if tuned else {g: float(preset.temperature.for_geometry(g)) for g in GEOMETRIES}
+    temps = None if tuned else fixed_temperatures(preset)
     paths = plan.StudyPaths(store.home, study_id, info.artifact_dir, info.sha256)
     specs = plan.tune_jobs(paths, preset) if temps is None else plan.final_jobs(paths, preset, temps)
 
@@ -165,10 +168,12 @@ def create_study(store: Store, preset: Preset, dataset_id: str) -> str:
                 preset.canonical_json(),
                 preset.sha256(),
                 phase,
-                json.dumps(temps) if temps else None,
+                json.dumps(temps) if temps is not None else None,
             ],
         )
         con.executemany("INSERT INTO splits VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        if shuffle_row is not None:
+            con.execute(f"INSERT INTO taxonomy_shuffles VALUES ({', '.join('?' * len(shuffle_row))})", shuffle_row)
         insert_jobs(con, store.home, specs)
 
     try:
@@ -177,6 +182,43 @@ def create_study(store: Store, preset: Preset, dataset_id: str) -> str:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     return study_id
+
+
+def _taxonomy_shuffle(
+    store: Store, study_id: str, preset: Preset, fs: FeatureSet, dev_leaf_labels: np.ndarray
+) -> list[Any] | None:
+    """The shuffle control's training taxonomy, written beside the splits; its `taxonomy_shuffles` row.
+
+    Computed from the development leaves only, so test-only groups never move (paper S9)."""
+    controls = preset.controls
+    if not controls.taxonomy_shuffle:
+        return None
+    shuffle = development_shuffle(fs.taxonomy, dev_leaf_labels, controls.shuffle_seed)
+    path = split_files.split_file(store.home, study_id, split_files.TRAIN_TAXONOMY)
+    tax = shuffle.taxonomy
+    split_files.save_split(path, {"leaf_middle": tax.leaf_middle, "middle_high": tax.middle_high})
+    return [
+        study_id,
+        shuffle.seed,
+        shuffle.sha256,
+        json.dumps(tax.leaf_middle.tolist()),
+        json.dumps(tax.middle_high.tolist()),
+        len(shuffle.dev_leaves),
+        len(shuffle.dev_middles),
+        shuffle.leaf_fixed,
+        shuffle.leaf_min,
+        shuffle.middle_fixed,
+        shuffle.middle_min,
+        relative(store.home, path),
+    ]
+
+
+def fixed_temperatures(preset: Preset) -> dict[str, float]:
+    """The temperatures fixed by the preset; a geometry left to `tune` without a SupCon cell to tune
+    has none (it trains no SupCon cell)."""
+    return {
+        g: float(tau) for g in GEOMETRIES if (tau := preset.temperature.for_geometry(g)) != TUNE
+    }
 
 
 def insert_jobs(con: duckdb.DuckDBPyConnection, home: Path, specs: list[JobSpec]) -> None:
@@ -259,13 +301,9 @@ def select_temperatures(store: Store, study: StudyInfo) -> dict[str, float]:
         [study.study_id, JobKind.TUNE, preset.temperature.tuning.epochs, preset.evaluation.aggregation, MAP],
     ):
         scores.setdefault((geometry, tau), {})[level] = value
-    temps: dict[str, float] = {}
+    temps = fixed_temperatures(preset)
     table = []
-    for geometry in GEOMETRIES:
-        fixed = preset.temperature.for_geometry(geometry)
-        if fixed != TUNE:
-            temps[geometry] = float(fixed)
-            continue
+    for geometry in preset.tuned_geometries:
         cands = [(tau, levels, hier_score(levels)) for (g, tau), levels in scores.items() if g == geometry]
         if not cands:
             raise HierconsoleError(f"study {study.study_id}: no tuning scores for {geometry}")
@@ -305,6 +343,18 @@ def lock_study(store: Store, study_id: str) -> str:
         h.update(f"{role}={sha}".encode())
     for run_id, sha in runs:
         h.update(f"{run_id}={sha}".encode())
+    if study.preset.training.select_epoch:
+        # The checkpoints test will score are frozen here too: the epoch each cell selected on validation.
+        for job_id, arm in store.rows(
+            "SELECT job_id, arm FROM runs WHERE study_id = ? AND kind = ? ORDER BY run_id", [study_id, JobKind.FINAL]
+        ):
+            path = job_dir(store.home, job_id) / plan.evaluated_model(study.preset, CellSpec.of(arm))
+            if not path.is_file():
+                raise SealError(f"study {study_id} cannot be locked: {job_id}/{arm} has no selected checkpoint")
+            h.update(f"{job_id}/{arm}@selected={hashlib.sha256(path.read_bytes()).hexdigest()}".encode())
+    shuffle = store.one("SELECT sha256 FROM taxonomy_shuffles WHERE study_id = ?", [study_id])
+    if shuffle is not None:
+        h.update(f"train_taxonomy={shuffle[0]}".encode())
     digest = h.hexdigest()
     store.execute(
         "UPDATE studies SET phase = ?, locked_at = current_timestamp, lock_sha256 = ? WHERE study_id = ?",
@@ -350,7 +400,8 @@ def delete_study(store: Store, study_id: str) -> None:
         con.execute(
             "DELETE FROM events WHERE job_id IN (SELECT job_id FROM jobs WHERE study_id = ?)", [study_id]
         )
-        for table in ("metrics", "audits", "tuning", "splits", "runs", "jobs", "studies"):
+        tables = ("metrics", "audits", "tuning", "splits", "taxonomy_shuffles", "family_members", "runs", "jobs", "studies")
+        for table in tables:
             con.execute(f"DELETE FROM {table} WHERE study_id = ?", [study_id])
 
     store.write(delete)

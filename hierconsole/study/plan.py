@@ -13,7 +13,7 @@ from hierconsole.contract import layout
 from hierconsole.contract.jobspec import CellSpec, JobSpec, ModelRef, Rescore, TestSplit
 from hierconsole.locations import job_dir, relative
 from hierconsole.study import split_files
-from hierconsole.vocabulary import ARMS, SUPCON, Aggregation, JobKind, arm_name, arm_parts
+from hierconsole.vocabulary import SUPCON, TRAINING_KINDS, Aggregation, JobKind, arm_name, arm_parts
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,9 @@ class StudyPaths:
 
     def job(self, job_id: str) -> str:
         return relative(self.home, job_dir(self.home, job_id))
+
+    def train_taxonomy(self) -> str:
+        return relative(self.home, split_files.split_file(self.home, self.study_id, split_files.TRAIN_TAXONOMY))
 
 
 def _spec(
@@ -57,6 +60,10 @@ def _spec(
         dataset_sha256=paths.dataset_sha256,
         out_dir=paths.job(job_id),
         cells=cells,
+        # Training (tuning included) fits the shuffle control's taxonomy; every evaluation reads the true one.
+        train_taxonomy=paths.train_taxonomy()
+        if preset.controls.taxonomy_shuffle and kind in TRAINING_KINDS
+        else None,
         train_split=train_split,
         val_split=val_split,
         test_splits=test_splits,
@@ -76,7 +83,7 @@ def tune_jobs(paths: StudyPaths, preset: Preset) -> list[JobSpec]:
             JobKind.TUNE,
             tuning.seed,
             cells=tuple(
-                CellSpec.of(arm_name(g, SUPCON), float(tau)) for g in preset.temperature.tuned_geometries
+                CellSpec.of(arm_name(g, SUPCON), float(tau)) for g in preset.tuned_geometries
             ),
             train_split=paths.split(split_files.TUNE_TRAIN),
             val_split=paths.split(split_files.VAL),
@@ -85,9 +92,25 @@ def tune_jobs(paths: StudyPaths, preset: Preset) -> list[JobSpec]:
     ]
 
 
-def final_cells(temperatures: dict[str, float]) -> tuple[CellSpec, ...]:
-    """The factorial's cells, SupCon cells at their geometry's temperature."""
-    return tuple(CellSpec.of(arm, temperatures[arm_parts(arm)[0]]) for arm in ARMS)
+def final_cells(preset: Preset, temperatures: dict[str, float]) -> tuple[CellSpec, ...]:
+    """The cells the preset trains (all four arms by default), SupCon cells at their geometry's
+    temperature; a geometry with no SupCon cell needs none."""
+    cells = []
+    for arm in preset.cells:
+        geometry, loss = arm_parts(arm)
+        cells.append(CellSpec.of(arm, temperatures[geometry] if loss == SUPCON else None))
+    return tuple(cells)
+
+
+def final_train_role(preset: Preset) -> str:
+    """The split role final runs fit on: development data, or its train part when epochs are selected."""
+    return split_files.TUNE_TRAIN if preset.training.select_epoch else split_files.FINAL_TRAIN
+
+
+def evaluated_model(preset: Preset, cell: CellSpec) -> str:
+    """The checkpoint official test scores (a job-folder path): the fixed endpoint, or the epoch the cell
+    selected on validation, frozen before the lock."""
+    return layout.best_model(cell) if preset.training.select_epoch else layout.final_model(cell)
 
 
 def final_job_id(study_id: str, seed: int) -> str:
@@ -95,8 +118,13 @@ def final_job_id(study_id: str, seed: int) -> str:
 
 
 def final_jobs(paths: StudyPaths, preset: Preset, temperatures: dict[str, float]) -> list[JobSpec]:
-    """One job per training seed, training every cell in lockstep."""
-    val = paths.split(split_files.VAL) if preset.training.val_every else None
+    """One job per training seed, training every cell in lockstep.
+
+    A fixed-endpoint study trains on the whole development data (train + validation); a study that selects
+    each cell's epoch on validation fits the train part only, so the selection never scores samples the
+    cell was fitted on."""
+    training = preset.training
+    val = paths.split(split_files.VAL) if training.val_every or training.select_epoch else None
     return [
         _spec(
             paths,
@@ -104,8 +132,8 @@ def final_jobs(paths: StudyPaths, preset: Preset, temperatures: dict[str, float]
             final_job_id(paths.study_id, seed),
             JobKind.FINAL,
             seed,
-            cells=final_cells(temperatures),
-            train_split=paths.split(split_files.FINAL_TRAIN),
+            cells=final_cells(preset, temperatures),
+            train_split=paths.split(final_train_role(preset)),
             val_split=val,
         )
         for seed in preset.training.seeds
@@ -134,10 +162,10 @@ def scoring_job(
             run_id=f"{final_job_id(paths.study_id, seed)}/{cell.key}",
             seed=seed,
             cell=cell,
-            weights=f"{paths.job(final_job_id(paths.study_id, seed))}/{layout.final_model(cell)}",
+            weights=f"{paths.job(final_job_id(paths.study_id, seed))}/{evaluated_model(preset, cell)}",
         )
         for seed in preset.training.seeds
-        for cell in final_cells(temperatures)
+        for cell in final_cells(preset, temperatures)
     )
     evaluate_id = evaluate_job_id(paths.study_id)
     job_id = evaluate_id if rescore is None else rescore_job_id(paths.study_id, rescore)

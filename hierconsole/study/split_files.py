@@ -29,6 +29,10 @@ QG_ROLES_SQL = f"role LIKE '{QG_PREFIX}%'"
 """A SQL condition on `splits.role` matching the official-test perturbations."""
 
 
+TRAIN_TAXONOMY = "train_taxonomy"
+"""Not a split: the npz (leaf_middle, middle_high) of a shuffle control's training taxonomy, beside them."""
+
+
 def qg_role(seed: int) -> str:
     return f"{QG_PREFIX}{seed}"
 

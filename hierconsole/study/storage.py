@@ -41,12 +41,18 @@ from hierconsole.study.views import views_sql
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 VIEWS_KEY = "views_sha256"
 """meta key: the hash of the views last created, so they are re-created only when this version's differ."""
 
-# Migrations from version N to N+1, applied in order inside one transaction each. Version 1 is schema.sql.
-MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {}
+
+def _apply_schema(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute((resource_dir("store") / "schema.sql").read_text())
+
+
+# Migrations from version N to N+1, applied in order inside one transaction each. schema.sql is the
+# current version; version 2 only added tables, and schema.sql's statements are idempotent.
+MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {1: _apply_schema}
 
 _LOCK_RE = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\d+)\)")
 log = logging.getLogger("hierconsole.store")
@@ -157,7 +163,7 @@ class Store:
             # Nothing stored yet: an empty in-memory store with the schema, so listings are empty.
             self.source = f"{self.path} (not created yet: empty)"
             con = duckdb.connect(":memory:")
-            con.execute((resource_dir("store") / "schema.sql").read_text())
+            _apply_schema(con)
             con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
             return con
         try:
@@ -247,8 +253,8 @@ class Store:
         already current is not changed by being opened (a refused import leaves it byte-identical)."""
         stored = version = self._check_version(con)
         if version == 0:
-            con.execute((resource_dir("store") / "schema.sql").read_text())
-            version = 1
+            _apply_schema(con)
+            version = SCHEMA_VERSION
         while version < SCHEMA_VERSION:
             MIGRATIONS[version](con)
             version += 1

@@ -39,6 +39,7 @@ SCOPES: dict[str, str] = {
     "audits": "Audits",
     "redistribution": "Redistribution",
     "export": "Export",
+    "families": "Families",
     "help": "Help",
     "import": "Import dialog",
     "launch": "Launch dialog",
@@ -70,6 +71,16 @@ ACTIONS: tuple[Action, ...] = (
             group=VIEWS,
         )
         for i, (mode, title) in enumerate(VIEW_MODES, start=1)
+    ),
+    Action(
+        "view.families",
+        "7",
+        "families",
+        "app",
+        "show_view('families')",
+        help="switch to the families view: members, progress and declared contrasts",
+        show=False,  # off the footer and tab line, which hold six views in 80 columns
+        group=VIEWS,
     ),
     Action("app.help", "question_mark", "help", "app", "help", "list every key and command", key_display="?"),
     Action("app.quit", "q", "quit", "app", "quit", "leave the console (asks what to do with running jobs)"),
@@ -131,6 +142,8 @@ ACTIONS: tuple[Action, ...] = (
     Action("quit.cancel", "c", "cancel", "quit", "choose('cancel')", "cancel the running jobs, then quit"),
     Action("quit.leave", "q", "quit", "quit", "choose('leave')", "quit and leave the workers running"),
     Action("quit.stay", "escape", "close", "quit", "choose(None)", "do not quit"),
+    Action("families.next", "n", "next family", "families", "next_family", "show the next family"),
+    Action("families.reload", "ctrl+r", "reload", "families", "reload", "read the family and its contrasts again", key_display="^r"),
     Action("export.write", "w", "write", "export", "write", "write the chosen table in the chosen format"),
 )
 

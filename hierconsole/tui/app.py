@@ -20,7 +20,7 @@ from hierconsole.config import Preset, load_preset
 from hierconsole.errors import HierconsoleError
 from hierconsole.study import read
 from hierconsole.study.storage import Store
-from hierconsole.tui.actions import VIEW_MODES, ActionsProvider, bindings_for
+from hierconsole.tui.actions import ActionsProvider, bindings_for
 from hierconsole.tui.messages import (
     JobEvents,
     Notice,
@@ -44,6 +44,7 @@ VIEW_SCREENS: dict[str, str] = {
     "audits": "audits:AuditsScreen",
     "redistribution": "redistribution:RedistributionScreen",
     "export": "export:ExportScreen",
+    "families": "families:FamiliesScreen",
 }
 """Each view's screen (module:class under hierconsole.tui.screens), imported when first shown: the
 first frame waits only for the view it shows; the others are imported in the background after it."""
@@ -91,7 +92,7 @@ class HierConsole(App[int]):
     CSS_PATH = "hierconsole.tcss"
     BINDINGS = bindings_for("app")
     COMMANDS = App.COMMANDS | {ActionsProvider}
-    MODES = {mode: partial(view_screen, mode) for mode, _ in VIEW_MODES}
+    MODES = {mode: partial(view_screen, mode) for mode in VIEW_SCREENS}
 
     def __init__(
         self,

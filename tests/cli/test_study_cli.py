@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 from hierconsole.cli import main
+from hierconsole.study.audits import CHECKS
 from hierconsole.study.catalog import register_dataset
 from hierconsole.study.storage import Store
 
@@ -49,7 +50,7 @@ def test_run_leaves_a_complete_audited_study(study, capsys):
     code, out, _ = run(home, capsys, "runs", study_id)
     assert code == 0 and out.count("finished") == 3 and "E_R E_S@0.2 H_R H_S@0.2" in out
     code, out, _ = run(home, capsys, "audit", study_id, "--recheck")
-    assert code == 0 and "FAIL" not in out and out.count("pass") == 10
+    assert code == 0 and "FAIL" not in out and out.count("pass") == len(CHECKS)
 
 
 def test_effects_json_export_and_sql_views_agree(study, capsys, tmp_path):
@@ -101,7 +102,7 @@ def test_every_table_exports(study, capsys, tmp_path, table):
     if table == "runs":
         assert frame.height == 8 and set(frame["state"]) == {"finished"}
     if table == "audits":
-        assert frame.height == 10 and frame["ok"].all()
+        assert frame.height == len(CHECKS) and frame["ok"].all()
 
 
 def test_rescore_adds_posthoc_macro_and_reconciles_micro(study, capsys):

@@ -538,6 +538,14 @@ def _mutations(d: dict) -> dict[str, dict]:
                 )
             else:
                 set_path(new, path, [*value[:-1], value[-1] + (1 if isinstance(value[-1], int) else 0.0)])
+        elif path in ("training.selection_epochs", "training.selection_score"):
+            # Only valid with selection on: switch it on alongside (select_epoch alone is mutated below).
+            new["training"]["select_epoch"] = True
+            set_path(new, path, [1] if path.endswith("epochs") else ("leaf_mAP" if value != "leaf_mAP" else "high_mAP"))
+            if d["training"]["val_every"] == 0:
+                new["training"]["val_every"] = 1
+        elif path == "training.cells":
+            set_path(new, path, value[:-1] if len(value) > 1 else ["E_R", "H_S"])
         elif isinstance(value, bool):
             set_path(new, path, not value)
         elif value == "tune":

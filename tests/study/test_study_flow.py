@@ -16,7 +16,7 @@ from hierconsole.contract.jobspec import JobSpec
 from hierconsole.engine.trainer import FAULT_ENV
 from hierconsole.errors import HierconsoleError, SealError
 from hierconsole.locations import job_dir, resolve
-from hierconsole.study.audits import stored_audits
+from hierconsole.study.audits import CHECKS, stored_audits
 from hierconsole.study.catalog import register_dataset
 from hierconsole.study.lifecycle import create_study, delete_study, lock_study, seal_for_scoring
 from hierconsole.study.orchestrator import Orchestrator
@@ -71,7 +71,7 @@ def test_study_runs_through_every_phase_and_passes_its_audits(finished_study):
         )[0]
         assert per_cell == (72, 1, False)
         checks = stored_audits(store, study_id)
-        assert len(checks) == 10
+        assert len(checks) == len(CHECKS)
         assert all(c.ok for c in checks), [c for c in checks if not c.ok]
         # Valid-query counts are stored beside each Q/G split and agree with what evaluation counted.
         valid = json.loads(

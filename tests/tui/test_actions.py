@@ -21,6 +21,7 @@ from hierconsole.tui.screens.datasets import DatasetsScreen
 from hierconsole.tui.screens.dialogs import ConfirmDialog, QuitDialog
 from hierconsole.tui.screens.effects import EffectsScreen
 from hierconsole.tui.screens.export import ExportScreen
+from hierconsole.tui.screens.families import FamiliesScreen
 from hierconsole.tui.screens.help import HelpScreen
 from hierconsole.tui.screens.import_dialog import ImportDialog
 from hierconsole.tui.screens.launch import LaunchDialog
@@ -39,6 +40,7 @@ NODES = {
     "audits": AuditsScreen,
     "redistribution": RedistributionScreen,
     "export": ExportScreen,
+    "families": FamiliesScreen,
     "help": HelpScreen,
     "import": ImportDialog,
     "launch": LaunchDialog,
@@ -138,5 +140,6 @@ async def test_help_screen_and_palette_come_from_the_registry(open_store):
 
 def test_view_bindings_are_grouped_and_left_to_the_tab_line():
     views = [b for b in bindings_for("app") if b.group is not None]
-    assert [b.key for b in views] == list("123456")
+    assert [b.key for b in views] == list("1234567")
+    # Families (7) is off the footer and the tab line, which hold six views in 80 columns.
     assert all(isinstance(b, Binding) and b.group == views[0].group and not b.show for b in views)

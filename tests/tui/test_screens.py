@@ -7,6 +7,7 @@ from textual.widgets import DataTable, RichLog
 
 from hierconsole.contract import events
 from hierconsole.locations import study_dir
+from hierconsole.study.audits import CHECKS
 from hierconsole.study.effects import redistribution, simple_effects
 from hierconsole.study.read import job_events, list_datasets, per_seed
 from hierconsole.study.storage import Store
@@ -142,7 +143,7 @@ async def test_a_failed_audit_cannot_be_missed(open_store):
         await pilot.press("4")
         await settle(pilot, app)
         text = shown(app)
-        assert "✗ 1 of 10 checks FAILED: update_budget" in text
+        assert f"✗ 1 of {len(CHECKS)} checks FAILED: update_budget" in text
         assert "FAIL update_budget updates per cell [39, 40]" in text
         assert app.screen.query_one("#banner").has_class("-failed")
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         metrics_long,
         per_seed,
         registered_aggregation,
+        selected_epochs,
         table_frame,
     )
     from hierconsole.study.read.studies import (
@@ -43,6 +44,7 @@ _MODULES = {
         "metrics_long",
         "per_seed",
         "registered_aggregation",
+        "selected_epochs",
         "table_frame",
     ),
     "studies": (
@@ -95,6 +97,7 @@ __all__ = [
     "per_seed",
     "registered_aggregation",
     "resolve_study",
+    "selected_epochs",
     "stored_audits",
     "study_progress",
     "table_frame",

@@ -11,7 +11,7 @@ from hierconsole.study.export import ANALYSIS_TABLES, analysis_frame
 from hierconsole.study.records import get_study
 from hierconsole.study.storage import Store
 from hierconsole.study.views import sql_list
-from hierconsole.vocabulary import ARMS, RANKING_METRICS
+from hierconsole.vocabulary import RANKING_METRICS, JobKind
 
 
 def registered_aggregation(store: Store, study_id: str) -> str:
@@ -51,7 +51,7 @@ def per_seed(store: Store, study_id: str, aggregation: str | None = None) -> pl.
 
 
 def evaluated_per_seed(store: Store, study_id: str, aggregation: str | None = None) -> pl.DataFrame | None:
-    """The per-seed table restricted to seeds whose four arms are scored on every Q/G perturbation.
+    """The per-seed table restricted to seeds whose trained arms are scored on every Q/G perturbation.
 
     While an evaluation runs, metrics arrive seed by seed; a half-scored seed would break the pairing of
     arms, so it is left out until complete. None while no seed is complete.
@@ -65,12 +65,22 @@ def evaluated_per_seed(store: Store, study_id: str, aggregation: str | None = No
     complete = (
         long.group_by("seed")
         .agg(pl.struct("arm", "perturbation").n_unique().alias("cells"))
-        .filter(pl.col("cells") == len(ARMS) * n_perturbations)["seed"]
+        .filter(pl.col("cells") == len(get_study(store, study_id).preset.cells) * n_perturbations)["seed"]
     )
     long = long.filter(pl.col("seed").is_in(complete.implode()))
     if long.is_empty():
         return None
     return per_seed_from_long(long, source=f"study {study_id}")
+
+
+def selected_epochs(store: Store, study_id: str) -> list[dict]:
+    """Per final cell: seed, arm, the epoch it selected on validation and that validation score (for a
+    study with `training.select_epoch`; the validation-best record otherwise)."""
+    return store.dicts(
+        "SELECT seed, arm, best_epoch AS epoch, best_score AS score FROM runs WHERE study_id = ? AND kind = ? "
+        "ORDER BY seed, arm",
+        [study_id, JobKind.FINAL],
+    )
 
 
 RAW_TABLES = {

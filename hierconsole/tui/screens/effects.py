@@ -16,7 +16,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from hierconsole.contract.events import EventKind
-from hierconsole.study.effects import SimpleEffects, arm_table, metric_columns, simple_effects
+from hierconsole.study.effects import SimpleEffects, arm_table, metric_columns, omitted_text, simple_effects
 from hierconsole.study.read import StudyProgress, aggregations, evaluated_per_seed, study_progress
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen
@@ -188,10 +188,12 @@ class EffectsScreen(AnalysisScreen):
         arms, effects = cast(tuple[pl.DataFrame, SimpleEffects], message.result)  # what analyse returns
         assert message.per_seed is not None  # a result is only computed from per_seed
         metric = self.selection.metric
+        omitted = omitted_text(message.per_seed["arm"].to_list())
         return Group(
             arm_values_table(message.per_seed, arms, metric),
             Text(""),
             effects_table(effects, metric),
+            *([Text(omitted, style="yellow")] if omitted else []),
             effects_legend(),
         )
 

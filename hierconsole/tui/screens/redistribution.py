@@ -6,7 +6,12 @@ import polars as pl
 from rich.console import RenderableType
 from rich.text import Text
 
-from hierconsole.study.effects import Redistribution, redistribution
+from hierconsole.study.effects import (
+    Redistribution,
+    can_redistribute,
+    omitted_text,
+    redistribution,
+)
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.effects import AnalysisScreen, Selection
 from hierconsole.tui.widgets.tables import redistribution_view
@@ -24,6 +29,8 @@ class RedistributionScreen(AnalysisScreen):
     def analyse(self, per_seed: pl.DataFrame, selection: Selection) -> object:
         if not all(f"{level}_{selection.measure}" in per_seed.columns for level in LEVELS):
             return None
+        if not can_redistribute(per_seed):
+            return omitted_text(per_seed["arm"].to_list())
         return redistribution(per_seed, selection.measure)
 
     def selection_text(self, message: AnalysisScreen.Loaded) -> Text:
@@ -38,5 +45,7 @@ class RedistributionScreen(AnalysisScreen):
             return Text(
                 f"{self.selection.measure} is not stored at every level for this study", style="yellow"
             )
+        if isinstance(message.result, str):  # the study lacks the arms of both contrasts
+            return Text(message.result, style="yellow")
         assert isinstance(message.result, Redistribution)  # what analyse returns
         return redistribution_view(message.result)

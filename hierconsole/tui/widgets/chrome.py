@@ -56,6 +56,10 @@ class NavBar(_AppBound):
             if mode == "audits" and failed:
                 text.append(f"✗{failed}", style="bold white on red")
                 text.append(" ")
+        if self.active == "families":
+            # Off the tab line (80 columns hold six tabs); shown while it is the view on screen.
+            text.append(" 7 ", style="reverse bold")
+            text.append("Families ", style="reverse bold")
         return text
 
     def render(self) -> Text:

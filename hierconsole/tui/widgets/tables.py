@@ -15,7 +15,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from hierconsole.study.effects import EFFECTS, REDISTRIBUTION_CONTRASTS, Redistribution, SimpleEffects
+from hierconsole.study.effects import EFFECTS, Redistribution, SimpleEffects
 from hierconsole.tui import format as fmt
 from hierconsole.vocabulary import ARMS, LEVELS
 
@@ -102,8 +102,7 @@ def redistribution_view(result: Redistribution) -> RenderableType:
         default=0.0,
     )
     blocks: list[RenderableType] = []
-    for contrast in REDISTRIBUTION_CONTRASTS:
-        by_level = result.contrasts[contrast]
+    for contrast, by_level in result.contrasts.items():
         flag = result.pattern[contrast]
         head = Text(f"{SHORT_DEFINITIONS[contrast]} under {CONTRAST_LOSS[contrast]}", style="bold")
         head.append("   finer down, highest up: ", style="dim")

@@ -1,0 +1,160 @@
+"""`hierconsole contrast|families|sweep` and `run FAMILY.toml`: studies compared with each other."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tomllib
+from collections.abc import Sequence
+from typing import Any
+
+from hierconsole.cli.family_output import CONTRAST_PRECISION, families_table, print_contrast
+from hierconsole.cli.output import output_console
+from hierconsole.cli.reading import open_for_reading
+from hierconsole.cli.runs import add_run_options, run_family
+from hierconsole.config import load_preset
+from hierconsole.config.family import sweep_family
+from hierconsole.errors import HierconsoleError
+from hierconsole.study.contrasts import (
+    DEFAULT_METRIC,
+    StudyContrast,
+    compare_studies,
+    metric_columns,
+    parse_arm_pair,
+)
+from hierconsole.study.families import family_contrasts, resolve_reference
+from hierconsole.study.read.families import get_family, is_family, list_families
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    c = sub.add_parser(
+        "contrast",
+        help="paired contrasts between two studies (or a family's declared contrasts), by training seed",
+        description="metric(A, arm_a, seed) - metric(B, arm_b, seed), Q/G perturbations averaged within "
+        "seed, per level and for the hier score; mean, sample SD and positive seeds. STUDY is a study id or "
+        "name, or FAMILY:member; with one FAMILY argument, every contrast the family declares.",
+    )
+    c.add_argument("a", metavar="STUDY_A|FAMILY")
+    c.add_argument("b", metavar="STUDY_B", nargs="?")
+    c.add_argument("--metric", default=DEFAULT_METRIC, help=f"ranking metric (default {DEFAULT_METRIC}; or R@1, ...)")
+    c.add_argument("--arms", metavar="ARM_A:ARM_B", help="compare these arms (default: every arm both train)")
+    c.add_argument("--json", action="store_true", help="print JSON only")
+    c.add_argument("--precision", type=int, default=CONTRAST_PRECISION, metavar="N", help="decimals shown")
+    c.set_defaults(func=cmd_contrast)
+
+    f = sub.add_parser("families", help="families and their members' phases and progress")
+    f.add_argument("family", nargs="?", help="one family (id or name)")
+    f.set_defaults(func=cmd_families)
+
+    s = sub.add_parser(
+        "sweep",
+        help="run a preset over a grid of overrides as a family (one member per combination)",
+        description="Each --grid KEY=V1,V2,... adds an axis; members are every combination, sharing the "
+        "training seeds; every member is contrasted with the first.",
+    )
+    s.add_argument("preset", help="a shipped preset name or a TOML file")
+    s.add_argument(
+        "--grid", action="append", type=_grid_axis, required=True, metavar="KEY=V1,V2", help="an axis (repeatable)"
+    )
+    s.add_argument("--name", help="family name (default: <preset>-sweep)")
+    s.add_argument("--dataset", help="dataset id in the store (overrides data.dataset)")
+    add_run_options(s)
+    s.set_defaults(func=cmd_sweep)
+
+
+def _split_values(text: str) -> list[str]:
+    """Comma-separated values; commas inside [...] belong to a list value."""
+    out, depth, current = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            out.append(current)
+            current = ""
+            continue
+        depth += ch == "["
+        depth -= ch == "]"
+        current += ch
+    out.append(current)
+    return [v.strip() for v in out]
+
+
+def _grid_axis(text: str) -> tuple[str, list[Any]]:
+    key, sep, raw = text.partition("=")
+    values = _split_values(raw) if sep else []
+    if not key.strip() or not values or any(not v for v in values):
+        raise argparse.ArgumentTypeError(f"expected KEY=V1,V2,... (e.g. geometry.poincare.c=1e-6,0.1), got {text!r}")
+    parsed = []
+    for v in values:
+        try:
+            parsed.append(tomllib.loads(f"v = {v}")["v"])
+        except tomllib.TOMLDecodeError:
+            parsed.append(v)
+    return key.strip(), parsed
+
+
+# ---------------------------------------------------------------------------------------- commands
+
+
+def _check_precision(digits: int) -> None:
+    if not 0 <= digits <= 12:
+        raise HierconsoleError(f"--precision {digits} is out of range\n  fix: use 0 to 12")
+
+
+def cmd_contrast(args: argparse.Namespace) -> int:
+    metric_columns(args.metric)
+    _check_precision(args.precision)
+    arms = [parse_arm_pair(args.arms)] if args.arms else None
+    with open_for_reading(args.home) as store:
+        if args.b is None:
+            if not is_family(store, args.a):
+                raise HierconsoleError(
+                    f"{args.a!r} is not a family in the store; give two studies (`contrast STUDY_A STUDY_B`) "
+                    "or a family name (see `hierconsole families`)"
+                )
+            if arms is not None:
+                raise HierconsoleError("--arms applies to `contrast STUDY_A STUDY_B`; a family declares its arms")
+            family, contrasts = family_contrasts(store, args.a, metric=args.metric)
+            if args.json:
+                doc = {"family": family.family_id, "contrasts": [{"name": c.name, **c.to_json()} for c in contrasts]}
+                sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+                _dropped_to_stderr(contrasts)
+                return 0
+            console = output_console()
+            console.print(f"family [bold]{family.name}[/] ({family.family_id})")
+            for c in contrasts:
+                print_contrast(console, c, args.precision)
+            return 0
+        a, b = resolve_reference(store, args.a), resolve_reference(store, args.b)
+        result = compare_studies(store, a, b, metric=args.metric, arms=arms)
+    if args.json:
+        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+        _dropped_to_stderr([result])
+        return 0
+    print_contrast(output_console(), result, args.precision)
+    return 0
+
+
+def _dropped_to_stderr(contrasts: Sequence[StudyContrast]) -> None:
+    for c in contrasts:
+        dropped = c.dropped_text()
+        if dropped:
+            print(f"note: {c.name or c.a + ' - ' + c.b}: {dropped}", file=sys.stderr)
+
+
+def cmd_families(args: argparse.Namespace) -> int:
+    with open_for_reading(args.home) as store:
+        families = [get_family(store, args.family)] if args.family else list_families(store)
+        if not families:
+            output_console().print("no families yet: `hierconsole run FAMILY.toml` or `hierconsole sweep PRESET --grid ...`")
+            return 0
+        output_console().print(families_table(families))
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    base = load_preset(args.preset)
+    keys = [k for k, _ in args.grid]
+    if len(set(keys)) != len(keys):
+        raise HierconsoleError(f"--grid names a key twice ({', '.join(keys)}); give each axis once")
+    family = sweep_family(args.preset, base, args.grid, args.name)
+    return run_family(args, family)

@@ -1,0 +1,283 @@
+"""Contrasts across studies: metric(A, arm_a, seed) - metric(B, arm_b, seed), paired by training seed.
+
+The within-study effects (`study.effects`) compare arms of one study; the paper's controls compare
+studies (Full - Shuffled supervision, Base - Near-flat curvature, ...). Both use the same unit, the
+training seed, with the Q/G perturbations averaged within the seed first, and the same summary: mean,
+sample SD (n-1; none for one seed) and the number of seeds where the difference is positive.
+
+Pure computation over two per-seed wide tables lives here; `compare_studies` adds the store-side
+refusals (different datasets, different query/gallery protocols, unlocked studies).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from hierconsole.errors import HierconsoleError
+from hierconsole.study import read, split_files
+from hierconsole.study.effects import arms_present, normalize_arm
+from hierconsole.study.storage import Store
+from hierconsole.vocabulary import HIER, HIER_METRIC, LEVELS, MAP, RANKING_METRICS
+
+CONTRAST_LEVELS: tuple[str, ...] = (*LEVELS, HIER)
+"""The rows of a contrast, per arm pair: each level, then the hier score (mAP only)."""
+DEFAULT_METRIC = HIER_METRIC
+
+
+@dataclass(frozen=True)
+class ContrastRow:
+    arm_a: str
+    arm_b: str
+    level: str
+    per_seed: dict[int, float]
+    mean: float
+    sd: float | None
+    positive_seeds: int
+    n_seeds: int
+
+
+@dataclass(frozen=True)
+class StudyContrast:
+    """One A - B comparison: a row per (arm pair, level)."""
+
+    metric: str
+    a: str
+    b: str
+    rows: list[ContrastRow]
+    dropped: dict[str, list[int]] = field(default_factory=dict)
+    """"a" / "b" -> training seeds present in that study only, left out of every pair."""
+    name: str | None = None
+    """The contrast's name when a family declares it."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON shape of `hierconsole contrast --json` (seeds as strings, sd null under two seeds)."""
+        return {
+            "metric": self.metric,
+            "a": self.a,
+            "b": self.b,
+            "rows": [
+                {
+                    "arm_a": r.arm_a,
+                    "arm_b": r.arm_b,
+                    "level": r.level,
+                    "per_seed": {str(s): v for s, v in r.per_seed.items()},
+                    "mean": r.mean,
+                    "sd": r.sd,
+                    "positive_seeds": r.positive_seeds,
+                    "n_seeds": r.n_seeds,
+                }
+                for r in self.rows
+            ],
+        }
+
+    def dropped_text(self) -> str | None:
+        parts = [
+            f"seed(s) {', '.join(map(str, seeds))} only in {self.a if side == 'a' else self.b}"
+            for side, seeds in self.dropped.items()
+            if seeds
+        ]
+        return "dropped " + "; ".join(parts) if parts else None
+
+
+def metric_columns(metric: str) -> dict[str, str]:
+    """level -> per-seed column for a contrast of `metric` (`hier_mAP`/`mAP`: three levels and hier;
+    `R@K`: the three levels)."""
+    base = MAP if metric in (HIER_METRIC, MAP) else metric
+    if base not in RANKING_METRICS:
+        raise HierconsoleError(
+            f"--metric {metric!r} is not a contrast metric\n  fix: use one of "
+            f"{', '.join([HIER_METRIC, *RANKING_METRICS[1:]])} (levels are always leaf, middle, high"
+            f"{', hier' if base == MAP else ''})"
+        )
+    columns = {level: f"{level}_{base}" for level in LEVELS}
+    if base == MAP:
+        columns[HIER] = HIER_METRIC
+    return columns
+
+
+def parse_arm_pair(text: str) -> tuple[str, str]:
+    """`E_S:E_S`, `HR:ER` -> a normalised (arm_a, arm_b) pair."""
+    left, sep, right = text.partition(":")
+    if not sep or not left.strip() or not right.strip():
+        raise HierconsoleError(f"--arms {text!r}: expected ARM_A:ARM_B, e.g. --arms H_R:E_R")
+    return normalize_arm(left, source="--arms"), normalize_arm(right, source="--arms")
+
+
+def _values(table: pl.DataFrame, arm: str, column: str) -> dict[int, float]:
+    rows = table.filter(pl.col("arm") == arm).select("seed", column).iter_rows()
+    return {int(seed): float(value) for seed, value in rows if value is not None and math.isfinite(value)}
+
+
+def contrast_tables(
+    table_a: pl.DataFrame,
+    table_b: pl.DataFrame,
+    *,
+    a: str,
+    b: str,
+    metric: str = DEFAULT_METRIC,
+    arms: Sequence[tuple[str, str]] | None = None,
+    name: str | None = None,
+) -> StudyContrast:
+    """A - B from two per-seed wide tables (arm, seed, `<level>_<metric>` columns, Q/G averaged).
+
+    `arms` lists (arm_a, arm_b) pairs; by default every arm present in both tables, with itself. Seeds
+    are those present in both (the others are reported in `dropped`).
+    """
+    columns = metric_columns(metric)
+    for label, table in ((a, table_a), (b, table_b)):
+        missing = [c for c in columns.values() if c not in table.columns]
+        if missing:
+            raise HierconsoleError(f"{label} has no {', '.join(missing)} metrics to contrast")
+    present_a = arms_present(table_a["arm"].to_list())
+    present_b = arms_present(table_b["arm"].to_list())
+    if arms is None:
+        pairs = [(arm, arm) for arm in present_a if arm in present_b]
+        if not pairs:
+            raise HierconsoleError(
+                f"{a} trains {', '.join(present_a)} and {b} trains {', '.join(present_b)}: no arm in both\n"
+                "  fix: name the pair to compare with --arms ARM_A:ARM_B"
+            )
+    else:
+        pairs = list(arms)
+        for arm_a, arm_b in pairs:
+            for label, arm, present in ((a, arm_a, present_a), (b, arm_b, present_b)):
+                if arm not in present:
+                    raise HierconsoleError(f"{label} has no arm {arm} (it trains {', '.join(present)})")
+    seeds_a = set(table_a["seed"].to_list())
+    seeds_b = set(table_b["seed"].to_list())
+    rows = []
+    for arm_a, arm_b in pairs:
+        for level, column in columns.items():
+            va, vb = _values(table_a, arm_a, column), _values(table_b, arm_b, column)
+            seeds = sorted(set(va) & set(vb))
+            if not seeds:
+                raise HierconsoleError(
+                    f"{a} ({arm_a}) and {b} ({arm_b}) share no training seed: seeds "
+                    f"{sorted(va)} and {sorted(vb)}; contrasts are paired by seed"
+                )
+            per_seed = {s: va[s] - vb[s] for s in seeds}
+            values = list(per_seed.values())
+            rows.append(
+                ContrastRow(
+                    arm_a=arm_a,
+                    arm_b=arm_b,
+                    level=level,
+                    per_seed=per_seed,
+                    mean=statistics.fmean(values),
+                    sd=statistics.stdev(values) if len(values) > 1 else None,
+                    positive_seeds=sum(v > 0 for v in values),
+                    n_seeds=len(values),
+                )
+            )
+    dropped = {"a": sorted(seeds_a - seeds_b), "b": sorted(seeds_b - seeds_a)}
+    return StudyContrast(metric=metric, a=a, b=b, rows=rows, dropped=dropped, name=name)
+
+
+# ------------------------------------------------------------------------------------------- store
+
+
+def _qg_protocol(store: Store, study_id: str) -> dict[str, str]:
+    return dict(
+        store.rows(f"SELECT role, sha256 FROM splits WHERE study_id = ? AND {split_files.QG_ROLES_SQL}", [study_id])
+    )
+
+
+def comparable(store: Store, a: str, b: str) -> None:
+    """Refuse (HierconsoleError naming which study and why) unless A and B can be contrasted: both locked
+    and evaluated, on the same dataset, scored on the same query/gallery splits and aggregation."""
+    studies = {sid: read.get_study(store, sid) for sid in (a, b)}
+    for sid, study in studies.items():
+        if study.locked_at is None:
+            raise HierconsoleError(
+                f"study {sid} is not locked (phase {study.phase}): a contrast reads official-test metrics, "
+                "which exist only once every final run has finished and the study is locked"
+            )
+    sa, sb = studies[a], studies[b]
+    if sa.dataset_id != sb.dataset_id:
+        raise HierconsoleError(
+            f"studies {a} and {b} are on different datasets ({sa.dataset_id} vs {sb.dataset_id}); a "
+            "paired contrast needs the same samples and taxonomy"
+        )
+    agg_a, agg_b = sa.preset.evaluation.aggregation, sb.preset.evaluation.aggregation
+    if agg_a != agg_b:
+        raise HierconsoleError(
+            f"studies {a} and {b} register different aggregations ({agg_a} vs {agg_b}); their metrics "
+            "are different estimands"
+        )
+    qa, qb = _qg_protocol(store, a), _qg_protocol(store, b)
+    if qa != qb:
+        only = sorted(set(qa) ^ set(qb))
+        differ = sorted(role for role in set(qa) & set(qb) if qa[role] != qb[role])
+        why = []
+        if only:
+            why.append(f"perturbation(s) {', '.join(only)} in one study only")
+        if differ:
+            why.append(f"{', '.join(differ)} hold different query/gallery indices")
+        raise HierconsoleError(
+            f"studies {a} and {b} use different Q/G protocols ({'; '.join(why)}): their test metrics are "
+            "not measured on the same queries and galleries (check split protocol, split seed, "
+            "evaluation.n_query and evaluation.qg_seeds)"
+        )
+
+
+def compare_studies(
+    store: Store,
+    a: str,
+    b: str,
+    *,
+    metric: str = DEFAULT_METRIC,
+    arms: Sequence[tuple[str, str]] | None = None,
+    labels: tuple[str, str] | None = None,
+    name: str | None = None,
+) -> StudyContrast:
+    """A - B of two studies in the store (ids), after the refusals of `comparable`."""
+    metric_columns(metric)  # a bad metric is reported before any query
+    comparable(store, a, b)
+    label_a, label_b = labels or (a, b)
+    return contrast_tables(
+        read.per_seed(store, a), read.per_seed(store, b), a=label_a, b=label_b, metric=metric, arms=arms, name=name
+    )
+
+
+def contrasts_frame(contrasts: Sequence[StudyContrast]) -> pl.DataFrame:
+    """One row per (contrast, arm pair, level): `seed_<s>` per seed, mean, sd, positive_seeds, n_seeds."""
+    seeds = sorted({s for c in contrasts for r in c.rows for s in r.per_seed})
+    rows = [
+        {
+            "contrast": c.name or f"{c.a} - {c.b}",
+            "a": c.a,
+            "b": c.b,
+            "arm_a": r.arm_a,
+            "arm_b": r.arm_b,
+            "level": r.level,
+            "metric": c.metric,
+            **{f"seed_{s}": r.per_seed.get(s) for s in seeds},
+            "mean": r.mean,
+            "sd": r.sd,
+            "positive_seeds": r.positive_seeds,
+            "n_seeds": r.n_seeds,
+        }
+        for c in contrasts
+        for r in c.rows
+    ]
+    schema = {
+        "contrast": pl.String,
+        "a": pl.String,
+        "b": pl.String,
+        "arm_a": pl.String,
+        "arm_b": pl.String,
+        "level": pl.String,
+        "metric": pl.String,
+        **{f"seed_{s}": pl.Float64 for s in seeds},
+        "mean": pl.Float64,
+        "sd": pl.Float64,
+        "positive_seeds": pl.Int64,
+        "n_seeds": pl.Int64,
+    }
+    return pl.DataFrame(rows, schema=schema)

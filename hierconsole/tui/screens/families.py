@@ -1,0 +1,150 @@
+"""Families: each family's members with their phase and progress, and its declared contrasts per seed,
+mean ± SD, seed directions and a level-wise bar per arm pair (as the redistribution view draws them)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual import on, work
+from textual.containers import ScrollableContainer
+from textual.message import Message
+from textual.widget import Widget
+from textual.widgets import Static
+
+from hierconsole.study.contrasts import StudyContrast
+from hierconsole.study.families import contrasts_so_far
+from hierconsole.study.read.families import FamilyRow, list_families
+from hierconsole.tui import format as fmt
+from hierconsole.tui.actions import bindings_for
+from hierconsole.tui.screens.base import ConsoleScreen
+
+DIGITS = 4
+
+
+def members_table(family: FamilyRow) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, show_edge=False)
+    for col in ("member", "phase", "jobs", "", "overrides"):
+        table.add_column(col, no_wrap=col != "overrides")
+    for m in family.members:
+        table.add_row(
+            Text(m.member, style="bold"),
+            fmt.phase(m.phase),
+            f"{m.jobs_finished}/{m.jobs}",
+            fmt.progress_bar(m.jobs_finished, m.jobs),
+            Text(", ".join(f"{k.rsplit('.', 1)[-1]}={json.dumps(v)}" for k, v in m.overrides.items()), style="dim"),
+        )
+    return table
+
+
+def contrast_view(contrast: StudyContrast) -> RenderableType:
+    """A − B per arm pair and level: a bar for the mean, mean ± SD, each seed's value, seed directions."""
+    seeds = sorted({s for r in contrast.rows for s in r.per_seed})
+    scale = max((abs(v) for r in contrast.rows for v in (r.mean, *r.per_seed.values())), default=0.0)
+    table = Table(box=None, padding=(0, 1), pad_edge=False)
+    table.add_column("arms", no_wrap=True)
+    table.add_column("level", no_wrap=True)
+    table.add_column("", no_wrap=True)
+    table.add_column("mean ± SD", justify="right", no_wrap=True)
+    for s in seeds:
+        table.add_column(str(s), justify="right", no_wrap=True, style="dim")
+    table.add_column("+", justify="right", no_wrap=True)
+    previous = None
+    for r in contrast.rows:
+        pair = f"{r.arm_a} − {r.arm_b}"
+        table.add_row(
+            Text(pair if pair != previous else "", style="bold"),
+            r.level,
+            fmt.zero_bar(r.mean, scale, half=8),
+            fmt.mean_sd(r.mean, r.sd, DIGITS, sign=True),
+            *(fmt.signed(r.per_seed[s], DIGITS) if s in r.per_seed else Text("—") for s in seeds),
+            fmt.seed_count(r.positive_seeds, r.n_seeds),
+        )
+        previous = pair
+    head = Text(f"{contrast.name}", style="bold")
+    head.append(f"   {contrast.a} − {contrast.b}, {contrast.metric}, paired by seed", style="dim")
+    blocks: list[RenderableType] = [head, table]
+    dropped = contrast.dropped_text()
+    if dropped:
+        blocks.append(Text(dropped, style="yellow"))
+    return Group(*blocks)
+
+
+def family_view(family: FamilyRow, contrasts: list[tuple[str, StudyContrast | str]], index: int, count: int) -> RenderableType:
+    head = Text(f"{family.name}", style="bold")
+    head.append(f"  {family.family_id} · {family.complete}/{len(family.members)} members complete", style="dim")
+    if count > 1:
+        head.append(f" · family {index + 1} of {count} (n: next)", style="dim")
+    blocks: list[RenderableType] = [head, members_table(family), Text("")]
+    if not contrasts:
+        blocks.append(Text("this family declares no contrasts; its members are read side by side", style="dim"))
+    for name, result in contrasts:
+        if isinstance(result, str):
+            line = Text(f"{name}: ", style="bold")
+            line.append(result, style="yellow")
+            blocks += [line, Text("")]
+        else:
+            blocks += [contrast_view(result), Text("")]
+    if contrasts:
+        blocks.append(Text("bars: full width = the largest |value| of each contrast; green A above B", style="dim"))
+    return Group(*blocks)
+
+
+class FamiliesScreen(ConsoleScreen):
+    SCOPE = "families"
+    BINDINGS = bindings_for(SCOPE)
+    RELOAD_ON = frozenset({"queue"})
+
+    @dataclass
+    class Loaded(Message):
+        families: list[FamilyRow]
+        index: int
+        contrasts: list[tuple[str, StudyContrast | str]]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.index = -1  # the newest family until the user picks another
+
+    def compose_body(self) -> Iterable[Widget]:
+        yield ScrollableContainer(Static(id="family"), id="scroll")
+
+    def reload(self) -> None:
+        self.load(self.index)
+
+    def action_next_family(self) -> None:
+        self.index += 1
+        self.reload()
+
+    def action_reload(self) -> None:
+        self.reload()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="families")
+    def load(self, index: int) -> None:
+        store = self.console_app.store
+        families = list_families(store)
+        if not families:
+            self.post_message(self.Loaded([], 0, []))
+            return
+        i = index % len(families)
+        self.post_message(self.Loaded(families, i, contrasts_so_far(store, families[i])))
+
+    @on(Loaded)
+    def _loaded(self, message: Loaded) -> None:
+        body = self.query_one("#family", Static)
+        if not message.families:
+            body.update(
+                Text(
+                    "No family yet: run one headless, e.g. `hierconsole run nabirds-curvature-control`, or "
+                    "`hierconsole sweep PRESET --grid KEY=V1,V2`.",
+                    style="dim",
+                )
+            )
+            return
+        self.index = message.index
+        family = message.families[message.index]
+        body.update(family_view(family, message.contrasts, message.index, len(message.families)))

@@ -1,0 +1,69 @@
+"""Contrasts across studies on plain per-seed tables: pairing by seed, dropped seeds, levels, SD rules."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from hierconsole.errors import HierconsoleError
+from hierconsole.study.contrasts import contrast_tables, contrasts_frame, parse_arm_pair
+
+
+def _table(arms: dict[str, dict[int, float]], metric: str = "mAP") -> pl.DataFrame:
+    rows = []
+    for arm, by_seed in arms.items():
+        for seed, base in by_seed.items():
+            row = {"arm": arm, "seed": seed}
+            for i, level in enumerate(("leaf", "middle", "high")):
+                row[f"{level}_{metric}"] = base + 0.1 * i
+            if metric == "mAP":
+                row["hier_mAP"] = (row["middle_mAP"] + row["high_mAP"]) / 2
+            rows.append(row)
+    return pl.DataFrame(rows)
+
+
+def test_pairs_by_seed_and_reports_the_dropped_ones():
+    a = _table({"E_S": {1: 0.50, 2: 0.40, 3: 0.30}, "H_S": {1: 0.6, 2: 0.6, 3: 0.6}})
+    b = _table({"E_S": {2: 0.45, 3: 0.20, 4: 0.9}})
+    result = contrast_tables(a, b, a="A", b="B")
+    assert [(r.arm_a, r.arm_b, r.level) for r in result.rows] == [("E_S", "E_S", lv) for lv in ("leaf", "middle", "high", "hier")]
+    leaf = result.rows[0]
+    assert leaf.per_seed == pytest.approx({2: -0.05, 3: 0.10})
+    assert leaf.mean == pytest.approx(0.025)
+    assert leaf.sd == pytest.approx(((0.075**2 + 0.075**2) / 1) ** 0.5)
+    assert (leaf.positive_seeds, leaf.n_seeds) == (1, 2)
+    assert result.dropped == {"a": [1], "b": [4]}
+    assert result.dropped_text() == "dropped seed(s) 1 only in A; seed(s) 4 only in B"
+    doc = json.loads(json.dumps(result.to_json()))
+    assert set(doc) == {"metric", "a", "b", "rows"} and doc["metric"] == "hier_mAP"
+    assert doc["rows"][0]["per_seed"] == pytest.approx({"2": -0.05, "3": 0.10})
+
+
+def test_one_seed_has_no_sd_and_recall_has_no_hier_row():
+    a = _table({"H_R": {7: 0.3}}, metric="R@1")
+    b = _table({"E_R": {7: 0.1}}, metric="R@1")
+    result = contrast_tables(a, b, a="A", b="B", metric="R@1", arms=[("H_R", "E_R")])
+    assert [r.level for r in result.rows] == ["leaf", "middle", "high"]
+    assert all(r.sd is None and r.n_seeds == 1 for r in result.rows)
+    assert result.to_json()["rows"][0]["sd"] is None
+    frame = contrasts_frame([result])
+    assert frame.columns[:7] == ["contrast", "a", "b", "arm_a", "arm_b", "level", "metric"]
+    assert frame["seed_7"].to_list() == pytest.approx([0.2, 0.2, 0.2])
+
+
+def test_refusals_name_what_is_wrong():
+    a = _table({"H_R": {1: 0.3}})
+    b = _table({"E_R": {2: 0.1}})
+    with pytest.raises(HierconsoleError, match="no arm in both"):
+        contrast_tables(a, b, a="A", b="B")
+    with pytest.raises(HierconsoleError, match="share no training seed"):
+        contrast_tables(a, b, a="A", b="B", arms=[("H_R", "E_R")])
+    with pytest.raises(HierconsoleError, match="B has no arm H_S"):
+        contrast_tables(a, b, a="A", b="B", arms=[("H_R", "H_S")])
+    with pytest.raises(HierconsoleError, match="not a contrast metric"):
+        contrast_tables(a, b, a="A", b="B", metric="accuracy")
+    assert parse_arm_pair("hs:ER") == ("H_S", "E_R")
+    with pytest.raises(HierconsoleError, match="expected ARM_A:ARM_B"):
+        parse_arm_pair("H_S")

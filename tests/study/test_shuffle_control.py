@@ -1,0 +1,142 @@
+"""The semantic-alignment control (paper S9): a development-only, structure-preserving taxonomy shuffle
+that training fits while validation and test read the true taxonomy."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from hierconsole.contract import layout
+from hierconsole.contract.events import Validation
+from hierconsole.engine import checkpoints
+from hierconsole.engine.retrieval import evaluate
+from hierconsole.engine.trainer import FactorialTrainer, build_projector, embed
+from hierconsole.study.audits import stored_audits
+from hierconsole.study.catalog import register_dataset
+from hierconsole.study.lifecycle import create_study
+from hierconsole.study.orchestrator import Orchestrator
+from hierconsole.study.storage import Store
+from hierconsole.taxonomy import Taxonomy, development_shuffle, min_fixed_points
+from hierconsole.vocabulary import MAP, hier_score
+from tests.engine.conftest import make_spec
+from tests.tiny import tiny_preset
+
+
+def _taxonomy(leaf_middle, middle_high) -> Taxonomy:
+    return Taxonomy(
+        leaves=tuple(f"l{i}" for i in range(len(leaf_middle))),
+        middles=tuple(f"m{i}" for i in range(len(middle_high))),
+        highs=tuple(f"h{i}" for i in range(max(middle_high) + 1)),
+        leaf_middle=leaf_middle,
+        middle_high=middle_high,
+    )
+
+
+def _random_taxonomy(rng, n_leaves, n_middles, n_highs) -> Taxonomy:
+    lm = np.concatenate([np.arange(n_middles), rng.integers(0, n_middles, n_leaves - n_middles)])
+    mh = np.concatenate([np.arange(n_highs), rng.integers(0, n_highs, n_middles - n_highs)])
+    return _taxonomy(rng.permutation(lm), rng.permutation(mh))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_development_shuffle_keeps_group_sizes_reaches_the_minimum_and_leaves_test_groups(seed):
+    rng = np.random.default_rng(seed)
+    tax = _random_taxonomy(rng, 80, 30, 5)
+    # Middle-disjoint, as the NABirds Parent-disjoint protocol: a third of the middles are test-only.
+    test_middles = rng.choice(30, 10, replace=False)
+    dev_leaves = np.flatnonzero(~np.isin(tax.leaf_middle, test_middles))
+    result = development_shuffle(tax, dev_leaves, seed=seed)
+    new = result.taxonomy
+    dev_middles = np.setdiff1d(np.arange(30), test_middles)
+    assert result.dev_leaves.tolist() == dev_leaves.tolist()
+    assert result.dev_middles.tolist() == dev_middles.tolist()
+    # The multiset of classes per middle group and of middles per high group is preserved.
+    assert (np.bincount(new.leaf_middle, minlength=30) == np.bincount(tax.leaf_middle, minlength=30)).all()
+    assert (np.bincount(new.middle_high, minlength=5) == np.bincount(tax.middle_high, minlength=5)).all()
+    # Test-only groups never move; development leaves stay among development middles.
+    test_leaves = np.setdiff1d(np.arange(80), dev_leaves)
+    assert (new.leaf_middle[test_leaves] == tax.leaf_middle[test_leaves]).all()
+    assert (new.middle_high[test_middles] == tax.middle_high[test_middles]).all()
+    assert np.isin(new.leaf_middle[dev_leaves], dev_middles).all()
+    # Fixed points: the minimum the development group sizes allow, counted independently.
+    leaf_fixed = int((new.leaf_middle[dev_leaves] == tax.leaf_middle[dev_leaves]).sum())
+    middle_fixed = int((new.middle_high[dev_middles] == tax.middle_high[dev_middles]).sum())
+    assert (result.leaf_fixed, result.middle_fixed) == (leaf_fixed, middle_fixed)
+    assert leaf_fixed == result.leaf_min == min_fixed_points(tax.leaf_middle[dev_leaves])
+    assert middle_fixed == result.middle_min == min_fixed_points(tax.middle_high[dev_middles])
+    assert development_shuffle(tax, dev_leaves, seed=seed).sha256 == result.sha256 != tax.sha256()
+
+
+def test_development_fixed_points_match_the_brute_force_minimum_and_differ_from_the_whole_tree():
+    # m0..m3 under h0 (dominant), m4 under h1, m5 (test-only) under h1: five development middles.
+    tax = _taxonomy([0, 0, 1, 1, 2, 3, 4, 5], [0, 0, 0, 0, 1, 1])
+    dev_leaves = np.arange(7)  # l7 (in m5) is test-only
+    dev_mh = tax.middle_high[:5].tolist()
+    best = min(sum(a == b for a, b in zip(p, dev_mh, strict=True)) for p in itertools.permutations(dev_mh))
+    assert best == 3  # 2 * 4 - 5; over the whole tree (4 of 6 under h0) it would be 2
+    assert min_fixed_points(tax.middle_high) == 2
+    for seed in range(5):
+        result = development_shuffle(tax, dev_leaves, seed=seed)
+        assert result.middle_fixed == best
+        assert result.taxonomy.leaf_middle[7] == 5 and result.taxonomy.middle_high[5] == 1
+
+
+def test_validation_reads_the_true_taxonomy(tmp_path, tiny_fs):
+    tiny_dir = tmp_path / "tiny"
+    tiny_fs.save(tiny_dir)
+    train = np.flatnonzero(tiny_fs.split == 0)
+    shuffle = development_shuffle(tiny_fs.taxonomy, tiny_fs.leaf[train], seed=7)
+    tax_file = tmp_path / "train_taxonomy.npz"
+    np.savez(tax_file, leaf_middle=shuffle.taxonomy.leaf_middle, middle_high=shuffle.taxonomy.middle_high)
+    preset = tiny_preset(epochs=2, **{"controls.taxonomy_shuffle": True, "training.val_every": 2})
+    spec = make_spec(tmp_path / "job", tiny_fs, tiny_dir, arms=("E_S",), preset=preset, train_taxonomy=str(tax_file))
+    emitted = []
+    trainer = FactorialTrainer(spec, emitted.append)
+    # Training labels are the shuffled taxonomy's, validation ones the dataset's own.
+    shuffled_labels = shuffle.taxonomy.labels(tiny_fs.leaf)
+    assert (trainer.labels.numpy() == shuffled_labels).all()
+    assert (trainer.true_labels.numpy() == tiny_fs.labels).all()
+    assert not (shuffled_labels[:, 1] == tiny_fs.labels[:, 1]).all()
+    trainer.run()
+    [event] = [e for e in emitted if isinstance(e, Validation) and e.epoch == 2]
+    # Recompute the epoch-2 validation score from the saved final model, once per taxonomy.
+    model = build_projector(tiny_fs.dim, spec.cells[0], preset.training, preset.geometry.poincare)
+    model.load_state_dict(checkpoints.load_payload(tmp_path / "job" / "job" / layout.final_model(spec.cells[0]))["model"])
+    with np.load(spec.val_split) as z:
+        q, g = torch.from_numpy(z["query"]), torch.from_numpy(z["gallery"])
+    z_all = embed(model, torch.from_numpy(tiny_fs.features))
+
+    def score(labels: np.ndarray) -> float:
+        y = torch.from_numpy(labels)
+        metrics = evaluate(z_all[q], z_all[g], y[q], y[g], model.geometry).aggregate(preset.evaluation.aggregation)
+        return hier_score({level: m[MAP] for level, m in metrics.items()})
+
+    assert event.score == pytest.approx(score(tiny_fs.labels), abs=1e-6)
+    assert event.score != pytest.approx(score(shuffled_labels), abs=1e-6)
+
+
+def test_a_shuffle_control_study_records_and_audits_its_training_taxonomy(tmp_path, tiny_fs):
+    preset = tiny_preset(
+        **{
+            "controls.taxonomy_shuffle": True,
+            "training.cells": ["E_S"],
+            "split.protocol": "hierarchy_disjoint",
+            "split.level": "middle",
+            "split.counts": [4, 1, 1],
+            "evaluation.n_query": 8,
+        }
+    )
+    with Store(tmp_path / "home") as store:
+        register_dataset(store, tiny_fs)
+        study_id = create_study(store, preset, "tiny")
+        Orchestrator(store, max_parallel=2).run_until_idle()
+        row = store.dicts("SELECT * FROM taxonomy_shuffles WHERE study_id = ?", [study_id])[0]
+        assert (row["dev_middles"], row["leaf_fixed"], row["middle_fixed"]) == (5, row["leaf_min"], row["middle_min"])
+        checks = {c.name: c for c in stored_audits(store, study_id)}
+        assert all(c.ok for c in checks.values()), [c for c in checks.values() if not c.ok]
+        assert "1 middles unmoved" in checks["taxonomy_shuffle_development_only"].evidence
+        lock = store.one("SELECT lock_sha256 FROM studies WHERE study_id = ?", [study_id])
+        assert lock is not None and lock[0]
