@@ -82,24 +82,26 @@ def child(args: argparse.Namespace) -> None:
                 feats.append(backbone.model(pixel_values=x).pooler_output.numpy())
         np.savez(args.out, features=np.concatenate(feats), ids=np.array(images.ids))
         out["extract_s"] = time.perf_counter() - t1
-    else:  # the model alone on a preprocessed batch
+    else:  # the model alone on a preprocessed batch; "model-1thread" on one thread, for its CPU cost
+        if args.mode == "model-1thread":
+            torch.set_num_threads(1)
+            out["threads"] = 1
         x = torch.from_numpy(np.stack([load_image(images.file(i)) for i in range(args.batch_size)]))
+        rounds = max(1, len(images) // args.batch_size)
         with torch.inference_mode():
             backbone.model(pixel_values=x[:2])  # warm-up
-            t1 = time.perf_counter()
-            for _ in range(max(1, len(images) // args.batch_size)):
+            t1, c1 = time.perf_counter(), cpu_seconds()
+            for _ in range(rounds):
                 backbone.model(pixel_values=x)
-        out["extract_s"] = (
-            (time.perf_counter() - t1)
-            * len(images)
-            / (max(1, len(images) // args.batch_size) * args.batch_size)
-        )
+            per_image = 1 / (rounds * args.batch_size)
+            out["cpu_s_per_image"] = (cpu_seconds() - c1) * per_image
+        out["extract_s"] = (time.perf_counter() - t1) * per_image * len(images)
         t2 = time.perf_counter()
         for i in range(len(images)):
             load_image(images.file(i))
         out["decode_per_image_s"] = (time.perf_counter() - t2) / len(images)
     out["images_per_s"] = len(images) / out["extract_s"]
-    if args.mode != "model-only":
+    if args.mode in ("hierconsole", "naive"):
         out["cpu_s_per_image"] = (cpu_seconds() - cpu0) / len(images)
     out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["peak_rss_worker_mib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
@@ -130,7 +132,7 @@ def main() -> int:
         )
         rows = []
         for model in args.models.split(","):
-            for mode in ("hierconsole", "naive", "model-only"):
+            for mode in ("hierconsole", "naive", "model-only", "model-1thread"):
                 out = Path(tmp) / f"{model}-{mode}.npz"
                 done = subprocess.run(
                     [sys.executable, __file__, "--child", "--model", model, "--mode", mode, "--root", str(root),

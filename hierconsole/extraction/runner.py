@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from hierconsole import __version__
 from hierconsole.errors import InputError
-from hierconsole.extraction.backbone import Backbone
+from hierconsole.extraction.backbone import POSITION_INTERPOLATION, Backbone
 from hierconsole.extraction.preprocess import Preprocessing, UnreadableImage, load_image
 from hierconsole.extraction.shards import Parts, Shard, shard_ranges, write_features
 from hierconsole.extraction.sources import ImageList
@@ -94,6 +94,7 @@ def identity(images: ImageList, backbone: Backbone, prep: Preprocessing, setting
                 "model": backbone.arch.config,
                 "weights": backbone.weights.record(),
                 "preprocessing": prep.record(),
+                "position_interpolation": POSITION_INTERPOLATION,
                 "batch_size": settings.batch_size,
                 "shard_size": settings.shard_size,
                 "device_type": torch.device(settings.device).type,
@@ -253,6 +254,7 @@ def manifest_of(
             "config": backbone.arch.config,
         },
         "feature": FEATURE,
+        "position_interpolation": POSITION_INTERPOLATION,
         "weights": backbone.weights.record(),
         "preprocessing": prep.record(),
         "torch": torch.__version__,
