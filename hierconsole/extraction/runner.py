@@ -217,6 +217,13 @@ def _assemble(
         for s in read
         for i, reason in zip(s.failed_rows.tolist(), s.failed_reasons, strict=True)
     ]
+    if not len(rows):
+        first = failed[0]
+        raise InputError(
+            images.base,
+            f"none of the {len(images)} images could be read; the first, {first['path']}: {first['reason']}",
+            hint="check that the folder holds the images images.txt (or the list) names",
+        )
     manifest = manifest_of(images, backbone, prep, settings, ident, len(rows), failed)
     write_features(out, [images.ids[int(i)] for i in rows], features, manifest)
     parts.remove()
