@@ -73,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("dataset", help="a dataset in the store, or build-cub (see `taxonomy build-cub --help`)")
     # `taxonomy build-cub` has its own parser (cli/taxonomy_build.py); a dataset id takes no more arguments.
     t.add_argument("more", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    t.set_defaults(func=_taxonomy)
+    t.set_defaults(func=_taxonomy, taxonomy_parser=t)
 
 
 def _register(args: argparse.Namespace, fs) -> int:
@@ -169,6 +169,9 @@ def _taxonomy(args: argparse.Namespace) -> int:
 
     if args.dataset == ACTION:
         return run_build_cub(args.home, args.more)
+    if args.more and set(args.more) <= {"-h", "--help"}:
+        args.taxonomy_parser.print_help()
+        return 0
     if args.more:
         raise InputError("taxonomy", f"unexpected arguments after the dataset: {' '.join(args.more)}")
     with open_for_reading(args.home) as store:

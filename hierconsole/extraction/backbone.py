@@ -44,8 +44,45 @@ class Backbone:
         return self.arch.dim
 
 
+POSITION_INTERPOLATION = (
+    "bicubic resize of the 37x37 position embeddings by scale factor (16 + 0.1) / 37, as Meta's DINOv2 "
+    "(interpolate_offset 0.1, no antialias)"
+)
+
+
 def build(arch: Architecture) -> Dinov2Model:
-    return Dinov2Model(Dinov2Config(**arch.config)).eval().requires_grad_(False)
+    return official_interpolation(Dinov2Model(Dinov2Config(**arch.config)).eval().requires_grad_(False))
+
+
+def official_interpolation(model: Dinov2Model) -> Dinov2Model:
+    """Resize the position embeddings to the input as Meta's DINOv2 does, not as `transformers` does.
+
+    transformers resizes to an output size; Meta's code passes a scale factor with a 0.1 offset, which
+    samples the grid at slightly different points. At 224 pixels the two give features about 0.5 %
+    apart (measured on random weights against Meta's vision_transformer.py); the official models, and
+    features extracted with them, use Meta's.
+    """
+    embeddings = model.embeddings
+
+    def interpolate(embedded: torch.Tensor, height: int, width: int) -> torch.Tensor:
+        pos = embeddings.position_embeddings
+        n = pos.shape[1] - 1
+        patch = embeddings.patch_embeddings.patch_size
+        rows, cols = height // patch[0], width // patch[1]
+        if embedded.shape[1] - 1 == n and rows == cols:
+            return pos
+        side = int(round(n**0.5))
+        grid = pos[:, 1:].float().reshape(1, side, side, -1).permute(0, 3, 1, 2)
+        grid = torch.nn.functional.interpolate(
+            grid, scale_factor=((rows + 0.1) / side, (cols + 0.1) / side), mode="bicubic", antialias=False
+        )
+        if grid.shape[-2:] != (rows, cols):
+            raise RuntimeError(f"position grid {tuple(grid.shape[-2:])} for {rows}x{cols} patches")
+        grid = grid.permute(0, 2, 3, 1).reshape(1, rows * cols, -1)
+        return torch.cat((pos[:, :1], grid.to(pos.dtype)), dim=1)
+
+    embeddings.interpolate_pos_encoding = interpolate  # type: ignore[method-assign,assignment]
+    return model
 
 
 def load_backbone(arch: Architecture | None, source: WeightsSource, default: Architecture) -> Backbone:
@@ -76,7 +113,7 @@ def load_backbone(arch: Architecture | None, source: WeightsSource, default: Arc
                 + ", ".join(sorted(lacking)[:_SHOWN]),
                 hint="pass a complete DINOv2 model folder (without registers)",
             )
-        return Backbone(model.eval().requires_grad_(False), from_folder, source)
+        return Backbone(official_interpolation(model.eval().requires_grad_(False)), from_folder, source)
     arch = arch or default
     if source.kind == "random":
         assert source.seed is not None

@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from hierconsole import __version__
 from hierconsole.errors import InputError
-from hierconsole.extraction.backbone import Backbone
+from hierconsole.extraction.backbone import POSITION_INTERPOLATION, Backbone
 from hierconsole.extraction.preprocess import Preprocessing, UnreadableImage, load_image
 from hierconsole.extraction.shards import Parts, Shard, shard_ranges, write_features
 from hierconsole.extraction.sources import ImageList
@@ -94,6 +94,7 @@ def identity(images: ImageList, backbone: Backbone, prep: Preprocessing, setting
                 "model": backbone.arch.config,
                 "weights": backbone.weights.record(),
                 "preprocessing": prep.record(),
+                "position_interpolation": POSITION_INTERPOLATION,
                 "batch_size": settings.batch_size,
                 "shard_size": settings.shard_size,
                 "device_type": torch.device(settings.device).type,
@@ -216,6 +217,13 @@ def _assemble(
         for s in read
         for i, reason in zip(s.failed_rows.tolist(), s.failed_reasons, strict=True)
     ]
+    if not len(rows):
+        first = failed[0]
+        raise InputError(
+            images.base,
+            f"none of the {len(images)} images could be read; the first, {first['path']}: {first['reason']}",
+            hint="check that the folder holds the images images.txt (or the list) names",
+        )
     manifest = manifest_of(images, backbone, prep, settings, ident, len(rows), failed)
     write_features(out, [images.ids[int(i)] for i in rows], features, manifest)
     parts.remove()
@@ -253,6 +261,7 @@ def manifest_of(
             "config": backbone.arch.config,
         },
         "feature": FEATURE,
+        "position_interpolation": POSITION_INTERPOLATION,
         "weights": backbone.weights.record(),
         "preprocessing": prep.record(),
         "torch": torch.__version__,

@@ -235,3 +235,14 @@ def test_existing_outputs_are_kept(capsys, inputs, tmp_path):
     code, _, err = build(capsys, classes, checklist, "--aliases", aliases, "-o", out)
     assert code == 2 and "--overwrite" in err and out.read_text() == "mine\n"
     assert build(capsys, classes, checklist, "--aliases", aliases, "-o", out, "--overwrite")[0] == 0
+
+
+def test_taxonomy_keeps_its_dataset_form_beside_build_cub(capsys, tmp_path):
+    home = ["--home", str(tmp_path / "home")]
+    assert main([*home, "taxonomy", "cub", "--help"]) == 0
+    assert "usage: hierconsole taxonomy" in capsys.readouterr().out
+    assert main([*home, "taxonomy", "cub", "stray"]) == 2
+    assert "unexpected arguments after the dataset: stray" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main([*home, "taxonomy", "build-cub", "--help"])
+    assert exc.value.code == 0 and "usage: hierconsole taxonomy build-cub" in capsys.readouterr().out

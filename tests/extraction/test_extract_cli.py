@@ -404,3 +404,15 @@ def test_nabirds_features_are_keyed_by_uuid_and_import(capsys, tmp_path, tiny_mo
     code, text, err = run(capsys, "--home", tmp_path / "home", "import", "nabirds", root, out)
     assert code == 0, err
     assert "imported nabirds: 12 samples x 32-D" in text and "4/2/2 Leaf/Parent/Supergroup" in text
+
+
+def test_a_folder_of_unreadable_images_writes_nothing(capsys, tmp_path, tiny_model):
+    images = tmp_path / "pics"
+    images.mkdir()
+    for k in range(3):
+        (images / f"{k}.jpg").write_text("not a picture")
+    out = tmp_path / "f.npz"
+    code, _, err = run(capsys, "extract", "folder", images, "-o", out, "--weights", "none", "--seed", "0",
+                       "--model", tiny_model, "--workers", "0")  # fmt: skip
+    assert code == 2 and "none of the 3 images could be read" in err and "0.jpg" in err
+    assert not out.exists()

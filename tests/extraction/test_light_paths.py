@@ -49,3 +49,18 @@ def test_help_and_early_errors_stay_light(tmp_path, argv, status):
     assert code == status, output
     assert heavy == [], f"hierconsole {' '.join(argv)} imported {heavy}"
     assert "Traceback" not in output
+
+
+def test_without_the_extra_extract_says_how_to_install_it(tmp_path):
+    (tmp_path / "a.png").write_bytes(b"")
+    code = (
+        "import sys; sys.modules['transformers'] = None  # as if the extra were not installed\n"
+        "from hierconsole.cli import main\n"
+        "sys.exit(main(['extract', 'folder', '.', '-o', 'f.npz', '--weights', 'none', '--seed', '0']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "pip install 'hierconsole[extract]'" in done.stderr and "transformers" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "f.npz").exists()
