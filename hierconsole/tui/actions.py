@@ -142,7 +142,7 @@ ACTIONS: tuple[Action, ...] = (
     Action("quit.cancel", "c", "cancel", "quit", "choose('cancel')", "cancel the running jobs, then quit"),
     Action("quit.leave", "q", "quit", "quit", "choose('leave')", "quit and leave the workers running"),
     Action("quit.stay", "escape", "close", "quit", "choose(None)", "do not quit"),
-    Action("families.next", "n", "next family", "families", "next_family", "show the next family"),
+    Action("families.next", "f", "next family", "families", "next_family", "show the next family"),
     Action("families.reload", "ctrl+r", "reload", "families", "reload", "read the family and its contrasts again", key_display="^r"),
     Action("export.write", "w", "write", "export", "write", "write the chosen table in the chosen format"),
 )

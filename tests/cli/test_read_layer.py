@@ -38,7 +38,7 @@ def test_runs_shows_the_console_job_rows(fixed_copy, capsys):
     for job in jobs:
         table = tables[[COMPLETE, LIVE].index(job.study_id)]
         (line,) = [line for line in table.splitlines() if line.startswith(f"{job.short_id} ")]
-        assert f" {job.done}/{job.total} " in line and f" {job.state} " in line and job.cells_text in line
+        assert f" {job.done}/{job.total} " in line and f" {job.shown_state} " in line and job.cells_text in line
     evaluation = next(j for j in jobs if j.job_id == f"{COMPLETE}/evaluate")
     assert (evaluation.done, evaluation.total) == (36, 36)
 

@@ -112,7 +112,7 @@ def test_family_run_queues_every_member_with_shared_seeds(family_home):
     assert presets[studies["flat"]]["geometry"]["poincare"]["c"] == 0.5
     assert presets[studies["curved"]]["geometry"]["poincare"]["c"] == 2.0
     assert "curved - flat" in stdout
-    listing = _cli(home, "families")
+    listing = _cli(home, "--wide", "families")
     assert listing.returncode == 0 and "tinyfam" in listing.stdout and "2/2 complete" in listing.stdout
 
 
@@ -285,5 +285,5 @@ def test_effects_of_a_family_pool_its_members_with_the_member_as_unit(family_hom
         assert e["mean"] == pytest.approx(sum(values) / 2, abs=1e-12)
         assert e["sd"] == pytest.approx(_sample_sd(values), abs=1e-12)
         assert e["n_members"] == 2
-    text = _cli(home, "effects", "tinyfam")
+    text = _cli(home, "--wide", "effects", "tinyfam")
     assert text.returncode == 0 and "pooled over members" in text.stdout
