@@ -581,6 +581,12 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     from hierconsole.study.read.families import get_family
 
     family = family.with_overrides(_cli_overrides(args))
+    # As for one study: --parallel and the devices every member asks for, before anything is created.
+    for member in family.members:
+        _parallel(args, member.preset)
+    gpus = getattr(args, "gpus", None)
+    for device in sorted({m.preset.compute.device for m in family.members}):
+        check_devices(device, gpus, source="--device" if args.device else "compute.device (family members)")
     console = output_console()
     with Store(args.home) as store:
         family_id, studies = create_family(store, family, getattr(args, "dataset", None))
@@ -590,7 +596,8 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
             f"seeds {seeds}"
         )
         parallel = args.parallel or family.members[0].preset.compute.max_parallel_jobs
-        drive(store, studies, parallel=parallel, console=console, gpus=getattr(args, "gpus", None))
+        orch = Orchestrator(store, max_parallel=parallel, gpus=gpus, studies=list(studies))
+        drive(store, studies, parallel=None, console=console, orchestrator=orch)
         codes = [summarize(store, s, console) for s in studies]
         console.print(families_table([get_family(store, family_id)]))
         if all(read.get_study(store, s).phase == Phase.COMPLETE for s in studies) and family.contrasts:

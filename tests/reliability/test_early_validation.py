@@ -47,3 +47,11 @@ def test_run_launches_only_its_own_study(tiny_home):
     assert states == [("queued",)]
     runs = cli(tiny_home, "runs", leftover)
     assert "queued" in runs.stdout
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="CUDA is present: --device cuda is not a bad value here")
+def test_a_family_with_a_bad_device_creates_nothing(tiny_home):
+    before = tree_digest(tiny_home)
+    text = one_line_error(cli(tiny_home, "run", "nabirds-curvature-control", "--device", "cuda"))
+    assert "--device = 'cuda', but this machine's torch" in text
+    assert tree_digest(tiny_home) == before and not (tiny_home / "studies").exists()
