@@ -6,7 +6,6 @@ is reported by the summary's depth checks rather than refused.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hierconsole.csv_input import read_csv_records
 from hierconsole.errors import InputError
 from hierconsole.vocabulary import DEFAULT_LEVEL_NAMES, LEVELS, REL_C, REL_H, REL_M, REL_O
 
@@ -199,15 +199,7 @@ def read_taxonomy_rows(
     """
     path = Path(path)
     names = tuple(level_names or DEFAULT_LEVEL_NAMES)
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as fh:
-            reader = csv.reader(fh)
-            header = next(reader, None)
-            records = [(reader.line_num, rec) for rec in reader]
-    except OSError as exc:
-        raise InputError(path, f"cannot read the taxonomy CSV: {exc.strerror or exc}") from exc
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(path, f"not a UTF-8 CSV file: {exc}") from exc
+    header, records = read_csv_records(path, "the taxonomy CSV")
     if header is None:
         raise InputError(path, "the file is empty", hint="the first line must be the header leaf,middle,high")
     cols = [h.strip().lower() for h in header]

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hierconsole.config.files import presets_dir, resolve_preset
+from hierconsole.config.files import presets_dir, resolve_preset, resolve_toml
 from hierconsole.config.preset import Preset
 from hierconsole.errors import ConfigError, HierconsoleError, NotFoundError
 from hierconsole.vocabulary import ARMS
@@ -242,17 +242,7 @@ def is_family_file(path_or_name: str | Path) -> bool:
 
 
 def resolve_family(path_or_name: str | Path) -> Path:
-    path = Path(path_or_name).expanduser()
-    if path.is_file():
-        return path
-    text = str(path_or_name)
-    if "/" not in text and "\\" not in text:
-        stem = text[: -len(".toml")] if text.endswith(".toml") else text
-        shipped = families_dir() / f"{stem}.toml"
-        if shipped.is_file():
-            return shipped
-    names = ", ".join(n for n, _, _ in list_families()) or "(none)"
-    raise NotFoundError(f"family {text!r} not found: no such file and no shipped family of that name; shipped: {names}")
+    return resolve_toml(path_or_name, families_dir(), "family", lambda: [n for n, _, _ in list_families()])
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +28,24 @@ def presets_dir() -> Path:
 
 def resolve_preset(path_or_name: str | Path) -> Path:
     """A preset file: an existing path as given, else a bare name (`demo`) among the shipped presets."""
+    return resolve_toml(path_or_name, presets_dir(), "preset", lambda: [name for name, _, _ in list_presets()])
+
+
+def resolve_toml(path_or_name: str | Path, folder: Path, what: str, shipped: Callable[[], list[str]]) -> Path:
+    """An existing path as given, else a bare name (with or without `.toml`) of a file in `folder`;
+    a miss lists the `shipped` names."""
     path = Path(path_or_name).expanduser()
     if path.is_file():
         return path
     text = str(path_or_name)
     if "/" not in text and "\\" not in text:
         stem = text[: -len(".toml")] if text.endswith(".toml") else text
-        shipped = presets_dir() / f"{stem}.toml"
-        if shipped.is_file():
-            return shipped
-    names = ", ".join(name for name, _, _ in list_presets()) or "(none)"
+        candidate = folder / f"{stem}.toml"
+        if candidate.is_file():
+            return candidate
     raise NotFoundError(
-        f"preset {text!r} not found: no such file, and no shipped preset of that name; "
-        f"shipped presets: {names}"
+        f"{what} {text!r} not found: no such file, and no shipped {what} of that name; "
+        f"shipped {what}s: {', '.join(shipped()) or '(none)'}"
     )
 
 

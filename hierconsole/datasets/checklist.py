@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hierconsole.csv_input import read_csv_records
 from hierconsole.errors import InputError
 from hierconsole.taxonomy import Taxonomy
 from hierconsole.vocabulary import CUB_LEVEL_NAMES
@@ -111,15 +112,7 @@ def read_checklist(
     category column: every row is kept)."""
     path = Path(path)
     columns = columns or {}
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as fh:
-            reader = csv.reader(fh)
-            header = next(reader, None)
-            records = [(reader.line_num, rec) for rec in reader]
-    except OSError as exc:
-        raise InputError(path, f"cannot read the checklist: {exc.strerror or exc}") from exc
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(path, f"not a UTF-8 CSV file: {exc}") from exc
+    header, records = read_csv_records(path, "the checklist")
     if header is None:
         raise InputError(path, "the file is empty", hint="a checklist CSV starts with its header line")
     lowered = [h.strip().lower() for h in header]

@@ -6,12 +6,12 @@ official split is studied with a generated split, e.g. hierarchy-disjoint).
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from hierconsole.csv_input import read_csv_records
 from hierconsole.datasets.features_io import align_rows, read_features
 from hierconsole.datasets.featureset import SPLIT_NAMES, FeatureSet, source_hashes
 from hierconsole.errors import InputError
@@ -25,15 +25,7 @@ def read_labels_csv(
     path: Path, tax: Taxonomy, taxonomy_csv: Path
 ) -> tuple[list[str], np.ndarray, np.ndarray, list[int], bool]:
     """(ids, leaf indices, split codes, line numbers, whether a split column exists), checked in full."""
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as fh:
-            reader = csv.reader(fh)
-            header = next(reader, None)
-            records = [(reader.line_num, rec) for rec in reader]
-    except OSError as exc:
-        raise InputError(path, f"cannot read the labels CSV: {exc.strerror or exc}") from exc
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(path, f"not a UTF-8 CSV file: {exc}") from exc
+    header, records = read_csv_records(path, "the labels CSV")
     cols = [c.strip().lower() for c in header or []]
     missing = [c for c in ("id", "leaf") if c not in cols]
     if missing:
