@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
+import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -128,6 +131,13 @@ def register(sub: argparse._SubParsersAction) -> None:
             help="stop once N more images are done (at a shard boundary); rerun to continue",
         )
         q.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+        q.add_argument(
+            "--progress",
+            choices=("bar", "json"),
+            default="bar",
+            help="bar: a progress bar on stderr (default); json: one line {\"done\": N, \"total\": M} per "
+            "update on stdout, for programs that follow an extraction (the console does)",
+        )
         q.set_defaults(func=_extract)
 
 
@@ -210,6 +220,8 @@ def _extract(args: argparse.Namespace) -> int:
         f"extracting {len(images):,} images ({images.listing} of {escape(str(images.root))}) with "
         f"{backbone.arch.describe()}, {weights_note}, on {device}"
     )
+    if args.progress == "json":
+        return _report(console, args, out, backbone, images, _run_reporting_json(images, backbone, out, settings))
     with Progress(
         TextColumn("extract"),
         BarColumn(),
@@ -234,6 +246,21 @@ def _extract(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             err.print(f"finished shards are kept in {out.name}.parts/: rerun the same command to resume")
             raise
+    return _report(console, args, out, backbone, images, outcome)
+
+
+def _run_reporting_json(images: ImageList, backbone, out: Path, settings) -> Any:  # noqa: ANN001
+    from hierconsole.extraction.runner import run_extraction
+
+    def progress(done: int, total: int) -> None:
+        sys.stdout.write(json.dumps({"done": done, "total": total}) + "\n")
+        sys.stdout.flush()
+
+    return run_extraction(images, backbone, DINOV2_EVAL, out, settings, progress=progress)
+
+
+def _report(console: Console, args: argparse.Namespace, out: Path, backbone, images: ImageList, outcome) -> int:  # noqa: ANN001
+    """What an extraction did: resumed shards, where the features are, which images failed."""
     if outcome.resumed_shards:
         console.print(f"resumed: {outcome.resumed_shards} finished shards were kept from an earlier run")
     if not outcome.finished:

@@ -2,11 +2,21 @@
 
 Importers write nothing; `register_dataset` lands a set completely or not at all, so a failed import
 leaves the store as it was. Every problem the importer found is shown here, in place.
+
+A CUB or NABirds folder without a features file can be extracted first: the dialog runs
+`hierconsole extract` in a child process (torch and transformers never enter the console), follows its
+`--progress json` lines, and imports the result. Closing the dialog stops it; its finished shards are
+kept, so the same extraction resumes where it stopped.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.text import Text
 from textual import on, work
@@ -29,12 +39,18 @@ FIELDS: dict[str, tuple[str, str]] = {
     "features": ("features", ".npy .npz .parquet .safetensors .pt"),
     "labels": ("labels", "CSV id,leaf[,split]"),
     "taxonomy": ("taxonomy", "CSV leaf,middle,high"),
+    "weights": ("weights", "no features yet: extract with these DINOv2 weights (a folder or file, or none)"),
+    "model": ("model", "vits14, vitb14 (default), vitl14, or a Dinov2Config .json"),
 }
 KIND_FIELDS = {
     "generic": ("features", "labels", "taxonomy"),
-    "cub": ("root", "features", "taxonomy"),
-    "nabirds": ("root", "features"),
+    "cub": ("root", "features", "taxonomy", "weights", "model"),
+    "nabirds": ("root", "features", "weights", "model"),
 }
+OPTIONAL = ("weights", "model")
+"""Fields that may stay empty; `features` may too when `weights` asks for an extraction."""
+EXTRACTED = "extracted"
+"""Folder of the home where the console's extractions write their features (and resume from)."""
 DEFAULT_NAMES = {"generic": "", "cub": "cub", "nabirds": "nabirds"}
 
 
@@ -44,12 +60,32 @@ class ImportRequest:
     name: str
     paths: dict[str, str]
 
+    @property
+    def extracts(self) -> bool:
+        """No features file, but weights to extract them with."""
+        return not self.paths.get("features") and bool(self.paths.get("weights"))
+
     def problems(self) -> list[str]:
-        missing = [FIELDS[f][0] for f in KIND_FIELDS[self.kind] if not self.paths.get(f)]
+        optional = set(OPTIONAL) | ({"features"} if self.extracts else set())
+        missing = [FIELDS[f][0] for f in KIND_FIELDS[self.kind] if f not in optional and not self.paths.get(f)]
         out = [f"{m}: give a path" for m in missing]
+        if "features" in missing and "weights" in KIND_FIELDS[self.kind]:
+            out[-1] = "features: give a path, or weights to extract them from the images"
         if not self.name:
             out.append("name: give the dataset a name")
         return out
+
+    def extract_argv(self, output: Path) -> list[str]:
+        """The `hierconsole extract` command that makes this request's features."""
+        p = self.paths
+        weights = p["weights"]
+        argv = [sys.executable, "-m", "hierconsole", "extract", self.kind, p["root"], "-o", str(output)]
+        argv += ["--weights", weights, "--progress", "json"]
+        if weights.strip().lower() == "none":
+            argv += ["--seed", "0"]
+        if p.get("model"):
+            argv += ["--model", p["model"]]
+        return argv
 
 
 def import_featureset(request: ImportRequest):
@@ -79,6 +115,12 @@ class ImportDialog(FieldDialog[DatasetInfo | None]):
     @dataclass
     class Imported(Message):
         info: DatasetInfo
+
+    @dataclass
+    class Extracting(Message):
+        done: int
+        total: int
+        rate: float
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="import"):
@@ -139,21 +181,74 @@ class ImportDialog(FieldDialog[DatasetInfo | None]):
         if problems:
             self._error("\n".join(problems))
             return
-        self.query_one("#import-error", Static).update(Text(f"importing {request.name}…", style="dim"))
+        what = "extracting features, then importing" if request.extracts else "importing"
+        self.query_one("#import-error", Static).update(Text(f"{what} {request.name}…", style="dim"))
         self.run_import(request)
 
     def action_cancel(self) -> None:
+        self._stop_extraction()
         self.dismiss(None)
+
+    def _stop_extraction(self) -> None:
+        proc = self._extraction
+        if proc is not None and proc.poll() is None:
+            proc.terminate()  # its finished shards stay: the same extraction resumes where it stopped
+
+    _extraction: subprocess.Popen[str] | None = None
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="import")
     def run_import(self, request: ImportRequest) -> None:
         store = self.app.store  # type: ignore[attr-defined]
         try:
+            if request.extracts:
+                extracted = self._extract(request, store.home / EXTRACTED)
+                if extracted is None:
+                    return
+                request = extracted
             info = register_dataset(store, import_featureset(request))
         except HierconsoleError as exc:
             self.post_message(self.Failed(str(exc)))
             return
         self.post_message(self.Imported(info))
+
+    def _extract(self, request: ImportRequest, folder: Path) -> ImportRequest | None:
+        """Run the extraction in a child process, reporting its progress; the request with the features
+        file it wrote, or None (after saying why) when it failed or was stopped."""
+        folder.mkdir(parents=True, exist_ok=True)
+        output = folder / f"{request.name}.npz"
+        output.unlink(missing_ok=True)  # an earlier, finished extraction of this name: make it anew
+        proc = subprocess.Popen(
+            request.extract_argv(output),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        self._extraction = proc
+        assert proc.stdout is not None and proc.stderr is not None
+        began, first = time.monotonic(), None
+        for line in proc.stdout:
+            if not line.startswith("{"):
+                continue
+            step = json.loads(line)
+            first = step["done"] if first is None else first
+            elapsed = max(time.monotonic() - began, 1e-9)
+            self.post_message(self.Extracting(step["done"], step["total"], (step["done"] - first) / elapsed))
+        errors = proc.stderr.read()
+        if proc.wait() != 0:
+            lines = [ln for ln in errors.splitlines() if ln.strip()]
+            said = next((ln for ln in lines if ln.startswith("error:")), lines[-1] if lines else "")
+            self.post_message(self.Failed(said or f"the extraction stopped (exit status {proc.returncode})"))
+            return None
+        return ImportRequest(request.kind, request.name, {**request.paths, "features": str(output)})
+
+    @on(Extracting)
+    def _extracting(self, message: Extracting) -> None:
+        left = (message.total - message.done) / message.rate if message.rate > 0 else None
+        eta = f" · eta {left:.0f} s" if left is not None else ""
+        self.query_one("#import-error", Static).update(
+            Text(f"extracting {message.done:,}/{message.total:,} images · {message.rate:.1f}/s{eta}", style="dim")
+        )
 
     @on(Failed)
     def _failed(self, message: Failed) -> None:
