@@ -266,10 +266,14 @@ def drive(
         signal.signal(signal.SIGINT, previous)
 
 
+def _check_parallel(parallel: int | None) -> None:
+    if parallel is not None and parallel < 1:
+        raise HierconsoleError(f"--parallel {parallel}: give at least 1 worker process at once")
+
+
 def _parallel(args: argparse.Namespace, preset: Preset) -> int:
+    _check_parallel(args.parallel)
     if args.parallel is not None:
-        if args.parallel < 1:
-            raise HierconsoleError(f"--parallel {args.parallel}: give at least 1 worker process at once")
         return args.parallel
     return preset.compute.max_parallel_jobs
 
@@ -491,8 +495,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     """Crashed, cancelled and failed jobs go back in the queue; queued and orphaned running ones are
     driven too, so a console that quit and left work behind can be replaced by a headless resume."""
     console = output_console()
-    if args.parallel is not None and args.parallel < 1:
-        raise HierconsoleError(f"--parallel {args.parallel}: give at least 1 worker process at once")
+    _check_parallel(args.parallel)
     check_devices("cpu", args.gpus, source="--gpus")
     with Store(args.home) as store:
         only = read.resolve_study(store, args.study) if args.study else None

@@ -29,13 +29,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hierconsole.config.files import presets_dir, resolve_preset, resolve_toml
+from hierconsole.config.files import presets_dir, read_toml, resolve_preset, resolve_toml
 from hierconsole.config.preset import Preset
 from hierconsole.errors import ConfigError, HierconsoleError, NotFoundError
 from hierconsole.vocabulary import ARMS
@@ -238,26 +237,16 @@ def is_family_file(path_or_name: str | Path) -> bool:
         path = resolve_family(path_or_name)
     except NotFoundError:
         return False
-    return _read(path).get(FAMILY_TABLE) is not None
+    return read_toml(path, "family").get(FAMILY_TABLE) is not None
 
 
 def resolve_family(path_or_name: str | Path) -> Path:
     return resolve_toml(path_or_name, families_dir(), "family", lambda: [n for n, _, _ in list_families()])
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-
-
 def load_family(path_or_name: str | Path) -> Family:
     path = resolve_family(path_or_name)
-    data = _read(path)
+    data = read_toml(path, "family")
     head = data.get(FAMILY_TABLE)
     if not isinstance(head, Mapping):
         raise ConfigError(f"{path}: not a family preset: it has no [family] table (a study preset runs as it is)")
@@ -305,7 +294,7 @@ def list_families() -> list[tuple[str, Path, str]]:
     folder = families_dir()
     for path in sorted(folder.glob("*.toml"), key=lambda p: p.stem) if folder.is_dir() else []:
         try:
-            head = _read(path).get(FAMILY_TABLE, {})
+            head = read_toml(path, "family").get(FAMILY_TABLE, {})
             description = head.get("description", "") if isinstance(head, Mapping) else ""
         except ConfigError as exc:
             description = f"(unreadable: {exc})"

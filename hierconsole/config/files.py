@@ -12,14 +12,15 @@ from hierconsole.errors import ConfigError, NotFoundError
 from hierconsole.locations import resource_dir
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def read_toml(path: Path, what: str = "preset") -> dict[str, Any]:
+    """A TOML file's tables; a file that cannot be read or parsed is a ConfigError naming it."""
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read preset: {exc.strerror or exc}") from None
+        raise ConfigError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
 
 
 def presets_dir() -> Path:
@@ -52,7 +53,7 @@ def resolve_toml(path_or_name: str | Path, folder: Path, what: str, shipped: Cal
 def load_preset(path_or_name: str | Path) -> Preset:
     """Load and validate a preset from a TOML file path or a shipped preset's bare name."""
     path = resolve_preset(path_or_name)
-    return Preset.from_dict(_read_toml(path), source=path)
+    return Preset.from_dict(read_toml(path), source=path)
 
 
 def list_presets() -> list[tuple[str, Path, str]]:
@@ -64,7 +65,7 @@ def list_presets() -> list[tuple[str, Path, str]]:
     out = []
     for path in sorted(presets_dir().glob("*.toml"), key=lambda p: p.stem):
         try:
-            study = _read_toml(path).get("study", {})
+            study = read_toml(path).get("study", {})
             description = study.get("description", "") if isinstance(study, Mapping) else ""
         except ConfigError as exc:
             description = f"(unreadable: {exc})"
