@@ -18,7 +18,8 @@ rest. Breakdown of the wall time:
 - audits and ingestion: the orchestrator's measured time inside them (ingestion overlaps the jobs);
 - other: what remains besides ingestion (polling intervals, the summary, teardown).
 
-The naive loop (as a researcher writes it; one process, torch at 2 threads, its faster count): the
+The naive loop (as a researcher writes it; one process, torch at --naive-threads threads: 2 is its faster
+count on a quiet 2-core machine, 1 on a shared one, where two OpenMP threads stall): the
 same start-up a script pays (import torch, geoopt, sklearn), training (``train_factorial.NaiveRun``:
 one cell at a time, DataLoader, eager, geoopt), and the naive per-query evaluation
 (``retrieval.naive_unit``: geoopt distances, sklearn AP per level, argsort for R@K); training and
@@ -132,7 +133,7 @@ def hierconsole_study(argv: list[str], tmp: Path, name: str, setup: list[str] | 
     return breakdown(home, record, t0)
 
 
-def naive_loop(epochs: int, naive_epochs: int, naive_queries: int) -> dict[str, float]:
+def naive_loop(epochs: int, naive_epochs: int, naive_queries: int, threads: int) -> dict[str, float]:
     """The naive loop's start-up (measured), training and evaluation (measured on a slice, scaled)."""
     t0 = time.perf_counter()
     subprocess.run([PY, "-c", "import torch, geoopt, sklearn.metrics"], check=True)
@@ -141,7 +142,7 @@ def naive_loop(epochs: int, naive_epochs: int, naive_queries: int) -> dict[str, 
     import numpy as np
     import torch
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(threads)
     from factorial_setup import SEEDS, cells, hyper
     from retrieval import N_QUERY, QG_SEEDS, models, naive_unit
     from train_factorial import NaiveRun
@@ -191,6 +192,27 @@ def table(columns: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
+def cub_run(args: argparse.Namespace, tmp: Path) -> None:
+    ours = hierconsole_study(
+        ["run", "cub", "--dataset", "synthetic:cub-sized", "--epochs", str(args.epochs)],
+        tmp,
+        "cub",
+        setup=["import", "synthetic", "cub-sized"],
+    )
+    columns = {f"hierconsole run cub, {args.epochs} epochs": ours}
+    if not args.skip_naive:
+        naive = naive_loop(args.epochs, args.naive_epochs, args.naive_queries, args.naive_threads)
+        columns[f"naive loop, {args.epochs} epochs"] = naive
+    print(f"\n## CUB-sized (5,994 train x 768), 3 seeds x 4 cells, {args.epochs} epochs\n")
+    print(table(columns))
+    overhead = sum(ours[k] for k in ("start-up", "evaluation", "audits", "ingestion"))
+    print(f"\nnon-training overhead of hierconsole: {overhead:.1f} s = {overhead / ours['wall']:.0%} of its wall")
+    if not args.skip_naive:
+        print(f"naive training alone / hierconsole end to end: {naive['training'] / ours['wall']:.2f}x")
+        print(f"naive whole loop / hierconsole end to end: {naive['wall'] / ours['wall']:.2f}x")
+        print(f"naive evaluation / hierconsole evaluation: {naive['evaluation'] / ours['evaluation']:.1f}x")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--child":
@@ -199,7 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=50)
     ap.add_argument("--naive-epochs", type=int, default=2, help="naive epochs (of one seed's four cells) timed")
     ap.add_argument("--naive-queries", type=int, default=60, help="naive per-query evaluations timed")
+    ap.add_argument("--naive-threads", type=int, default=1)
     ap.add_argument("--skip-naive", action="store_true")
+    ap.add_argument("--skip-cub", action="store_true")
     ap.add_argument("--skip-demo", action="store_true")
     args = ap.parse_args(argv)
     print(
@@ -208,24 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        ours = hierconsole_study(
-            ["run", "cub", "--dataset", "synthetic:cub-sized", "--epochs", str(args.epochs)],
-            tmp,
-            "cub",
-            setup=["import", "synthetic", "cub-sized"],
-        )
-        columns = {f"hierconsole run cub, {args.epochs} epochs": ours}
-        if not args.skip_naive:
-            naive = naive_loop(args.epochs, args.naive_epochs, args.naive_queries)
-            columns[f"naive loop, {args.epochs} epochs"] = naive
-        print(f"\n## CUB-sized (5,994 train x 768), 3 seeds x 4 cells, {args.epochs} epochs\n")
-        print(table(columns))
-        overhead = sum(ours[k] for k in ("start-up", "evaluation", "audits", "ingestion"))
-        print(f"\nnon-training overhead of hierconsole: {overhead:.1f} s = {overhead / ours['wall']:.0%} of its wall")
-        if not args.skip_naive:
-            print(f"naive training alone / hierconsole end to end: {naive['training'] / ours['wall']:.2f}x")
-            print(f"naive whole loop / hierconsole end to end: {naive['wall'] / ours['wall']:.2f}x")
-            print(f"naive evaluation / hierconsole evaluation: {naive['evaluation'] / ours['evaluation']:.1f}x")
+        if not args.skip_cub:
+            cub_run(args, tmp)
         if not args.skip_demo:
             demo = hierconsole_study(["demo"], tmp, "demo")
             print("\n## `hierconsole demo` (the README's first study)\n")
