@@ -19,13 +19,23 @@ from hierconsole.contract.jobspec import JobSpec
 from hierconsole.datasets import FeatureSet
 from hierconsole.engine import checkpoints
 from hierconsole.engine.geometry import ball_radius, geometry_of, norm_bound
-from hierconsole.engine.retrieval import evaluate
+from hierconsole.engine.retrieval import Unit, evaluate_units, usable_cores
 from hierconsole.engine.trainer import Cancelled, Emit, build_projector, embed, load_indices, resolve_device
 from hierconsole.vocabulary import POINCARE, JobKind
 
 
-def run_evaluation(spec: JobSpec, emit: Emit, should_stop: Callable[[], bool] = lambda: False) -> None:
-    """Evaluate (kind "evaluate") or re-score stored embeddings (kind "rescore")."""
+def run_evaluation(
+    spec: JobSpec,
+    emit: Emit,
+    should_stop: Callable[[], bool] = lambda: False,
+    workers: int | None = None,
+) -> None:
+    """Evaluate (kind "evaluate") or re-score stored embeddings (kind "rescore").
+
+    The units are scored ``workers`` at a time (default: every core this process may use); the metrics
+    do not depend on that width (see ``evaluate_units``).
+    """
+    workers = usable_cores() if workers is None else workers
     device = resolve_device(spec.device)
     torch.set_num_threads(max(1, spec.threads))
     fs = FeatureSet.load(Path(spec.dataset_dir), expect_sha256=spec.dataset_sha256)
@@ -48,11 +58,11 @@ def run_evaluation(spec: JobSpec, emit: Emit, should_stop: Callable[[], bool] = 
     # overwrite it, so it goes out as a separate kind of event.
     metrics_event = events.Reconcile if rescoring and spec.aggregation == registered else events.TestMetrics
     features = None
+    embedded = []
     for model_ref in spec.models:
         if should_stop():
             raise Cancelled("stopped during evaluation")
         cell = model_ref.cell
-        geometry = geometry_of(cell.geometry, poincare)
         emb_path = emb_dir / model_ref.embeddings_name
         if rescoring:
             z = torch.from_numpy(np.load(emb_path)).to(device)
@@ -72,21 +82,43 @@ def run_evaluation(spec: JobSpec, emit: Emit, should_stop: Callable[[], bool] = 
                         bound=norm_bound(poincare.c, poincare.r),
                     )
                 )
-        for qseed, parts in qg.items():
-            qpos = torch.from_numpy(np.searchsorted(test_idx, parts["query"])).to(device)
-            gpos = torch.from_numpy(np.searchsorted(test_idx, parts["gallery"])).to(device)
-            result = evaluate(z[qpos], z[gpos], labels[test_t[qpos]], labels[test_t[gpos]], geometry)
-            emit(
-                metrics_event(
-                    run_id=model_ref.run_id,
-                    seed=model_ref.seed,
-                    arm=cell.arm,
-                    perturbation=qseed,
-                    aggregation=spec.aggregation,
-                    posthoc=rescoring and spec.aggregation != registered,
-                    metrics={
-                        level: {k: float(v) for k, v in m.items()}
-                        for level, m in result.aggregate(spec.aggregation).items()
-                    },
-                )
+        embedded.append((model_ref, z))
+    positions = {
+        qseed: (
+            torch.from_numpy(np.searchsorted(test_idx, parts["query"])).to(device),
+            torch.from_numpy(np.searchsorted(test_idx, parts["gallery"])).to(device),
+        )
+        for qseed, parts in qg.items()
+    }
+    # Every (model x perturbation) unit is scored at once across the machine's cores; units of one
+    # perturbation share their labels, whose strict positives are then computed once.
+    cells = [(model_ref, qseed) for model_ref, _ in embedded for qseed in qg]
+    units = [
+        Unit(
+            z[qpos],
+            z[gpos],
+            labels[test_t[qpos]],
+            labels[test_t[gpos]],
+            geometry_of(model_ref.cell.geometry, poincare),
+            labels_key=qseed,
+        )
+        for model_ref, z in embedded
+        for qseed, (qpos, gpos) in positions.items()
+    ]
+    for (model_ref, qseed), result in zip(cells, evaluate_units(units, workers=workers), strict=True):
+        if should_stop():
+            raise Cancelled("stopped during evaluation")
+        emit(
+            metrics_event(
+                run_id=model_ref.run_id,
+                seed=model_ref.seed,
+                arm=model_ref.cell.arm,
+                perturbation=qseed,
+                aggregation=spec.aggregation,
+                posthoc=rescoring and spec.aggregation != registered,
+                metrics={
+                    level: {k: float(v) for k, v in m.items()}
+                    for level, m in result.aggregate(spec.aggregation).items()
+                },
             )
+        )

@@ -23,7 +23,9 @@ Conventions, fixed here once:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -298,6 +300,7 @@ def _evaluate_rows(
     ks: tuple[int, ...],
     chunk_size: int,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    bits_for: Callable[[int, int], Tensor] | None = None,
 ) -> Evaluation:
     # Distances come in blocks of several chunks: computing them prepares the whole gallery side again
     # (a few passes over [G, D]), which at 10^6 items costs more than scoring a small chunk. A block's
@@ -314,7 +317,7 @@ def _evaluate_rows(
             dist_block = distances_for(b0, min(b0 + block, n_queries))
             for start in range(b0, min(b0 + block, n_queries), chunk_size):
                 stop = min(start + chunk_size, n_queries)
-                bits = _strict_bits(q_labels[start:stop], g_labels)
+                bits = _strict_bits(q_labels[start:stop], g_labels) if bits_for is None else bits_for(start, stop)
                 ap, n_pos, hits = _score_rows(dist_block[start - b0 : stop - b0], bits, ks)
                 ap_all[:, start:stop] = ap.cpu().numpy()
                 n_pos_all[:, start:stop] = n_pos.cpu().numpy()
@@ -360,13 +363,130 @@ def evaluate(
     g_lab = as_label_tensor(g_labels, device)
     _check_rows(query_emb.shape[0], q_lab, gallery_emb.shape[0], g_lab)
     chunk = chunk_size or chunk_rows(gallery_emb.shape[0], memory_budget)
+    return _evaluate_embeddings(query_emb, gallery_emb, q_lab, g_lab, geometry, ks, chunk, memory_budget)
 
+
+def _evaluate_embeddings(
+    query_emb: Tensor,
+    gallery_emb: Tensor,
+    q_lab: Tensor,
+    g_lab: Tensor,
+    geometry: Geometry,
+    ks: tuple[int, ...],
+    chunk: int,
+    memory_budget: int,
+    bits_for: Callable[[int, int], Tensor] | None = None,
+) -> Evaluation:
     def distances_for(start: int, stop: int) -> Tensor:
         return geometry.pairwise(query_emb[start:stop], gallery_emb, clip_max=EVAL_CLIP)
 
     return _evaluate_rows(
-        query_emb.shape[0], gallery_emb.shape[0], distances_for, q_lab, g_lab, ks, chunk, memory_budget
+        query_emb.shape[0], gallery_emb.shape[0], distances_for, q_lab, g_lab, ks, chunk, memory_budget, bits_for
     )
+
+
+@dataclass(frozen=True, eq=False)
+class Unit:
+    """One query set against one gallery under one geometry: a model x perturbation cell of an evaluation.
+
+    Units with the same ``labels_key`` (the perturbation) must have the same query and gallery labels:
+    their strict positives are then computed once and shared.
+    """
+
+    query_emb: Tensor
+    gallery_emb: Tensor
+    q_labels: np.ndarray | Tensor
+    g_labels: np.ndarray | Tensor
+    geometry: Geometry
+    labels_key: Hashable | None = None
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def unit_bytes(n_queries: int, n_gallery: int, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> int:
+    """Ceiling of one unit's scoring temporaries: its chunk's pairs and its block of distances."""
+    chunk = min(n_queries, chunk_rows(n_gallery, memory_budget))
+    per_block = max(1, (memory_budget // 2) // (8 * max(1, n_gallery) * chunk))
+    return chunk * n_gallery * _BYTES_PER_PAIR + min(n_queries, chunk * per_block) * n_gallery * 8
+
+
+def evaluate_units(
+    units: Sequence[Unit],
+    workers: int = 1,
+    ks: Sequence[int] = DEFAULT_KS,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    max_in_flight: int = 2 * DEFAULT_MEMORY_BUDGET,
+) -> Iterator[Evaluation]:
+    """``evaluate`` of every unit, yielded in unit order, with up to ``workers`` units scored at once.
+
+    Each unit is scored exactly as ``evaluate(..., memory_budget=memory_budget)`` scores it alone, with
+    torch at one intra-op thread, so the results do not depend on ``workers``: the width comes from
+    threads (the sort, the GEMM and the label comparisons release the GIL), not from splitting a unit.
+    Units in flight are limited so that their temporaries together stay within ``max_in_flight`` bytes
+    (a 10^6-item gallery is scored one unit at a time). Strict positives are shared between units of
+    one ``labels_key`` while all of them fit in a quarter of that bound. CPU only runs in parallel.
+    """
+    ks = _check_ks(ks)
+    prepared = []
+    for u in units:
+        if u.query_emb.dim() != 2 or u.gallery_emb.dim() != 2 or u.query_emb.shape[1] != u.gallery_emb.shape[1]:
+            raise ValueError(
+                "embeddings must be [Q, D] and [G, D]; "
+                f"got {tuple(u.query_emb.shape)} and {tuple(u.gallery_emb.shape)}"
+            )
+        device = u.gallery_emb.device
+        q_lab = as_label_tensor(u.q_labels, device)
+        g_lab = as_label_tensor(u.g_labels, device)
+        _check_rows(u.query_emb.shape[0], q_lab, u.gallery_emb.shape[0], g_lab)
+        prepared.append((u, q_lab, g_lab))
+    on_cpu = all(u.gallery_emb.device.type == "cpu" for u, _, _ in prepared)
+    largest = max((unit_bytes(u.query_emb.shape[0], u.gallery_emb.shape[0], memory_budget) for u in units), default=1)
+    width = max(1, min(workers if on_cpu else 1, len(units), max_in_flight // max(1, largest)))
+
+    shared: dict[Hashable, Tensor] = {}
+    cache_left = max_in_flight // 4
+    for u, q_lab, g_lab in prepared:
+        key = u.labels_key
+        if key is None or key in shared:
+            continue
+        size = q_lab.shape[0] * g_lab.shape[0]
+        if size <= cache_left:
+            shared[key] = _strict_bits(q_lab, g_lab)
+            cache_left -= size
+
+    def score(item: tuple[Unit, Tensor, Tensor]) -> Evaluation:
+        u, q_lab, g_lab = item
+        chunk = chunk_rows(u.gallery_emb.shape[0], memory_budget)
+        full = shared.get(u.labels_key) if u.labels_key is not None else None
+        bits_for = None if full is None else (lambda a, b: full[a:b])
+        return _evaluate_embeddings(
+            u.query_emb, u.gallery_emb, q_lab, g_lab, u.geometry, ks, chunk, memory_budget, bits_for
+        )
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        if width == 1:
+            for item in prepared:
+                yield score(item)
+        else:
+            # Every unit is submitted at once (in-flight memory is bounded by the pool's width); a consumer
+            # that stops early (a cancelled job) drops the units not yet started instead of waiting for them.
+            pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="hierconsole-score")
+            try:
+                futures = [pool.submit(score, item) for item in prepared]
+                for future in futures:
+                    yield future.result()
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def evaluate_distances(

@@ -12,12 +12,15 @@ from sklearn.metrics import average_precision_score
 from hierconsole.engine.geometry import EVAL_CLIP, Euclidean, Poincare
 from hierconsole.engine.retrieval import (
     DEFAULT_MEMORY_BUDGET,
+    Unit,
     _strict_bits,
     chunk_rows,
     evaluate,
     evaluate_distances,
+    evaluate_units,
     rank_order,
     strict_masks,
+    unit_bytes,
 )
 from hierconsole.vocabulary import LEVELS
 
@@ -289,3 +292,82 @@ def test_packed_strict_bits_are_the_strict_masks(offset):
     for level in range(3):
         assert torch.equal((bits & (1 << level)) != 0, masks[level])
     assert int(bits.max()) < 8
+
+
+def _units(n_models: int = 4, n_perturbations: int = 3, n: int = 160, n_query: int = 40) -> list[Unit]:
+    # One test set, several models (both geometries) and several Q/G draws of it, as in an evaluate job;
+    # a few duplicated embeddings give exact distance ties.
+    rng = np.random.default_rng(7)
+    labels = _labels(n, rng)
+    draws = [rng.permutation(n) for _ in range(n_perturbations)]
+    units = []
+    for m in range(n_models):
+        geometry = Euclidean() if m % 2 == 0 else Poincare(c=1.5, r=0.5)
+        z = geometry.embed(torch.from_numpy(rng.normal(size=(n, 8)).astype(np.float32)))
+        z[5] = z[9]
+        for p, order in enumerate(draws):
+            q, g = order[:n_query], order[n_query:]
+            units.append(Unit(z[q], z[g], labels[q], labels[g], geometry, labels_key=p))
+    return units
+
+
+def _identical(a, b) -> None:
+    assert (a.ks, a.n_queries, a.n_gallery) == (b.ks, b.n_queries, b.n_gallery)
+    for level in LEVELS:
+        x, y = a.levels[level], b.levels[level]
+        for field in ("query_index", "ap", "hits", "groups", "n_positives"):
+            u, v = getattr(x, field), getattr(y, field)
+            assert u.dtype == v.dtype and np.array_equal(u, v), (level, field)  # bit for bit, not approximately
+    for how in ("micro", "macro"):
+        assert repr(a.aggregate(how)) == repr(b.aggregate(how))
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_parallel_units_equal_the_sequential_reference_bit_for_bit(workers):
+    units = _units()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        reference = [evaluate(u.query_emb, u.gallery_emb, u.q_labels, u.g_labels, u.geometry) for u in units]
+    finally:
+        torch.set_num_threads(threads)
+    results = list(evaluate_units(units, workers=workers))
+    assert len(results) == len(units)
+    for r, ref in zip(results, reference, strict=True):
+        _identical(r, ref)
+    assert torch.get_num_threads() == threads  # the scoring's one intra-op thread is put back
+
+
+def test_parallel_units_with_small_chunks_and_no_shared_positives():
+    # A memory budget that forces many chunks and blocks, a bound that admits two units in flight and
+    # shares no positives, and units without a labels_key: still the reference, unit by unit.
+    units = _units(n_models=2)
+    budget = 64 * 120 * 7
+    bound = 2 * unit_bytes(40, 120, budget)
+    plain = [Unit(u.query_emb, u.gallery_emb, u.q_labels, u.g_labels, u.geometry) for u in units]
+    torch.set_num_threads(1)
+    reference = [
+        evaluate(u.query_emb, u.gallery_emb, u.q_labels, u.g_labels, u.geometry, memory_budget=budget)
+        for u in units
+    ]
+    for batch in (units, plain):
+        results = evaluate_units(batch, workers=2, memory_budget=budget, max_in_flight=bound)
+        for r, ref in zip(results, reference, strict=True):
+            _identical(r, ref)
+
+
+def test_units_in_flight_stay_within_the_memory_bound():
+    # 10^6 gallery items: one unit's temporaries are about the whole default budget, so two are never
+    # scored at once under the default bound, whatever the requested width.
+    one = unit_bytes(870, 10**6)
+    assert one <= DEFAULT_MEMORY_BUDGET * 1.5
+    assert 2 * one > 2 * DEFAULT_MEMORY_BUDGET
+    assert unit_bytes(870, 4924) * 3 <= 2 * DEFAULT_MEMORY_BUDGET  # CUB-sized units: three side by side
+
+
+def test_evaluate_units_rejects_mismatched_units():
+    u = _units(n_models=1, n_perturbations=1)[0]
+    with pytest.raises(ValueError, match="label rows"):
+        list(evaluate_units([Unit(u.query_emb, u.gallery_emb, u.q_labels[:-1], u.g_labels, u.geometry)]))
+    with pytest.raises(ValueError, match=r"\[Q, D\]"):
+        list(evaluate_units([Unit(u.query_emb[:, :3], u.gallery_emb, u.q_labels, u.g_labels, u.geometry)]))

@@ -81,3 +81,59 @@ def test_the_cli_warns_of_bad_lines_and_resumes_the_job(tmp_path, tiny_fs):
     assert "Traceback" not in output
     with Store(tmp_path) as store:
         assert store.one("SELECT phase FROM studies WHERE study_id = ?", [study_id])[0] == "complete"
+
+
+def test_final_and_norms_events_set_exactly_their_runs_columns(tmp_path, tiny_fs):
+    # Several cells' finals and norms in one batch (one replayed within it, as after a crash), a
+    # missing best epoch, a non-finite best score, and a second job whose runs must stay untouched.
+    from hierconsole.study.ingest import JobRef, apply_events
+    from hierconsole.vocabulary import JobKind
+
+    def init(cell: str) -> ev.Init:
+        geometry = "poincare" if cell.startswith("H") else "euclidean"
+        loss = "supcon" if cell.endswith("S") else "regression"
+        return ev.Init(
+            cell=cell, arm=cell, geometry=geometry, loss=loss, tau=None, trainable_params=1, init_sha256="i"
+        )
+
+    cells = ("E_R", "H_R", "E_S", "H_S")
+    with Store(tmp_path / "home") as store:
+        register_dataset(store, tiny_fs)
+        study_id = create_study(store, tiny_preset(epochs=1, seeds=(42, 2024)), "tiny")
+        jobs = [JobRef(f"{study_id}/final-s{s}", study_id, JobKind.FINAL, s) for s in (42, 2024)]
+        for job in jobs:
+            store.write(lambda con, job=job: apply_events(con, job, [init(c) for c in cells]))
+        job = jobs[0]
+        finals = [
+            ev.Final(
+                cell=c,
+                final_sha256=f"sha-{c}",
+                updates=10 + i,
+                reload_max_diff=0.5 * i,
+                best_epoch=None if c == "E_S" else i + 1,
+                best_score=float("nan") if c == "H_S" else 0.25 * i,
+            )
+            for i, c in enumerate(cells)
+        ]
+        stale = ev.Final(
+            cell="E_R", final_sha256="old", updates=1, reload_max_diff=9.0, best_epoch=9, best_score=9.0
+        )
+        norms = [
+            ev.Norms(run_id=f"{job.job_id}/{c}", max_norm=0.1 + i, radius=1.0 / 2**0.5, bound=0.3)
+            for i, c in enumerate(("H_R", "H_S"))
+        ]
+        store.write(lambda con: apply_events(con, job, [stale, *finals, *norms]))
+        store.write(lambda con: apply_events(con, job, norms))  # a replay changes nothing
+        got = {
+            r[0]: r[1:]
+            for r in store.rows(
+                "SELECT run_id, final_sha256, updates, reload_max_diff, best_epoch, best_score, "
+                "max_norm, ball_radius, norm_bound FROM runs ORDER BY run_id"
+            )
+        }
+    for i, c in enumerate(cells):
+        n = {"H_R": (0.1, 1.0 / 2**0.5, 0.3), "H_S": (1.1, 1.0 / 2**0.5, 0.3)}.get(c, (None, None, None))
+        best = None if c == "E_S" else i + 1
+        score = None if c == "H_S" else 0.25 * i
+        assert got[f"{job.job_id}/{c}"] == (f"sha-{c}", 10 + i, 0.5 * i, best, score, *n)
+        assert got[f"{jobs[1].job_id}/{c}"] == (None,) * 8

@@ -33,6 +33,18 @@ def test_job_rows_progress_losses_and_eta(open_store):
     assert [r.seed for r in job_rows(open_store, COMPLETE)] == [*sorted(SEEDS), 0]
 
 
+def test_one_studys_job_rows_are_its_rows_among_every_jobs(open_store):
+    # The per-study read narrows each of its scans to the study; it must show what the store-wide read
+    # shows for that study's jobs, scoring progress and latest losses included.
+    everything = job_rows(open_store)
+    assert {r.study_id for r in everything} == {COMPLETE, LIVE}
+    for study in (COMPLETE, LIVE):
+        assert job_rows(open_store, study) == [r for r in everything if r.study_id == study]
+    evaluate = next(r for r in job_rows(open_store, COMPLETE) if r.kind == "evaluate")
+    assert evaluate.done == evaluate.total == len(ARMS) * len(SEEDS) * len(SEEDS)
+    assert job_rows(open_store, "no-such-study") == []
+
+
 def test_loss_curves_are_the_stored_epochs_in_arm_order(open_store):
     curves = loss_curves(open_store, f"{LIVE}/final-s2024")
     assert list(curves) == list(ARMS)

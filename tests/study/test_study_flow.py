@@ -100,6 +100,42 @@ def test_replaying_every_event_changes_nothing(finished_study):
         assert before[t].equals(after[t]), t
 
 
+def test_the_evaluate_job_scores_the_same_at_every_width(finished_study, tmp_path):
+    # The finished study's own evaluate job, run again in this process with its units scored one at a
+    # time and three at a time: every event equals the other width's and what the real job wrote.
+    from dataclasses import replace
+
+    from hierconsole.contract import events, layout
+    from hierconsole.engine.evaluator import run_evaluation
+
+    home, study_id = finished_study
+    with Store(home) as store:
+        (job_id,) = store.one("SELECT job_id FROM jobs WHERE study_id = ? AND kind = 'evaluate'", [study_id])
+    folder = job_dir(home, job_id)
+    spec = JobSpec.read(layout.spec_path(folder)).resolved(home)
+    written = [
+        e
+        for e in events.read_events(folder / layout.EVENTS).events
+        if isinstance(e, (events.TestMetrics, events.Norms))
+    ]
+    by_width = {}
+    for workers in (1, 3):
+        emitted: list = []
+        out = tmp_path / f"width{workers}"
+        run_evaluation(replace(spec, out_dir=str(out)), emitted.append, workers=workers)
+        by_width[workers] = emitted
+        for model in spec.models:  # the stored embeddings are the job's, byte for byte
+            name = model.embeddings_name
+            assert (out / layout.EMBEDDINGS / name).read_bytes() == (folder / layout.EMBEDDINGS / name).read_bytes()
+    def exact(e: events.Event) -> tuple[str, str, str]:  # repr-exact floats, NaN kept; not the timestamp
+        return str(e.KIND), e.key, json.dumps(e.fields(), allow_nan=True)
+
+    for emitted in by_width.values():
+        assert len(emitted) == len(written) == 8 * 3 + 4
+        assert sorted(map(exact, emitted)) == sorted(map(exact, written))
+    assert list(map(exact, by_width[1])) == list(map(exact, by_width[3]))  # and in the same order
+
+
 def test_official_test_is_sealed_until_the_lock(tmp_path, tiny_fs):
     with _store_with_tiny(tmp_path, tiny_fs) as store:
         study_id = create_study(store, tiny_preset(), "tiny")

@@ -70,23 +70,30 @@ class JobRow:
         return " ".join(arm + ("" if tau is None else f"@{tau:g}") for arm, tau in self.cells)
 
 
+# {runs}, {scoring_jobs} and {splits} narrow each CTE to the study asked for (or to nothing); without
+# them every CTE scanned the whole store's epochs and events, which the queue's 0.2 s refresh repeats.
 _JOBS_SQL = """
-WITH latest AS (
+WITH scoped_runs AS (
+    SELECT run_id, job_id, study_id, kind, arm, tau FROM runs {runs}
+), last_epoch AS (
+    SELECT e.run_id, max(e.epoch) AS epoch FROM epochs e JOIN scoped_runs r USING (run_id) GROUP BY e.run_id
+), latest AS (
     SELECT r.job_id, map(list(r.arm ORDER BY r.arm), list(e.train_loss ORDER BY r.arm)) AS losses
-    FROM runs r JOIN epochs e USING (run_id)
-    WHERE (e.run_id, e.epoch) IN (SELECT (run_id, max(epoch)) FROM epochs GROUP BY run_id)
+    FROM scoped_runs r JOIN last_epoch m USING (run_id) JOIN epochs e ON e.run_id = m.run_id AND e.epoch = m.epoch
     GROUP BY r.job_id
 ), timing AS (
     SELECT r.job_id, avg(e.seconds) AS epoch_seconds
-    FROM runs r JOIN epochs e USING (run_id) GROUP BY r.job_id
+    FROM scoped_runs r JOIN epochs e USING (run_id) GROUP BY r.job_id
 ), scored AS (
-    SELECT job_id, count(*) AS n FROM events WHERE kind IN ({scored_kinds}) GROUP BY job_id
+    SELECT job_id, count(*) AS n FROM events
+    WHERE kind IN ({scored_kinds}) AND job_id IN (SELECT job_id FROM jobs WHERE kind IN ({scoring}) {scoring_jobs})
+    GROUP BY job_id
 ), cells AS (
-    SELECT study_id, count(*) AS n FROM runs WHERE kind = '{final}' GROUP BY study_id
+    SELECT study_id, count(*) AS n FROM scoped_runs WHERE kind = '{final}' GROUP BY study_id
 ), job_cells AS (
-    SELECT job_id, list((arm, tau) ORDER BY arm) AS cells FROM runs GROUP BY job_id
+    SELECT job_id, list((arm, tau) ORDER BY arm) AS cells FROM scoped_runs GROUP BY job_id
 ), perturbations AS (
-    SELECT study_id, count(*) AS n FROM splits WHERE {qg_roles} GROUP BY study_id
+    SELECT study_id, count(*) AS n FROM splits WHERE {qg_roles} {splits} GROUP BY study_id
 )
 SELECT j.job_id, j.study_id, j.kind, j.seed, j.tau, j.state, j.epochs_done, j.epochs_total, j.attempts,
        j.error, t.epoch_seconds, coalesce(s.n, 0) AS scored,
@@ -107,14 +114,19 @@ def job_rows(store: Store, study_id: str | None = None) -> list[JobRow]:
     """Every job (of one study, or of the store) with its progress, cells, latest losses and epoch time."""
     from hierconsole.study import split_files  # numpy: not on the console's way to its first frame
 
-    where, params = ("WHERE j.study_id = ?", [study_id]) if study_id else ("", [])
+    one = study_id is not None
     sql = _JOBS_SQL.format(
-        where=where,
+        runs="WHERE study_id = ?" if one else "",
+        scoring_jobs="AND study_id = ?" if one else "",
+        splits="AND study_id = ?" if one else "",
+        where="WHERE j.study_id = ?" if one else "",
         scored_kinds=sql_list([ev.EventKind.METRICS, ev.EventKind.RECONCILE]),
+        scoring=sql_list(sorted(SCORING_KINDS)),
         final=JobKind.FINAL,
         qg_roles=split_files.QG_ROLES_SQL,
         kind_order=kind_order("j.kind"),
     )
+    params = [study_id] * 4 if one else []
     out = []
     for r in store.dicts(sql, params):
         kind = JobKind(r["kind"])
