@@ -18,6 +18,7 @@ from hierconsole.contract import events, layout
 from hierconsole.contract.jobspec import JobSpec
 from hierconsole.datasets import FeatureSet
 from hierconsole.engine import checkpoints
+from hierconsole.engine.baselines import score_baselines
 from hierconsole.engine.geometry import ball_radius, geometry_of, norm_bound
 from hierconsole.engine.retrieval import evaluate
 from hierconsole.engine.trainer import Cancelled, Emit, build_projector, embed, load_indices, resolve_device
@@ -90,3 +91,5 @@ def run_evaluation(spec: JobSpec, emit: Emit, should_stop: Callable[[], bool] = 
                     },
                 )
             )
+    # The untrained baselines (frozen, pca) go through the same perturbations, metrics and events.
+    score_baselines(spec, fs, test_idx, qg, emb_dir, emit, metrics_event, should_stop, device)
