@@ -24,7 +24,7 @@ from hierconsole.study.catalog import load_dataset, register_dataset
 from hierconsole.study.effects import arm_table, simple_effects
 from hierconsole.study.lifecycle import create_study
 from hierconsole.study.orchestrator import Orchestrator
-from hierconsole.study.read import baselines, per_seed, table_frame
+from hierconsole.study.read import baselines, job_rows, per_seed, table_frame
 from hierconsole.study.records import get_study
 from hierconsole.study.storage import Store
 from hierconsole.vocabulary import BASELINE_SEED, HIER_METRIC, RANKING_METRICS
@@ -73,6 +73,9 @@ def test_baselines_are_stored_once_per_perturbation_and_pass_the_audits(study):
         assert all(c.ok for c in checks.values()), [c for c in checks.values() if not c.ok]
         assert "4 final cells and 2 baselines" in checks["qg_splits_identical"].evidence
         assert "none of the 160 official-test samples" in checks["pca_fitted_on_training_only"].evidence
+        # The evaluation's progress counts the baselines' perturbations with the cells'.
+        evaluation = next(j for j in job_rows(store, study_id) if j.job_id == plan.evaluate_job_id(study_id))
+        assert evaluation.done == evaluation.total == (4 + 2) * len(QG_SEEDS)
         # The trained arms' tables hold no baseline row; the baselines have their own.
         assert sorted(per_seed(store, study_id)["arm"].unique().to_list()) == ["E_R", "E_S"]
         table = baselines(store, study_id)

@@ -87,10 +87,13 @@ WITH latest AS (
     SELECT job_id, list((arm, tau) ORDER BY arm) AS cells FROM runs GROUP BY job_id
 ), perturbations AS (
     SELECT study_id, count(*) AS n FROM splits WHERE {qg_roles} GROUP BY study_id
+), baselines AS (
+    -- A scoring job also scores the study's baseline arms on every perturbation.
+    SELECT study_id, coalesce(json_array_length(preset, '$.evaluation.baselines'), 0) AS n FROM studies
 )
 SELECT j.job_id, j.study_id, j.kind, j.seed, j.tau, j.state, j.epochs_done, j.epochs_total, j.attempts,
        j.error, t.epoch_seconds, coalesce(s.n, 0) AS scored,
-       coalesce(c.n, 0) * coalesce(p.n, 0) AS to_score, l.losses, jc.cells
+       (coalesce(c.n, 0) + coalesce(b.n, 0)) * coalesce(p.n, 0) AS to_score, l.losses, jc.cells
 FROM jobs j
 LEFT JOIN latest l USING (job_id)
 LEFT JOIN timing t USING (job_id)
@@ -98,6 +101,7 @@ LEFT JOIN scored s USING (job_id)
 LEFT JOIN job_cells jc USING (job_id)
 LEFT JOIN cells c ON c.study_id = j.study_id
 LEFT JOIN perturbations p ON p.study_id = j.study_id
+LEFT JOIN baselines b ON b.study_id = j.study_id
 {where}
 ORDER BY j.created_at, {kind_order}, j.seed, j.tau, j.job_id
 """
