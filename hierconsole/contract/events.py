@@ -38,7 +38,7 @@ class EventKind(StrEnum):
     CHECKPOINT = "checkpoint"
     FINAL = "final"
     NORMS = "norms"
-    BASELINE_FIT = "baseline_fit"
+    BASELINE_FIT = "baseline"  # at most 10 characters: the width of the console log's kind column
     METRICS = "metrics"
     RECONCILE = "reconcile"
     DONE = "done"
@@ -213,7 +213,7 @@ class BaselineFit(Event):
 
     @property
     def key(self) -> str:
-        return f"baseline_fit:{self.run_id}"
+        return f"baseline:{self.run_id}"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -97,7 +97,7 @@ def test_idempotency_keys_are_those_of_the_stored_rows():
         "checkpoint:3",
         "final:H_R",
         "norms:s/final-s42/H_R",
-        "baseline_fit:s/evaluate/pca",
+        "baseline:s/evaluate/pca",
         "metrics:s/final-s42/E_R:2024:micro",
         "reconcile:s/final-s42/E_R:2024:micro",
         "done",

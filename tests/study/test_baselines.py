@@ -169,13 +169,13 @@ def test_a_pca_fit_on_other_samples_fails_its_audit(study, tmp_path):
     with Store(copy) as store:
         assert check_pca_fit(store, study_id).ok
         (payload,) = store.rows(
-            "SELECT payload FROM events WHERE job_id = ? AND kind = 'baseline_fit'",
+            "SELECT payload FROM events WHERE job_id = ? AND kind = 'baseline'",
             [plan.evaluate_job_id(study_id)],
         )[0]
         fit = json.loads(payload)
         store.write(
             lambda con: con.execute(
-                "UPDATE events SET payload = ? WHERE job_id = ? AND kind = 'baseline_fit'",
+                "UPDATE events SET payload = ? WHERE job_id = ? AND kind = 'baseline'",
                 [
                     json.dumps({**fit, "fitted_sha256": "0" * 64, "test_overlap": 3}),
                     plan.evaluate_job_id(study_id),
