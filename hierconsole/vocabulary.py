@@ -44,6 +44,20 @@ _GEOMETRY_LETTER = {EUCLIDEAN: "E", POINCARE: "H"}
 _LOSS_LETTER = {REGRESSION: "R", SUPCON: "S"}
 
 
+FROZEN, PCA = "frozen", "pca"
+BASELINES: tuple[str, str] = (FROZEN, PCA)
+"""Untrained reference arms a study may score beside the cells (preset `evaluation.baselines`): the input
+features L2-normalised (Euclidean ranking = cosine), and their PCA to the projector's output width fitted on
+the study's training samples. Neither depends on a training seed."""
+
+BASELINE_SEED = -1
+"""The seed column of a baseline's stored rows: one row per Q/G perturbation, shared by every training
+seed (a contrast against a baseline pairs each seed with that one value)."""
+
+BASELINE_LEGEND = "baselines (frozen, pca) do not depend on the training seed: one value per Q/G perturbation, no SD"
+"""The line printed under any table that shows baseline rows."""
+
+
 def arm_parts(arm: str) -> tuple[str, str]:
     """(geometry, loss) of an arm name such as "H_S"."""
     if arm not in ARMS:

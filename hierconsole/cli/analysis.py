@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from hierconsole.cli.output import fitted, output_console
+from hierconsole.cli.output import fits, fitted, output_console
 from hierconsole.cli.reading import open_for_reading
 from hierconsole.errors import HierconsoleError
 from hierconsole.study import read
@@ -48,7 +48,7 @@ from hierconsole.study.export import (
     write_table,
 )
 from hierconsole.study.storage import Store
-from hierconsole.vocabulary import ARM_LEGEND, ARMS, LEVELS
+from hierconsole.vocabulary import ARM_LEGEND, ARMS, BASELINE_LEGEND, BASELINES, LEVELS
 
 ARM_PRECISION = 4
 EFFECT_PRECISION = 6
@@ -122,15 +122,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # ------------------------------------------------------------------------------------------ store
 
 
-def _per_seed(args: argparse.Namespace) -> tuple[pl.DataFrame, str]:
+def _per_seed(args: argparse.Namespace) -> tuple[pl.DataFrame, str, pl.DataFrame | None]:
+    """The per-seed table, where it comes from, and the study's baseline arms (None from a CSV)."""
     if args.study and args.from_csv:
         raise HierconsoleError("give either a STUDY or --from-csv FILE, not both")
     if args.from_csv:
-        return load_effects_csv(args.from_csv, args.metric), str(args.from_csv)
+        return load_effects_csv(args.from_csv, args.metric), str(args.from_csv), None
     # No STUDY means the newest study in the store; an empty store says how to get one.
     with open_for_reading(args.home) as store:
-        table = read.per_seed(store, read.resolve_study(store, args.study))
-    return table, f"study {args.study or '(newest)'}"
+        study_id = read.resolve_study(store, args.study)
+        table = read.per_seed(store, study_id)
+        baselines = read.baselines(store, study_id)
+    return table, f"study {args.study or '(newest)'}", baselines
 
 
 # ---------------------------------------------------------------------------------------- effects
@@ -141,8 +144,8 @@ def cmd_effects(args: argparse.Namespace) -> int:
         with open_for_reading(args.home) as store:
             if _is_family_only(store, args.study):
                 return _family_effects(args, store)
-    per_seed, source = _per_seed(args)
-    effects = simple_effects(per_seed, args.metric, source=source)
+    per_seed, source, baselines = _per_seed(args)
+    effects = simple_effects(per_seed, args.metric, source=source, baselines=baselines)
     omitted = omitted_text(per_seed["arm"].to_list())
     if args.json:
         # Plain stdout, not rich: the JSON must reach pipes byte-exact, without wrapping or colour; the
@@ -166,6 +169,7 @@ def cmd_effects(args: argparse.Namespace) -> int:
         arm_digits,
         effect_digits,
         compact_digits=ARM_PRECISION if args.precision is None else args.precision,
+        baselines=baselines,
     )
     if omitted:
         console.print(f"[yellow]note:[/] {escape(omitted)}", highlight=False)
@@ -182,11 +186,13 @@ def print_results(
     *,
     compact_digits: int,
     metrics: list[str] | None = None,
+    baselines: pl.DataFrame | None = None,
 ) -> None:
-    """The arm table, the simple effects and (with every level's mAP) the redistribution, each in the
-    fullest form that fits the console, then the legends of arms and effects."""
-    arms = arm_table(per_seed, metrics or list(effects), source=source)
-    console.print(fitted(console, arm_rich_table(arms, arm_digits, source), arm_rich_table(arms, arm_digits, source, compact=True)))
+    """The arm table (with the study's baseline arms, when it has any), the simple effects and (with
+    every level's mAP) the redistribution, each in the fullest form that fits the console, then the
+    legends of arms and effects."""
+    arms = arm_table(per_seed, metrics or list(effects), source=source, baselines=baselines)
+    print_arms(console, arms, arm_digits, source)
     if any(effects[m] for m in effects):  # a study without the cells of any effect shows none
         console.print(
             fitted(
@@ -207,6 +213,8 @@ def print_results(
         )
     console.print(Text(ARM_LEGEND, style="dim"))
     console.print(Text("effects: " + ", ".join(f"{n} = {d}" for n, d in EFFECTS.items()), style="dim"))
+    if baselines is not None and not baselines.is_empty():
+        console.print(Text(BASELINE_LEGEND + "; <arm>_vs_<baseline> = <arm> - <baseline>", style="dim"))
 
 
 def _signed(value: float, digits: int) -> Text:
@@ -230,21 +238,44 @@ def compact_box(compact: bool) -> dict:
     return {"box": box.SIMPLE_HEAD, "pad_edge": False, "show_edge": False, "padding": (0, 0, 0, 1)} if compact else {}
 
 
+def print_arms(console: Console, arms: pl.DataFrame, digits: int, source: str) -> None:
+    """The arm table in the fullest form that fits; when even the compact one is too wide with the
+    baseline columns, the baselines follow in a table of their own."""
+    variants = [arm_rich_table(arms, digits, source), arm_rich_table(arms, digits, source, compact=True)]
+    base = arms.filter(pl.col("arm").is_in(BASELINES))
+    if base.is_empty() or any(fits(console, t) for t in variants):
+        console.print(fitted(console, *variants))
+        return
+    trained = arms.filter(pl.col("arm").is_in(ARMS))
+    console.print(
+        fitted(console, arm_rich_table(trained, digits, source), arm_rich_table(trained, digits, source, compact=True))
+    )
+    console.print(arm_rich_table(base, digits, source, compact=True))
+
+
 def arm_rich_table(arms: pl.DataFrame, digits: int, source: str, *, compact: bool = False) -> Table:
-    present = [a for a in ARMS if a in set(arms["arm"].to_list())]
-    n_of = {r["arm"]: r["n"] for r in arms.iter_rows(named=True)}
+    """Trained arms as mean ± SD over seeds; baseline arms after them as their one value (no SD: they
+    do not depend on the training seed, BASELINE_LEGEND)."""
+    present = [a for a in (*ARMS, *BASELINES) if a in set(arms["arm"].to_list())]
+    n_of = {r["arm"]: r["n"] for r in arms.iter_rows(named=True) if r["arm"] in ARMS}
     table = Table(title=f"Arms: mean ± sample SD over seeds ({source})", title_justify="left", **compact_box(compact))
     table.add_column("metric", no_wrap=True)
     for arm in present:
-        table.add_column(arm if compact else f"{arm} (n={n_of[arm]})", justify="right", no_wrap=True)
+        header = f"{arm} (n={n_of[arm]})" if arm in ARMS else f"{arm} (no SD)"
+        table.add_column(arm if compact else header, justify="right", no_wrap=True, style="" if arm in ARMS else "cyan")
     cells = {(r["arm"], r["metric"]): r for r in arms.iter_rows(named=True)}
     for metric in dict.fromkeys(arms["metric"].to_list()):
         row = [Text(metric)]
         for arm in present:
             r = cells[(arm, metric)]
-            row.append(_mean_sd(r["mean"], r["sd"], digits, compact=compact))
+            if arm in ARMS:
+                row.append(_mean_sd(r["mean"], r["sd"], digits, compact=compact))
+            else:
+                row.append(Text(f"{r['mean']:.{digits}f}"))
         table.add_row(*row)
-    if compact and len(set(n_of.values())) == 1:
+    if not n_of:
+        table.title = "Baselines (no SD)"
+    elif compact and len(set(n_of.values())) == 1:
         table.title = f"Arms: mean ± sample SD over {next(iter(n_of.values()))} seeds ({source})"
     return table
 
@@ -269,7 +300,7 @@ def effects_rich_table(effects: SimpleEffects, digits: int, *, compact: bool = F
             table.add_row(
                 metric if j == 0 else "",
                 name,
-                *(() if compact else (EFFECTS[name],)),
+                *(() if compact else (e.definition,)),
                 *(_signed(e.per_seed[s], digits) for s in seeds),
                 _mean_sd(e.mean, e.sd, digits, signed=True, compact=compact),
                 _seed_count(e.positive_seeds, e.n_seeds, compact=compact),

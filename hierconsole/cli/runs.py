@@ -308,16 +308,18 @@ def summarize(store: Store, study_id: str, console: Console) -> int:
     if study.preset.training.select_epoch:
         console.print(selection_table(read.selected_epochs(store, study_id), study.preset.training.selection_score))
     table = read.per_seed(store, study_id)
+    baselines = read.baselines(store, study_id)
     metrics = [*(f"{level}_{MAP}" for level in LEVELS), HIER_METRIC]
     print_results(
         console,
         table,
-        simple_effects(table, [HIER_METRIC]),
+        simple_effects(table, [HIER_METRIC], baselines=baselines),
         f"study {study_id}",
         ARM_PRECISION,
         EFFECT_PRECISION,
         compact_digits=ARM_PRECISION,
         metrics=metrics,
+        baselines=baselines,
     )
     omitted = omitted_text(table["arm"].to_list())
     if omitted:

@@ -39,6 +39,7 @@ from hierconsole.errors import ConfigError
 from hierconsole.vocabulary import (
     AGGREGATIONS,
     ARMS,
+    BASELINES,
     DEVICES,
     EUCLIDEAN,
     GEOMETRIES,
@@ -112,6 +113,21 @@ class _Cells(Check):
         return tuple(arm for arm in ARMS if arm in chosen)
 
 
+class _Baselines(Check):
+    """Baseline arms to score beside the cells: none (an empty list) or a subset of BASELINES, kept in
+    vocabulary order."""
+
+    def __init__(self) -> None:
+        self.inner = ListOf(Choice(*BASELINES), unique=True, what="the baseline arms scored beside the cells")
+        self.expected = f"an empty array or {self.inner.expected}"
+
+    def __call__(self, value: Any) -> tuple[str, ...]:
+        if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) and not value:
+            return ()
+        chosen = set(self.inner(value))
+        return tuple(b for b in BASELINES if b in chosen)
+
+
 _SEED = Number(integer=True, ge=0, le=MAX_SEED)
 _POSITIVE = Number(gt=0)
 CURVATURE = Number(gt=0)
@@ -155,6 +171,12 @@ class EvaluationConfig:
     n_query: int = option(_COUNT, doc="queries per query/gallery perturbation of the test set")
     qg_seeds: tuple[int, ...] = option(
         ListOf(_SEED, unique=True), DEFAULT_SEEDS, doc="Q/G perturbation seeds"
+    )
+    baselines: tuple[str, ...] = option(
+        _Baselines(),
+        (),
+        doc="untrained arms scored on the same Q/G perturbations after the lock: frozen (input features, "
+        "cosine) and pca (to training.out_dim, fitted on the training samples only)",
     )
 
 

@@ -38,6 +38,7 @@ class EventKind(StrEnum):
     CHECKPOINT = "checkpoint"
     FINAL = "final"
     NORMS = "norms"
+    BASELINE_FIT = "baseline"  # at most 10 characters: the width of the console log's kind column
     METRICS = "metrics"
     RECONCILE = "reconcile"
     DONE = "done"
@@ -197,6 +198,25 @@ class Norms(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class BaselineFit(Event):
+    """What a fitted baseline (pca) was fitted on: the samples' hash and count, and how many of them are
+    official-test samples of the job (the audit requires none)."""
+
+    KIND = EventKind.BASELINE_FIT
+    run_id: str
+    arm: str
+    fitted_sha256: str
+    n_fitted: int
+    test_overlap: int
+    dim_in: int
+    dim_out: int
+
+    @property
+    def key(self) -> str:
+        return f"baseline:{self.run_id}"
+
+
+@dataclass(frozen=True, kw_only=True)
 class TestMetrics(Event):
     """Official-test metrics of one run on one Q/G perturbation under one aggregation."""
 
@@ -251,6 +271,7 @@ EVENT_TYPES: dict[EventKind, type[Event]] = {
         Checkpoint,
         Final,
         Norms,
+        BaselineFit,
         TestMetrics,
         Reconcile,
         Done,

@@ -71,6 +71,20 @@ class ModelRef:
 
 
 @dataclass(frozen=True)
+class BaselineRef:
+    """An untrained baseline arm (vocabulary.BASELINES) a scoring job scores: its run and arm. It has no
+    training seed; its rows are stored under vocabulary.BASELINE_SEED."""
+
+    run_id: str
+    arm: str
+
+    @property
+    def embeddings_name(self) -> str:
+        """File name of its stored test embeddings: `baseline__<arm>.npy`."""
+        return f"baseline__{self.arm}.npy"
+
+
+@dataclass(frozen=True)
 class Rescore:
     """A re-scoring job's aggregation and the evaluation's stored test embeddings."""
 
@@ -91,13 +105,16 @@ class JobSpec:
     """The content hash of the dataset the study was created with; a worker refuses other data."""
     cells: tuple[CellSpec, ...] = ()
     train_split: str | None = None
-    """Index file (npz, part "fit") of the samples a training job fits on."""
+    """Index file (npz, part "fit") of the samples a training job fits on; for a scoring job with a pca
+    baseline, the samples the PCA fits on (the final runs' training samples, never a test index)."""
     val_split: str | None = None
     """Index file (parts "query", "gallery") of the validation record or tuning score."""
     test_splits: tuple[TestSplit, ...] = ()
     """Official-test perturbations: scoring jobs only. The test seal is kept by never handing them to a
     training job (the `tuning_never_read_test` audit checks every spec)."""
     models: tuple[ModelRef, ...] = ()
+    baselines: tuple[BaselineRef, ...] = ()
+    """Scoring jobs: the baseline arms scored beside the models (preset `evaluation.baselines`)."""
     rescore: Rescore | None = None
     train_taxonomy: str | None = None
     """npz (leaf_middle, middle_high) of the taxonomy a shuffle control trains on: training kinds only.
@@ -194,6 +211,7 @@ class JobSpec:
                 {"run_id": m.run_id, "seed": m.seed, "cell": _cell_dict(m.cell), "weights": m.weights}
                 for m in self.models
             ],
+            "baselines": [{"run_id": b.run_id, "arm": b.arm} for b in self.baselines],
             "rescore": None
             if self.rescore is None
             else {"aggregation": self.rescore.aggregation, "embeddings_dir": self.rescore.embeddings_dir},
@@ -235,6 +253,7 @@ class JobSpec:
                 ModelRef(m["run_id"], int(m["seed"]), CellSpec(**m["cell"]), m["weights"])
                 for m in d.get("models", ())
             ),
+            baselines=tuple(BaselineRef(b["run_id"], b["arm"]) for b in d.get("baselines", ())),
             rescore=None if rescore is None else Rescore(rescore["aggregation"], rescore["embeddings_dir"]),
             checkpoint_every=int(d.get("checkpoint_every", 1)),
             batched=bool(d.get("batched", True)),

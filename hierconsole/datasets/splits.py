@@ -71,6 +71,13 @@ class Split:
         return h.hexdigest()
 
 
+def index_sha256(indices: np.ndarray) -> str:
+    """SHA256 of a set of sample indices (sorted, unique, int64 little-endian): the record of which samples
+    a fitted baseline saw, recomputable by an audit from the split file alone."""
+    idx = np.unique(np.asarray(indices, dtype=np.int64))
+    return hashlib.sha256(idx.astype("<i8", copy=False).tobytes()).hexdigest()
+
+
 def official_split(fs: FeatureSet) -> Split:
     """The dataset's own split: train and test, plus val when any sample is marked val."""
     from hierconsole.datasets.featureset import SPLIT_NAMES

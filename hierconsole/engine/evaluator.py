@@ -9,6 +9,7 @@ kept so that a study can be re-scored under another aggregation without touching
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,10 +19,11 @@ from hierconsole.contract import events, layout
 from hierconsole.contract.jobspec import JobSpec
 from hierconsole.datasets import FeatureSet
 from hierconsole.engine import checkpoints
-from hierconsole.engine.geometry import ball_radius, geometry_of, norm_bound
+from hierconsole.engine.baselines import baseline_embeddings
+from hierconsole.engine.geometry import Geometry, ball_radius, geometry_of, make_geometry, norm_bound
 from hierconsole.engine.retrieval import Unit, evaluate_units, usable_cores
 from hierconsole.engine.trainer import Cancelled, Emit, build_projector, embed, load_indices, resolve_device
-from hierconsole.vocabulary import POINCARE, JobKind
+from hierconsole.vocabulary import BASELINE_SEED, EUCLIDEAN, POINCARE, JobKind
 
 
 def run_evaluation(
@@ -82,7 +84,13 @@ def run_evaluation(
                         bound=norm_bound(poincare.c, poincare.r),
                     )
                 )
-        embedded.append((model_ref, z))
+        geometry = geometry_of(cell.geometry, poincare)
+        embedded.append(_Scored(model_ref.run_id, model_ref.seed, cell.arm, geometry, z))
+    # The untrained baselines (frozen, pca) are scored like the models: same units, metrics and events.
+    euclidean = make_geometry(EUCLIDEAN)
+    for baseline, z_np in baseline_embeddings(spec, fs, test_idx, emb_dir, emit, should_stop):
+        z = torch.from_numpy(z_np).to(device)
+        embedded.append(_Scored(baseline.run_id, BASELINE_SEED, baseline.arm, euclidean, z))
     positions = {
         qseed: (
             torch.from_numpy(np.searchsorted(test_idx, parts["query"])).to(device),
@@ -90,29 +98,30 @@ def run_evaluation(
         )
         for qseed, parts in qg.items()
     }
+    test_labels = labels[test_t]
     # Every (model x perturbation) unit is scored at once across the machine's cores; units of one
     # perturbation share their labels, whose strict positives are then computed once.
-    cells = [(model_ref, qseed) for model_ref, _ in embedded for qseed in qg]
+    cells = [(scored, qseed) for scored in embedded for qseed in qg]
     units = [
         Unit(
-            z[qpos],
-            z[gpos],
-            labels[test_t[qpos]],
-            labels[test_t[gpos]],
-            geometry_of(model_ref.cell.geometry, poincare),
+            scored.z[qpos],
+            scored.z[gpos],
+            test_labels[qpos],
+            test_labels[gpos],
+            scored.geometry,
             labels_key=qseed,
         )
-        for model_ref, z in embedded
+        for scored in embedded
         for qseed, (qpos, gpos) in positions.items()
     ]
-    for (model_ref, qseed), result in zip(cells, evaluate_units(units, workers=workers), strict=True):
+    for (scored, qseed), result in zip(cells, evaluate_units(units, workers=workers), strict=True):
         if should_stop():
             raise Cancelled("stopped during evaluation")
         emit(
             metrics_event(
-                run_id=model_ref.run_id,
-                seed=model_ref.seed,
-                arm=model_ref.cell.arm,
+                run_id=scored.run_id,
+                seed=scored.seed,
+                arm=scored.arm,
                 perturbation=qseed,
                 aggregation=spec.aggregation,
                 posthoc=rescoring and spec.aggregation != registered,
@@ -122,3 +131,14 @@ def run_evaluation(
                 },
             )
         )
+
+
+@dataclass(frozen=True)
+class _Scored:
+    """One embedded arm of the evaluation: a trained model or a baseline."""
+
+    run_id: str
+    seed: int
+    arm: str
+    geometry: Geometry
+    z: torch.Tensor

@@ -19,7 +19,9 @@ import numpy as np
 
 from hierconsole.config.preset import Preset
 from hierconsole.contract import layout
+from hierconsole.contract.events import EventKind
 from hierconsole.contract.jobspec import JobSpec
+from hierconsole.datasets.splits import index_sha256
 from hierconsole.locations import job_dir, resolve
 from hierconsole.study import plan, split_files
 from hierconsole.study.catalog import load_dataset
@@ -29,6 +31,7 @@ from hierconsole.vocabulary import (
     HIER,
     HIER_METRIC,
     MAP,
+    PCA,
     POINCARE,
     TRAINING_KINDS,
     JobKind,
@@ -248,7 +251,10 @@ def check_qg_identical(store: Store, study_id: str) -> Check:
     by_run: dict[str, set[int]] = defaultdict(set)
     for run_id, perturbation in scored:
         by_run[run_id].add(perturbation)
-    finals = [r["run_id"] for r in _final_runs(store, study_id)]
+    # Baseline arms are scored once per perturbation, like a final cell of no seed.
+    baselines = [plan.baseline_run_id(study_id, b) for b in _registered(store, study_id).evaluation.baselines]
+    finals = [r["run_id"] for r in _final_runs(store, study_id)] + baselines
+    cells = f"{len(finals) - len(baselines)} final cells" + (f" and {len(baselines)} baselines" if baselines else "")
     bad = []
     for run_id in finals:
         have = by_run.get(run_id, set())
@@ -269,7 +275,7 @@ def check_qg_identical(store: Store, study_id: str) -> Check:
     summary = (
         f"not every final cell was evaluated on the same {len(splits)} Q/G splits ({ev}); cells per split: {per_split}"
         if bad
-        else f"every one of {len(finals)} final cells evaluated on the same {len(splits)} Q/G splits ({ev}); "
+        else f"every one of {cells} evaluated on the same {len(splits)} Q/G splits ({ev}); "
         f"cells per split: {per_split}"
     )
     return Check("qg_splits_identical", not bad, _evidence(summary, bad))
@@ -482,6 +488,43 @@ def check_epoch_selection(store: Store, study_id: str) -> Check:
     return Check(name, not bad, _evidence(summary, bad))
 
 
+def check_pca_fit(store: Store, study_id: str) -> Check:
+    """The pca baseline was fitted on the final runs' training samples and on no official-test sample:
+    the hash of the fitted indices its evaluation recorded is recomputed from the split files here."""
+    name = "pca_fitted_on_training_only"
+    preset = _registered(store, study_id)
+    if PCA not in preset.evaluation.baselines:
+        return Check(name, True, "no pca baseline")
+    run_id = plan.baseline_run_id(study_id, PCA)
+    row = store.one(
+        "SELECT payload FROM events WHERE job_id = ? AND kind = ? ORDER BY ts DESC LIMIT 1",
+        [plan.evaluate_job_id(study_id), EventKind.BASELINE_FIT],
+    )
+    if row is None:
+        return Check(name, None, "the pca baseline has not been fitted")
+    fit = json.loads(row[0])
+    with np.load(_split_path(store, study_id, plan.final_train_role(preset))) as z:
+        expected = np.unique(z["fit"])
+    with np.load(_split_path(store, study_id, split_files.PROTOCOL)) as z:
+        test = z["test"]
+    overlap = int(np.isin(expected, test).sum())
+    bad = []
+    if fit["run_id"] != run_id:
+        bad.append(f"the fit was recorded for {fit['run_id']}, not {run_id}")
+    if fit["fitted_sha256"] != index_sha256(expected):
+        bad.append(
+            f"fitted on samples with hash {fit['fitted_sha256'][:12]} ({fit['n_fitted']}), not the "
+            f"{len(expected)} training samples of the final runs ({index_sha256(expected)[:12]})"
+        )
+    if fit["test_overlap"] or overlap:
+        bad.append(f"{max(fit['test_overlap'], overlap)} fitted samples are official-test samples")
+    summary = (
+        f"{fit['dim_in']}-D -> {fit['dim_out']}-D on {fit['n_fitted']} training samples "
+        f"(index hash {fit['fitted_sha256'][:12]}), none of the {len(test)} official-test samples"
+    )
+    return Check(name, not bad, _evidence(summary, bad))
+
+
 CHECKS: tuple[Callable[[Store, str], Check], ...] = (
     check_parameters,
     check_same_init,
@@ -495,6 +538,7 @@ CHECKS: tuple[Callable[[Store, str], Check], ...] = (
     check_threads,
     check_taxonomy_shuffle,
     check_epoch_selection,
+    check_pca_fit,
 )
 
 

@@ -21,7 +21,16 @@ from pathlib import Path
 import polars as pl
 
 from hierconsole.errors import InputError
-from hierconsole.vocabulary import ARMS, HIER_LEVELS, HIER_METRIC, LEVELS, MAP, hier_score
+from hierconsole.vocabulary import (
+    ARMS,
+    BASELINE_SEED,
+    BASELINES,
+    HIER_LEVELS,
+    HIER_METRIC,
+    LEVELS,
+    MAP,
+    hier_score,
+)
 
 KEY_COLUMNS: tuple[str, str] = ("arm", "seed")
 
@@ -75,6 +84,14 @@ CONTRASTS: dict[str, Contrast] = {
 EFFECTS: dict[str, str] = {name: contrast.text() for name, contrast in CONTRASTS.items()}
 """name -> definition, e.g. "geom_R" -> "H_R - E_R"."""
 
+BASELINE_CONTRASTS: dict[str, Contrast] = {
+    f"{arm}_vs_{baseline}": Contrast(arm, baseline) for baseline in BASELINES for arm in ARMS
+}
+"""Each trained arm minus each baseline arm ("E_S_vs_frozen" = E_S - frozen): the baseline has one value
+(per metric, perturbations averaged) that every seed of the arm is paired with."""
+
+BASELINE_EFFECTS: dict[str, str] = {name: contrast.text() for name, contrast in BASELINE_CONTRASTS.items()}
+
 REDISTRIBUTION_CONTRASTS: tuple[str, str] = ("geom_S", "geom_R")
 """H_S - E_S (under taxonomy SupCon) first, as in paper §5.4, then H_R - E_R (under regression)."""
 
@@ -96,7 +113,7 @@ class Effect:
 
     @property
     def definition(self) -> str:
-        return EFFECTS[self.name]
+        return EFFECTS.get(self.name) or BASELINE_EFFECTS[self.name]
 
 
 SimpleEffects = dict[str, dict[str, Effect]]
@@ -226,15 +243,21 @@ def _summary(values: Sequence[float]) -> tuple[float, float | None]:
 
 
 def arm_table(
-    per_seed: pl.DataFrame, metrics: Sequence[str] | str | None = None, *, source: str = DEFAULT_SOURCE
+    per_seed: pl.DataFrame,
+    metrics: Sequence[str] | str | None = None,
+    *,
+    source: str = DEFAULT_SOURCE,
+    baselines: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Mean and sample SD over seeds per arm and metric (paper Table 1 / S8), long format.
 
     Columns: arm, metric, mean, sd, n. Arms appear in :data:`ARMS` order, only if present; seeds need not
     be paired here (a running study may have finished some cells). ``sd`` is null when n == 1.
+    ``baselines`` (see :func:`baselines_from_long`) adds their rows after the arms: the one value of each,
+    sd and n null, since a baseline has no training seed.
     """
     names, cells = _cells(per_seed, metrics, source)
-    rows = []
+    rows: list[dict[str, object]] = []
     for arm in ARMS:
         seeds = sorted(seed for a, seed in cells if a == arm)
         if not seeds:
@@ -242,6 +265,8 @@ def arm_table(
         for m in names:
             mean, sd = _summary([cells[(arm, s)][m] for s in seeds])
             rows.append({"arm": arm, "metric": m, "mean": mean, "sd": sd, "n": len(seeds)})
+    for arm, values in _baseline_values(baselines, names, source).items():
+        rows += [{"arm": arm, "metric": m, "mean": values[m], "sd": None, "n": None} for m in names]
     return pl.DataFrame(
         rows,
         schema={"arm": pl.String, "metric": pl.String, "mean": pl.Float64, "sd": pl.Float64, "n": pl.Int64},
@@ -309,25 +334,49 @@ def _effect(metric: str, name: str, per_seed: dict[int, float]) -> Effect:
 
 
 def simple_effects(
-    per_seed: pl.DataFrame, metrics: Sequence[str] | str | None = None, *, source: str = DEFAULT_SOURCE
+    per_seed: pl.DataFrame,
+    metrics: Sequence[str] | str | None = None,
+    *,
+    source: str = DEFAULT_SOURCE,
+    baselines: pl.DataFrame | None = None,
 ) -> SimpleEffects:
     """Paired simple effects and the interaction (paper Eq. 12-13) for every metric.
 
     Each seed must hold the same arms, each exactly once; the effect is computed within the seed, then
     summarised across seeds (mean, sample SD, number of seeds where it is > 0). An effect needing an arm
-    the table lacks is left out (see :func:`omitted_effects`), never filled in.
+    the table lacks is left out (see :func:`omitted_effects`), never filled in. With ``baselines``
+    (:func:`baselines_from_long`), each arm minus each baseline (:data:`BASELINE_CONTRASTS`) follows,
+    every seed paired with the baseline's one value.
     """
     names, cells = _cells(per_seed, metrics, source)
     seeds = _paired_seeds(cells, source)
     present = arms_present(a for a, _ in cells)
+    base = _baseline_values(baselines, names, source)
     computable = {n: c for n, c in CONTRASTS.items() if c.arms <= set(present)}
+    computable |= {n: c for n, c in BASELINE_CONTRASTS.items() if c.arms <= set(present) | set(base)}
     out: SimpleEffects = {}
     for m in names:
         out[m] = {}
         for name, contrast in computable.items():
-            values = {s: contrast.value({a: cells[(a, s)][m] for a in present}) for s in seeds}
+            values = {
+                s: contrast.value({**{a: cells[(a, s)][m] for a in present}, **{b: v[m] for b, v in base.items()}})
+                for s in seeds
+            }
             out[m][name] = _effect(m, name, values)
     return out
+
+
+def _baseline_values(
+    baselines: pl.DataFrame | None, names: Sequence[str], source: str
+) -> dict[str, dict[str, float]]:
+    """baseline arm -> metric -> its value, for the metrics `names` of a per-seed table."""
+    if baselines is None or baselines.is_empty():
+        return {}
+    lacking = [m for m in names if m not in baselines.columns]
+    if lacking:
+        raise InputError(source, f"the baseline table lacks metric(s) {', '.join(lacking)}")
+    rows = {r["arm"]: r for r in baselines.iter_rows(named=True)}
+    return {arm: {m: float(rows[arm][m]) for m in names} for arm in BASELINES if arm in rows}
 
 
 def effects_json(effects: SimpleEffects) -> dict:
@@ -502,6 +551,58 @@ def per_seed_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> pl
             )
     schema = {"arm": pl.String, "seed": pl.Int64, **{c: pl.Float64 for c in columns}}
     return pl.DataFrame(rows, schema=schema)
+
+
+def baselines_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> pl.DataFrame:
+    """Stored metric rows of the baseline arms -> one row per baseline: arm, metric columns.
+
+    The rows carry seed BASELINE_SEED (a baseline has no training seed); their Q/G perturbations are
+    averaged as a seed's are in :func:`per_seed_from_long`, and ``hier_mAP`` is computed per perturbation
+    first, the same way. Every baseline needs every metric on the same perturbations.
+    """
+    missing = [c for c in LONG_COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError(
+            source, [f"missing column {c!r}" for c in missing], hint=f"need {', '.join(LONG_COLUMNS)}"
+        )
+    problems = []
+    cells: dict[tuple[str, object], dict[str, float]] = {}
+    for i, row in enumerate(df.select(LONG_COLUMNS).iter_rows(named=True)):
+        where = f"row {i + 1} (arm {row['arm']})"
+        value = row["value"]
+        if row["arm"] not in BASELINES:
+            problems.append(f"{where}: not a baseline arm (valid: {', '.join(BASELINES)})")
+        elif row["seed"] != BASELINE_SEED:
+            problems.append(f"{where}: a baseline's rows carry seed {BASELINE_SEED}, not {row['seed']}")
+        elif value is None or not math.isfinite(float(value)):
+            problems.append(f"{where}: value of {row['level']}_{row['metric']} is {value}")
+        else:
+            cell = cells.setdefault((row["arm"], row["perturbation"]), {})
+            column = f"{row['level']}_{row['metric']}"
+            if column in cell:
+                problems.append(f"{where}: duplicate {column} for perturbation {row['perturbation']}")
+            cell[column] = float(value)
+    columns = sorted({c for cell in cells.values() for c in cell}, key=_metric_order)
+    perts = {arm: {p for a, p in cells if a == arm} for arm, _ in cells}
+    if len({frozenset(p) for p in perts.values()}) > 1:
+        problems.append("baselines were scored on different perturbations")
+    problems += [
+        f"arm {a}, perturbation {p}: missing {', '.join(c for c in columns if c not in cell)}"
+        for (a, p), cell in cells.items()
+        if len(cell) != len(columns)
+    ]
+    if problems:
+        raise InputError(source, problems)
+    if all(f"{level}_{MAP}" in columns for level in HIER_LEVELS):
+        for cell in cells.values():
+            cell[HIER_METRIC] = hier_score({level: cell[f"{level}_{MAP}"] for level in HIER_LEVELS})
+        columns = sorted([*columns, HIER_METRIC], key=_metric_order)
+    rows = [
+        {"arm": arm, **{c: statistics.fmean(cells[(arm, p)][c] for p in sorted(perts[arm], key=str)) for c in columns}}
+        for arm in BASELINES
+        if arm in perts
+    ]
+    return pl.DataFrame(rows, schema={"arm": pl.String, **{c: pl.Float64 for c in columns}})
 
 
 # ----------------------------------------------------------------------------------------- CSV

@@ -15,7 +15,7 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -31,7 +31,7 @@ from hierconsole.study.effects import (
     seeds_of,
     simple_effects,
 )
-from hierconsole.vocabulary import ARMS, HIER_METRIC, LEVELS, MAP
+from hierconsole.vocabulary import ARMS, BASELINES, HIER_METRIC, LEVELS, MAP
 
 FORMATS: dict[str, str] = {
     "csv": "comma-separated values, full precision",
@@ -438,12 +438,12 @@ def arms_frame(arm_long: pl.DataFrame, metrics: Sequence[str] | None = None) -> 
     if metrics is None:
         metrics = [m for m in MAP_METRICS if m in available] or available
     rows = []
-    for arm in ARMS:
+    for arm in (*ARMS, *BASELINES):
         part = arm_long.filter(pl.col("arm") == arm)
         if part.is_empty():
             continue
         by_metric = {r["metric"]: r for r in part.iter_rows(named=True)}
-        row: dict[str, object] = {"arm": arm, "n": max(r["n"] for r in by_metric.values())}
+        row: dict[str, object] = {"arm": arm, "n": _seeds_of(by_metric.values())}
         for m in metrics:
             r = by_metric.get(m)
             row[f"{m}_mean"] = None if r is None else r["mean"]
@@ -453,6 +453,12 @@ def arms_frame(arm_long: pl.DataFrame, metrics: Sequence[str] | None = None) -> 
     for m in metrics:
         schema |= {f"{m}_mean": pl.Float64, f"{m}_sd": pl.Float64}
     return pl.DataFrame(rows, schema=schema)
+
+
+def _seeds_of(rows: Iterable[dict]) -> int | None:
+    """The n (seeds) of an arm's rows; None for a baseline arm, which has no training seed."""
+    ns = [r["n"] for r in rows if r["n"] is not None]
+    return max(ns) if ns else None
 
 
 def recall_frame(arm_long: pl.DataFrame, *, source: str = "arm table") -> pl.DataFrame:
@@ -467,7 +473,7 @@ def recall_frame(arm_long: pl.DataFrame, *, source: str = "arm table") -> pl.Dat
     if not ks:
         raise InputError(source, "no Recall@K metric columns (named like leaf_R@1)")
     rows = []
-    for arm in ARMS:
+    for arm in (*ARMS, *BASELINES):
         part = {r["metric"]: r for r in arm_long.filter(pl.col("arm") == arm).iter_rows(named=True)}
         for level in LEVELS:
             found = {k: part.get(f"{level}_R@{k}") for k in ks}
@@ -476,7 +482,7 @@ def recall_frame(arm_long: pl.DataFrame, *, source: str = "arm table") -> pl.Dat
             row: dict[str, object] = {
                 "arm": arm,
                 "level": level,
-                "n": max(r["n"] for r in found.values() if r),
+                "n": _seeds_of(r for r in found.values() if r),
             }
             for k, r in found.items():
                 row[f"R@{k}_mean"] = None if r is None else r["mean"]
@@ -535,17 +541,20 @@ def analysis_frame(
     *,
     metrics: Sequence[str] | None = None,
     source: str = "per-seed table",
+    baselines: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """The exportable frame of an analysis table (:data:`ANALYSIS_TABLES`) from a per-seed wide table.
 
     ``redistribution`` uses mAP; ``metrics`` narrows arms and effects.
+    ``baselines`` (the study's baseline arms, `effects.baselines_from_long`) adds their rows to arms and
+    recall and their contrasts to effects.
     """
     if name == "effects":
-        return effects_frame(simple_effects(per_seed, metrics, source=source))
+        return effects_frame(simple_effects(per_seed, metrics, source=source, baselines=baselines))
     if name == "arms":
-        return arms_frame(arm_table(per_seed, metrics, source=source), metrics)
+        return arms_frame(arm_table(per_seed, metrics, source=source, baselines=baselines), metrics)
     if name == "recall":
-        return recall_frame(arm_table(per_seed, metrics, source=source), source=source)
+        return recall_frame(arm_table(per_seed, metrics, source=source, baselines=baselines), source=source)
     if name == "redistribution":
         return redistribution_frame(redistribution(per_seed, "mAP", source=source))
     check_table(name)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from hierconsole.config.preset import Preset
 from hierconsole.contract import layout
-from hierconsole.contract.jobspec import CellSpec, JobSpec, ModelRef, Rescore, TestSplit
+from hierconsole.contract.jobspec import BaselineRef, CellSpec, JobSpec, ModelRef, Rescore, TestSplit
 from hierconsole.locations import job_dir, relative
 from hierconsole.study import split_files
-from hierconsole.vocabulary import SUPCON, TRAINING_KINDS, Aggregation, JobKind, arm_name, arm_parts
+from hierconsole.vocabulary import PCA, SUPCON, TRAINING_KINDS, Aggregation, JobKind, arm_name, arm_parts
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ def _spec(
     val_split: str | None = None,
     test_splits: tuple[TestSplit, ...] = (),
     models: tuple[ModelRef, ...] = (),
+    baselines: tuple[BaselineRef, ...] = (),
     rescore: Rescore | None = None,
 ) -> JobSpec:
     return JobSpec(
@@ -68,6 +69,7 @@ def _spec(
         val_split=val_split,
         test_splits=test_splits,
         models=models,
+        baselines=baselines,
         rescore=rescore,
     )
 
@@ -144,6 +146,11 @@ def evaluate_job_id(study_id: str) -> str:
     return f"{study_id}/evaluate"
 
 
+def baseline_run_id(study_id: str, arm: str) -> str:
+    """A baseline's run: it belongs to the study's evaluation, which fits and scores it once."""
+    return f"{evaluate_job_id(study_id)}/{arm}"
+
+
 def rescore_job_id(study_id: str, aggregation: str) -> str:
     return f"{study_id}/rescore-{aggregation}"
 
@@ -179,6 +186,9 @@ def scoring_job(
             TestSplit(seed, paths.split(split_files.qg_role(seed))) for seed in preset.evaluation.qg_seeds
         ),
         models=models,
+        baselines=tuple(BaselineRef(baseline_run_id(paths.study_id, b), b) for b in preset.evaluation.baselines),
+        # PCA fits on the samples the final runs fitted on: training data only, read after the lock.
+        train_split=paths.split(final_train_role(preset)) if PCA in preset.evaluation.baselines else None,
         rescore=None
         if rescore is None
         else Rescore(rescore, f"{paths.job(evaluate_id)}/{layout.EMBEDDINGS}"),

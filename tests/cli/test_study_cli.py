@@ -53,13 +53,24 @@ def test_run_leaves_a_complete_audited_study(study, capsys):
     assert code == 0 and "FAIL" not in out and out.count("pass") == len(CHECKS)
 
 
+def test_the_demo_preset_shows_its_baselines_beside_the_cells(study, capsys):
+    home, study_id = study
+    code, out, _ = run(home, capsys, "effects", study_id, "--metric", "hier_mAP")
+    text = " ".join(out.split())
+    assert code == 0 and "frozen" in text and "pca" in text
+    assert "baselines (frozen, pca) do not depend on the training seed" in text
+
+
 def test_effects_json_export_and_sql_views_agree(study, capsys, tmp_path):
     home, study_id = study
     code, out, _ = run(home, capsys, "effects", study_id, "--json")
     assert code == 0
     effects = json.loads(out)
     hier = effects["hier_mAP"]
-    assert set(hier) == {"geom_R", "geom_S", "loss_E", "loss_H", "interaction"}
+    # The demo preset scores the frozen and pca baselines: each arm minus each follows the factorial.
+    factorial = ["geom_R", "geom_S", "loss_E", "loss_H", "interaction"]
+    vs_baselines = [f"{a}_vs_{b}" for b in ("frozen", "pca") for a in ("E_R", "H_R", "E_S", "H_S")]
+    assert list(hier) == factorial + vs_baselines
     assert set(hier["geom_R"]["per_seed"]) == {"42", "2024"}
     for e in hier.values():
         assert e["n_seeds"] == 2

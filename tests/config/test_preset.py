@@ -546,6 +546,8 @@ def _mutations(d: dict) -> dict[str, dict]:
                 new["training"]["val_every"] = 1
         elif path == "training.cells":
             set_path(new, path, value[:-1] if len(value) > 1 else ["E_R", "H_S"])
+        elif path == "evaluation.baselines":
+            set_path(new, path, value[:-1] if value else ["frozen"])
         elif isinstance(value, bool):
             set_path(new, path, not value)
         elif value == "tune":

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from hierconsole.study.read.results import (
         RAW_TABLES,
         aggregations,
+        baselines,
         evaluated_per_seed,
         metrics_long,
         per_seed,
@@ -40,6 +41,7 @@ _MODULES = {
     "results": (
         "RAW_TABLES",
         "aggregations",
+        "baselines",
         "evaluated_per_seed",
         "metrics_long",
         "per_seed",
@@ -82,6 +84,7 @@ __all__ = [
     "StudyProgress",
     "StudyRow",
     "aggregations",
+    "baselines",
     "current_audits",
     "evaluated_per_seed",
     "failed_audit_counts",

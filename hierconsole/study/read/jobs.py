@@ -70,7 +70,7 @@ class JobRow:
         return " ".join(arm + ("" if tau is None else f"@{tau:g}") for arm, tau in self.cells)
 
 
-# {runs}, {scoring_jobs} and {splits} narrow each CTE to the study asked for (or to nothing); without
+# {runs}, {scoring_jobs}, {splits} and {studies} narrow each CTE to the study asked for (or to nothing); without
 # them every CTE scanned the whole store's epochs and events, which the queue's 0.2 s refresh repeats.
 _JOBS_SQL = """
 WITH scoped_runs AS (
@@ -94,10 +94,13 @@ WITH scoped_runs AS (
     SELECT job_id, list((arm, tau) ORDER BY arm) AS cells FROM scoped_runs GROUP BY job_id
 ), perturbations AS (
     SELECT study_id, count(*) AS n FROM splits WHERE {qg_roles} {splits} GROUP BY study_id
+), baselines AS (
+    -- A scoring job also scores the study's baseline arms on every perturbation.
+    SELECT study_id, coalesce(json_array_length(preset, '$.evaluation.baselines'), 0) AS n FROM studies {studies}
 )
 SELECT j.job_id, j.study_id, j.kind, j.seed, j.tau, j.state, j.epochs_done, j.epochs_total, j.attempts,
        j.error, t.epoch_seconds, coalesce(s.n, 0) AS scored,
-       coalesce(c.n, 0) * coalesce(p.n, 0) AS to_score, l.losses, jc.cells
+       (coalesce(c.n, 0) + coalesce(b.n, 0)) * coalesce(p.n, 0) AS to_score, l.losses, jc.cells
 FROM jobs j
 LEFT JOIN latest l USING (job_id)
 LEFT JOIN timing t USING (job_id)
@@ -105,6 +108,7 @@ LEFT JOIN scored s USING (job_id)
 LEFT JOIN job_cells jc USING (job_id)
 LEFT JOIN cells c ON c.study_id = j.study_id
 LEFT JOIN perturbations p ON p.study_id = j.study_id
+LEFT JOIN baselines b ON b.study_id = j.study_id
 {where}
 ORDER BY j.created_at, {kind_order}, j.seed, j.tau, j.job_id
 """
@@ -119,6 +123,7 @@ def job_rows(store: Store, study_id: str | None = None) -> list[JobRow]:
         runs="WHERE study_id = ?" if one else "",
         scoring_jobs="AND study_id = ?" if one else "",
         splits="AND study_id = ?" if one else "",
+        studies="WHERE study_id = ?" if one else "",
         where="WHERE j.study_id = ?" if one else "",
         scored_kinds=sql_list([ev.EventKind.METRICS, ev.EventKind.RECONCILE]),
         scoring=sql_list(sorted(SCORING_KINDS)),
@@ -126,7 +131,7 @@ def job_rows(store: Store, study_id: str | None = None) -> list[JobRow]:
         qg_roles=split_files.QG_ROLES_SQL,
         kind_order=kind_order("j.kind"),
     )
-    params = [study_id] * 4 if one else []
+    params = [study_id] * 5 if one else []
     out = []
     for r in store.dicts(sql, params):
         kind = JobKind(r["kind"])

@@ -6,12 +6,12 @@ import polars as pl
 
 from hierconsole.errors import HierconsoleError, NotFoundError
 from hierconsole.study import split_files
-from hierconsole.study.effects import per_seed_from_long
+from hierconsole.study.effects import baselines_from_long, per_seed_from_long
 from hierconsole.study.export import ANALYSIS_TABLES, analysis_frame
 from hierconsole.study.records import get_study
 from hierconsole.study.storage import Store
 from hierconsole.study.views import sql_list
-from hierconsole.vocabulary import RANKING_METRICS, JobKind
+from hierconsole.vocabulary import ARMS, BASELINES, RANKING_METRICS, JobKind
 
 
 def registered_aggregation(store: Store, study_id: str) -> str:
@@ -27,15 +27,27 @@ def aggregations(store: Store, study_id: str) -> list[str]:
     return sorted(found, key=lambda a: (a != reg, a))
 
 
-def metrics_long(store: Store, study_id: str, aggregation: str | None = None) -> pl.DataFrame:
-    """The stored ranking metrics of a study under one aggregation (default: the registered one)."""
+def metrics_long(
+    store: Store, study_id: str, aggregation: str | None = None, *, arms: tuple[str, ...] = ARMS
+) -> pl.DataFrame:
+    """The stored ranking metrics of a study's trained arms (or of `arms`, e.g. BASELINES) under one
+    aggregation (default: the registered one)."""
     agg = aggregation or registered_aggregation(store, study_id)
     return store.frame(
         "SELECT seed, arm, perturbation, level, metric, value FROM metrics "
         f"WHERE study_id = ? AND aggregation = ? AND metric IN ({sql_list(RANKING_METRICS)}) "
-        "ORDER BY seed, arm, perturbation, level, metric",
+        f"AND arm IN ({sql_list(arms)}) ORDER BY seed, arm, perturbation, level, metric",
         [study_id, agg],
     )
+
+
+def baselines(store: Store, study_id: str, aggregation: str | None = None) -> pl.DataFrame | None:
+    """The baseline arms' table (arm, metric columns; perturbations averaged), or None when the study
+    has none scored (yet)."""
+    long = metrics_long(store, study_id, aggregation, arms=BASELINES)
+    if long.is_empty():
+        return None
+    return baselines_from_long(long, source=f"study {study_id} (baselines)")
 
 
 def per_seed(store: Store, study_id: str, aggregation: str | None = None) -> pl.DataFrame:
@@ -100,7 +112,9 @@ RAW_TABLES = {
 def table_frame(store: Store, table: str, study_id: str) -> pl.DataFrame:
     """An exportable table of a study (`study.export.TABLES`): analysis tables or raw store rows."""
     if table in ANALYSIS_TABLES:
-        return analysis_frame(table, per_seed(store, study_id), source=f"study {study_id}")
+        return analysis_frame(
+            table, per_seed(store, study_id), source=f"study {study_id}", baselines=baselines(store, study_id)
+        )
     if table in RAW_TABLES:
         return store.frame(RAW_TABLES[table], [study_id])
     raise NotFoundError(f"unknown table {table!r}")
