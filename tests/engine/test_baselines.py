@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from hierconsole.contract import events
-from hierconsole.contract.jobspec import BaselineRef, JobSpec
+from hierconsole.contract import events, layout
+from hierconsole.contract.jobspec import BaselineRef, JobSpec, TestSplit
 from hierconsole.datasets import FeatureSet
 from hierconsole.datasets.splits import index_sha256
-from hierconsole.engine.baselines import fit_pca, l2_normalised, score_baselines
+from hierconsole.engine.baselines import fit_pca, l2_normalised
+from hierconsole.engine.evaluator import run_evaluation
 from hierconsole.engine.geometry import Euclidean
 from hierconsole.engine.retrieval import evaluate
 from hierconsole.vocabulary import BASELINE_SEED, FROZEN, LEVELS, MAP, PCA, RECALL_KS, JobKind
@@ -85,10 +86,19 @@ def _qg(fs: FeatureSet, seed: int = 3) -> tuple[np.ndarray, dict[int, dict[str, 
 
 
 def _score(spec, fs, test_idx, qg, tmp_path) -> list[events.Event]:
-    out: list[events.Event] = []
-    score_baselines(
-        spec, fs, test_idx, qg, tmp_path, out.append, events.TestMetrics, lambda: False, torch.device("cpu")
+    """The baselines' events from a real evaluate job with no models: the data and the Q/G split on
+    disk, the embeddings kept in ``tmp_path / EMBEDDINGS``."""
+    del test_idx  # the job derives it from its Q/G splits
+    fs.save(tmp_path / "dataset")
+    splits = []
+    for qseed, parts in qg.items():
+        np.savez(tmp_path / f"qg{qseed}.npz", **parts)
+        splits.append(TestSplit(qseed, str(tmp_path / f"qg{qseed}.npz")))
+    spec = replace(
+        spec, dataset_dir=str(tmp_path / "dataset"), out_dir=str(tmp_path), test_splits=tuple(splits)
     )
+    out: list[events.Event] = []
+    run_evaluation(spec, out.append)
     return out
 
 
@@ -107,7 +117,7 @@ def test_frozen_metrics_are_those_known_by_construction(tiny_fs, tmp_path):
     assert known["middle"]["R@1"] < 1 and known["leaf"][MAP] == 1.0
     # The stored embeddings are the normalised features, and normalising is what makes the metrics so:
     # plain Euclidean ranking of the scaled features mixes a leaf's samples with the others.
-    z = np.load(tmp_path / "baseline__frozen.npy")
+    z = np.load(tmp_path / layout.EMBEDDINGS / "baseline__frozen.npy")
     x = fs.features[test_idx].astype(np.float64)
     np.testing.assert_allclose(z, x / np.linalg.norm(x, axis=1, keepdims=True), atol=1e-7)
     qpos, gpos = np.searchsorted(test_idx, parts["query"]), np.searchsorted(test_idx, parts["gallery"])
@@ -170,7 +180,7 @@ def test_pca_arm_fits_on_the_training_split_only_and_scores_its_projection(tiny_
     assert (fit.dim_in, fit.dim_out) == (tiny_fs.features.shape[1], spec.preset.training.out_dim)
     mean, axes, _ = _pca_reference(tiny_fs.features[fitted], spec.preset.training.out_dim)
     expected = (tiny_fs.features[test_idx] - mean) @ axes.T
-    z = np.load(tmp_path / "baseline__pca.npy")
+    z = np.load(tmp_path / layout.EMBEDDINGS / "baseline__pca.npy")
     np.testing.assert_allclose(z, expected, atol=1e-5)
     parts = qg[3]
     qpos, gpos = np.searchsorted(test_idx, parts["query"]), np.searchsorted(test_idx, parts["gallery"])
@@ -183,7 +193,7 @@ def test_pca_arm_fits_on_the_training_split_only_and_scores_its_projection(tiny_
     ).aggregate("micro")
     assert scored[PCA].metrics == {lv: {k: float(v) for k, v in m.items()} for lv, m in reference.items()}
     frozen = l2_normalised(tiny_fs.features[test_idx])
-    assert np.array_equal(np.load(tmp_path / "baseline__frozen.npy"), frozen)
+    assert np.array_equal(np.load(tmp_path / layout.EMBEDDINGS / "baseline__frozen.npy"), frozen)
 
 
 def test_pca_without_a_training_split_is_refused(tiny_fs, tmp_path):
