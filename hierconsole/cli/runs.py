@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import signal
 import time
@@ -219,6 +220,10 @@ def problem_printer(console: Console) -> ProblemCallback:
     return warn
 
 
+PROGRESS_SECONDS = 1.0
+"""How often `run` and `resume` redraw their progress from the store."""
+
+
 def drive(
     store: Store,
     study_ids: list[str],
@@ -240,6 +245,7 @@ def drive(
         interrupted = True
 
     previous = signal.signal(signal.SIGINT, on_int)
+    refreshed = -math.inf
     try:
         with view.progress:
             while True:
@@ -257,7 +263,12 @@ def drive(
                     stopped = orch.abandon(str(exc), cancel=True)
                     console.print(f"[red]stopped {len(stopped)} running jobs[/]")
                     raise
-                view.refresh(study_ids)
+                # The progress is read back from the store (a query over the study's jobs, runs and
+                # epochs); once a second is enough to watch, where every 0.2 s tick took CPU from the
+                # workers on a machine they fill.
+                if time.monotonic() - refreshed >= PROGRESS_SECONDS:
+                    view.refresh(study_ids)
+                    refreshed = time.monotonic()
                 if not orch.busy(study_ids):
                     break
                 time.sleep(0.2)

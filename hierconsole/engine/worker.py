@@ -1,5 +1,9 @@
 """A worker process: `python -m hierconsole.engine.worker --home HOME SPEC.json`.
 
+Started with `--standby` instead of a spec, it imports the engine (torch, geoopt: seconds) first and then
+reads its spec's path from standard input, so that an orchestrator can start it before the job exists
+and a launch pays no start-up; standard input closing before a path arrives ends it (EXIT_UNUSED).
+
 It never opens the store. It appends typed events (`contract.events`) as JSON lines to `events.jsonl`
 beside its spec (the orchestrator tails that file and can replay it after a crash) and touches
 `heartbeat` every few seconds. The spec's paths are relative to HOME.
@@ -23,7 +27,7 @@ from hierconsole.errors import HierconsoleError
 from hierconsole.vocabulary import SCORING_KINDS
 
 HEARTBEAT_SECONDS = 2.0
-EXIT_DONE, EXIT_FAILED, EXIT_CANCELLED, EXIT_ALREADY_ACTIVE = 0, 1, 3, 4
+EXIT_DONE, EXIT_FAILED, EXIT_CANCELLED, EXIT_ALREADY_ACTIVE, EXIT_UNUSED = 0, 1, 3, 4, 5
 
 
 class EventLog:
@@ -58,12 +62,40 @@ def _heartbeat(path: Path, stop: threading.Event) -> None:
         path.touch()
 
 
+def _await_spec() -> Path | None:
+    """A standby's wait: the engine imported, then one line naming the spec. Output goes to the job's
+    worker log from then on, as it would for a worker started for that job."""
+    import hierconsole.engine.evaluator  # noqa: F401 - the imports a launch would otherwise wait for
+    import hierconsole.engine.trainer  # noqa: F401
+
+    line = sys.stdin.readline().strip()
+    if not line:
+        return None
+    spec_path = Path(line)
+    log = os.open(spec_path.parent / layout.WORKER_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    return spec_path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hierconsole.engine.worker")
     parser.add_argument("--home", type=Path, required=True, help="the home the spec's paths are relative to")
-    parser.add_argument("spec", type=Path)
+    parser.add_argument("--standby", action="store_true", help="import the engine, then read SPEC from stdin")
+    parser.add_argument("spec", type=Path, nargs="?")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    spec_path: Path = args.spec
+    if args.standby:
+        received = _await_spec()
+        if received is None:
+            return EXIT_UNUSED
+        spec_path = received
+    elif args.spec is None:
+        parser.error("a SPEC path is required (or --standby)")
+    else:
+        spec_path = args.spec
     folder = spec_path.parent
     # Held for the worker's whole life: the same job can never run twice, whoever launches it.
     lock = open(folder / layout.LOCK, "a+")  # noqa: SIM115

@@ -88,6 +88,13 @@ def run_id(job_id: str, cell: str) -> str:
 
 def apply_events(con: duckdb.DuckDBPyConnection, job: JobRef, events: Iterable[ev.Event]) -> None:
     """Write `events` of one job inside the caller's transaction, in a few bulk statements."""
+    apply_batch(con, [(job, events)])
+
+
+def apply_batch(con: duckdb.DuckDBPyConnection, batch: Iterable[tuple[JobRef, Iterable[ev.Event]]]) -> None:
+    """Write the events of several jobs inside the caller's transaction, with one bulk statement per
+    table for all of them: a DuckDB statement costs milliseconds whatever its size, so an orchestrator
+    that wrote each job's lines apart paid that for every running job on every tick."""
     logged: dict[Any, tuple] = {}
     inits: dict[Any, tuple] = {}
     epochs: dict[Any, tuple] = {}
@@ -95,78 +102,106 @@ def apply_events(con: duckdb.DuckDBPyConnection, job: JobRef, events: Iterable[e
     metrics: dict[Any, tuple] = {}
     finals: dict[str, tuple] = {}  # run_id -> values; a replayed event keeps its last version
     norms: dict[str, tuple] = {}
-    start: list[Any] | None = None
-    last_epoch = 0
-    for e in events:
-        ts = datetime.fromtimestamp(e.ts, tz=UTC).replace(tzinfo=None)
-        logged[e.key] = (job.job_id, e.key, str(e.KIND), ev.payload(e), ts)
-        if isinstance(e, ev.Start):
-            start = [e.device, e.threads, job.job_id]
-        elif isinstance(e, ev.Init):
-            rid = run_id(job.job_id, e.cell)
-            inits[rid] = (
-                rid,
-                job.job_id,
-                job.study_id,
-                job.kind,
-                job.seed,
-                e.arm,
-                e.geometry,
-                e.loss,
-                e.tau,
-                e.trainable_params,
-                e.init_sha256,
-            )
-        elif isinstance(e, ev.Epoch):
-            rid = run_id(job.job_id, e.cell)
-            epochs[(rid, e.epoch)] = (rid, e.epoch, _finite(e.train_loss), e.updates, e.batch_sha256, e.seconds)
-            last_epoch = max(last_epoch, e.epoch)
-        elif isinstance(e, ev.Validation):
-            rid = run_id(job.job_id, e.cell)
-            for level, values in e.metrics.items():
-                for metric, value in values.items():
-                    key = (rid, e.epoch, e.aggregation, level, metric)
-                    vals[key] = (*key, _finite(value))
-        elif isinstance(e, ev.Final):
-            finals[run_id(job.job_id, e.cell)] = (
-                e.final_sha256,
-                e.updates,
-                e.reload_max_diff,
-                e.best_epoch,
-                _finite(e.best_score),
-            )
-        elif isinstance(e, ev.TestMetrics) and not isinstance(e, ev.Reconcile):
-            # A reconciliation is kept in the event log only: it must never replace the stored endpoint.
-            for level, values in e.metrics.items():
-                for metric, value in values.items():
-                    key = (e.run_id, e.perturbation, e.aggregation, level, metric)
-                    metrics[key] = (
-                        job.study_id,
-                        e.run_id,
-                        e.seed,
-                        e.arm,
-                        e.perturbation,
-                        e.aggregation,
-                        level,
-                        metric,
-                        _finite(value),
-                        e.posthoc,
-                    )
-        elif isinstance(e, ev.Norms):
-            norms[e.run_id] = (e.max_norm, e.radius, e.bound)
+    starts: dict[str, tuple] = {}  # job_id -> (device, threads)
+    last_epochs: dict[str, int] = {}
+    for job, events in batch:
+        for e in events:
+            ts = datetime.fromtimestamp(e.ts, tz=UTC).replace(tzinfo=None)
+            logged[(job.job_id, e.key)] = (job.job_id, e.key, str(e.KIND), ev.payload(e), ts)
+            if isinstance(e, ev.Start):
+                starts[job.job_id] = (e.device, e.threads)
+            elif isinstance(e, ev.Init):
+                rid = run_id(job.job_id, e.cell)
+                inits[rid] = (
+                    rid,
+                    job.job_id,
+                    job.study_id,
+                    job.kind,
+                    job.seed,
+                    e.arm,
+                    e.geometry,
+                    e.loss,
+                    e.tau,
+                    e.trainable_params,
+                    e.init_sha256,
+                )
+            elif isinstance(e, ev.Epoch):
+                rid = run_id(job.job_id, e.cell)
+                epochs[(rid, e.epoch)] = (rid, e.epoch, _finite(e.train_loss), e.updates, e.batch_sha256, e.seconds)
+                last_epochs[job.job_id] = max(last_epochs.get(job.job_id, 0), e.epoch)
+            elif isinstance(e, ev.Validation):
+                rid = run_id(job.job_id, e.cell)
+                for level, values in e.metrics.items():
+                    for metric, value in values.items():
+                        key = (rid, e.epoch, e.aggregation, level, metric)
+                        vals[key] = (*key, _finite(value))
+            elif isinstance(e, ev.Final):
+                finals[run_id(job.job_id, e.cell)] = (
+                    e.final_sha256,
+                    e.updates,
+                    e.reload_max_diff,
+                    e.best_epoch,
+                    _finite(e.best_score),
+                )
+            elif isinstance(e, ev.TestMetrics) and not isinstance(e, ev.Reconcile):
+                # A reconciliation is kept in the event log only: it must never replace the stored endpoint.
+                for level, values in e.metrics.items():
+                    for metric, value in values.items():
+                        key = (e.run_id, e.perturbation, e.aggregation, level, metric)
+                        metrics[key] = (
+                            job.study_id,
+                            e.run_id,
+                            e.seed,
+                            e.arm,
+                            e.perturbation,
+                            e.aggregation,
+                            level,
+                            metric,
+                            _finite(value),
+                            e.posthoc,
+                        )
+            elif isinstance(e, ev.Norms):
+                norms[e.run_id] = (e.max_norm, e.radius, e.bound)
     _upsert(con, "events", _EVENT_COLUMNS, logged)
     _upsert(con, "runs", _RUN_COLUMNS, inits)
     _upsert(con, "epochs", _EPOCH_COLUMNS, epochs)
     _upsert(con, "val_metrics", _VAL_COLUMNS, vals)
     _upsert(con, "metrics", _METRIC_COLUMNS, metrics)
-    if start is not None:
-        con.execute("UPDATE jobs SET device = ?, threads = ? WHERE job_id = ?", start)
-    if last_epoch:
-        con.execute(
-            "UPDATE jobs SET epochs_done = greatest(epochs_done, ?) WHERE job_id = ?", [last_epoch, job.job_id]
+    if starts:
+        update_from_values(
+            con, "jobs", "job_id", ("device", "threads"), [(j, *v) for j, v in starts.items()], "{c} = v.{c}"
+        )
+    if last_epochs:
+        update_from_values(
+            con,
+            "jobs",
+            "job_id",
+            ("epochs_done",),
+            list(last_epochs.items()),
+            "{c} = greatest(jobs.{c}, v.{c})",
         )
     _update_runs(con, _FINAL_COLUMNS, finals)
     _update_runs(con, _NORM_COLUMNS, norms)
+
+
+def update_from_values(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    key: str,
+    columns: tuple[str, ...],
+    rows: list[tuple],
+    assign: str,
+) -> None:
+    """One UPDATE of `columns` for many rows keyed by `key`, from a VALUES list (a few rows: the running
+    jobs); `assign` says how each column is set from `v`, e.g. "{c} = v.{c}"."""
+    width = 1 + len(columns)
+    values = ", ".join("(" + ", ".join("?" * width) + ")" for _ in rows)
+    sets = ", ".join(assign.format(c=c) for c in columns)
+    names = ", ".join((key, *columns))
+    con.execute(
+        f"UPDATE {table} SET {sets} FROM (VALUES {values}) v({names}) WHERE {table}.{key} = v.{key}",
+        [x for row in rows for x in row],
+    )
 
 
 _FINAL_COLUMNS = ("final_sha256", "updates", "reload_max_diff", "best_epoch", "best_score")

@@ -27,12 +27,13 @@ from hierconsole.contract import layout
 from hierconsole.contract.jobspec import JobSpec
 from hierconsole.errors import HierconsoleError, NotFoundError
 from hierconsole.locations import job_dir
-from hierconsole.study.ingest import JobRef, apply_events
+from hierconsole.study.ingest import JobRef, apply_batch, apply_events, update_from_values
 from hierconsole.study.lifecycle import advance
 from hierconsole.study.processes import job_lock_held, pid_alive, process_start_time
+from hierconsole.study.standby import Standbys
 from hierconsole.study.storage import Store
 from hierconsole.study.views import kind_order, sql_list
-from hierconsole.vocabulary import ACTIVE_STATES, RESUMABLE_STATES, JobKind, JobState
+from hierconsole.vocabulary import ACTIVE_STATES, RESUMABLE_STATES, TRAINING_KINDS, JobKind, JobState
 
 WORKER_MODULE = "hierconsole.engine.worker"
 """Started as `python -m WORKER_MODULE --home HOME SPEC`: the orchestrator never imports it."""
@@ -83,6 +84,7 @@ class Orchestrator:
         gpus: list[str] | None = None,
         stale_after: float = STALE_HEARTBEAT_SECONDS,
         studies: list[str] | None = None,
+        warm: bool = True,
     ):
         self.stale_after = stale_after
         self.studies = list(studies) if studies is not None else None
@@ -96,6 +98,9 @@ class Orchestrator:
         self.on_problem = on_problem
         """Told of every events-file line that was skipped (malformed, torn, from a newer version)."""
         self.active: dict[str, Active] = {}
+        self.standbys = Standbys(self.python, WORKER_MODULE, store.home) if warm else None
+        """Warm CPU workers for the launches to come (see `study.standby`); None: every launch starts cold."""
+        self._launch_env: dict[str, str] | None = None
         self.recover()
 
     # -- start-up -----------------------------------------------------------------------------------
@@ -159,9 +164,11 @@ class Orchestrator:
 
     # -- the loop -----------------------------------------------------------------------------------
     def tick(self) -> None:
+        self._ingest_running()
         for job_id in list(self.active):
             self._poll(self.active[job_id])
         self._launch_queued()
+        self._keep_warm()
 
     def busy(self, study_ids: list[str] | None = None) -> bool:
         sql = f"SELECT count(*) FROM jobs WHERE state IN ({sql_list(ACTIVE_STATES)})"
@@ -189,6 +196,8 @@ class Orchestrator:
             if not self.busy(study_ids):
                 break
             time.sleep(interval)
+        if not self.active and self.standbys is not None:
+            self.standbys.close()
 
     # -- launching ----------------------------------------------------------------------------------
     def _capacity(self) -> int:
@@ -212,6 +221,23 @@ class Orchestrator:
                 return
             self.launch(row[0])
 
+    def _keep_warm(self) -> None:
+        """One standby while a launch is to come: a queued job waiting for a slot, or a training job
+        running, after which its study goes on (more training, or the evaluate job). None otherwise."""
+        if self.standbys is None or self.gpus or self._launch_env is None:
+            return
+        coming = any(a.job.kind in TRAINING_KINDS for a in self.active.values())
+        if not coming:
+            only, params = ("", [])
+            if self.studies is not None:
+                only, params = ("AND study_id IN (SELECT unnest(?))", [self.studies])
+            queued = self.store.value(f"SELECT count(*) FROM jobs WHERE state = ? {only}", [JobState.QUEUED, *params])
+            coming = queued > 0
+        if coming:
+            self.standbys.prepare(self._launch_env)
+        else:
+            self.standbys.close()
+
     def launch(self, job_id: str) -> None:
         job = self._job(job_id)
         folder = job_dir(self.store.home, job_id)
@@ -219,23 +245,28 @@ class Orchestrator:
             raise HierconsoleError(f"job {job_id} is already running; it cannot be active twice")
         spec_path = layout.spec_path(folder)
         spec = JobSpec.read(spec_path)  # fail here, not in the worker, on an unreadable spec
-        log_file = open(folder / layout.WORKER_LOG, "ab")  # noqa: SIM115 - handed to the child
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", str(spec.threads))
         gpu = None
+        proc = None
         if self.gpus:
             busy = {a.gpu for a in self.active.values()}
             gpu = next(g for g in self.gpus if g not in busy)
             env["CUDA_VISIBLE_DEVICES"] = gpu
-        proc = subprocess.Popen(
-            [self.python, "-m", WORKER_MODULE, "--home", str(self.store.home), str(spec_path)],
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,  # a Ctrl-C in the terminal is the orchestrator's to handle
-        )
-        log_file.close()
+        elif self.standbys is not None:
+            self._launch_env = dict(env)
+            proc = self.standbys.take(env, spec_path)
+        if proc is None:
+            log_file = open(folder / layout.WORKER_LOG, "ab")  # noqa: SIM115 - handed to the child
+            proc = subprocess.Popen(
+                [self.python, "-m", WORKER_MODULE, "--home", str(self.store.home), str(spec_path)],
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,  # a Ctrl-C in the terminal is the orchestrator's to handle
+            )
+            log_file.close()
         start = process_start_time(proc.pid)
         # Lines written by earlier attempts were ingested when those ended: read on from their end.
         offset, lines = ev.complete_lines(folder / layout.EVENTS)
@@ -253,33 +284,64 @@ class Orchestrator:
 
     def _drain(self, a: Active) -> None:
         """Ingest the complete lines a worker appended since the last read."""
+        events = self._read_new(a)
+        if not events:
+            return
+        self._write_events(a.job, events)
+        if self.on_events:
+            self.on_events(a.job_id, events)
+
+    def _ingest_running(self) -> None:
+        """Every running job's new lines and heartbeat, written in one transaction: a write's cost is
+        per statement and per commit, not per event, so one write per job per tick scaled with the jobs."""
+        batch: list[tuple[Active, list[ev.Event]]] = []
+        beats: list[tuple[str, float]] = []
+        for a in self.active.values():
+            events = self._read_new(a)
+            if events:
+                batch.append((a, events))
+            beat = a.folder / layout.HEARTBEAT
+            with contextlib.suppress(FileNotFoundError):
+                mtime = beat.stat().st_mtime
+                if mtime != a.heartbeat_seen:
+                    a.heartbeat_seen = mtime
+                    beats.append((a.job_id, mtime))
+        if not batch and not beats:
+            return
+
+        def write(con: Any) -> None:
+            apply_batch(con, [(a.job, events) for a, events in batch])
+            if beats:
+                update_from_values(con, "jobs", "job_id", ("heartbeat_at",), beats, "{c} = to_timestamp(v.{c})")
+
+        self.store.write(write)
+        if self.on_events:
+            for a, events in batch:
+                self.on_events(a.job_id, events)
+
+    def _read_new(self, a: Active) -> list[ev.Event]:
+        """The complete lines a worker appended since the last read (problems reported)."""
         read = ev.read_events(a.folder / layout.EVENTS, a.offset, a.lines)
         a.offset, a.lines = read.offset, read.lines
         for problem in read.problems:
             self.on_problem(a.job_id, problem)
-        if not read.events:
-            return
-        self._write_events(a.job, read.events)
-        a.last_events = (a.last_events + read.events)[-8:]
-        if self.on_events:
-            self.on_events(a.job_id, read.events)
+        if read.events:
+            a.last_events = (a.last_events + read.events)[-8:]
+        return read.events
 
     def _poll(self, a: Active) -> None:
-        self._drain(a)
-        beat = a.folder / layout.HEARTBEAT
-        if beat.exists():
-            mtime = beat.stat().st_mtime
-            if mtime != a.heartbeat_seen:
-                a.heartbeat_seen = mtime
-                self.store.execute(
-                    "UPDATE jobs SET heartbeat_at = to_timestamp(?) WHERE job_id = ?", [mtime, a.job_id]
-                )
-            # The heartbeat thread beats every few seconds whatever the training does; a process that
-            # stopped beating is frozen (SIGSTOP, a hung filesystem) and is ended so it cannot stay
-            # "running" forever. It resumes from its last checkpoint.
-            if time.time() - mtime > self.stale_after and a.cancel_requested_at is None and not a.stale:
-                a.stale = True
-                self._signal(a, signal.SIGKILL)
+        """A running job's end (or freeze, or overdue cancel), after `_ingest_running` read its lines."""
+        # The heartbeat thread beats every few seconds whatever the training does; a process that
+        # stopped beating is frozen (SIGSTOP, a hung filesystem) and is ended so it cannot stay
+        # "running" forever. It resumes from its last checkpoint.
+        if (
+            a.heartbeat_seen
+            and time.time() - a.heartbeat_seen > self.stale_after
+            and a.cancel_requested_at is None
+            and not a.stale
+        ):
+            a.stale = True
+            self._signal(a, signal.SIGKILL)
         ended = not _running(a)
         if a.cancel_requested_at is not None and not ended:
             if time.monotonic() - a.cancel_requested_at > CANCEL_GRACE_SECONDS:
@@ -345,6 +407,8 @@ class Orchestrator:
         SIGKILL after the grace period) or leave them running, and note `reason` in each job's folder,
         where the next orchestrator finds it. Returns the job ids. Never touches the store, never hangs."""
         ids = list(self.active)
+        if self.standbys is not None:
+            self.standbys.close()
         for a in self.active.values():
             _note_stopped(a.folder, reason)
             if cancel:
@@ -363,6 +427,8 @@ class Orchestrator:
 
     def shutdown(self, *, cancel: bool) -> None:
         """Leave: cancel our workers (waiting for them) or let them run on to be adopted later."""
+        if self.standbys is not None:
+            self.standbys.close()
         if self.store.failed is not None:
             self.abandon(str(self.store.failed), cancel=cancel)
             return

@@ -137,3 +137,89 @@ def test_final_and_norms_events_set_exactly_their_runs_columns(tmp_path, tiny_fs
         score = None if c == "H_S" else 0.25 * i
         assert got[f"{job.job_id}/{c}"] == (f"sha-{c}", 10 + i, 0.5 * i, best, score, *n)
         assert got[f"{jobs[1].job_id}/{c}"] == (None,) * 8
+
+
+def _job_events(seed: int, *, epochs: int = 3) -> list[ev.Event]:
+    """A training job's whole life as events, every kind the orchestrator ingests during a tick."""
+    out: list[ev.Event] = [ev.Start(pid=1, device="cpu", threads=1, ts=1.0)]
+    for cell in ("E_R", "H_S"):
+        geometry, loss = ("euclidean", "regression") if cell == "E_R" else ("poincare", "supcon")
+        out.append(
+            ev.Init(
+                cell=cell, arm=cell, geometry=geometry, loss=loss, tau=None, trainable_params=3, init_sha256=cell, ts=1.0
+            )
+        )
+    for epoch in range(1, epochs + 1):
+        for cell in ("E_R", "H_S"):
+            out.append(
+                ev.Epoch(
+                    cell=cell,
+                    epoch=epoch,
+                    epochs=epochs,
+                    train_loss=1.0 / (epoch + seed),
+                    updates=epoch * 8,
+                    batch_sha256=f"b{epoch}",
+                    ts=1.0 + epoch,
+                )
+            )
+        out.append(
+            ev.Validation(
+                cell="E_R",
+                epoch=epoch,
+                aggregation="micro",
+                metrics={"leaf": {"mAP": 0.1 * epoch}},
+                score=0.1 * epoch,
+                ts=1.5 + epoch,
+            )
+        )
+    out.append(
+        ev.Final(
+            cell="E_R", final_sha256=f"f{seed}", updates=24, reload_max_diff=0.0, best_epoch=2, best_score=0.2, ts=9.0
+        )
+    )
+    return out
+
+
+def test_one_batch_of_every_jobs_lines_writes_what_one_write_per_job_writes(tmp_path, tiny_fs):
+    # The orchestrator writes all running jobs' new lines of a tick in one transaction (apply_batch);
+    # interleaved ticks of three jobs must give the same rows as each job's lines written apart.
+    from hierconsole.study.ingest import JobRef, apply_batch, apply_events
+    from hierconsole.vocabulary import JobKind
+
+    tables = ("events", "runs", "epochs", "val_metrics", "jobs")
+    seeds = (42, 2024, 7)
+
+    def contents(home) -> dict[str, list[tuple]]:
+        with Store(home, read_only=True) as store:
+            return {
+                t: store.rows(f"SELECT * EXCLUDE (created_at) FROM {t} ORDER BY ALL")
+                if t == "jobs"
+                else store.rows(f"SELECT * FROM {t} ORDER BY ALL")
+                for t in tables
+            }
+
+    results = []
+    for batched in (False, True):
+        home = tmp_path / f"home-{batched}"
+        with Store(home) as store:
+            register_dataset(store, tiny_fs)
+            study_id = create_study(store, tiny_preset(epochs=3, seeds=seeds), "tiny")
+            jobs = {s: JobRef(f"{study_id}/final-s{s}", study_id, JobKind.FINAL, s) for s in seeds}
+            lives = {s: _job_events(s) for s in seeds}
+            if batched:
+                for t in range(0, max(len(v) for v in lives.values()), 4):  # four lines of each job a tick
+                    ticked = [(jobs[s], lives[s][t : t + 4]) for s in seeds]
+                    store.write(lambda con, ticked=ticked: apply_batch(con, ticked))
+            else:
+                for s in seeds:
+                    store.write(lambda con, job=jobs[s], life=lives[s]: apply_events(con, job, life))
+        # The two studies differ only in their ids (made from the clock): compare with the id replaced.
+        rows = contents(home)
+        results.append({t: [tuple(str(x).replace(study_id, "S") for x in r) for r in v] for t, v in rows.items()})
+    plain, batched_rows = results
+    assert plain == batched_rows
+    assert len(plain["epochs"]) == 3 * 2 * 3 and len(plain["events"]) == 3 * len(_job_events(42))
+    assert sorted(r[0] for r in plain["jobs"] if r[0].startswith("S/final")) == sorted(f"S/final-s{s}" for s in seeds)
+    with Store(tmp_path / "home-True", read_only=True) as store:
+        updated = store.rows("SELECT epochs_done, device, threads FROM jobs WHERE kind = 'final'")
+    assert updated == [(3, "cpu", 1)] * 3  # each job's own UPDATE, from the one statement of the batch

@@ -1,0 +1,107 @@
+"""Warm workers (study.standby): a job launched into a standby ends exactly as one launched cold, no
+standby outlives its orchestrator's need of it, and a standby that is gone or was started in another
+environment is never handed a job."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from hierconsole.engine.worker import EXIT_UNUSED
+from hierconsole.study.catalog import register_dataset
+from hierconsole.study.lifecycle import create_study
+from hierconsole.study.orchestrator import WORKER_MODULE, Orchestrator
+from hierconsole.study.processes import pid_alive
+from hierconsole.study.records import get_study
+from hierconsole.study.standby import STANDBY_FLAG, Standbys
+from hierconsole.study.storage import Store
+from tests.tiny import tiny_preset
+
+RESULT_SQL = """
+SELECT r.seed, r.arm, r.final_sha256, m.perturbation, m.level, m.metric, m.value
+FROM runs r JOIN metrics m USING (run_id) WHERE r.study_id = ? ORDER BY ALL
+"""
+
+
+def _standbys_of(home: Path) -> list[int]:
+    """PIDs of live standby processes started for `home` (found through /proc, not the orchestrator)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if STANDBY_FLAG.encode() in argv and str(home).encode() in argv and pid_alive(int(entry.name), None):
+            found.append(int(entry.name))
+    return found
+
+
+def _run(home: Path, tiny_fs, *, warm: bool) -> tuple[list[tuple], int]:
+    with Store(home) as store:
+        register_dataset(store, tiny_fs)
+        study_id = create_study(store, tiny_preset(seeds=(42, 2024, 7)), "tiny")
+        orch = Orchestrator(store, max_parallel=2, warm=warm)
+        orch.run_until_idle()
+        assert get_study(store, study_id).phase == "complete"
+        handed = 0 if orch.standbys is None else orch.standbys.handed
+        return store.rows(RESULT_SQL, [study_id]), handed
+
+
+def test_warm_launches_end_exactly_as_cold_ones_and_leave_no_standby(tmp_path, tiny_fs):
+    warm, handed = _run(tmp_path / "warm", tiny_fs, warm=True)
+    cold, _ = _run(tmp_path / "cold", tiny_fs, warm=False)
+    # Three final jobs on two slots, then the evaluate job: the third final and the evaluate job can
+    # both go to a standby started while the others trained.
+    assert handed >= 1
+    assert warm == cold and len(warm) > 0
+    assert _standbys_of(tmp_path / "warm") == []
+    # A warm worker's output goes to its own job's log, as a cold worker's does.
+    logs = sorted(p.parent.name for p in (tmp_path / "warm").rglob("worker.log"))
+    assert logs == ["evaluate", "final-s2024", "final-s42", "final-s7"]
+
+
+def test_a_standby_with_no_job_ends_on_its_own_when_its_input_closes(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", WORKER_MODULE, "--home", str(tmp_path), STANDBY_FLAG],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None
+    proc.stdin.close()  # what the kernel does for it when the orchestrator dies
+    assert proc.wait(timeout=60) == EXIT_UNUSED
+    assert proc.stderr is not None and proc.stderr.read() == b""
+    assert list(tmp_path.iterdir()) == []  # it wrote nothing
+
+
+def test_a_dead_standby_or_one_from_another_environment_is_never_handed_a_job(tmp_path):
+    spec = tmp_path / "job" / "spec.json"
+    env = dict(os.environ)
+    pool = Standbys(sys.executable, WORKER_MODULE, tmp_path)
+
+    pool.prepare(env)
+    pid = pool.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while pool.pid is not None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert pool.take(env, spec) is None and pool.handed == 0
+
+    pool.prepare(env)
+    first = pool.pid
+    assert pool.take({**env, "HIERCONSOLE_SOMETHING": "1"}, spec) is None
+    assert first is not None and not pid_alive(first, None)  # ended, not left behind
+    assert pool.pid is None and pool.handed == 0
+
+    pool.prepare(env)
+    waiting = pool.pid
+    pool.close()
+    assert waiting is not None and not pid_alive(waiting, None)
+    assert not spec.parent.exists()
