@@ -60,6 +60,8 @@ class Active:
     stale: bool = False
     heartbeat_seen: float = 0.0
     last_events: list[ev.Event] = field(default_factory=list)
+    started: bool = False
+    """Its worker has reported its start (its imports are done)."""
 
     @property
     def job_id(self) -> str:
@@ -130,7 +132,9 @@ class Orchestrator:
             alive = bool(pid) and pid_alive(pid, pid_start)
             if alive and job_lock_held(folder):
                 (folder / layout.STOPPED).unlink(missing_ok=True)  # driven again: an old reason is stale
-                self.active[job_id] = Active(job, folder, pid, pid_start, offset=read.offset, lines=read.lines)
+                self.active[job_id] = Active(
+                    job, folder, pid, pid_start, offset=read.offset, lines=read.lines, started=True
+                )
                 continue
             state, error = _outcome(read.events, cancel_requested=False)
             if state == JobState.CRASHED:
@@ -223,9 +227,12 @@ class Orchestrator:
 
     def _keep_warm(self) -> None:
         """One standby while a launch is to come: a queued job waiting for a slot, or a training job
-        running, after which its study goes on (more training, or the evaluate job). None otherwise."""
+        running, after which its study goes on (more training, or the evaluate job). None otherwise.
+        It is started once the running workers have started, so that its imports do not compete with theirs."""
         if self.standbys is None or self.gpus or self._launch_env is None:
             return
+        if not all(a.started for a in self.active.values()):
+            return  # workers still importing: a standby started now would only slow their start
         coming = any(a.job.kind in TRAINING_KINDS for a in self.active.values())
         if not coming:
             only, params = ("", [])
@@ -327,6 +334,7 @@ class Orchestrator:
             self.on_problem(a.job_id, problem)
         if read.events:
             a.last_events = (a.last_events + read.events)[-8:]
+            a.started = a.started or any(isinstance(e, ev.Start) for e in read.events)
         return read.events
 
     def _poll(self, a: Active) -> None:
