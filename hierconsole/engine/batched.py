@@ -113,10 +113,23 @@ class StackedProjector(nn.Module):
     def hidden_layer(self, x: Tensor, cells: slice | None = None) -> Tensor:
         """[B, D] -> [B, K*H]: the first Linear, BatchNorm and ReLU (no dropout) of the K cells in ``cells``
         (a contiguous range; all by default)."""
-        w1, b1, gamma, beta = (_part(t, cells) for t in (self.w1, self.b1, self.gamma, self.beta))
-        mean, var, tracked = (_part(t, cells) for t in (self.running_mean, self.running_var, self.num_batches_tracked))
-        kh = w1.shape[0] * self.hidden
-        z = F.linear(x, w1.view(kh, self.in_dim), b1.view(kh))
+        params = (_part(t, cells) for t in (self.w1, self.b1, self.gamma, self.beta))
+        buffers = (_part(t, cells) for t in (self.running_mean, self.running_var, self.num_batches_tracked))
+        return self._hidden(x, *params, *buffers)
+
+    def _hidden(
+        self,
+        x: Tensor,
+        w1: Tensor,
+        b1: Tensor,
+        gamma: Tensor,
+        beta: Tensor,
+        mean: Tensor,
+        var: Tensor,
+        tracked: Tensor,
+    ) -> Tensor:
+        kh = b1.numel()
+        z = F.linear(x, w1.reshape(kh, self.in_dim), b1.reshape(kh))
         if self.training:
             tracked.add_(1)
         # The running-stat views share storage with the [C, H] buffers, so batch_norm updates them in place.
@@ -124,13 +137,28 @@ class StackedProjector(nn.Module):
             z,
             mean.view(kh),
             var.view(kh),
-            gamma.view(kh),
-            beta.view(kh),
+            gamma.reshape(kh),
+            beta.reshape(kh),
             training=self.training,
             momentum=self.bn_momentum,
             eps=self.bn_eps,
         )
         return F.relu(z)
+
+    def grouped_hidden_layer(self, x: Tensor, groups: int) -> Tensor:
+        """[G, B, D] -> [B, C*H]: each group's hidden layer from its own batch ``x[g]``.
+
+        The parameters are split with ``unbind``, whose backward stacks the groups' gradients in one copy
+        (slicing each group out would cost a zero-filled full-size gradient per group and their sum).
+        """
+        per = self.n_cells // groups
+        params = [t.view(groups, per, *t.shape[1:]).unbind(0) for t in (self.w1, self.b1, self.gamma, self.beta)]
+        parts = []
+        for g in range(groups):
+            sl = slice(g * per, (g + 1) * per)
+            buffers = (t[sl] for t in (self.running_mean, self.running_var, self.num_batches_tracked))
+            parts.append(self._hidden(x[g], *(p[g] for p in params), *buffers))
+        return torch.cat(parts, dim=1)
 
     def output_layer(self, a: Tensor, cells: slice | None = None) -> Tensor:
         """[B, K*H] -> [K, B, O]: the second Linear of each cell in ``cells`` (all by default) on its own
@@ -148,13 +176,7 @@ class StackedProjector(nn.Module):
         by the same calls at the same shapes as a stack of that group's cells only (so each cell's numbers
         do not depend on the other groups). The second layer runs over all cells at once.
         """
-        if groups == 1:
-            a = self.hidden_layer(x)
-        else:
-            per = self.n_cells // groups
-            a = torch.cat(
-                [self.hidden_layer(x[g], slice(g * per, (g + 1) * per)) for g in range(groups)], dim=1
-            )
+        a = self.hidden_layer(x) if groups == 1 else self.grouped_hidden_layer(x, groups)
         if noise is not None:
             a = a * noise
         return self.output_layer(a)

@@ -18,6 +18,7 @@ checkpoint was written by the per-cell reference engine.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -125,6 +126,7 @@ class StackedTrainer:
         on_host = lead.device.type != "cpu"
         features = lead.features
         for epoch in range(start_epoch + 1, lead.spec.epochs + 1):
+            t0 = time.perf_counter()
             orders = [t.begin_epoch(epoch, cells, gen) for t, (cells, gen, _) in zip(self.trainers, begun, strict=True)]
             for b in range(n_batches):
                 picked = [
@@ -142,9 +144,10 @@ class StackedTrainer:
                 losses = stack.step(x, y, rngs, host_y)
                 for g, (t, (cells, _, _)) in enumerate(zip(self.trainers, begun, strict=True)):
                     t.add_losses(cells, losses[stack.group_cells(g)])
+            seconds = time.perf_counter() - t0  # the whole stack's epoch, recorded by every job
             for g, (t, ep, (cells, gen, _)) in enumerate(zip(self.trainers, orders, begun, strict=True)):
                 restore_global_rngs(global_rngs[g])
-                t.end_epoch(ep, cells, gen)
+                t.end_epoch(ep, cells, gen, seconds)
                 global_rngs[g] = capture_global_rngs()
         finals = {}
         for g, (t, (cells, _, _)) in enumerate(zip(self.trainers, begun, strict=True)):

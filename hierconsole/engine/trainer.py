@@ -472,10 +472,15 @@ class FactorialTrainer:
             c.batch_hash.update(idx_bytes)
         return idx, idx_cpu
 
-    def end_epoch(self, ep: EpochOrder, cells: list[Cell], gen: torch.Generator) -> None:
-        """The epoch's losses (one device-to-host copy), validation when due, and its checkpoint."""
+    def end_epoch(
+        self, ep: EpochOrder, cells: list[Cell], gen: torch.Generator, seconds: float | None = None
+    ) -> None:
+        """The epoch's losses (one device-to-host copy), validation when due, and its checkpoint.
+
+        ``seconds``: the epoch's training time, when the caller measured it (a stacked run, for the stack).
+        """
         spec, epoch, epochs = self.spec, ep.epoch, self.spec.epochs
-        seconds = time.perf_counter() - ep.t0
+        seconds = time.perf_counter() - ep.t0 if seconds is None else seconds
         if self.batched is not None:
             sums = self._loss_sums.tolist()
         else:
