@@ -79,3 +79,39 @@ def test_a_stacked_worker_trains_in_a_worker_only_interpreter(env, tmp_path, tin
     for s in specs:
         kinds = [json.loads(line)["kind"] for line in (Path(s.out_dir) / layout.EVENTS).read_text().splitlines()]
         assert kinds[0] == "start" and kinds[-1] == "done" and kinds.count("final") == 4
+
+
+def _script(env, tmp_path, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, *argv], env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path
+    )
+
+
+def test_the_gpu_benchmark_runs_in_a_worker_only_interpreter(env, tmp_path):
+    # On CPU and small, the same code path as on the GPU: data, stacked training, evaluation, report.
+    out = tmp_path / "out"
+    done = _script(
+        env,
+        tmp_path,
+        str(ROOT / "benchmarks" / "gpu_factorial.py"),
+        *("--device", "cpu", "--dataset", "demo", "--epochs", "1", "--cpu-epochs", "0", "--out", str(out)),
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    result = json.loads((out / "gpu_factorial.json").read_text())
+    assert result["audits_ok"] and result["runs"] == 12 and len(result["run"]["metrics"]) == 36
+    assert result["gemm"]["seconds"] > 0 and result["target_met"] is False  # no claim for a CPU run
+    assert "not applicable to this cpu run" in (out / "gpu_factorial.md").read_text()
+
+
+def test_the_cuda_checks_script_runs_in_a_worker_only_interpreter(env, tmp_path):
+    out = tmp_path / "out"
+    checks = ("device_settings", "curvature_on_cpu", "dropout_streams", "stacked_matches_per_seed")
+    done = _script(
+        env,
+        tmp_path,
+        str(ROOT / "benchmarks" / "cuda_checks.py"),
+        *("--device", "cpu", "--out", str(out), "--only", *checks),
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    results = json.loads((out / "cuda_checks.json").read_text())["checks"]
+    assert [(r["check"], r["status"]) for r in results] == [(c, "PASS") for c in checks]
