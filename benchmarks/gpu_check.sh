@@ -29,6 +29,12 @@ set -uo pipefail
 OUT=${1:?usage: benchmarks/gpu_check.sh OUTDIR [WHEELS]}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 WHEELS=$(cd "${2:-$REPO/gpu_wheels}" 2>/dev/null && pwd || echo "${2:-$REPO/gpu_wheels}")
+# The interpreter that has torch: $PYTHON, else python3, else python.
+if [ -z "${PYTHON:-}" ]; then
+    for candidate in python3 python; do
+        if "$candidate" -c "import torch" >/dev/null 2>&1; then PYTHON=$candidate; break; fi
+    done
+fi
 PYTHON=${PYTHON:-python3}
 BUDGET=${GPU_CHECK_BUDGET:-480}
 mkdir -p "$OUT"
@@ -204,4 +210,4 @@ summary > /dev/null
 cat "$OUT/summary.md"
 rm -rf "$SITE"
 # The exit status says whether every step that ran succeeded.
-! grep -qP '\t(failed|timeout)\t' "$STEPS"
+awk -F'\t' 'NR > 1 && ($2 == "failed" || $2 == "timeout") { bad = 1 } END { exit bad }' "$STEPS"
