@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 from pathlib import Path, PurePosixPath
 
-import platformdirs
-
 from hierconsole.errors import HierconsoleError
 
 ENV_HOME = "HIERCONSOLE_HOME"
@@ -22,7 +20,7 @@ def resolve_home(home: str | os.PathLike[str] | None = None, *, create: bool = T
     """The home folder: the explicit argument, else $HIERCONSOLE_HOME, else platformdirs' user data dir;
     created if missing unless `create` is False (read commands create nothing)."""
     if home is None:
-        home = os.environ.get(ENV_HOME) or platformdirs.user_data_dir("hierconsole", appauthor=False)
+        home = os.environ.get(ENV_HOME) or _default_home()
     path = Path(home).expanduser().resolve()
     if create:
         try:
@@ -77,3 +75,10 @@ def resource_dir(name: str) -> Path:
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(f"hierconsole resource folder {name!r} is missing from the installation")
+
+
+def _default_home() -> str:
+    # Imported here: workers import this module (job paths) and must run where platformdirs is absent.
+    import platformdirs
+
+    return platformdirs.user_data_dir("hierconsole", appauthor=False)

@@ -78,6 +78,16 @@ class Start(Event):
     device: str
     threads: int
     visible_devices: str | None = None
+    # What determinism rests on (engine.determinism.DeviceSettings); absent from workers before them.
+    device_name: str | None = None
+    deterministic: str | None = None
+    """"strict" or "warn" (torch.use_deterministic_algorithms) on CUDA; None on CPU."""
+    cublas_workspace: str | None = None
+    float32_matmul: str | None = None
+    torch_version: str | None = None
+    cuda_version: str | None = None
+    jobs_in_process: int = 1
+    """How many jobs this process trains as one stack (engine.stacked); 1 for a job of its own."""
 
     @property
     def key(self) -> str:

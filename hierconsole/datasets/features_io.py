@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import cast
 
 import numpy as np
-import polars as pl
 
 from hierconsole.errors import InputError
 
@@ -63,6 +62,10 @@ def _read_npz(path: Path) -> tuple[object, np.ndarray]:
 
 
 def _read_parquet(path: Path) -> tuple[object, np.ndarray]:
+    # Imported here: a worker loads datasets through this package and must run where only torch, numpy
+    # and geoopt are installed (tests/engine/test_import_closure.py).
+    import polars as pl
+
     df = pl.read_parquet(path)
     ids = df["id"].to_numpy() if "id" in df.columns else None
     rest = df.drop("id") if "id" in df.columns else df

@@ -1,7 +1,17 @@
-"""FeatureSet: frozen image features with sample ids, leaf labels, the official split and the taxonomy."""
+"""FeatureSet: frozen image features with sample ids, leaf labels, the official split and the taxonomy.
+
+A saved set is a folder: features.npy, the sample table (ids, leaf labels, split codes) as samples.npz
+and samples.parquet, taxonomy.csv and manifest.json. The two sample tables hold the same columns: the npz
+one is what a worker reads (numpy alone, so workers run where only torch, numpy and geoopt are
+installed, as on a GPU machine that takes no other packages), the parquet one is for people and other
+tools, written wherever polars is installed (always, in a full install). Folders saved before the npz
+table existed are read from the parquet one. Whichever table is read, the content hash in the manifest
+must match what was loaded.
+"""
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
@@ -11,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 
 from hierconsole.errors import InputError
 from hierconsole.taxonomy import Taxonomy, load_taxonomy_csv
@@ -20,6 +29,7 @@ SPLIT_NAMES: tuple[str, str, str] = ("train", "val", "test")
 """Official split codes: an int8 split value is an index into this tuple."""
 
 FORMAT_VERSION = 1
+SAMPLES_NPZ, SAMPLES_PARQUET = "samples.npz", "samples.parquet"
 KINDS = ("generic", "cub", "nabirds", "synthetic")
 
 
@@ -87,7 +97,7 @@ class FeatureSet:
         return h.hexdigest()
 
     def save(self, directory: str | Path) -> None:
-        """Write features.npy, samples.parquet, taxonomy.csv and manifest.json atomically.
+        """Write features.npy, the sample tables, taxonomy.csv and manifest.json atomically.
 
         Files go to a sibling temporary folder, are fsynced, and the folder is renamed into place, so a
         reader sees either the old set or the new one, never a half-written one. An existing folder is
@@ -100,16 +110,16 @@ class FeatureSet:
         try:
             with (tmp / "features.npy").open("wb") as fh:
                 np.save(fh, self.features, allow_pickle=False)
-            pl.DataFrame(
-                {
-                    "id": pl.Series(self.ids.tolist(), dtype=pl.String),
-                    "leaf": pl.Series(self.leaf, dtype=pl.Int64),
-                    "split": pl.Series(self.split, dtype=pl.Int8),
-                }
-            ).write_parquet(tmp / "samples.parquet")
-            pl.DataFrame(self.taxonomy.rows(), schema=["leaf", "middle", "high"], orient="row").write_csv(
-                tmp / "taxonomy.csv"
-            )
+            _write_samples_npz(tmp / SAMPLES_NPZ, self.ids, self.leaf, self.split)
+            try:
+                _write_samples_parquet(tmp / SAMPLES_PARQUET, self.ids, self.leaf, self.split)
+            except ModuleNotFoundError as exc:  # a worker-only installation: the npz table serves it
+                if exc.name != "polars":
+                    raise
+            with (tmp / "taxonomy.csv").open("w", newline="", encoding="utf-8") as fh:
+                writer = csv.writer(fh, lineterminator="\n")
+                writer.writerow(["leaf", "middle", "high"])
+                writer.writerows(self.taxonomy.rows())
             manifest = {
                 "format_version": FORMAT_VERSION,
                 "name": self.name,
@@ -150,8 +160,8 @@ class FeatureSet:
         try:
             manifest = json.loads((directory / "manifest.json").read_text("utf-8"))
             features = np.load(directory / "features.npy", allow_pickle=False)
-            samples = pl.read_parquet(directory / "samples.parquet")
-        except (OSError, ValueError) as exc:
+            ids, leaf, split = _read_samples(directory)
+        except (OSError, ValueError, KeyError) as exc:
             raise InputError(directory, f"not a readable feature set: {exc}") from exc
         tax = load_taxonomy_csv(directory / "taxonomy.csv", level_names=manifest["level_names"])
         order = manifest.get("taxonomy_order")
@@ -160,9 +170,9 @@ class FeatureSet:
         fs = cls(
             name=manifest["name"],
             features=features,
-            ids=np.array(samples["id"].to_list(), dtype=object),
-            leaf=samples["leaf"].to_numpy(),
-            split=samples["split"].to_numpy(),
+            ids=ids,
+            leaf=leaf,
+            split=split,
             taxonomy=tax,
             kind=manifest["kind"],
             sources=manifest.get("sources", {}),
@@ -182,6 +192,39 @@ class FeatureSet:
                 hint="re-import the original features under the same name, or start a new study on this data",
             )
         return fs
+
+
+def _write_samples_npz(path: Path, ids: np.ndarray, leaf: np.ndarray, split: np.ndarray) -> None:
+    # Fixed-width unicode, so the file loads without pickle; numpy drops trailing NULs from such strings,
+    # which the content hash would then refuse, so ids ending in one are left to the parquet table.
+    names = ids.tolist()
+    if any(name.endswith("\x00") for name in names):
+        return
+    with path.open("wb") as fh:
+        np.savez(fh, id=np.array(names, dtype=np.str_), leaf=leaf, split=split)
+
+
+def _write_samples_parquet(path: Path, ids: np.ndarray, leaf: np.ndarray, split: np.ndarray) -> None:
+    import polars as pl
+
+    pl.DataFrame(
+        {
+            "id": pl.Series(ids.tolist(), dtype=pl.String),
+            "leaf": pl.Series(leaf, dtype=pl.Int64),
+            "split": pl.Series(split, dtype=pl.Int8),
+        }
+    ).write_parquet(path)
+
+
+def _read_samples(directory: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, leaf, split) from the npz table, or from the parquet one in folders that have no npz."""
+    if (directory / SAMPLES_NPZ).exists():
+        with np.load(directory / SAMPLES_NPZ, allow_pickle=False) as z:
+            return z["id"].astype(object), z["leaf"], z["split"]
+    import polars as pl
+
+    samples = pl.read_parquet(directory / SAMPLES_PARQUET)
+    return np.array(samples["id"].to_list(), dtype=object), samples["leaf"].to_numpy(), samples["split"].to_numpy()
 
 
 def _reorder(tax: Taxonomy, middles: list[str], highs: list[str]) -> Taxonomy:

@@ -24,7 +24,7 @@ path trained them. The per-cell path in ``training`` stays the reference these a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor, nn
@@ -39,7 +39,15 @@ from hierconsole.engine.optim import FusedAdamW, Stepper, clip_per_cell_, make_o
 from hierconsole.engine.projector import Projector
 from hierconsole.vocabulary import LOSSES, REGRESSION, SUPCON
 
-__all__ = ["BatchedCells", "FusedAdamW", "StackedProjector", "cell_noise", "clip_per_cell_"]
+__all__ = [
+    "BatchedCells",
+    "CellStack",
+    "FusedAdamW",
+    "GroupView",
+    "StackedProjector",
+    "cell_noise",
+    "clip_per_cell_",
+]
 
 # Stacked name -> Projector state-dict key, in Projector.parameters() order (the per-cell optimiser's
 # parameter indices 0..5 refer to this order).
@@ -102,34 +110,73 @@ class StackedProjector(nn.Module):
         self.register_buffer("running_var", torch.ones(c, h))
         self.register_buffer("num_batches_tracked", torch.zeros(c, dtype=torch.long))
 
-    def hidden_layer(self, x: Tensor) -> Tensor:
-        """[B, D] -> [B, C*H]: the first Linear, BatchNorm and ReLU of all cells (no dropout)."""
-        c, h = self.n_cells, self.hidden
-        z = F.linear(x, self.w1.view(c * h, self.in_dim), self.b1.view(c * h))
+    def hidden_layer(self, x: Tensor, cells: slice | None = None) -> Tensor:
+        """[B, D] -> [B, K*H]: the first Linear, BatchNorm and ReLU (no dropout) of the K cells in ``cells``
+        (a contiguous range; all by default)."""
+        params = (_part(t, cells) for t in (self.w1, self.b1, self.gamma, self.beta))
+        buffers = (_part(t, cells) for t in (self.running_mean, self.running_var, self.num_batches_tracked))
+        return self._hidden(x, *params, *buffers)
+
+    def _hidden(
+        self,
+        x: Tensor,
+        w1: Tensor,
+        b1: Tensor,
+        gamma: Tensor,
+        beta: Tensor,
+        mean: Tensor,
+        var: Tensor,
+        tracked: Tensor,
+    ) -> Tensor:
+        kh = b1.numel()
+        z = F.linear(x, w1.reshape(kh, self.in_dim), b1.reshape(kh))
         if self.training:
-            self.num_batches_tracked.add_(1)
+            tracked.add_(1)
         # The running-stat views share storage with the [C, H] buffers, so batch_norm updates them in place.
         z = F.batch_norm(
             z,
-            self.running_mean.view(c * h),
-            self.running_var.view(c * h),
-            self.gamma.view(c * h),
-            self.beta.view(c * h),
+            mean.view(kh),
+            var.view(kh),
+            gamma.reshape(kh),
+            beta.reshape(kh),
             training=self.training,
             momentum=self.bn_momentum,
             eps=self.bn_eps,
         )
         return F.relu(z)
 
-    def output_layer(self, a: Tensor) -> Tensor:
-        """[B, C*H] -> [C, B, O]: the second Linear of each cell on its own slice of the hidden layer."""
-        b = a.shape[0]
-        per_cell = a.view(b, self.n_cells, self.hidden).transpose(0, 1)  # [C, B, H]
-        return _ContiguousGrad.apply(torch.baddbmm(self.b2.unsqueeze(1), per_cell, self.w2.transpose(1, 2)))
+    def grouped_hidden_layer(self, x: Tensor, groups: int) -> Tensor:
+        """[G, B, D] -> [B, C*H]: each group's hidden layer from its own batch ``x[g]``.
 
-    def forward(self, x: Tensor, noise: Tensor | None = None) -> Tensor:
-        """Raw outputs [C, B, O]; ``noise`` [B, C*H] is the dropout factor (0 or 1/(1-p)) of every cell."""
-        a = self.hidden_layer(x)
+        The parameters are split with ``unbind``, whose backward stacks the groups' gradients in one copy
+        (slicing each group out would cost a zero-filled full-size gradient per group and their sum).
+        """
+        per = self.n_cells // groups
+        params = [t.view(groups, per, *t.shape[1:]).unbind(0) for t in (self.w1, self.b1, self.gamma, self.beta)]
+        parts = []
+        for g in range(groups):
+            sl = slice(g * per, (g + 1) * per)
+            buffers = (t[sl] for t in (self.running_mean, self.running_var, self.num_batches_tracked))
+            parts.append(self._hidden(x[g], *(p[g] for p in params), *buffers))
+        return torch.cat(parts, dim=1)
+
+    def output_layer(self, a: Tensor, cells: slice | None = None) -> Tensor:
+        """[B, K*H] -> [K, B, O]: the second Linear of each cell in ``cells`` (all by default) on its own
+        slice of the hidden layer."""
+        w2, b2 = _part(self.w2, cells), _part(self.b2, cells)
+        b = a.shape[0]
+        per_cell = a.view(b, w2.shape[0], self.hidden).transpose(0, 1)  # [K, B, H]
+        return _ContiguousGrad.apply(torch.baddbmm(b2.unsqueeze(1), per_cell, w2.transpose(1, 2)))
+
+    def forward(self, x: Tensor, noise: Tensor | None = None, groups: int = 1) -> Tensor:
+        """Raw outputs [C, B, O]; ``noise`` [B, C*H] is the dropout factor (0 or 1/(1-p)) of every cell.
+
+        With ``groups`` > 1 the cells are that many equal groups (the seeds of a stacked study), each with
+        its own input batch: ``x`` is [G, B, D] and group g's hidden layer is computed from ``x[g]`` alone,
+        by the same calls at the same shapes as a stack of that group's cells only (so each cell's numbers
+        do not depend on the other groups). The second layer runs over all cells at once.
+        """
+        a = self.hidden_layer(x) if groups == 1 else self.grouped_hidden_layer(x, groups)
         if noise is not None:
             a = a * noise
         return self.output_layer(a)
@@ -148,6 +195,11 @@ class StackedProjector(nn.Module):
         for name, key in PARAMS + BUFFERS:
             target = getattr(self, name)
             target.copy_(torch.stack([s[key].to(device=target.device) for s in states]))
+
+
+def _part(t: Tensor, cells: slice | None) -> Tensor:
+    """The cells' rows of a stacked tensor; the tensor itself for all cells (no slice in the graph)."""
+    return t if cells is None else t[cells]
 
 
 class _ContiguousGrad(torch.autograd.Function):
@@ -175,7 +227,7 @@ class _FusedLoss(torch.autograd.Function):
     def forward(
         ctx: Any, raw: Tensor, cells: BatchedCells, labels: Tensor, host_labels: Tensor | None
     ) -> Tensor:
-        loss, grad = cells.fused_losses(raw, labels, host_labels)
+        loss, grad = cells.grouped_fused_losses(raw, labels, host_labels)
         ctx.save_for_backward(grad)
         return loss
 
@@ -213,7 +265,13 @@ def cell_noise(
 
 
 class BatchedCells:
-    """The cells of one job trained as one computation. ``specs`` order is the cell axis."""
+    """The cells of one job trained as one computation. ``specs`` order is the cell axis.
+
+    ``groups`` > 1 stacks that many jobs with the same cells (the seeds of one study) in one computation:
+    the cell axis is group-major (cell i of group g at g * len(specs) + i), every group has its own input
+    batch and labels, and each group's numbers are those of a ``BatchedCells`` of its cells alone (see
+    ``StackedProjector.forward``; tests/engine/test_stacked.py holds them bit for bit on CPU).
+    """
 
     def __init__(
         self,
@@ -223,7 +281,12 @@ class BatchedCells:
         poincare: PoincareConfig,
         device: torch.device,
         dtype: torch.dtype = torch.float32,
+        *,
+        groups: int = 1,
     ):
+        if groups < 1:
+            raise ValueError(f"groups must be at least 1, not {groups}")
+        self.groups = groups
         self.specs = tuple(specs)
         self.training = training
         self.poincare = poincare
@@ -231,7 +294,9 @@ class BatchedCells:
         self.device = device
         self.dtype = dtype
         c = len(self.specs)
-        self.net = StackedProjector(c, in_dim, training.hidden, training.out_dim).to(device=device, dtype=dtype)
+        self.net = StackedProjector(groups * c, in_dim, training.hidden, training.out_dim).to(
+            device=device, dtype=dtype
+        )
         # One head per geometry: the cells of a geometry are embedded and compared together.
         self.heads: list[tuple[Geometry, list[int]]] = []
         for name in dict.fromkeys(s.geometry for s in self.specs):
@@ -254,10 +319,22 @@ class BatchedCells:
         self._taus = torch.tensor([self.specs[i].tau for i in self._supcon], dtype=dtype, device=device)
         self.params = [getattr(self.net, name) for name, _ in PARAMS]
         self.optimizer: Stepper = make_optimizer(self.params, training, stacked=True)
+        if groups > 1 and not isinstance(self.optimizer, FusedAdamW):
+            raise ValueError("stacked groups need the stacked AdamW (a CPU or CUDA device)")
 
     @property
     def n_cells(self) -> int:
+        """Cells of one group (the heads and losses work group by group)."""
         return len(self.specs)
+
+    @property
+    def n_stacked(self) -> int:
+        """Cells on the stacked axis: every group's."""
+        return self.groups * len(self.specs)
+
+    def group_cells(self, g: int) -> slice:
+        c = len(self.specs)
+        return slice(g * c, (g + 1) * c)
 
     # -- training -----------------------------------------------------------------------------------
     def distances(self, raw: Tensor, clip_max: float = TRAIN_CLIP) -> Tensor:
@@ -317,21 +394,44 @@ class BatchedCells:
             grad.index_copy_(0, idx_t, back(grad_d.index_select(0, idx_t)))
         return loss, grad
 
+    def grouped_fused_losses(
+        self, raw: Tensor, labels: Tensor, host_labels: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """fused_losses of every group: raw [G*C, B, O], labels [G, B, 3] (or [B, 3] for one group)."""
+        if self.groups == 1:
+            return self.fused_losses(raw, labels, host_labels)
+        parts = [
+            self.fused_losses(
+                raw[self.group_cells(g)], labels[g], None if host_labels is None else host_labels[g]
+            )
+            for g in range(self.groups)
+        ]
+        return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+
     def step(
         self, x: Tensor, labels: Tensor, rngs: Sequence[Any], host_labels: Tensor | None = None
     ) -> Tensor:
         """One optimiser step of every cell on the batch (x, labels); returns the [C] losses (detached).
 
         ``host_labels``, a CPU copy of ``labels``, spares an accelerator a device-to-host wait per step.
+        With stacked groups, x is [G, B, D], labels [G, B, 3] and ``rngs`` every stacked cell's, in order.
         """
         training = self.training
         self.net.train()
-        noise = cell_noise(rngs, x.shape[0], training.hidden, training.dropout, x.dtype, x.device)
-        raw = self.net(x, noise)
+        batch = x.shape[-2]
+        noise = cell_noise(rngs, batch, training.hidden, training.dropout, x.dtype, x.device)
+        raw = self.net(x, noise, self.groups)
         if self.use_fused:
             loss = _FusedLoss.apply(raw, self, labels, host_labels)
-        else:
+        elif self.groups == 1:
             loss = self.losses(self.distances(raw), labels)
+        else:
+            loss = torch.cat(
+                [
+                    self.losses(self.distances(raw[self.group_cells(g)]), labels[g])
+                    for g in range(self.groups)
+                ]
+            )
         self.optimizer.zero_grad(set_to_none=True)
         # The cells share no parameter, so the gradient of the sum is each cell's own gradient.
         loss.sum().backward()
@@ -340,13 +440,14 @@ class BatchedCells:
         return loss.detach()
 
     @torch.no_grad()
-    def embed(self, features: Tensor, chunk: int = 8192) -> list[Tensor]:
-        """Evaluation-mode embeddings of ``features`` for every cell (list in cell order)."""
+    def embed(self, features: Tensor, chunk: int = 8192, *, group: int = 0) -> list[Tensor]:
+        """Evaluation-mode embeddings of ``features`` for every cell of ``group`` (list in cell order)."""
         was_training = self.net.training
         self.net.eval()
+        cells = None if self.groups == 1 else self.group_cells(group)
         out: list[list[Tensor]] = [[] for _ in self.specs]
         for start in range(0, features.shape[0], chunk):
-            raw = self.net(features[start : start + chunk])
+            raw = self.net.output_layer(self.net.hidden_layer(features[start : start + chunk], cells), cells)
             for geometry, idx in self.heads:
                 z = geometry.embed(raw[idx])
                 for j, i in enumerate(idx):
@@ -356,13 +457,15 @@ class BatchedCells:
 
     # -- per-cell state -----------------------------------------------------------------------------
     def geometry(self, i: int) -> Geometry:
+        """The geometry of stacked cell ``i``."""
+        i %= len(self.specs)
         return next(g for g, idx in self.heads if i in idx)
 
     def projector(self, i: int) -> Projector:
-        """Cell ``i`` as a stand-alone Projector (a copy of its current state)."""
+        """Stacked cell ``i`` as a stand-alone Projector (a copy of its current state)."""
         model = Projector(
             self.in_dim,
-            geometry_of(self.specs[i].geometry, self.poincare),
+            geometry_of(self.specs[i % len(self.specs)].geometry, self.poincare),
             hidden=self.training.hidden,
             out_dim=self.training.out_dim,
             dropout=self.training.dropout,
@@ -408,6 +511,91 @@ class BatchedCells:
             state[k] = entry
         # Hyperparameters (lr, weight decay, fused) come from this job's optimiser, the moments from the file.
         self.optimizer.load_state_dict({"state": state, "param_groups": current["param_groups"]})
+
+
+    @torch.no_grad()
+    def load_group(
+        self, g: int, models: Sequence[dict[str, Tensor]], optimizers: Sequence[dict[str, Any]]
+    ) -> None:
+        """Restore group ``g``'s cells alone (per-cell state dicts, as ``load`` takes), the others untouched.
+
+        The groups share AdamW's step count (they always step together), so a group that brings optimiser
+        state must bring the step count the stack already has, unless the stack has not stepped yet.
+        """
+        sl = self.group_cells(g)
+        if len(models) != len(self.specs) or len(optimizers) != len(self.specs):
+            raise ValueError(f"{len(models)} cell states for a group of {len(self.specs)} cells")
+        for name, key in PARAMS + BUFFERS:
+            target = getattr(self.net, name)
+            target[sl].copy_(torch.stack([m[key].to(device=target.device) for m in models]))
+        opt = self.optimizer
+        assert isinstance(opt, FusedAdamW)  # checked in __init__ for groups > 1
+        for k in range(len(PARAMS)):
+            cells = [o["state"].get(k, o["state"].get(str(k))) for o in optimizers]
+            if all(s is None for s in cells):
+                continue
+            if any(s is None for s in cells):
+                raise ValueError("cells of a batched job must have taken the same number of steps")
+            step = cells[0]["step"]
+            if any(not torch.equal(step, s["step"]) for s in cells[1:]):
+                raise ValueError("cells of a batched job must have taken the same number of steps")
+            if opt.stepped and not torch.equal(opt.steps[k].cpu(), step.cpu().to(opt.steps[k].dtype)):
+                raise ValueError("stacked jobs must resume from the same step count")
+            opt.steps[k].copy_(step)
+            opt.exp_avg[k][sl].copy_(torch.stack([s["exp_avg"] for s in cells]).to(opt.exp_avg[k]))
+            opt.exp_avg_sq[k][sl].copy_(torch.stack([s["exp_avg_sq"] for s in cells]).to(opt.exp_avg_sq[k]))
+        opt.stepped = opt.stepped or any(o["state"] for o in optimizers)
+
+
+class CellStack(Protocol):
+    """What the trainer asks of the batched engine for one job's cells (indices are the job's own)."""
+
+    optimizer: Stepper
+
+    def step(
+        self, x: Tensor, labels: Tensor, rngs: Sequence[Any], host_labels: Tensor | None = None
+    ) -> Tensor: ...
+    def embed(self, features: Tensor, chunk: int = 8192) -> list[Tensor]: ...
+    def geometry(self, i: int) -> Geometry: ...
+    def projector(self, i: int) -> Projector: ...
+    def cell_state(self, i: int) -> dict[str, Tensor]: ...
+    def optimizer_state(self, i: int) -> dict[str, Any]: ...
+    def load(self, models: Sequence[dict[str, Tensor]], optimizers: Sequence[dict[str, Any]]) -> None: ...
+
+
+class GroupView:
+    """One job's cells (group ``g``) in a stack of several jobs, seen as that job's own BatchedCells.
+
+    Training steps the whole stack at once (``engine.stacked``), never one group: ``step`` refuses.
+    """
+
+    def __init__(self, stack: BatchedCells, g: int):
+        self.stack, self.g = stack, g
+        self.optimizer = stack.optimizer
+        self._first = g * stack.n_cells
+
+    def step(
+        self, x: Tensor, labels: Tensor, rngs: Sequence[Any], host_labels: Tensor | None = None
+    ) -> Tensor:
+        raise RuntimeError("a group of a stacked run steps with the whole stack (engine.stacked)")
+
+    def embed(self, features: Tensor, chunk: int = 8192) -> list[Tensor]:
+        return self.stack.embed(features, chunk, group=self.g)
+
+    def geometry(self, i: int) -> Geometry:
+        return self.stack.geometry(i)
+
+    def projector(self, i: int) -> Projector:
+        return self.stack.projector(self._first + i)
+
+    def cell_state(self, i: int) -> dict[str, Tensor]:
+        return self.stack.cell_state(self._first + i)
+
+    def optimizer_state(self, i: int) -> dict[str, Any]:
+        return self.stack.optimizer_state(self._first + i)
+
+    def load(self, models: Sequence[dict[str, Tensor]], optimizers: Sequence[dict[str, Any]]) -> None:
+        self.stack.load_group(self.g, models, optimizers)
 
 
 def _inverse(order: list[int], device: torch.device) -> Tensor | None:

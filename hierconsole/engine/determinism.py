@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import random
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -74,3 +76,67 @@ def restore_global_rngs(state: dict[str, Any]) -> None:
     )
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+CUBLAS_WORKSPACE_ENV = "CUBLAS_WORKSPACE_CONFIG"
+CUBLAS_WORKSPACE = ":4096:8"
+"""cuBLAS's documented setting for reproducible results (one of its two): a fixed workspace per stream."""
+CUDA_DETERMINISM_ENV = "HIERCONSOLE_CUDA_DETERMINISM"
+"""Diagnostics only: "warn" makes torch warn about, not refuse, an operation without a deterministic CUDA
+kernel, so a first run on a new GPU stack names every such operation instead of stopping at the first.
+The mode is recorded in the job's start event, and the fixed_thread_count audit fails a study whose
+CUDA jobs did not run strict."""
+STRICT, WARN = "strict", "warn"
+
+
+@dataclass(frozen=True)
+class DeviceSettings:
+    """Where a job ran and the settings its determinism rests on; recorded in its start event."""
+
+    device: str
+    device_name: str
+    deterministic: str | None
+    """"strict" or "warn" on CUDA (torch.use_deterministic_algorithms); None on CPU, deterministic as is
+    for a fixed thread count."""
+    cublas_workspace: str | None
+    float32_matmul: str
+    torch_version: str
+    cuda_version: str | None
+
+
+def configure_device(device: torch.device) -> DeviceSettings:
+    """Make a CUDA device deterministic before its first kernel; describe any device.
+
+    On CUDA: deterministic algorithms (strict unless $HIERCONSOLE_CUDA_DETERMINISM=warn), cuBLAS's fixed
+    workspace, full-precision float32 matmuls (no TF32) and no cuDNN autotuning. CPU and MPS are left as
+    they are: this changes nothing on the CPU path.
+    """
+    if device.type == "cuda":
+        mode = os.environ.get(CUDA_DETERMINISM_ENV, STRICT)
+        if mode not in (STRICT, WARN):
+            raise ValueError(f"${CUDA_DETERMINISM_ENV} is {mode!r}; use {STRICT!r} (the default) or {WARN!r}")
+        # Read when cuBLAS creates its first handle, so it must be set before the first matmul; an
+        # explicit value of the user's is kept (and recorded).
+        os.environ.setdefault(CUBLAS_WORKSPACE_ENV, CUBLAS_WORKSPACE)
+        torch.use_deterministic_algorithms(True, warn_only=mode == WARN)
+        torch.backends.cudnn.benchmark = False
+        torch.set_float32_matmul_precision("highest")
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return DeviceSettings(
+            device=str(device),
+            device_name=torch.cuda.get_device_name(index),
+            deterministic=mode,
+            cublas_workspace=os.environ.get(CUBLAS_WORKSPACE_ENV),
+            float32_matmul=torch.get_float32_matmul_precision(),
+            torch_version=torch.__version__,
+            cuda_version=torch.version.cuda,
+        )
+    return DeviceSettings(
+        device=str(device),
+        device_name=device.type,
+        deterministic=None,
+        cublas_workspace=None,
+        float32_matmul=torch.get_float32_matmul_precision(),
+        torch_version=torch.__version__,
+        cuda_version=torch.version.cuda,
+    )

@@ -20,6 +20,7 @@ from hierconsole.contract.jobspec import JobSpec
 from hierconsole.datasets import FeatureSet
 from hierconsole.engine import checkpoints
 from hierconsole.engine.baselines import baseline_embeddings
+from hierconsole.engine.determinism import configure_device
 from hierconsole.engine.geometry import Geometry, ball_radius, geometry_of, make_geometry, norm_bound
 from hierconsole.engine.retrieval import Unit, evaluate_units, usable_cores
 from hierconsole.engine.trainer import Cancelled, Emit, build_projector, embed, load_indices, resolve_device
@@ -39,6 +40,7 @@ def run_evaluation(
     """
     workers = usable_cores() if workers is None else workers
     device = resolve_device(spec.device)
+    configure_device(device)  # deterministic CUDA kernels (a no-op on CPU)
     torch.set_num_threads(max(1, spec.threads))
     fs = FeatureSet.load(Path(spec.dataset_dir), expect_sha256=spec.dataset_sha256)
     labels = torch.from_numpy(np.ascontiguousarray(fs.labels)).to(device)

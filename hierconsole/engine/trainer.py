@@ -35,9 +35,10 @@ from hierconsole.contract import events, layout
 from hierconsole.contract.jobspec import CellSpec, JobSpec
 from hierconsole.datasets import FeatureSet
 from hierconsole.engine import checkpoints
-from hierconsole.engine.batched import BatchedCells
+from hierconsole.engine.batched import BatchedCells, CellStack
 from hierconsole.engine.determinism import (
     capture_global_rngs,
+    configure_device,
     derive_seed,
     reset_all_rngs,
     restore_global_rngs,
@@ -207,6 +208,16 @@ class Cell:
     history: list[float] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class EpochOrder:
+    """An epoch's batch order: CPU indices (batch hashes) and the device copy the batches index with."""
+
+    epoch: int
+    order_cpu: torch.Tensor
+    used: torch.Tensor
+    t0: float
+
+
 def load_indices(path: str | Path) -> dict[str, np.ndarray]:
     with np.load(path) as z:
         return {k: z[k].astype(np.int64) for k in z.files}
@@ -225,11 +236,13 @@ class FactorialTrainer:
         should_stop: Callable[[], bool] = lambda: False,
         *,
         dtype: torch.dtype = torch.float32,
+        dataset: FeatureSet | None = None,
     ):
+        """``dataset``: the spec's feature set, already loaded and checked (a stacked run loads it once)."""
         self.spec = spec
         # float64 exists for the tests that hold the batched path to the reference at 1e-9.
         self.dtype = dtype
-        self.batched: BatchedCells | None = None
+        self.batched: CellStack | None = None
         self.emit = emit
         self.should_stop = should_stop
         self.out = Path(spec.out_dir)
@@ -237,8 +250,9 @@ class FactorialTrainer:
         self.training = spec.preset.training
         self.poincare = spec.preset.geometry.poincare
         self.device = resolve_device(spec.device)
+        self.device_settings = configure_device(self.device)  # before the first kernel; CPU: a no-op
         torch.set_num_threads(max(1, spec.threads))
-        fs = FeatureSet.load(Path(spec.dataset_dir), expect_sha256=spec.dataset_sha256)
+        fs = dataset or FeatureSet.load(Path(spec.dataset_dir), expect_sha256=spec.dataset_sha256)
         labels = training_labels(spec, fs)
         self.features = torch.from_numpy(np.ascontiguousarray(fs.features)).to(self.device, dtype)
         self.labels = torch.from_numpy(np.ascontiguousarray(labels)).to(self.device)
@@ -265,7 +279,9 @@ class FactorialTrainer:
             )
 
     # -- set-up -------------------------------------------------------------------------------------
-    def _build_cells(self, batched: bool) -> list[Cell]:
+    def _build_cells(self, batched: bool, stack: CellStack | None = None) -> list[Cell]:
+        """The job's cells from the seed's initial state; on the batched path they live in ``stack``
+        (a new BatchedCells of this job's cells unless given: a stacked run's view of this job's group)."""
         training = self.training
         init = initial_state(self.spec.seed, self.in_dim, training)
         cells = []
@@ -278,7 +294,7 @@ class FactorialTrainer:
             rng = CellRng(self.device, derive_seed(self.spec.seed, "dropout", cs.key))
             cells.append(Cell(cs, model, opt, rng))
         if batched:
-            self.batched = BatchedCells(
+            self.batched = stack or BatchedCells(
                 self.spec.cells, self.in_dim, training, self.poincare, self.device, self.dtype
             )
             # Every cell was just built with its model; they are dropped only below.
@@ -355,13 +371,47 @@ class FactorialTrainer:
 
     # -- the loop -----------------------------------------------------------------------------------
     def run(self) -> dict[str, events.Final]:
-        spec, training = self.spec, self.training
-        latest, skipped = checkpoints.load_latest(self.ckpt_dir)
-        # A resumed job stays on the engine that wrote its checkpoint (checkpoints from before the batched
-        # path have no flag and were per-cell): the two engines round differently, so switching midway
-        # would break the bit-identity of a resumed run with an uninterrupted one.
-        batched = bool(latest[1].get("batched", False)) if latest is not None else spec.batched
-        cells = self._build_cells(batched)
+        cells, gen, start_epoch = self.begin()
+        for epoch in range(start_epoch + 1, self.spec.epochs + 1):
+            ep = self.begin_epoch(epoch, cells, gen)
+            for b in range(self.n_batches):
+                idx, idx_cpu = self.batch(ep, b, cells)
+                x, y = self.features[idx], self.labels[idx]
+                if self.batched is not None:
+                    host_y = self.labels_cpu[idx_cpu] if self.device.type != "cpu" else None
+                    self._step_batched(cells, x, y, host_y)
+                else:
+                    for c in cells:
+                        self._step(c, x, y)
+            self.end_epoch(ep, cells, gen)
+        return self.finish(cells)
+
+    def latest_checkpoint(self) -> tuple[tuple[int, dict[str, Any]] | None, list[str]]:
+        """The newest usable checkpoint (epoch, payload) or None, and notes on the unusable ones."""
+        return checkpoints.load_latest(self.ckpt_dir)
+
+    @staticmethod
+    def checkpoint_is_batched(payload: dict[str, Any]) -> bool:
+        # Checkpoints from before the batched path have no flag and were per-cell.
+        return bool(payload.get("batched", False))
+
+    def begin(
+        self,
+        stack: CellStack | None = None,
+        latest: tuple[tuple[int, dict[str, Any]] | None, list[str]] | None = None,
+    ) -> tuple[list[Cell], torch.Generator, int]:
+        """Build (or restore) the cells and the batch generator; announce them. Returns the epoch done.
+
+        ``stack`` and ``latest`` come from a stacked run: the view of this job's cells in the shared stack
+        and the checkpoint it already read.
+        """
+        latest_ckpt, skipped = self.latest_checkpoint() if latest is None else latest
+        # A resumed job stays on the engine that wrote its checkpoint: the two engines round differently,
+        # so switching midway would break the bit-identity of a resumed run with an uninterrupted one.
+        batched = self.checkpoint_is_batched(latest_ckpt[1]) if latest_ckpt is not None else self.spec.batched
+        if stack is not None and not batched:
+            raise ValueError(f"{self.spec.job_id}: a stacked run needs the batched engine")
+        cells = self._build_cells(batched, stack)
         gen = self._batch_generator()
         for i, c in enumerate(cells):
             model = self._model(i, c)
@@ -377,71 +427,85 @@ class FactorialTrainer:
                 )
             )
         start_epoch = 0
-        if latest is not None:
-            start_epoch = self._restore(latest[1], cells, gen)
+        if latest_ckpt is not None:
+            start_epoch = self._restore(latest_ckpt[1], cells, gen)
             self.emit(events.Resume(epoch=start_epoch, notes=tuple(skipped)))
         elif skipped:
             # Checkpoints existed but none was usable: a restart from scratch the user must be told of.
             self.emit(events.Resume(epoch=0, notes=(*skipped, checkpoints.RESTART_NOTE)))
-
         n = self.train_idx.numel()
-        bs = training.batch_size
-        n_batches = n // bs if training.drop_last else -(-n // bs)
-        if n_batches == 0:
+        bs = self.training.batch_size
+        self.n_batches = n // bs if self.training.drop_last else -(-n // bs)
+        if self.n_batches == 0:
             raise ValueError(f"{n} training samples cannot fill one batch of {bs} with drop_last")
-        fault = _fault_point()
-        epochs = spec.epochs
-        for epoch in range(start_epoch + 1, epochs + 1):
-            t0 = time.perf_counter()
-            self._schedule(cells, epoch, epochs)
-            perm = torch.randperm(n, generator=gen)
-            order_cpu = self.train_idx_cpu[perm]
-            order = order_cpu.to(self.device)
-            used = order[: n_batches * bs] if training.drop_last else order
-            for c in cells:
+        self._fault = _fault_point()
+        return cells, gen, start_epoch
+
+    def begin_epoch(self, epoch: int, cells: list[Cell], gen: torch.Generator) -> EpochOrder:
+        """Set the epoch's learning rate, draw its batch order and zero the cells' running sums."""
+        t0 = time.perf_counter()
+        self._schedule(cells, epoch, self.spec.epochs)
+        n, bs = self.train_idx.numel(), self.training.batch_size
+        perm = torch.randperm(n, generator=gen)
+        order_cpu = self.train_idx_cpu[perm]
+        order = order_cpu.to(self.device)
+        used = order[: self.n_batches * bs] if self.training.drop_last else order
+        for c in cells:
+            if self.batched is None:
                 c.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
-                c.batch_hash = hashlib.sha256()
-            for b in range(n_batches):
-                if self.should_stop():
-                    raise Cancelled(f"stopped in epoch {epoch}")
-                if fault == (epoch, b):
-                    os.kill(os.getpid(), signal.SIGKILL)
-                idx = used[b * bs : (b + 1) * bs]
-                idx_cpu = order_cpu[b * bs : (b + 1) * bs]
-                x, y = self.features[idx], self.labels[idx]
-                idx_bytes = idx_cpu.numpy().tobytes()
-                for c in cells:
-                    c.batch_hash.update(idx_bytes)
-                if self.batched is not None:
-                    host_y = self.labels_cpu[idx_cpu] if self.device.type != "cpu" else None
-                    self._step_batched(cells, x, y, host_y)
-                else:
-                    for c in cells:
-                        self._step(c, x, y)
-            seconds = time.perf_counter() - t0
-            for c in cells:
-                assert c.loss_sum is not None  # set at the start of the epoch
-                loss = float(c.loss_sum) / n_batches
-                c.history.append(loss)
-                self.emit(
-                    events.Epoch(
-                        cell=c.spec.key,
-                        epoch=epoch,
-                        epochs=epochs,
-                        train_loss=loss,
-                        updates=c.updates,
-                        batch_sha256=c.batch_hash.hexdigest(),
-                        seconds=seconds,
-                    )
+            c.batch_hash = hashlib.sha256()
+        # The batched path sums every cell's loss in one vector: one addition per step, not one per cell.
+        self._loss_sums = torch.zeros(len(cells), dtype=torch.float64, device=self.device)
+        return EpochOrder(epoch, order_cpu, used, t0)
+
+    def batch(self, ep: EpochOrder, b: int, cells: list[Cell]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Batch ``b`` of the epoch as (device indices, CPU indices), recorded in each cell's batch hash."""
+        if self.should_stop():
+            raise Cancelled(f"stopped in epoch {ep.epoch}")
+        if self._fault == (ep.epoch, b):
+            os.kill(os.getpid(), signal.SIGKILL)
+        bs = self.training.batch_size
+        idx = ep.used[b * bs : (b + 1) * bs]
+        idx_cpu = ep.order_cpu[b * bs : (b + 1) * bs]
+        idx_bytes = idx_cpu.numpy().tobytes()
+        for c in cells:
+            c.batch_hash.update(idx_bytes)
+        return idx, idx_cpu
+
+    def end_epoch(
+        self, ep: EpochOrder, cells: list[Cell], gen: torch.Generator, seconds: float | None = None
+    ) -> None:
+        """The epoch's losses (one device-to-host copy), validation when due, and its checkpoint.
+
+        ``seconds``: the epoch's training time, when the caller measured it (a stacked run, for the stack).
+        """
+        spec, epoch, epochs = self.spec, ep.epoch, self.spec.epochs
+        seconds = time.perf_counter() - ep.t0 if seconds is None else seconds
+        if self.batched is not None:
+            sums = self._loss_sums.tolist()
+        else:
+            sums = [float(cast(torch.Tensor, c.loss_sum)) for c in cells]
+        for c, total in zip(cells, sums, strict=True):
+            loss = total / self.n_batches
+            c.history.append(loss)
+            self.emit(
+                events.Epoch(
+                    cell=c.spec.key,
+                    epoch=epoch,
+                    epochs=epochs,
+                    train_loss=loss,
+                    updates=c.updates,
+                    batch_sha256=c.batch_hash.hexdigest(),
+                    seconds=seconds,
                 )
-            if self.val is not None and spec.validates_at(epoch):
-                self._validate(cells, epoch)
-            if epoch % spec.checkpoint_every == 0 or epoch == epochs:
-                digest = checkpoints.save_checkpoint(
-                    self.ckpt_dir, epoch, self._checkpoint_payload(epoch, cells, gen)
-                )
-                self.emit(events.Checkpoint(epoch=epoch, sha256=digest))
-        return self._finish(cells)
+            )
+        if self.val is not None and spec.validates_at(epoch):
+            self._validate(cells, epoch)
+        if epoch % spec.checkpoint_every == 0 or epoch == epochs:
+            digest = checkpoints.save_checkpoint(
+                self.ckpt_dir, epoch, self._checkpoint_payload(epoch, cells, gen)
+            )
+            self.emit(events.Checkpoint(epoch=epoch, sha256=digest))
 
     def _schedule(self, cells: list[Cell], epoch: int, epochs: int) -> None:
         """Set the epoch's learning rate under the preset's schedule (a constant one never changes it)."""
@@ -455,11 +519,13 @@ class FactorialTrainer:
         self, cells: list[Cell], x: torch.Tensor, y: torch.Tensor, host_y: torch.Tensor | None
     ) -> None:
         assert self.batched is not None
-        losses = self.batched.step(x, y, [c.rng for c in cells], host_y).to(torch.float64)
-        for i, c in enumerate(cells):
+        self.add_losses(cells, self.batched.step(x, y, [c.rng for c in cells], host_y))
+
+    def add_losses(self, cells: list[Cell], losses: torch.Tensor) -> None:
+        """Count one update of every cell and add its [C] batch losses to the epoch's sums (on device)."""
+        for c in cells:
             c.updates += 1
-            assert c.loss_sum is not None  # set at the start of the epoch
-            c.loss_sum += losses[i]
+        self._loss_sums += losses.to(torch.float64)
 
     def _step(self, c: Cell, x: torch.Tensor, y: torch.Tensor) -> None:
         training = self.training
@@ -511,7 +577,7 @@ class FactorialTrainer:
                 )
             )
 
-    def _finish(self, cells: list[Cell]) -> dict[str, events.Final]:
+    def finish(self, cells: list[Cell]) -> dict[str, events.Final]:
         if self.spec.selects_epoch:
             unscored = [c.spec.key for c in cells if c.best_epoch < 0]
             if unscored:

@@ -1,4 +1,8 @@
-"""A worker process: `python -m hierconsole.engine.worker --home HOME SPEC.json`.
+"""A worker process: `python -m hierconsole.engine.worker --home HOME SPEC.json [SPEC.json ...]`.
+
+Several specs (final jobs of the seeds of one study) are trained in this one process as one stacked
+computation (`engine.stacked`); each job keeps its own folder, lock, heartbeat, events and exit record,
+as if it ran alone.
 
 Started with `--standby` instead of a spec, it imports the engine (torch, geoopt: seconds) first and then
 reads its spec's path from standard input, so that an orchestrator can start it before the job exists
@@ -81,73 +85,110 @@ def _await_spec() -> Path | None:
     return spec_path
 
 
+class _Job:
+    """One job folder of this process: its lock (held for the worker's whole life, so the same job can
+    never run twice, whoever launches it) and its event log."""
+
+    def __init__(self, spec_path: Path):
+        self.spec_path = spec_path
+        self.folder = spec_path.parent
+        self.lock = open(self.folder / layout.LOCK, "a+")  # noqa: SIM115 - lives as long as the worker
+        fcntl.flock(self.lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError if held
+        self.emit = EventLog(self.folder / layout.EVENTS)
+
+    def fail(self, error: str, *, text: str | None = None) -> None:
+        """Record the failure: ``text`` (default ``error``) in error.txt, ``error`` in the event."""
+        (self.folder / layout.ERROR).write_text(error if text is None else text)
+        self.emit(events.Failed(error=error))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hierconsole.engine.worker")
     parser.add_argument("--home", type=Path, required=True, help="the home the spec's paths are relative to")
     parser.add_argument("--standby", action="store_true", help="import the engine, then read SPEC from stdin")
-    parser.add_argument("spec", type=Path, nargs="?")
+    parser.add_argument("spec", type=Path, nargs="*", help="job specs; several are trained as one stack")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    spec_paths: list[Path] = args.spec
     if args.standby:
+        if spec_paths:
+            parser.error("--standby takes its spec from stdin, not the command line")
         received = _await_spec()
         if received is None:
             return EXIT_UNUSED
-        spec_path = received
-    elif args.spec is None:
+        spec_paths = [received]
+    elif not spec_paths:
         parser.error("a SPEC path is required (or --standby)")
-    else:
-        spec_path = args.spec
-    folder = spec_path.parent
-    # Held for the worker's whole life: the same job can never run twice, whoever launches it.
-    lock = open(folder / layout.LOCK, "a+")  # noqa: SIM115
-    try:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        print(f"job in {folder} is already running in another process", file=sys.stderr)
-        return EXIT_ALREADY_ACTIVE
-    emit = EventLog(folder / layout.EVENTS)
+    jobs: list[_Job] = []
+    for spec_path in spec_paths:
+        try:
+            jobs.append(_Job(spec_path))
+        except BlockingIOError:
+            print(f"job in {spec_path.parent} is already running in another process", file=sys.stderr)
+            return EXIT_ALREADY_ACTIVE
     stop = threading.Event()
 
     def on_term(signum: int, frame: object) -> None:  # noqa: ARG001
         stop.set()
 
     signal.signal(signal.SIGTERM, on_term)
-    (folder / layout.HEARTBEAT).touch()
+    for job in jobs:
+        (job.folder / layout.HEARTBEAT).touch()
     beat_stop = threading.Event()
-    threading.Thread(target=_heartbeat, args=(folder / layout.HEARTBEAT, beat_stop), daemon=True).start()
+    for job in jobs:
+        threading.Thread(target=_heartbeat, args=(job.folder / layout.HEARTBEAT, beat_stop), daemon=True).start()
     try:
-        spec = JobSpec.read(spec_path).resolved(args.home)
+        specs = [JobSpec.read(job.spec_path).resolved(args.home) for job in jobs]
         # torch is imported only now, after the heartbeat started: its import takes seconds.
+        from hierconsole.engine.determinism import configure_device
         from hierconsole.engine.trainer import Cancelled, FactorialTrainer, resolve_device
 
-        emit(
-            events.Start(
-                pid=os.getpid(),
-                device=str(resolve_device(spec.device)),
-                threads=spec.threads,
-                visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        devices = {spec.device for spec in specs}
+        if len(devices) > 1:
+            raise ValueError(f"jobs of one process must ask for one device, not {sorted(devices)}")
+        settings = configure_device(resolve_device(specs[0].device))
+        for job, spec in zip(jobs, specs, strict=True):
+            job.emit(
+                events.Start(
+                    pid=os.getpid(),
+                    device=settings.device,
+                    threads=spec.threads,
+                    visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+                    device_name=settings.device_name,
+                    deterministic=settings.deterministic,
+                    cublas_workspace=settings.cublas_workspace,
+                    float32_matmul=settings.float32_matmul,
+                    torch_version=settings.torch_version,
+                    cuda_version=settings.cuda_version,
+                    jobs_in_process=len(jobs),
+                )
             )
-        )
         try:
-            if spec.kind in SCORING_KINDS:
+            if len(specs) > 1:
+                from hierconsole.engine.stacked import StackedTrainer
+
+                StackedTrainer(specs, [job.emit for job in jobs], stop.is_set).run()
+            elif specs[0].kind in SCORING_KINDS:
                 from hierconsole.engine.evaluator import run_evaluation
 
-                run_evaluation(spec, emit, stop.is_set)
+                run_evaluation(specs[0], jobs[0].emit, stop.is_set)
             else:
-                FactorialTrainer(spec, emit, stop.is_set).run()
+                FactorialTrainer(specs[0], jobs[0].emit, stop.is_set).run()
         except Cancelled as exc:
-            emit(events.Cancelled(message=str(exc)))
+            for job in jobs:
+                job.emit(events.Cancelled(message=str(exc)))
             return EXIT_CANCELLED
-        emit(events.Done())
+        for job in jobs:
+            job.emit(events.Done())
         return EXIT_DONE
     except HierconsoleError as exc:
         # The user's to fix (replaced data, an unreadable input): the message, not a traceback.
-        (folder / layout.ERROR).write_text(f"{exc}\n")
-        emit(events.Failed(error=str(exc)))
+        for job in jobs:
+            job.fail(str(exc), text=f"{exc}\n")
         return EXIT_FAILED
     except BaseException:  # noqa: BLE001 - the orchestrator records the tail as the job's error
         tail = traceback.format_exc()[-4000:]
-        (folder / layout.ERROR).write_text(tail)
-        emit(events.Failed(error=tail))
+        for job in jobs:
+            job.fail(tail)
         return EXIT_FAILED
     finally:
         beat_stop.set()

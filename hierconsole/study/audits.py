@@ -347,7 +347,38 @@ def check_tuning_isolated(store: Store, study_id: str) -> Check:
     )
 
 
+DEVICE_SETTINGS = ("device_name", "deterministic", "cublas_workspace", "float32_matmul", "torch_version")
+"""What a start event records of a job's device and determinism (engine.determinism.DeviceSettings)."""
+
+
+def _device_settings(store: Store, study_id: str) -> dict[str, dict[str, Any]]:
+    """Final job -> the device settings of its latest start; jobs whose worker predates them are left out."""
+    rows = store.rows(
+        "SELECT e.job_id, e.payload FROM events e JOIN jobs j ON j.job_id = e.job_id "
+        "WHERE j.study_id = ? AND j.kind = ? AND e.kind = ? ORDER BY e.ts",
+        [study_id, JobKind.FINAL, EventKind.START],
+    )
+    latest = {job_id: json.loads(payload) for job_id, payload in rows}
+    return {
+        job_id: {k: p.get(k) for k in DEVICE_SETTINGS}
+        for job_id, p in latest.items()
+        if p.get("torch_version") is not None
+    }
+
+
+def _described(settings: dict[str, Any]) -> str:
+    text = f"{settings['device_name']}, torch {settings['torch_version']}"
+    if settings["deterministic"] is not None:
+        text += (
+            f", deterministic algorithms {settings['deterministic']}, "
+            f"CUBLAS_WORKSPACE_CONFIG {settings['cublas_workspace']}"
+        )
+    return f"{text}, float32 matmul {settings['float32_matmul']}"
+
+
 def check_threads(store: Store, study_id: str) -> Check:
+    """One thread count and device for every final job, and (where recorded) one device setup, CUDA
+    jobs with strict deterministic algorithms: what bitwise determinism of a study rests on."""
     rows = store.rows(
         "SELECT job_id, threads, device FROM jobs WHERE study_id = ? AND kind = ? ORDER BY job_id",
         [study_id, JobKind.FINAL],
@@ -365,6 +396,17 @@ def check_threads(store: Store, study_id: str) -> Check:
         if bad
         else f"final jobs ran with (threads, device) {distinct}: bitwise determinism holds for a fixed count"
     )
+    settings = _device_settings(store, study_id)
+    if settings:
+        key = lambda item: tuple(item[1][k] for k in DEVICE_SETTINGS)  # noqa: E731
+        usual, others = _majority(settings.items(), key)
+        bad += [f"{job_id.split('/', 1)[1]} ran on {_described(s)}" for job_id, s in others]
+        bad += [
+            f"{job_id.split('/', 1)[1]} ran on CUDA with deterministic algorithms {s['deterministic']}, not strict"
+            for job_id, s in sorted(settings.items())
+            if s["deterministic"] not in (None, "strict")
+        ]
+        summary += f"; device: {_described(dict(zip(DEVICE_SETTINGS, usual, strict=True)))}"
     return Check("fixed_thread_count", not bad, _evidence(summary, bad))
 
 

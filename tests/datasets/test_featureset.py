@@ -45,6 +45,7 @@ def test_save_load_roundtrip(tmp_path):
     assert sorted(p.name for p in (tmp_path / "ds").iterdir()) == [
         "features.npy",
         "manifest.json",
+        "samples.npz",
         "samples.parquet",
         "taxonomy.csv",
     ]
@@ -58,6 +59,38 @@ def test_save_load_roundtrip(tmp_path):
     assert back.ids.tolist() == fs.ids.tolist()
     assert (back.name, back.kind, back.sources, back.params) == (fs.name, fs.kind, fs.sources, fs.params)
     assert back.taxonomy.level_names == CUB_LEVEL_NAMES
+
+
+def test_the_two_sample_tables_hold_the_same_columns(tmp_path):
+    fs = small()
+    fs.save(tmp_path / "ds")
+    parquet = pl.read_parquet(tmp_path / "ds" / "samples.parquet")
+    with np.load(tmp_path / "ds" / "samples.npz", allow_pickle=False) as z:
+        assert z["id"].tolist() == parquet["id"].to_list()
+        np.testing.assert_array_equal(z["leaf"], parquet["leaf"].to_numpy())
+        np.testing.assert_array_equal(z["split"], parquet["split"].to_numpy())
+        assert (z["leaf"].dtype, z["split"].dtype) == (np.int64, np.int8)
+
+
+def test_a_folder_without_the_npz_table_loads_from_parquet(tmp_path):
+    # As saved before the npz table existed.
+    fs = small()
+    fs.save(tmp_path / "ds")
+    (tmp_path / "ds" / "samples.npz").unlink()
+    back = FeatureSet.load(tmp_path / "ds")
+    assert back.sha256() == fs.sha256() and back.ids.tolist() == fs.ids.tolist()
+
+
+def test_a_changed_npz_table_is_refused_by_the_content_hash(tmp_path):
+    fs = small()
+    fs.save(tmp_path / "ds")
+    path = tmp_path / "ds" / "samples.npz"
+    with np.load(path) as z:
+        parts = {k: z[k] for k in z.files}
+    parts["split"] = parts["split"][::-1].copy()
+    np.savez(path, **parts)
+    with pytest.raises(InputError, match="does not match the sha256"):
+        FeatureSet.load(tmp_path / "ds")
 
 
 def test_save_replaces_and_keeps_shuffled_order(tmp_path):

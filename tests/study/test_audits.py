@@ -6,6 +6,7 @@ failure is built in; each test below tampers with one piece of evidence in a cop
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import replace
 
@@ -165,3 +166,45 @@ def test_a_rescore_that_does_not_reconcile(store):
     assert where in report.message and "FAIL" in report.message
     recorded = store.one("SELECT ok, evidence FROM audits WHERE study_id = ? AND check_name = ?", [COMPLETE, CHECK_NAME])
     assert recorded == (False, report.message)
+
+
+def _record_device(store: Store, job: str, **settings) -> None:
+    """Give a final job's start event the device settings a current worker records."""
+    job_id = f"{COMPLETE}/{job}"
+    payload = json.loads(store.one("SELECT payload FROM events WHERE job_id = ? AND kind = 'start'", [job_id])[0])
+    payload.update(
+        {
+            "device_name": "NVIDIA H200",
+            "deterministic": "strict",
+            "cublas_workspace": ":4096:8",
+            "float32_matmul": "highest",
+            "torch_version": "2.11.0+cu128",
+            **settings,
+        }
+    )
+    store.execute(
+        "UPDATE events SET payload = ? WHERE job_id = ? AND kind = 'start'", [json.dumps(payload), job_id]
+    )
+
+
+def test_the_device_and_determinism_settings_are_in_the_evidence(store):
+    for job in ("final-s42", "final-s2024", "final-s3407"):
+        _record_device(store, job)
+    check = _check(store, "fixed_thread_count")
+    assert check.ok is True, check
+    assert (
+        "device: NVIDIA H200, torch 2.11.0+cu128, deterministic algorithms strict, CUBLAS_WORKSPACE_CONFIG "
+        ":4096:8, float32 matmul highest" in check.evidence
+    )
+
+
+def test_a_cuda_job_without_strict_determinism_fails(store):
+    for job in ("final-s42", "final-s2024"):
+        _record_device(store, job)
+    _record_device(store, "final-s3407", deterministic="warn")
+    _failed(
+        store,
+        "fixed_thread_count",
+        "final-s3407 ran on NVIDIA H200, torch 2.11.0+cu128, deterministic algorithms warn",
+        "final-s3407 ran on CUDA with deterministic algorithms warn, not strict",
+    )
