@@ -33,9 +33,9 @@ from hierconsole.vocabulary import FROZEN, PCA
 FIT_PART = "fit"
 """The part of a training split file holding the samples a model (or the PCA) fits on."""
 
-ROW_CHUNK = 8192
+ROW_CHUNK = 4096
 """Rows converted to float64 at a time: the fit and the projections never hold a float64 copy of a whole
-[N, D] matrix (0.6 GB at N = 10^5, D = 768), only [ROW_CHUNK, D] and the [D, D] covariance."""
+[N, D] matrix (0.6 GB at N = 10^5, D = 768), only [ROW_CHUNK, D] (24 MiB at D = 768) and the [D, D] covariance."""
 
 
 def _chunks(features: np.ndarray, rows: np.ndarray | None) -> Iterator[np.ndarray]:
@@ -49,11 +49,12 @@ def _chunks(features: np.ndarray, rows: np.ndarray | None) -> Iterator[np.ndarra
 def l2_normalised(features: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
     """Rows (`features[rows]`) scaled to unit L2 norm, in float64, returned as float32 like every stored
     embedding; a zero row stays zero."""
-    out = []
-    for x in _chunks(features, rows):
+    n = features.shape[0] if rows is None else len(rows)
+    out = np.empty((n, features.shape[1]), dtype=np.float32)  # filled in place: no second copy
+    for start, x in zip(range(0, n, ROW_CHUNK), _chunks(features, rows), strict=True):
         norms = np.linalg.norm(x, axis=1, keepdims=True)
-        out.append((x / np.where(norms > 0, norms, 1.0)).astype(np.float32))
-    return np.concatenate(out) if out else np.zeros((0, features.shape[1]), np.float32)
+        out[start : start + len(x)] = x / np.where(norms > 0, norms, 1.0)
+    return out
 
 
 @dataclass(frozen=True)
@@ -73,11 +74,12 @@ class PCAFit:
         """Projection of `features[rows]` ([N, D]) on the axes, float32 [N, k]; divided by each axis's
         standard deviation when whitening."""
         scale = 1.0 / np.sqrt(self.explained_variance) if self.whiten else None
-        out = []
-        for x in _chunks(features, rows):
+        n = features.shape[0] if rows is None else len(rows)
+        out = np.empty((n, len(self.components)), dtype=np.float32)
+        for start, x in zip(range(0, n, ROW_CHUNK), _chunks(features, rows), strict=True):
             z = (x - self.mean) @ self.components.T
-            out.append((z if scale is None else z * scale).astype(np.float32))
-        return np.concatenate(out) if out else np.zeros((0, len(self.components)), np.float32)
+            out[start : start + len(x)] = z if scale is None else z * scale
+        return out
 
 
 def fit_pca(train: np.ndarray, width: int, *, rows: np.ndarray | None = None, whiten: bool = False) -> PCAFit:

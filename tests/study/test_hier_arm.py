@@ -25,7 +25,7 @@ from hierconsole.study.catalog import load_dataset, register_dataset
 from hierconsole.study.effects import arm_table, simple_effects
 from hierconsole.study.lifecycle import create_study
 from hierconsole.study.orchestrator import Orchestrator
-from hierconsole.study.read import baselines, per_seed, table_frame
+from hierconsole.study.read import baselines, job_rows, per_seed, table_frame
 from hierconsole.study.records import get_study
 from hierconsole.study.storage import Store
 from hierconsole.vocabulary import HIER_LOSS, HIER_METRIC, HIER_STYLE, RANKING_METRICS
@@ -82,6 +82,9 @@ def test_hier_is_a_cell_of_each_seed_and_passes_every_audit(study):
         assert radius == pytest.approx(1 / math.sqrt(0.1)) and bound == pytest.approx(math.tanh(math.sqrt(0.1) * 2.3) / math.sqrt(0.1))
         assert 0 < worst <= bound + 1e-6 and len(others) == 1
         assert sorted(per_seed(store, study_id)["arm"].unique().to_list()) == ["E_R", "E_S"]
+        # The evaluation's progress counts hier once, as a model of each seed, not again as a baseline.
+        evaluation = next(j for j in job_rows(store, study_id) if j.job_id == plan.evaluate_job_id(study_id))
+        assert evaluation.done == evaluation.total == (6 + 1) * len(QG_SEEDS)
 
 
 def test_hier_metrics_are_its_models_ranked_in_its_own_ball(study, tiny_fs):
