@@ -257,11 +257,13 @@ def hier_optimizer(
     """AdamW over the projector (the study's learning rate, like every cell) and the two kinds of proxies
     (their own learning rates). ``lr_scale`` keeps each group's ratio under the study's schedule."""
     c = objective.config
-    groups = [
-        {"params": [p for p in projector.parameters() if p.requires_grad], "lr_scale": 1.0},
-        {"params": [objective.class_proxies], "lr_scale": c.proxy_lr / training.lr},
-        {"params": [objective.hyperbolic_proxies], "lr_scale": c.hproxy_lr / training.lr},
+    scales = (1.0, c.proxy_lr / training.lr, c.hproxy_lr / training.lr)
+    params = (
+        [p for p in projector.parameters() if p.requires_grad],
+        [objective.class_proxies],
+        [objective.hyperbolic_proxies],
+    )
+    groups: list[dict[str, Any]] = [
+        {"params": ps, "lr_scale": scale, "lr": training.lr * scale} for ps, scale in zip(params, scales, strict=True)
     ]
-    for g in groups:
-        g["lr"] = training.lr * g["lr_scale"]
     return torch.optim.AdamW(groups, lr=training.lr, weight_decay=training.weight_decay)

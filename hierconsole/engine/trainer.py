@@ -481,7 +481,7 @@ class FactorialTrainer:
     def _schedule(self, cells: list[Cell], epoch: int, epochs: int) -> None:
         """Set the epoch's learning rate under the preset's schedule (a constant one never changes it)."""
         lr = learning_rate(self.training, epoch, epochs)
-        optimizers = [self.batched.optimizer] if self.batched is not None else []
+        optimizers: list[Stepper | None] = [self.batched.optimizer] if self.batched is not None else []
         optimizers += [c.optimizer for c in cells if c.stack is None]
         for opt in optimizers:
             assert opt is not None

@@ -361,11 +361,12 @@ def simple_effects(
     seeds = _paired_seeds(cells, source)
     present = arms_present(a for a, _ in cells)
     # A baseline pairs with every seed: through its one value (untrained) or its own run of that seed.
-    base = {
-        arm: {s: by_seed.get(s, by_seed.get(BASELINE_SEED)) for s in seeds}
-        for arm, by_seed in _baseline_values(baselines, names, source).items()
-    }
-    paired = {arm for arm, by_seed in base.items() if all(v is not None for v in by_seed.values())}
+    base: dict[str, dict[int, dict[str, float]]] = {}
+    for arm, by_seed in _baseline_values(baselines, names, source).items():
+        matched = {s: by_seed.get(s, by_seed.get(BASELINE_SEED)) for s in seeds}
+        if all(v is not None for v in matched.values()):
+            base[arm] = {s: v for s, v in matched.items() if v is not None}
+    paired = set(base)
     computable = {n: c for n, c in CONTRASTS.items() if c.arms <= set(present)}
     computable |= {n: c for n, c in BASELINE_CONTRASTS.items() if c.arms <= set(present) | paired}
     out: SimpleEffects = {}
@@ -374,7 +375,7 @@ def simple_effects(
         for name, contrast in computable.items():
             values = {
                 s: contrast.value(
-                    {**{a: cells[(a, s)][m] for a in present}, **{b: v[s][m] for b, v in base.items() if b in paired}}  # type: ignore[index]
+                    {**{a: cells[(a, s)][m] for a in present}, **{b: v[s][m] for b, v in base.items()}}
                 )
                 for s in seeds
             }
@@ -587,7 +588,7 @@ def baselines_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> p
             source, [f"missing column {c!r}" for c in missing], hint=f"need {', '.join(LONG_COLUMNS)}"
         )
     problems = []
-    cells: dict[tuple[str, object], dict[str, float]] = {}
+    cells: dict[tuple[str, int, object], dict[str, float]] = {}
     for i, row in enumerate(df.select(LONG_COLUMNS).iter_rows(named=True)):
         where = f"row {i + 1} (arm {row['arm']})"
         value = row["value"]

@@ -27,7 +27,15 @@ from hierconsole.tui.widgets.tables import (
     levels_table,
     natural_width,
 )
-from hierconsole.vocabulary import BASELINE_LEGEND, BASELINE_SEED, HIER, HIER_LEVELS, LEVELS, MAP, RANKING_METRICS
+from hierconsole.vocabulary import (
+    BASELINE_LEGEND,
+    BASELINE_SEED,
+    HIER,
+    HIER_LEVELS,
+    LEVELS,
+    MAP,
+    RANKING_METRICS,
+)
 
 LEVEL_CHOICES = (HIER, *HIER_LEVELS, LEVELS[0])
 """The hier score first, then the levels it averages, then the leaf (which it leaves out)."""
@@ -213,7 +221,7 @@ class EffectsScreen(AnalysisScreen):
         return Group(
             arm_values_table(message.per_seed, arms, metric, base),
             Text(""),
-            *([levels, Text(BASELINE_LEGEND, style="dim"), Text("")] if levels is not None else []),
+            *(() if levels is None else (levels, Text(BASELINE_LEGEND, style="dim"), Text(""))),
             effects_table(effects, metric),
             *([Text(omitted, style="yellow")] if omitted else []),
             effects_legend(),
