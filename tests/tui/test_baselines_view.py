@@ -65,4 +65,4 @@ async def test_effects_view_shows_the_baselines_beside_the_cells(baseline_home):
     assert f"frozen · · {frozen:.4f} (no SD)" in text
     hier = means.filter((pl.col("arm") == "hier") & (pl.col("metric") == "hier_mAP")).row(0, named=True)
     assert f"{hier['mean']:.4f} ± {hier['sd']:.4f}" in text
-    assert "hier is trained in each seed's job" in text
+    assert "hier is trained in each seed's job (mean ± SD)" in text

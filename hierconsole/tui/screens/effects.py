@@ -221,7 +221,8 @@ class EffectsScreen(AnalysisScreen):
         return Group(
             arm_values_table(message.per_seed, arms, metric, base),
             Text(""),
-            *(() if levels is None else (levels, Text(BASELINE_LEGEND, style="dim"), Text(""))),
+            # The legend one clause a line, so it never widens the view beyond its tables.
+            *(() if levels is None else (levels, Text("\n".join(BASELINE_LEGEND.split("; ")), style="dim"), Text(""))),
             effects_table(effects, metric),
             *([Text(omitted, style="yellow")] if omitted else []),
             effects_legend(),
