@@ -44,17 +44,27 @@ _GEOMETRY_LETTER = {EUCLIDEAN: "E", POINCARE: "H"}
 _LOSS_LETTER = {REGRESSION: "R", SUPCON: "S"}
 
 
-FROZEN, PCA = "frozen", "pca"
-BASELINES: tuple[str, str] = (FROZEN, PCA)
-"""Untrained reference arms a study may score beside the cells (preset `evaluation.baselines`): the input
-features L2-normalised (Euclidean ranking = cosine), and their PCA to the projector's output width fitted on
-the study's training samples. Neither depends on a training seed."""
+FROZEN, PCA, HIER_STYLE = "frozen", "pca", "hier"
+UNTRAINED_BASELINES: tuple[str, str] = (FROZEN, PCA)
+"""Untrained reference arms: the input features L2-normalised (Euclidean ranking = cosine), and their PCA
+to the projector's output width fitted on the study's training samples. Neither depends on a training
+seed; the evaluation computes them."""
+TRAINED_BASELINES: tuple[str] = (HIER_STYLE,)
+"""Reference arms trained per seed: HIER-style (a projector of the cells' shape trained on leaf labels with
+Proxy-Anchor plus HIER's hyperbolic-proxy regulariser), a cell of each seed's final job, so it has a SD."""
+BASELINES: tuple[str, str, str] = (*UNTRAINED_BASELINES, *TRAINED_BASELINES)
+"""Reference arms a study may score beside the cells (preset `evaluation.baselines`), in display order."""
+HIER_LOSS = "hier"
+"""The loss of the HIER-style cell (Proxy-Anchor + HIER term); not a factorial loss (LOSSES)."""
 
 BASELINE_SEED = -1
 """The seed column of a baseline's stored rows: one row per Q/G perturbation, shared by every training
 seed (a contrast against a baseline pairs each seed with that one value)."""
 
-BASELINE_LEGEND = "baselines (frozen, pca) do not depend on the training seed: one value per Q/G perturbation, no SD"
+BASELINE_LEGEND = (
+    "baselines: frozen and pca do not depend on the training seed (one value per Q/G perturbation, no SD); "
+    "hier is trained in each seed's job (mean ± SD)"
+)
 """The line printed under any table that shows baseline rows."""
 
 

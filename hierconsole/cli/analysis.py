@@ -48,7 +48,7 @@ from hierconsole.study.export import (
     write_table,
 )
 from hierconsole.study.storage import Store
-from hierconsole.vocabulary import ARM_LEGEND, ARMS, BASELINE_LEGEND, BASELINES, LEVELS
+from hierconsole.vocabulary import ARM_LEGEND, ARMS, BASELINE_LEGEND, BASELINES, LEVELS, UNTRAINED_BASELINES
 
 ARM_PRECISION = 4
 EFFECT_PRECISION = 6
@@ -254,27 +254,28 @@ def print_arms(console: Console, arms: pl.DataFrame, digits: int, source: str) -
 
 
 def arm_rich_table(arms: pl.DataFrame, digits: int, source: str, *, compact: bool = False) -> Table:
-    """Trained arms as mean ± SD over seeds; baseline arms after them as their one value (no SD: they
-    do not depend on the training seed, BASELINE_LEGEND)."""
+    """Trained arms as mean ± SD over seeds; baseline arms after them: an untrained one as its one value
+    (no SD: it does not depend on the training seed, BASELINE_LEGEND), a trained one (HIER-style) as
+    mean ± SD over its seeds."""
     present = [a for a in (*ARMS, *BASELINES) if a in set(arms["arm"].to_list())]
-    n_of = {r["arm"]: r["n"] for r in arms.iter_rows(named=True) if r["arm"] in ARMS}
+    n_of = {r["arm"]: r["n"] for r in arms.iter_rows(named=True) if r["arm"] not in UNTRAINED_BASELINES}
     table = Table(title=f"Arms: mean ± sample SD over seeds ({source})", title_justify="left", **compact_box(compact))
     table.add_column("metric", no_wrap=True)
     for arm in present:
-        header = f"{arm} (n={n_of[arm]})" if arm in ARMS else f"{arm} (no SD)"
+        header = f"{arm} (n={n_of[arm]})" if arm in n_of else f"{arm} (no SD)"
         table.add_column(arm if compact else header, justify="right", no_wrap=True, style="" if arm in ARMS else "cyan")
     cells = {(r["arm"], r["metric"]): r for r in arms.iter_rows(named=True)}
     for metric in dict.fromkeys(arms["metric"].to_list()):
         row = [Text(metric)]
         for arm in present:
             r = cells[(arm, metric)]
-            if arm in ARMS:
+            if arm in n_of:
                 row.append(_mean_sd(r["mean"], r["sd"], digits, compact=compact))
             else:
                 row.append(Text(f"{r['mean']:.{digits}f}"))
         table.add_row(*row)
-    if not n_of:
-        table.title = "Baselines (no SD)"
+    if not any(arm in ARMS for arm in present):
+        table.title = "Baselines" if n_of else "Baselines (no SD)"
     elif compact and len(set(n_of.values())) == 1:
         table.title = f"Arms: mean ± sample SD over {next(iter(n_of.values()))} seeds ({source})"
     return table

@@ -175,9 +175,44 @@ class EvaluationConfig:
     baselines: tuple[str, ...] = option(
         _Baselines(),
         (),
-        doc="untrained arms scored on the same Q/G perturbations after the lock: frozen (input features, "
-        "cosine) and pca (to training.out_dim, fitted on the training samples only)",
+        doc="reference arms scored on the same Q/G perturbations after the lock: frozen (input features, "
+        "cosine), pca (to training.out_dim, fitted on the training samples only) and hier (a HIER-style "
+        "projector trained in each seed's job beside the cells; options in [baselines.hier])",
     )
+    pca_whiten: bool = option(
+        Bool(), False, doc="pca baseline: scale each principal axis to unit variance (off: the axes keep theirs)"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class HierConfig:
+    """The HIER-style baseline (Kim, Jeong, Kwak, CVPR 2023): Proxy-Anchor on leaf labels plus HIER's
+    hierarchical regularisation with learnable hyperbolic proxies. Defaults are those of the authors'
+    public code and DINO/CUB script (hier/train.py, hier/losses.py, scripts/DINO/hier_CUB.sh)."""
+
+    proxies: int = option(_COUNT, 512, doc="learnable hyperbolic proxies of the HIER term (num_hproxies)")
+    c: float = option(CURVATURE, 0.1, doc="curvature of HIER's Poincaré ball (hyp_c); also its ranking geometry")
+    clip_r: float = option(_POSITIVE, 2.3, doc="feature clipping radius before expmap0 (clip_r)")
+    margin: float = option(Number(ge=0), 0.1, doc="margin of the HIER triplet term (mrg)")
+    tau: float = option(_POSITIVE, 0.1, doc="temperature of the Gumbel-softmax choice of a common ancestor")
+    topk: int = option(_COUNT, 20, doc="neighbours of the reciprocal-kNN positives (topk)")
+    triplets_per_anchor: int = option(_COUNT, 50, doc="triplets sampled per anchor (t_per_anchor)")
+    hier_weight: float = option(Number(ge=0), 0.5, doc="weight of the HIER term (lambda2)")
+    anchor_weight: float = option(_POSITIVE, 1.0, doc="weight of the Proxy-Anchor term (lambda1)")
+    anchor_alpha: float = option(_POSITIVE, 32.0, doc="Proxy-Anchor scale alpha")
+    anchor_margin: float = option(Number(ge=0), 0.1, doc="Proxy-Anchor margin delta")
+    proxy_lr: float = option(
+        _POSITIVE, 5e-2, doc="learning rate of the Proxy-Anchor class proxies (HIER: 1e4 x its 5e-6)"
+    )
+    hproxy_lr: float = option(_POSITIVE, 2.5e-4, doc="learning rate of the hyperbolic proxies (HIER: 50 x 5e-6)")
+    grad_value_clip: float = option(
+        _POSITIVE, 10.0, doc="element-wise gradient clamp of the proxies (HIER's clip_gradients_value)"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class BaselinesConfig:
+    hier: HierConfig = section(HierConfig)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -298,6 +333,7 @@ class Preset:
     training: TrainingConfig = section(TrainingConfig)
     compute: ComputeConfig = section(ComputeConfig)
     controls: ControlsConfig = section(ControlsConfig)
+    baselines: BaselinesConfig = section(BaselinesConfig)
     source: str = field(default="<dict>", compare=False)
     """Where the preset came from (file path or a description); not part of the configuration."""
 

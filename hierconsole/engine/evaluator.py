@@ -21,10 +21,19 @@ from hierconsole.datasets import FeatureSet
 from hierconsole.engine import checkpoints
 from hierconsole.engine.baselines import baseline_embeddings
 from hierconsole.engine.determinism import configure_device
-from hierconsole.engine.geometry import Geometry, ball_radius, geometry_of, make_geometry, norm_bound
+from hierconsole.engine.geometry import Geometry, Poincare, ball_radius, make_geometry, norm_bound
+from hierconsole.engine.hier import HierBall
 from hierconsole.engine.retrieval import Unit, evaluate_units, usable_cores
-from hierconsole.engine.trainer import Cancelled, Emit, build_projector, embed, load_indices, resolve_device
-from hierconsole.vocabulary import BASELINE_SEED, EUCLIDEAN, POINCARE, JobKind
+from hierconsole.engine.trainer import (
+    Cancelled,
+    Emit,
+    build_projector,
+    cell_geometry,
+    embed,
+    load_indices,
+    resolve_device,
+)
+from hierconsole.vocabulary import BASELINE_SEED, EUCLIDEAN, JobKind
 
 
 def run_evaluation(
@@ -45,6 +54,7 @@ def run_evaluation(
     fs = FeatureSet.load(Path(spec.dataset_dir), expect_sha256=spec.dataset_sha256)
     labels = torch.from_numpy(np.ascontiguousarray(fs.labels)).to(device)
     poincare = spec.preset.geometry.poincare
+    hier = spec.preset.baselines.hier
     registered = spec.preset.evaluation.aggregation
     qg = {t.seed: load_indices(t.path) for t in sorted(spec.test_splits, key=lambda t: t.seed)}
     test_idx = np.unique(np.concatenate([np.concatenate([p["query"], p["gallery"]]) for p in qg.values()]))
@@ -73,20 +83,22 @@ def run_evaluation(
         else:
             if features is None:
                 features = torch.from_numpy(np.ascontiguousarray(fs.features)).to(device)
-            model = build_projector(fs.features.shape[1], cell, spec.preset.training, poincare).to(device)
+            model = build_projector(fs.features.shape[1], cell, spec.preset.training, poincare, hier).to(device)
             model.load_state_dict(checkpoints.load_payload(Path(model_ref.weights))["model"])
             z = embed(model, features[test_t])
             np.save(emb_path, z.cpu().numpy())
-            if cell.geometry == POINCARE:
+            ball = model.geometry
+            if isinstance(ball, Poincare):
+                # The ball's own operating point: the study's, or HIER's for the HIER-style cell.
                 emit(
                     events.Norms(
                         run_id=model_ref.run_id,
                         max_norm=float(z.norm(dim=-1).max()),
-                        radius=ball_radius(poincare.c),
-                        bound=norm_bound(poincare.c, poincare.r),
+                        radius=ball_radius(ball.c),
+                        bound=ball.bound if isinstance(ball, HierBall) else norm_bound(poincare.c, poincare.r),
                     )
                 )
-        geometry = geometry_of(cell.geometry, poincare)
+        geometry = cell_geometry(cell, poincare, hier)
         embedded.append(_Scored(model_ref.run_id, model_ref.seed, cell.arm, geometry, z))
     # The untrained baselines (frozen, pca) are scored like the models: same units, metrics and events.
     euclidean = make_geometry(EUCLIDEAN)

@@ -149,4 +149,5 @@ def set_learning_rate(optimizer: Stepper, lr: float) -> None:
         return
     assert isinstance(optimizer, torch.optim.Optimizer)
     for group in optimizer.param_groups:
-        group["lr"] = lr
+        # A group may run at a fixed ratio to the schedule (the HIER-style cell's proxies).
+        group["lr"] = lr * group.get("lr_scale", 1.0)

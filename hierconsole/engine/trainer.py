@@ -30,7 +30,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from hierconsole.config.preset import PoincareConfig, TrainingConfig
+from hierconsole.config.preset import HierConfig, PoincareConfig, TrainingConfig
 from hierconsole.contract import events, layout
 from hierconsole.contract.jobspec import CellSpec, JobSpec
 from hierconsole.datasets import FeatureSet
@@ -44,12 +44,14 @@ from hierconsole.engine.determinism import (
     restore_global_rngs,
     state_sha256,
 )
-from hierconsole.engine.geometry import TRAIN_CLIP, Euclidean, geometry_of
+from hierconsole.engine.geometry import TRAIN_CLIP, Euclidean, Geometry, geometry_of
+from hierconsole.engine.hier import HierObjective, hier_ball, hier_optimizer
 from hierconsole.engine.losses import regression_loss, taxonomy_supcon_loss
 from hierconsole.engine.optim import Stepper, learning_rate, make_optimizer, set_learning_rate
 from hierconsole.engine.projector import Projector, count_trainable
 from hierconsole.engine.retrieval import evaluate
 from hierconsole.vocabulary import (
+    HIER_LOSS,
     HIER_METRIC,
     MAP,
     REGRESSION,
@@ -122,10 +124,23 @@ class CellRng:
             default.set_state(saved)
 
 
+def cell_geometry(cell: CellSpec, poincare: PoincareConfig, hier: HierConfig | None = None) -> Geometry:
+    """A cell's geometry head: the study's operating point, or HIER's own ball for the HIER-style cell."""
+    if cell.loss == HIER_LOSS:
+        if hier is None:
+            raise ValueError(f"cell {cell.key}: the HIER-style cell needs the preset's [baselines.hier]")
+        return hier_ball(hier)
+    return geometry_of(cell.geometry, poincare)
+
+
 def build_projector(
-    in_dim: int, cell: CellSpec, training: TrainingConfig, poincare: PoincareConfig
+    in_dim: int,
+    cell: CellSpec,
+    training: TrainingConfig,
+    poincare: PoincareConfig,
+    hier: HierConfig | None = None,
 ) -> Projector:
-    geometry = geometry_of(cell.geometry, poincare)
+    geometry = cell_geometry(cell, poincare, hier)
     return Projector(
         in_dim, geometry, hidden=training.hidden, out_dim=training.out_dim, dropout=training.dropout
     )
@@ -206,6 +221,11 @@ class Cell:
     best_epoch: int = -1
     best_score: float = float("-inf")
     history: list[float] = field(default_factory=list)
+    objective: HierObjective | None = None
+    """The HIER-style cell's loss and its proxies; None for a factorial cell."""
+    stack: int | None = None
+    """The cell's index in the batched stack when the stacked engine steps it; None when it has its own
+    model (the per-cell path, and the HIER-style cell on either path)."""
 
 
 @dataclass(frozen=True)
@@ -263,6 +283,8 @@ class FactorialTrainer:
             else torch.from_numpy(np.ascontiguousarray(fs.labels)).to(self.device)
         )
         self.in_dim = int(fs.features.shape[1])
+        self.n_leaves = int(fs.taxonomy.n_leaves)
+        self.hier = spec.preset.baselines.hier
         # Batch order, batch hashes and host-side label decisions come from CPU copies, so an accelerator
         # never waits for a device-to-host copy inside the epoch.
         self.labels_cpu = torch.from_numpy(np.ascontiguousarray(labels))
@@ -286,42 +308,54 @@ class FactorialTrainer:
         init = initial_state(self.spec.seed, self.in_dim, training)
         cells = []
         for cs in self.spec.cells:
-            model = build_projector(self.in_dim, cs, training, self.poincare).to(self.device, self.dtype)
+            model = build_projector(self.in_dim, cs, training, self.poincare, self.hier)
+            model = model.to(self.device, self.dtype)
             missing, unexpected = model.load_state_dict(init, strict=False)
             assert not unexpected and all(k.startswith("geometry.") for k in missing), (missing, unexpected)
+            rng = CellRng(self.device, derive_seed(self.spec.seed, "dropout", cs.key))
+            if cs.loss == HIER_LOSS:
+                # Never stacked: its loss and proxies are its own (engine.hier); it keeps its own model.
+                objective = HierObjective(
+                    self.hier, self.n_leaves, training.out_dim, self.spec.seed, hier_ball(self.hier)
+                ).to(self.device, self.dtype)
+                cells.append(Cell(cs, model, hier_optimizer(model, objective, training), rng, objective=objective))
+                continue
             params = [p for p in model.parameters() if p.requires_grad]
             opt = None if batched else make_optimizer(params, training, stacked=False)
-            rng = CellRng(self.device, derive_seed(self.spec.seed, "dropout", cs.key))
             cells.append(Cell(cs, model, opt, rng))
-        if batched:
+        stacked = [c for c in cells if c.objective is None]
+        if batched and stacked:
+            if stack is not None and len(stacked) != len(cells):
+                raise ValueError(f"{self.spec.job_id}: a stacked run cannot hold the HIER-style cell")
             self.batched = stack or BatchedCells(
-                self.spec.cells, self.in_dim, training, self.poincare, self.device, self.dtype
+                tuple(c.spec for c in stacked), self.in_dim, training, self.poincare, self.device, self.dtype
             )
             # Every cell was just built with its model; they are dropped only below.
             self.batched.load(
-                [cast(Projector, c.model).state_dict() for c in cells], [{"state": {}} for _ in cells]
+                [cast(Projector, c.model).state_dict() for c in stacked], [{"state": {}} for _ in stacked]
             )
-            for c in cells:
+            for j, c in enumerate(stacked):
                 c.model = c.optimizer = None  # the stacked state is the only copy from here on
+                c.stack = j
         return cells
 
     # -- per-cell views (the same on both paths) -----------------------------------------------------
     def _model(self, i: int, c: Cell) -> Projector:
         """Cell i's model: the live one on the reference path, a copy of its state on the batched path."""
-        if self.batched is not None:
-            return self.batched.projector(i)
+        if self.batched is not None and c.stack is not None:
+            return self.batched.projector(c.stack)
         assert c.model is not None
         return c.model
 
     def _model_state(self, i: int, c: Cell) -> dict[str, torch.Tensor]:
-        if self.batched is not None:
-            return self.batched.cell_state(i)
+        if self.batched is not None and c.stack is not None:
+            return self.batched.cell_state(c.stack)
         assert c.model is not None
         return c.model.state_dict()
 
     def _optimizer_state(self, i: int, c: Cell) -> dict[str, Any]:
-        if self.batched is not None:
-            return self.batched.optimizer_state(i)
+        if self.batched is not None and c.stack is not None:
+            return self.batched.optimizer_state(c.stack)
         assert c.optimizer is not None
         return c.optimizer.state_dict()
 
@@ -346,6 +380,7 @@ class FactorialTrainer:
                     "best_epoch": c.best_epoch,
                     "best_score": c.best_score,
                     "history": torch.tensor(c.history, dtype=torch.float64),
+                    **({} if c.objective is None else {"objective": c.objective.checkpoint_state()}),
                 }
                 for i, c in enumerate(cells)
             },
@@ -355,13 +390,15 @@ class FactorialTrainer:
         gen.set_state(payload["batch_generator"])
         restore_global_rngs(payload["global_rngs"])
         if self.batched is not None:
-            states = [payload["cells"][c.spec.key] for c in cells]
+            states = [payload["cells"][c.spec.key] for c in cells if c.stack is not None]
             self.batched.load([s["model"] for s in states], [s["optimizer"] for s in states])
         for c in cells:
             s = payload["cells"][c.spec.key]
             if c.model is not None and c.optimizer is not None:
                 c.model.load_state_dict(s["model"])
                 c.optimizer.load_state_dict(s["optimizer"])
+            if c.objective is not None:
+                c.objective.load_checkpoint_state(s["objective"])
             c.rng.state = s["rng"]
             c.updates = int(s["updates"])
             c.best_epoch = int(s["best_epoch"])
@@ -379,9 +416,9 @@ class FactorialTrainer:
                 x, y = self.features[idx], self.labels[idx]
                 if self.batched is not None:
                     host_y = self.labels_cpu[idx_cpu] if self.device.type != "cpu" else None
-                    self._step_batched(cells, x, y, host_y)
-                else:
-                    for c in cells:
+                    self._step_batched([c for c in cells if c.stack is not None], x, y, host_y)
+                for c in cells:
+                    if c.stack is None:
                         self._step(c, x, y)
             self.end_epoch(ep, cells, gen)
         return self.finish(cells)
@@ -451,11 +488,12 @@ class FactorialTrainer:
         order = order_cpu.to(self.device)
         used = order[: self.n_batches * bs] if self.training.drop_last else order
         for c in cells:
-            if self.batched is None:
+            if c.stack is None:
                 c.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
             c.batch_hash = hashlib.sha256()
-        # The batched path sums every cell's loss in one vector: one addition per step, not one per cell.
-        self._loss_sums = torch.zeros(len(cells), dtype=torch.float64, device=self.device)
+        # The batched path sums its cells' losses in one vector: one addition per step, not one per cell.
+        n_stacked = sum(c.stack is not None for c in cells)
+        self._loss_sums = torch.zeros(n_stacked, dtype=torch.float64, device=self.device)
         return EpochOrder(epoch, order_cpu, used, t0)
 
     def batch(self, ep: EpochOrder, b: int, cells: list[Cell]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -481,10 +519,10 @@ class FactorialTrainer:
         """
         spec, epoch, epochs = self.spec, ep.epoch, self.spec.epochs
         seconds = time.perf_counter() - ep.t0 if seconds is None else seconds
-        if self.batched is not None:
-            sums = self._loss_sums.tolist()
-        else:
-            sums = [float(cast(torch.Tensor, c.loss_sum)) for c in cells]
+        stacked_sums = self._loss_sums.tolist() if self.batched is not None else []
+        sums = [
+            stacked_sums[c.stack] if c.stack is not None else float(cast(torch.Tensor, c.loss_sum)) for c in cells
+        ]
         for c, total in zip(cells, sums, strict=True):
             loss = total / self.n_batches
             c.history.append(loss)
@@ -510,7 +548,8 @@ class FactorialTrainer:
     def _schedule(self, cells: list[Cell], epoch: int, epochs: int) -> None:
         """Set the epoch's learning rate under the preset's schedule (a constant one never changes it)."""
         lr = learning_rate(self.training, epoch, epochs)
-        optimizers = [self.batched.optimizer] if self.batched is not None else [c.optimizer for c in cells]
+        optimizers: list[Stepper | None] = [self.batched.optimizer] if self.batched is not None else []
+        optimizers += [c.optimizer for c in cells if c.stack is None]
         for opt in optimizers:
             assert opt is not None
             set_learning_rate(opt, lr)
@@ -533,13 +572,19 @@ class FactorialTrainer:
         c.model.train()
         with c.rng.active():
             z = c.model(x)
-        dist = c.model.geometry.pairwise(z, z, clip_max=TRAIN_CLIP)
-        loss = cell_loss(c.spec, dist, y, training)
+        if c.objective is not None:
+            loss = c.objective(z, y[:, 0])  # HIER-style: leaf labels only
+        else:
+            dist = c.model.geometry.pairwise(z, z, clip_max=TRAIN_CLIP)
+            loss = cell_loss(c.spec, dist, y, training)
         c.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        # The projector is clipped like every cell's; the proxies as HIER clips them (element-wise).
         torch.nn.utils.clip_grad_norm_(
             [p for p in c.model.parameters() if p.requires_grad], training.grad_clip
         )
+        if c.objective is not None:
+            c.objective.clip_gradients_()
         c.optimizer.step()
         c.updates += 1
         assert c.loss_sum is not None  # set at the start of the epoch
@@ -552,10 +597,12 @@ class FactorialTrainer:
         if self.batched is not None:
             batched_z = self.batched.embed(self.features[torch.cat([q, g])])
         for i, c in enumerate(cells):
-            if batched_z is not None:
+            if batched_z is not None and c.stack is not None:
                 assert self.batched is not None
-                zq, zg = batched_z[i][: q.numel()], batched_z[i][q.numel() :]
-                result = evaluate(zq, zg, self.true_labels[q], self.true_labels[g], self.batched.geometry(i))
+                zq, zg = batched_z[c.stack][: q.numel()], batched_z[c.stack][q.numel() :]
+                result = evaluate(
+                    zq, zg, self.true_labels[q], self.true_labels[g], self.batched.geometry(c.stack)
+                )
                 metrics = result.aggregate(self.spec.aggregation)
             else:
                 assert c.model is not None
@@ -591,7 +638,7 @@ class FactorialTrainer:
             model = self._model(i, c)
             path = self.out / layout.final_model(c.spec)
             checkpoints.save_payload(path, {"model": model.state_dict()})
-            fresh = build_projector(self.in_dim, c.spec, self.training, self.poincare)
+            fresh = build_projector(self.in_dim, c.spec, self.training, self.poincare, self.hier)
             fresh = fresh.to(self.device, self.dtype)
             fresh.load_state_dict(checkpoints.load_payload(path)["model"])
             diff = (embed(fresh, verify) - embed(model, verify)).abs().max().item()

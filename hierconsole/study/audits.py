@@ -34,6 +34,7 @@ from hierconsole.vocabulary import (
     PCA,
     POINCARE,
     TRAINING_KINDS,
+    UNTRAINED_BASELINES,
     JobKind,
     JobState,
     arm_parts,
@@ -252,7 +253,11 @@ def check_qg_identical(store: Store, study_id: str) -> Check:
     for run_id, perturbation in scored:
         by_run[run_id].add(perturbation)
     # Baseline arms are scored once per perturbation, like a final cell of no seed.
-    baselines = [plan.baseline_run_id(study_id, b) for b in _registered(store, study_id).evaluation.baselines]
+    baselines = [
+        plan.baseline_run_id(study_id, b)
+        for b in _registered(store, study_id).evaluation.baselines
+        if b in UNTRAINED_BASELINES
+    ]
     finals = [r["run_id"] for r in _final_runs(store, study_id)] + baselines
     cells = f"{len(finals) - len(baselines)} final cells" + (f" and {len(baselines)} baselines" if baselines else "")
     bad = []

@@ -29,6 +29,8 @@ from hierconsole.vocabulary import (
     HIER_METRIC,
     LEVELS,
     MAP,
+    TRAINED_BASELINES,
+    UNTRAINED_BASELINES,
     hier_score,
 )
 
@@ -253,8 +255,9 @@ def arm_table(
 
     Columns: arm, metric, mean, sd, n. Arms appear in :data:`ARMS` order, only if present; seeds need not
     be paired here (a running study may have finished some cells). ``sd`` is null when n == 1.
-    ``baselines`` (see :func:`baselines_from_long`) adds their rows after the arms: the one value of each,
-    sd and n null, since a baseline has no training seed.
+    ``baselines`` (see :func:`baselines_from_long`) adds their rows after the arms: the one value of an
+    untrained baseline, sd and n null, since it has no training seed; mean, SD and n over the seeds of a
+    trained one (HIER-style).
     """
     names, cells = _cells(per_seed, metrics, source)
     rows: list[dict[str, object]] = []
@@ -265,8 +268,13 @@ def arm_table(
         for m in names:
             mean, sd = _summary([cells[(arm, s)][m] for s in seeds])
             rows.append({"arm": arm, "metric": m, "mean": mean, "sd": sd, "n": len(seeds)})
-    for arm, values in _baseline_values(baselines, names, source).items():
-        rows += [{"arm": arm, "metric": m, "mean": values[m], "sd": None, "n": None} for m in names]
+    for arm, by_seed in _baseline_values(baselines, names, source).items():
+        if BASELINE_SEED in by_seed:  # untrained: one value, no seed
+            rows += [{"arm": arm, "metric": m, "mean": by_seed[BASELINE_SEED][m], "sd": None, "n": None} for m in names]
+            continue
+        for m in names:  # trained per seed (HIER-style): summarised over its seeds like a cell
+            mean, sd = _summary([values[m] for _, values in sorted(by_seed.items())])
+            rows.append({"arm": arm, "metric": m, "mean": mean, "sd": sd, "n": len(by_seed)})
     return pl.DataFrame(
         rows,
         schema={"arm": pl.String, "metric": pl.String, "mean": pl.Float64, "sd": pl.Float64, "n": pl.Int64},
@@ -346,20 +354,29 @@ def simple_effects(
     summarised across seeds (mean, sample SD, number of seeds where it is > 0). An effect needing an arm
     the table lacks is left out (see :func:`omitted_effects`), never filled in. With ``baselines``
     (:func:`baselines_from_long`), each arm minus each baseline (:data:`BASELINE_CONTRASTS`) follows,
-    every seed paired with the baseline's one value.
+    every seed paired with an untrained baseline's one value, or with a trained baseline's run of the same
+    seed (a contrast against a trained baseline lacking one of the seeds is left out).
     """
     names, cells = _cells(per_seed, metrics, source)
     seeds = _paired_seeds(cells, source)
     present = arms_present(a for a, _ in cells)
-    base = _baseline_values(baselines, names, source)
+    # A baseline pairs with every seed: through its one value (untrained) or its own run of that seed.
+    base: dict[str, dict[int, dict[str, float]]] = {}
+    for arm, by_seed in _baseline_values(baselines, names, source).items():
+        matched = {s: by_seed.get(s, by_seed.get(BASELINE_SEED)) for s in seeds}
+        if all(v is not None for v in matched.values()):
+            base[arm] = {s: v for s, v in matched.items() if v is not None}
+    paired = set(base)
     computable = {n: c for n, c in CONTRASTS.items() if c.arms <= set(present)}
-    computable |= {n: c for n, c in BASELINE_CONTRASTS.items() if c.arms <= set(present) | set(base)}
+    computable |= {n: c for n, c in BASELINE_CONTRASTS.items() if c.arms <= set(present) | paired}
     out: SimpleEffects = {}
     for m in names:
         out[m] = {}
         for name, contrast in computable.items():
             values = {
-                s: contrast.value({**{a: cells[(a, s)][m] for a in present}, **{b: v[m] for b, v in base.items()}})
+                s: contrast.value(
+                    {**{a: cells[(a, s)][m] for a in present}, **{b: v[s][m] for b, v in base.items()}}
+                )
                 for s in seeds
             }
             out[m][name] = _effect(m, name, values)
@@ -368,15 +385,19 @@ def simple_effects(
 
 def _baseline_values(
     baselines: pl.DataFrame | None, names: Sequence[str], source: str
-) -> dict[str, dict[str, float]]:
-    """baseline arm -> metric -> its value, for the metrics `names` of a per-seed table."""
+) -> dict[str, dict[int, dict[str, float]]]:
+    """baseline arm -> seed (BASELINE_SEED for an untrained one) -> metric -> value, for the metrics
+    `names` of a per-seed table."""
     if baselines is None or baselines.is_empty():
         return {}
     lacking = [m for m in names if m not in baselines.columns]
     if lacking:
         raise InputError(source, f"the baseline table lacks metric(s) {', '.join(lacking)}")
-    rows = {r["arm"]: r for r in baselines.iter_rows(named=True)}
-    return {arm: {m: float(rows[arm][m]) for m in names} for arm in BASELINES if arm in rows}
+    out: dict[str, dict[int, dict[str, float]]] = {}
+    for r in baselines.iter_rows(named=True):
+        seed = int(r["seed"]) if "seed" in baselines.columns else BASELINE_SEED
+        out.setdefault(r["arm"], {})[seed] = {m: float(r[m]) for m in names}
+    return {arm: out[arm] for arm in BASELINES if arm in out}
 
 
 def effects_json(effects: SimpleEffects) -> dict:
@@ -554,11 +575,12 @@ def per_seed_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> pl
 
 
 def baselines_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> pl.DataFrame:
-    """Stored metric rows of the baseline arms -> one row per baseline: arm, metric columns.
+    """Stored metric rows of the baseline arms -> one row per baseline and seed: arm, seed, metric columns.
 
-    The rows carry seed BASELINE_SEED (a baseline has no training seed); their Q/G perturbations are
-    averaged as a seed's are in :func:`per_seed_from_long`, and ``hier_mAP`` is computed per perturbation
-    first, the same way. Every baseline needs every metric on the same perturbations.
+    An untrained baseline's rows carry seed BASELINE_SEED (it has no training seed); a trained one's
+    (TRAINED_BASELINES) carry their training seeds. Q/G perturbations are averaged as a seed's are in
+    :func:`per_seed_from_long`, and ``hier_mAP`` is computed per perturbation first, the same way. Every
+    baseline needs every metric on the same perturbations.
     """
     missing = [c for c in LONG_COLUMNS if c not in df.columns]
     if missing:
@@ -566,29 +588,31 @@ def baselines_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> p
             source, [f"missing column {c!r}" for c in missing], hint=f"need {', '.join(LONG_COLUMNS)}"
         )
     problems = []
-    cells: dict[tuple[str, object], dict[str, float]] = {}
+    cells: dict[tuple[str, int, object], dict[str, float]] = {}
     for i, row in enumerate(df.select(LONG_COLUMNS).iter_rows(named=True)):
         where = f"row {i + 1} (arm {row['arm']})"
         value = row["value"]
         if row["arm"] not in BASELINES:
             problems.append(f"{where}: not a baseline arm (valid: {', '.join(BASELINES)})")
-        elif row["seed"] != BASELINE_SEED:
-            problems.append(f"{where}: a baseline's rows carry seed {BASELINE_SEED}, not {row['seed']}")
+        elif row["arm"] in UNTRAINED_BASELINES and row["seed"] != BASELINE_SEED:
+            problems.append(f"{where}: an untrained baseline's rows carry seed {BASELINE_SEED}, not {row['seed']}")
+        elif row["arm"] in TRAINED_BASELINES and (row["seed"] is None or row["seed"] < 0):
+            problems.append(f"{where}: a trained baseline's rows carry its training seed, not {row['seed']}")
         elif value is None or not math.isfinite(float(value)):
             problems.append(f"{where}: value of {row['level']}_{row['metric']} is {value}")
         else:
-            cell = cells.setdefault((row["arm"], row["perturbation"]), {})
+            cell = cells.setdefault((row["arm"], int(row["seed"]), row["perturbation"]), {})
             column = f"{row['level']}_{row['metric']}"
             if column in cell:
                 problems.append(f"{where}: duplicate {column} for perturbation {row['perturbation']}")
             cell[column] = float(value)
     columns = sorted({c for cell in cells.values() for c in cell}, key=_metric_order)
-    perts = {arm: {p for a, p in cells if a == arm} for arm, _ in cells}
+    perts = {(arm, seed): {p for a, s, p in cells if (a, s) == (arm, seed)} for arm, seed, _ in cells}
     if len({frozenset(p) for p in perts.values()}) > 1:
         problems.append("baselines were scored on different perturbations")
     problems += [
         f"arm {a}, perturbation {p}: missing {', '.join(c for c in columns if c not in cell)}"
-        for (a, p), cell in cells.items()
+        for (a, _, p), cell in cells.items()
         if len(cell) != len(columns)
     ]
     if problems:
@@ -598,11 +622,15 @@ def baselines_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> p
             cell[HIER_METRIC] = hier_score({level: cell[f"{level}_{MAP}"] for level in HIER_LEVELS})
         columns = sorted([*columns, HIER_METRIC], key=_metric_order)
     rows = [
-        {"arm": arm, **{c: statistics.fmean(cells[(arm, p)][c] for p in sorted(perts[arm], key=str)) for c in columns}}
+        {
+            "arm": arm,
+            "seed": seed,
+            **{c: statistics.fmean(cells[(arm, seed, p)][c] for p in sorted(perts[(arm, seed)], key=str)) for c in columns},
+        }
         for arm in BASELINES
-        if arm in perts
+        for seed in sorted(s for a, s in perts if a == arm)
     ]
-    return pl.DataFrame(rows, schema={"arm": pl.String, **{c: pl.Float64 for c in columns}})
+    return pl.DataFrame(rows, schema={"arm": pl.String, "seed": pl.Int64, **{c: pl.Float64 for c in columns}})
 
 
 # ----------------------------------------------------------------------------------------- CSV

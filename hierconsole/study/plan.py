@@ -13,7 +13,19 @@ from hierconsole.contract import layout
 from hierconsole.contract.jobspec import BaselineRef, CellSpec, JobSpec, ModelRef, Rescore, TestSplit
 from hierconsole.locations import job_dir, relative
 from hierconsole.study import split_files
-from hierconsole.vocabulary import PCA, SUPCON, TRAINING_KINDS, Aggregation, JobKind, arm_name, arm_parts
+from hierconsole.vocabulary import (
+    HIER_LOSS,
+    HIER_STYLE,
+    PCA,
+    POINCARE,
+    SUPCON,
+    TRAINING_KINDS,
+    UNTRAINED_BASELINES,
+    Aggregation,
+    JobKind,
+    arm_name,
+    arm_parts,
+)
 
 
 @dataclass(frozen=True)
@@ -101,6 +113,9 @@ def final_cells(preset: Preset, temperatures: dict[str, float]) -> tuple[CellSpe
     for arm in preset.cells:
         geometry, loss = arm_parts(arm)
         cells.append(CellSpec.of(arm, temperatures[geometry] if loss == SUPCON else None))
+    if HIER_STYLE in preset.evaluation.baselines:
+        # The HIER-style baseline trains beside the cells, in lockstep: same init, batches and budget.
+        cells.append(CellSpec(HIER_STYLE, POINCARE, HIER_LOSS))
     return tuple(cells)
 
 
@@ -186,7 +201,11 @@ def scoring_job(
             TestSplit(seed, paths.split(split_files.qg_role(seed))) for seed in preset.evaluation.qg_seeds
         ),
         models=models,
-        baselines=tuple(BaselineRef(baseline_run_id(paths.study_id, b), b) for b in preset.evaluation.baselines),
+        baselines=tuple(
+            BaselineRef(baseline_run_id(paths.study_id, b), b)
+            for b in preset.evaluation.baselines
+            if b in UNTRAINED_BASELINES
+        ),
         # PCA fits on the samples the final runs fitted on: training data only, read after the lock.
         train_split=paths.split(final_train_role(preset)) if PCA in preset.evaluation.baselines else None,
         rescore=None

@@ -12,6 +12,7 @@ from hierconsole.cli import main
 from hierconsole.study.audits import CHECKS
 from hierconsole.study.catalog import register_dataset
 from hierconsole.study.storage import Store
+from hierconsole.vocabulary import BASELINE_LEGEND
 
 TINY_SETTINGS = [
     "training.hidden=32",
@@ -57,8 +58,8 @@ def test_the_demo_preset_shows_its_baselines_beside_the_cells(study, capsys):
     home, study_id = study
     code, out, _ = run(home, capsys, "effects", study_id, "--metric", "hier_mAP")
     text = " ".join(out.split())
-    assert code == 0 and "frozen" in text and "pca" in text
-    assert "baselines (frozen, pca) do not depend on the training seed" in text
+    assert code == 0 and "frozen" in text and "pca" in text and "hier" in text
+    assert BASELINE_LEGEND in text
 
 
 def test_effects_json_export_and_sql_views_agree(study, capsys, tmp_path):
@@ -67,9 +68,9 @@ def test_effects_json_export_and_sql_views_agree(study, capsys, tmp_path):
     assert code == 0
     effects = json.loads(out)
     hier = effects["hier_mAP"]
-    # The demo preset scores the frozen and pca baselines: each arm minus each follows the factorial.
+    # The demo preset scores the frozen, pca and hier baselines: each arm minus each follows the factorial.
     factorial = ["geom_R", "geom_S", "loss_E", "loss_H", "interaction"]
-    vs_baselines = [f"{a}_vs_{b}" for b in ("frozen", "pca") for a in ("E_R", "H_R", "E_S", "H_S")]
+    vs_baselines = [f"{a}_vs_{b}" for b in ("frozen", "pca", "hier") for a in ("E_R", "H_R", "E_S", "H_S")]
     assert list(hier) == factorial + vs_baselines
     assert set(hier["geom_R"]["per_seed"]) == {"42", "2024"}
     for e in hier.values():
@@ -111,7 +112,8 @@ def test_every_table_exports(study, capsys, tmp_path, table):
     frame = pl.read_csv(target)
     assert frame.height == int(out.split("(")[1].split()[0])
     if table == "runs":
-        assert frame.height == 8 and set(frame["state"]) == {"finished"}
+        # 2 seeds x (4 cells + the demo's HIER-style baseline, a cell of each seed's job)
+        assert frame.height == 10 and set(frame["state"]) == {"finished"}
     if table == "audits":
         assert frame.height == len(CHECKS) and frame["ok"].all()
 

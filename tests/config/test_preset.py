@@ -305,6 +305,11 @@ def test_unknown_table_is_an_error(tmp_path: Path) -> None:
             ["did you mean 'official'?", "'hierarchy_disjoint'"],
         ),
         ("split", 'level = "genus"', "split.level", ["'leaf', 'middle', 'high'"]),
+        # the baselines
+        ("baselines.hier", "proxies = 0", "baselines.hier.proxies", ["0", "an integer >= 1"]),
+        ("baselines.hier", "c = -0.1", "baselines.hier.c", ["-0.1", "a number > 0"]),
+        ("baselines.hier", "hier_weight = -1", "baselines.hier.hier_weight", ["-1", "a number >= 0"]),
+        ("baselines.hier", 'tau = "x"', "baselines.hier.tau", ['"x"', "a number > 0"]),
     ],
 )
 def test_bad_value_names_file_key_value_and_allowed(
@@ -324,6 +329,8 @@ def test_bad_value_names_file_key_value_and_allowed(
         ("euclidean = 0.2", 'euclidean = "tun"', "temperature.euclidean", ["did you mean 'tune'?"]),
         ("euclidean = 0.2", "euclidean = 0", "temperature.euclidean", ["a number > 0, or 'tune'"]),
         ("c = 1.0", "c = 0.0", "geometry.poincare.c", ["0.0", "a number > 0"]),
+        ("n_query = 10", "n_query = 10\npca_whiten = 1", "evaluation.pca_whiten", ["1", "true or false"]),
+        ("n_query = 10", 'n_query = 10\nbaselines = ["hiers"]', "evaluation.baselines", ["'frozen', 'pca', 'hier'"]),
         ('name = "t"', "name = 3", "study.name", ["3", "a non-empty string"]),
         ('name = "t"', 'name = "  "', "study.name", ["a non-empty string"]),
         (

@@ -14,6 +14,7 @@ from hierconsole.contract import events, layout
 from hierconsole.contract.jobspec import BaselineRef, JobSpec, TestSplit
 from hierconsole.datasets import FeatureSet
 from hierconsole.datasets.splits import index_sha256
+from hierconsole.engine import baselines as baselines_module
 from hierconsole.engine.baselines import fit_pca, l2_normalised
 from hierconsole.engine.evaluator import run_evaluation
 from hierconsole.engine.geometry import Euclidean
@@ -64,13 +65,13 @@ def _known_metrics(q: np.ndarray, g: np.ndarray) -> dict[str, dict[str, float]]:
     }
 
 
-def _spec(train_split: Path | None, baselines: tuple[str, ...]) -> JobSpec:
+def _spec(train_split: Path | None, baselines: tuple[str, ...], **values) -> JobSpec:
     return JobSpec(
         job_id="s/evaluate",
         study_id="s",
         kind=JobKind.EVALUATE,
         seed=0,
-        preset=spec_preset(),
+        preset=spec_preset(**values),
         dataset_dir="unused",
         out_dir="unused",
         train_split=None if train_split is None else str(train_split),
@@ -132,19 +133,17 @@ def test_frozen_metrics_are_those_known_by_construction(tiny_fs, tmp_path):
 
 
 def _pca_reference(train: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """PCA from the eigenvectors of the training covariance (a different route from the SVD the engine
-    uses), each axis signed so its largest-magnitude loading is positive."""
+    """PCA from an SVD of the centred training matrix (a different route from the covariance
+    eigendecomposition the engine uses), each axis signed so its largest-magnitude loading is positive."""
     x = train.astype(np.float64)
     mean = x.mean(axis=0)
-    cov = (x - mean).T @ (x - mean) / (len(x) - 1)
-    values, vectors = np.linalg.eigh(cov)
-    order = np.argsort(values)[::-1][:width]
-    axes = vectors[:, order].T
+    _, s, vt = np.linalg.svd(x - mean, full_matrices=False)
+    axes = vt[:width].copy()
     axes *= np.sign(axes[np.arange(width), np.argmax(np.abs(axes), axis=1)])[:, None]
-    return mean, axes, values[order]
+    return mean, axes, s[:width] ** 2 / (len(x) - 1)
 
 
-def test_pca_matches_an_eigendecomposition_written_out(tiny_fs):
+def test_pca_matches_an_svd_written_out(tiny_fs):
     train = tiny_fs.features[tiny_fs.split == 0]
     width = 8
     fit = fit_pca(train, width)
@@ -163,6 +162,32 @@ def test_pca_matches_an_eigendecomposition_written_out(tiny_fs):
     np.testing.assert_allclose(np.cov(z, rowvar=False), np.diag(variances), atol=1e-4)
     with pytest.raises(ValueError, match="cannot fit 49 axes"):
         fit_pca(train, 49)
+
+
+def test_pca_by_row_chunks_is_the_same_fit(tiny_fs, monkeypatch):
+    """The fit and the projections accumulate over row chunks (memory); the chunking changes nothing
+    beyond float64 rounding, and `rows` selects like fancy indexing."""
+    rows = np.flatnonzero(tiny_fs.split == 0)
+    whole = fit_pca(tiny_fs.features[rows], 8)
+    monkeypatch.setattr(baselines_module, "ROW_CHUNK", 7)
+    chunked = fit_pca(tiny_fs.features, 8, rows=rows)
+    np.testing.assert_allclose(chunked.mean, whole.mean, atol=1e-12)
+    np.testing.assert_allclose(chunked.components, whole.components, atol=1e-9)
+    test = np.flatnonzero(tiny_fs.split == 2)
+    np.testing.assert_allclose(chunked.transform(tiny_fs.features, test), whole.transform(tiny_fs.features[test]), atol=1e-6)
+    assert np.array_equal(l2_normalised(tiny_fs.features, test), l2_normalised(tiny_fs.features[test]))
+
+
+def test_pca_whitening_only_when_asked(tiny_fs):
+    train = tiny_fs.features[tiny_fs.split == 0]
+    test = tiny_fs.features[tiny_fs.split == 2]
+    mean, axes, variances = _pca_reference(train, 8)
+    plain = fit_pca(train, 8)
+    white = fit_pca(train, 8, whiten=True)
+    assert not plain.whiten and np.array_equal(white.components, plain.components)
+    np.testing.assert_allclose(white.transform(test), (test - mean) @ axes.T / np.sqrt(variances), atol=1e-5)
+    z = white.transform(train).astype(np.float64)
+    np.testing.assert_allclose(np.cov(z, rowvar=False), np.eye(8), atol=1e-4)
 
 
 def test_pca_arm_fits_on_the_training_split_only_and_scores_its_projection(tiny_fs, tmp_path):
@@ -194,6 +219,17 @@ def test_pca_arm_fits_on_the_training_split_only_and_scores_its_projection(tiny_
     assert scored[PCA].metrics == {lv: {k: float(v) for k, v in m.items()} for lv, m in reference.items()}
     frozen = l2_normalised(tiny_fs.features[test_idx])
     assert np.array_equal(np.load(tmp_path / layout.EMBEDDINGS / "baseline__frozen.npy"), frozen)
+
+
+def test_the_pca_arm_whitens_when_the_preset_asks(tiny_fs, tmp_path):
+    fitted = np.flatnonzero(tiny_fs.split == 0)
+    np.savez(tmp_path / "final_train.npz", fit=fitted)
+    test_idx, qg = _qg(tiny_fs)
+    spec = _spec(tmp_path / "final_train.npz", (PCA,), **{"evaluation.pca_whiten": True})
+    _score(spec, tiny_fs, test_idx, qg, tmp_path)
+    mean, axes, variances = _pca_reference(tiny_fs.features[fitted], spec.preset.training.out_dim)
+    z = np.load(tmp_path / layout.EMBEDDINGS / "baseline__pca.npy")
+    np.testing.assert_allclose(z, (tiny_fs.features[test_idx] - mean) @ axes.T / np.sqrt(variances), atol=1e-5)
 
 
 def test_pca_without_a_training_split_is_refused(tiny_fs, tmp_path):

@@ -58,4 +58,4 @@ def test_a_failed_commit_stops_the_run_and_resume_finishes_it_bit_identical(tmp_
     clean = cli(clean_home, *TINY_RUN, *EPOCHS)
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert with_fault == (final_metrics(clean_home), final_models(clean_home))
-    assert len(with_fault[1]) == 4 and with_fault[0]
+    assert len(with_fault[1]) == 5 and with_fault[0]  # the 4 cells and the demo's HIER-style baseline

@@ -16,6 +16,7 @@ from hierconsole.vocabulary import (
     RESUMABLE_STATES,
     SCORING_KINDS,
     TRAINING_KINDS,
+    UNTRAINED_BASELINES,
     JobKind,
     JobState,
 )
@@ -95,8 +96,12 @@ WITH scoped_runs AS (
 ), perturbations AS (
     SELECT study_id, count(*) AS n FROM splits WHERE {qg_roles} {splits} GROUP BY study_id
 ), baselines AS (
-    -- A scoring job also scores the study's baseline arms on every perturbation.
-    SELECT study_id, coalesce(json_array_length(preset, '$.evaluation.baselines'), 0) AS n FROM studies {studies}
+    -- A scoring job also scores the study's untrained baseline arms on every perturbation (a trained
+    -- one, HIER-style, is a final cell and counted with them).
+    SELECT study_id,
+           coalesce(len(list_filter(from_json(json_extract(preset, '$.evaluation.baselines'), '["VARCHAR"]'),
+                                    lambda b: b IN ({untrained}))), 0) AS n
+    FROM studies {studies}
 )
 SELECT j.job_id, j.study_id, j.kind, j.seed, j.tau, j.state, j.epochs_done, j.epochs_total, j.attempts,
        j.error, t.epoch_seconds, coalesce(s.n, 0) AS scored,
@@ -128,6 +133,7 @@ def job_rows(store: Store, study_id: str | None = None) -> list[JobRow]:
         scored_kinds=sql_list([ev.EventKind.METRICS, ev.EventKind.RECONCILE]),
         scoring=sql_list(sorted(SCORING_KINDS)),
         final=JobKind.FINAL,
+        untrained=sql_list(UNTRAINED_BASELINES),
         qg_roles=split_files.QG_ROLES_SQL,
         kind_order=kind_order("j.kind"),
     )

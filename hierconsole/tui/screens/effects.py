@@ -17,11 +17,25 @@ from textual.widgets import Static
 
 from hierconsole.contract.events import EventKind
 from hierconsole.study.effects import SimpleEffects, arm_table, metric_columns, omitted_text, simple_effects
-from hierconsole.study.read import StudyProgress, aggregations, evaluated_per_seed, study_progress
+from hierconsole.study.read import StudyProgress, aggregations, baselines, evaluated_per_seed, study_progress
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen
-from hierconsole.tui.widgets.tables import arm_values_table, effects_legend, effects_table, natural_width
-from hierconsole.vocabulary import HIER, HIER_LEVELS, LEVELS, MAP, RANKING_METRICS
+from hierconsole.tui.widgets.tables import (
+    arm_values_table,
+    effects_legend,
+    effects_table,
+    levels_table,
+    natural_width,
+)
+from hierconsole.vocabulary import (
+    BASELINE_LEGEND,
+    BASELINE_SEED,
+    HIER,
+    HIER_LEVELS,
+    LEVELS,
+    MAP,
+    RANKING_METRICS,
+)
 
 LEVEL_CHOICES = (HIER, *HIER_LEVELS, LEVELS[0])
 """The hier score first, then the levels it averages, then the leaf (which it leaves out)."""
@@ -173,7 +187,19 @@ class EffectsScreen(AnalysisScreen):
         metric = selection.metric
         if metric not in metric_columns(per_seed):
             return None
-        return arm_table(per_seed, [metric]), simple_effects(per_seed, [metric])
+        study_id = self.console_app.study_id
+        base = None if study_id is None else baselines(self.console_app.store, study_id, selection.aggregation)
+        if base is not None:
+            # Only the seeds scored so far, so a trained baseline pairs with the cells it is shown beside.
+            base = base.filter(pl.col("seed").is_in([BASELINE_SEED, *per_seed["seed"].unique().to_list()]))
+        # The level table reads every level of the chosen measure; the arm table the chosen metric.
+        levels = [m for m in metric_columns(per_seed) if m.endswith(f"_{selection.measure}")]
+        return (
+            arm_table(per_seed, [metric], baselines=base),
+            simple_effects(per_seed, [metric]),
+            base,
+            arm_table(per_seed, levels, baselines=base) if base is not None else None,
+        )
 
     def selection_text(self, message: AnalysisScreen.Loaded) -> Text:
         text = Text("metric ", style="dim")
@@ -185,13 +211,18 @@ class EffectsScreen(AnalysisScreen):
     def render_result(self, message: AnalysisScreen.Loaded) -> RenderableType:
         if message.result is None:
             return Text(f"metric {self.selection.metric} is not in this study's tables", style="yellow")
-        arms, effects = cast(tuple[pl.DataFrame, SimpleEffects], message.result)  # what analyse returns
+        arms, effects, base, by_level = cast(
+            tuple[pl.DataFrame, SimpleEffects, pl.DataFrame | None, pl.DataFrame | None], message.result
+        )  # what analyse returns
         assert message.per_seed is not None  # a result is only computed from per_seed
         metric = self.selection.metric
         omitted = omitted_text(message.per_seed["arm"].to_list())
+        levels = None if by_level is None else levels_table(by_level, self.selection.measure)
         return Group(
-            arm_values_table(message.per_seed, arms, metric),
+            arm_values_table(message.per_seed, arms, metric, base),
             Text(""),
+            # The legend one clause a line, so it never widens the view beyond its tables.
+            *(() if levels is None else (levels, Text("\n".join(BASELINE_LEGEND.split("; ")), style="dim"), Text(""))),
             effects_table(effects, metric),
             *([Text(omitted, style="yellow")] if omitted else []),
             effects_legend(),

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from hierconsole.study.effects import EFFECTS, Redistribution, SimpleEffects
 from hierconsole.tui import format as fmt
-from hierconsole.vocabulary import ARMS, LEVELS
+from hierconsole.vocabulary import ARMS, BASELINES, HIER_METRIC, LEVELS, MAP, UNTRAINED_BASELINES
 
 DIGITS = 4
 SHORT_DEFINITIONS = {name: definition.replace(" ", "") for name, definition in EFFECTS.items()}
@@ -42,8 +42,12 @@ def _table(title: str) -> Table:
     )
 
 
-def arm_values_table(per_seed: pl.DataFrame, arms: pl.DataFrame, metric: str) -> Table:
-    """Per arm: the per-seed values of `metric`, then mean ± SD from the arm table."""
+def arm_values_table(
+    per_seed: pl.DataFrame, arms: pl.DataFrame, metric: str, baselines: pl.DataFrame | None = None
+) -> Table:
+    """Per arm: the per-seed values of `metric`, then mean ± SD from the arm table. With `baselines`
+    (`effects.baselines_from_long`), their rows follow, set apart: a trained one (HIER-style) with its
+    per-seed values, an untrained one with its one value (no SD)."""
     seeds = sorted(set(per_seed["seed"].to_list()))
     table = _table(f"Arms · {metric}")
     table.add_column("arm", no_wrap=True)
@@ -51,6 +55,8 @@ def arm_values_table(per_seed: pl.DataFrame, arms: pl.DataFrame, metric: str) ->
         table.add_column(str(s), justify="right", no_wrap=True)
     table.add_column("mean ± SD", justify="right", no_wrap=True)
     values = {(r["arm"], r["seed"]): r[metric] for r in per_seed.iter_rows(named=True)}
+    if baselines is not None and metric in baselines.columns:
+        values |= {(r["arm"], r["seed"]): r[metric] for r in baselines.iter_rows(named=True)}
     summary = {r["arm"]: r for r in arms.filter(pl.col("metric") == metric).iter_rows(named=True)}
     for arm in ARMS:
         if arm not in summary:
@@ -58,13 +64,57 @@ def arm_values_table(per_seed: pl.DataFrame, arms: pl.DataFrame, metric: str) ->
         cells = [f"{values[(arm, s)]:.{DIGITS}f}" if (arm, s) in values else "" for s in seeds]
         r = summary[arm]
         table.add_row(arm, *cells, fmt.mean_sd(r["mean"], r["sd"], DIGITS))
+    present = [b for b in BASELINES if b in summary]
+    if present:
+        table.add_section()
+    for arm in present:
+        r = summary[arm]
+        if arm in UNTRAINED_BASELINES:  # no training seed: one value, shown once
+            value = Text(f"{r['mean']:.{DIGITS}f}")
+            value.append(" (no SD)", style="dim")
+            table.add_row(Text(arm, style="cyan"), *("·" for _ in seeds), value)
+        else:
+            cells = [f"{values[(arm, s)]:.{DIGITS}f}" if (arm, s) in values else "" for s in seeds]
+            table.add_row(Text(arm, style="cyan"), *cells, fmt.mean_sd(r["mean"], r["sd"], DIGITS))
+    return table
+
+
+def levels_table(arms: pl.DataFrame, measure: str) -> Table | None:
+    """Rows the levels finest first (and the hier score for mAP), columns two groups: the cells, then the
+    baselines; each entry the mean over seeds (an untrained baseline's one value). The paper's reading,
+    finer levels down and coarser up from a baseline to a cell, is then one row-by-row glance.
+    None when the arm table has no baseline."""
+    present = set(arms["arm"].to_list())
+    cells = [a for a in ARMS if a in present]
+    base = [b for b in BASELINES if b in present]
+    if not base:
+        return None
+    rows = [f"{level}_{measure}" for level in LEVELS] + ([HIER_METRIC] if measure == MAP else [])
+    means = {(r["arm"], r["metric"]): r["mean"] for r in arms.iter_rows(named=True)}
+    table = _table(f"Levels · {measure}: cells │ baselines")
+    table.add_column("level", no_wrap=True)
+    for a in cells:
+        table.add_column(a, justify="right", no_wrap=True)
+    table.add_column("│", justify="center", no_wrap=True, style="dim")
+    for b in base:
+        table.add_column(b, justify="right", no_wrap=True, header_style="bold cyan")
+    for metric in rows:
+        if not any((a, metric) in means for a in (*cells, *base)):
+            continue
+        values = [
+            f"{means[(a, metric)]:.{DIGITS}f}" if means.get((a, metric)) is not None else "" for a in (*cells, *base)
+        ]
+        table.add_row(metric.removesuffix(f"_{measure}"), *values[: len(cells)], "│", *values[len(cells) :])
     return table
 
 
 def effects_table(effects: SimpleEffects, metric: str) -> Table:
     """The simple effects and the interaction: per seed, mean ± SD, and in how many seeds each is > 0."""
     by_name = effects[metric]
-    seeds = sorted(next(iter(by_name.values())).per_seed)
+    # No effect at all when the cells share no contrast (E_R with H_S only): an empty table, and the
+    # view's note says which effects are left out.
+    first = next(iter(by_name.values()), None)
+    seeds = sorted(first.per_seed) if first is not None else []
     table = _table(f"Simple effects · {metric} (paired by seed)")
     table.add_column("effect", no_wrap=True)
     for s in seeds:

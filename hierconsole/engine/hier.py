@@ -1,0 +1,269 @@
+"""The HIER-style baseline arm: a projector of the cells' shape trained on leaf labels with Proxy-Anchor
+plus HIER's hierarchical regularisation with learnable hyperbolic proxies.
+
+After Kim, Jeong and Kwak, "HIER: Metric learning beyond class labels via hierarchical regularization"
+(CVPR 2023) and the authors' public code (written anew here from the method and its defaults):
+
+- head: the projector's output is clipped to norm ``clip_r``, mapped to the Poincaré ball of curvature ``c``
+  by expmap0 and projected into the ball; its gradient is rescaled by the ball's conformal factor,
+  (1 - c|x|^2)^2 / 4, as hyptorch's RiemannianGradient does. Ranking is by the Poincaré distance at ``c``,
+  as in HIER's evaluation;
+- base loss: Proxy-Anchor (one proxy per leaf class, cosine similarity, scale alpha, margin delta);
+- HIER term: learnable hyperbolic proxies (the candidate common ancestors). Triplets (i, j, k) are drawn per
+  anchor: j among i's reciprocal k nearest neighbours (same-leaf pairs count as nearer), k among the others.
+  A Gumbel-softmax (hard, straight-through) over the proxies picks the least common ancestor of (i, j) and of
+  (i, j, k) by the larger of the members' distances; the term asks i and j to be closer to their own ancestor
+  than to the triplet's, and k the reverse, by a margin, wherever the two ancestors differ. The same term is
+  applied among the proxies themselves (their reciprocal neighbours, no labels).
+
+Differences from the authors' setting, forced by this study's protocol: the backbone stays frozen (only the
+projector and the proxies train), the projector is the cells' MLP and trains at the study's learning rate,
+batch size, gradient clip and batch order (so the same init/batch/budget audits hold), and the class-balanced
+sampler is replaced by that shared batch order. An anchor never draws itself as a negative (HIER's code can).
+No taxonomy is used: only the leaf label.
+
+Randomness (triplet draws, Gumbel noise, proxy initialisation) comes from generators seeded from the job's
+seed and kept in the checkpoint, so a run is a function of its seed and resumes bit-identically.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from hierconsole.config.preset import HierConfig, TrainingConfig
+from hierconsole.engine.determinism import derive_seed
+from hierconsole.engine.geometry import TRAIN_CLIP, Poincare, norm_bound
+
+CLIP_NORM_EPS = 1e-5
+"""Added to the feature norm before clipping to ``clip_r`` (HIER's ToPoincare)."""
+GUMBEL_FLOOR = 1e-30
+"""Exponential draws are floored at 1e-30 so the Gumbel noise -log(e) is always finite."""
+
+
+class _ConformalGradient(torch.autograd.Function):
+    """Identity forward; backward scales the gradient by (1 - c|x|^2)^2 / 4 (hyptorch's RiemannianGradient)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, c: float) -> Tensor:
+        ctx.save_for_backward(x)
+        ctx.c = c
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
+        (x,) = ctx.saved_tensors
+        scale = (1.0 - ctx.c * x.pow(2).sum(-1, keepdim=True)).pow(2) / 4.0
+        return grad * scale, None
+
+
+def conformal_gradient(x: Tensor, c: float) -> Tensor:
+    return _ConformalGradient.apply(x, c)
+
+
+class HierBall(Poincare):
+    """HIER's head and ranking geometry: clip to ``clip_r``, expmap0 at curvature ``c``, project; distances
+    are the Poincaré ball's. Holds no trainable state, like every geometry head."""
+
+    def __init__(self, c: float, clip_r: float):
+        super().__init__(c=c)
+        self.clip_r = float(clip_r)
+
+    def extra_repr(self) -> str:
+        return f"c={self.c}, clip_r={self.clip_r}"
+
+    @property
+    def bound(self) -> float:
+        """Largest norm an embedding can reach: tanh(sqrt(c) clip_r) / sqrt(c)."""
+        return norm_bound(self.c, self.clip_r)
+
+    def embed(self, t: Tensor) -> Tensor:
+        n = t.norm(p=2, dim=-1, keepdim=True) + CLIP_NORM_EPS
+        t = t * torch.clamp(self.clip_r / n, max=1.0)
+        x = self.ball.projx(self.ball.expmap0(t))
+        return conformal_gradient(x, self.c) if x.requires_grad else x
+
+
+def hier_ball(config: HierConfig) -> HierBall:
+    return HierBall(config.c, config.clip_r)
+
+
+# -- the two losses, as pure functions of their inputs (tested against loops in tests/engine/test_hier.py)
+
+
+def proxy_anchor_loss(z: Tensor, leaf: Tensor, proxies: Tensor, alpha: float, margin: float) -> Tensor:
+    """Proxy-Anchor on cosine similarity: for proxies with a positive in the batch, the mean of
+    log(1 + sum_pos e^{-alpha (cos - delta)}); plus, over all proxies, the mean of
+    log(1 + sum_neg e^{alpha (cos + delta)})."""
+    cos = F.normalize(z, dim=-1) @ F.normalize(proxies, dim=-1).T  # [B, C]
+    pos = F.one_hot(leaf, num_classes=proxies.shape[0]).to(torch.bool)
+    pos_sum = torch.where(pos, torch.exp(-alpha * (cos - margin)), 0.0).sum(dim=0)
+    neg_sum = torch.where(~pos, torch.exp(alpha * (cos + margin)), 0.0).sum(dim=0)
+    with_pos = pos.any(dim=0)
+    pos_term = torch.log1p(pos_sum[with_pos]).sum() / with_pos.sum().clamp_min(1)
+    neg_term = torch.log1p(neg_sum).sum() / proxies.shape[0]
+    return pos_term + neg_term
+
+
+def _straight_through(logits: Tensor) -> tuple[Tensor, Tensor]:
+    """Hard one-hot of the argmax in the forward pass, the softmax's gradient in the backward pass."""
+    soft = torch.softmax(logits, dim=-1)
+    index = soft.argmax(dim=-1)
+    hard = torch.zeros_like(soft).scatter_(-1, index.unsqueeze(-1), 1.0)
+    return hard - soft.detach() + soft, index
+
+
+def triplet_ancestor_loss(
+    dist: Tensor,
+    triplets: tuple[Tensor, Tensor, Tensor],
+    noise: tuple[Tensor, Tensor],
+    tau: float,
+    margin: float,
+) -> Tensor:
+    """HIER's term on triplets (i, j, k) given their distances to the proxies (``dist`` [N, P]) and the
+    Gumbel noise ([T, P] each) of the two ancestor choices; the mean over the T triplets (0 when none)."""
+    i, j, k = triplets
+    if i.numel() == 0:
+        return dist.sum() * 0.0
+    di, dj, dk = dist[i], dist[j], dist[k]
+    far_ij = torch.maximum(di, dj)
+    y_ij, idx_ij = _straight_through(-far_ij / tau + noise[0])
+    far_ijk = torch.maximum(dk, far_ij)
+    y_ijk, idx_ijk = _straight_through(-far_ijk / tau + noise[1])
+
+    def at(d: Tensor, y: Tensor) -> Tensor:
+        return (d * y).sum(dim=-1)
+
+    loss = (
+        F.relu(at(di, y_ij) - at(di, y_ijk) + margin)
+        + F.relu(at(dj, y_ij) - at(dj, y_ijk) + margin)
+        + F.relu(at(dk, y_ijk) - at(dk, y_ij) + margin)
+    )
+    return (loss * (idx_ij != idx_ijk).to(loss.dtype)).mean()
+
+
+def _kth_true(mask: Tensor, rank: Tensor) -> Tensor:
+    """Column of the (rank+1)-th True of each row of ``mask`` [A, N], for ranks [A, M]."""
+    counts = mask.to(torch.int64).cumsum(dim=-1)
+    return torch.searchsorted(counts, rank + 1)
+
+
+def reciprocal_triplets(
+    sim: Tensor, topk: int, per_anchor: int, generator: torch.Generator
+) -> tuple[Tensor, Tensor, Tensor]:
+    """(anchor, positive, negative) indices drawn from a similarity matrix [N, N].
+
+    j is a positive of i when each is among the other's ``topk`` most similar (self included in the
+    ranking); every other j != i is a negative. Anchors need at least two positives and one negative.
+    Each anchor draws ``per_anchor`` positives, then each anchor ``per_anchor`` negatives, uniformly with
+    replacement: rank floor(u * count) in ascending index order, u from ``generator`` (float64, [A, per_anchor],
+    positives first)."""
+    n = sim.shape[0]
+    top = sim.topk(min(topk, n), dim=1).indices
+    near = torch.zeros((n, n), dtype=torch.int8, device=sim.device).scatter_(1, top, 1)
+    eye = torch.eye(n, dtype=torch.bool, device=sim.device)
+    pos = ((near & near.T) == 1) & ~eye
+    neg = ~pos & ~eye
+    n_pos, n_neg = pos.sum(dim=1), neg.sum(dim=1)
+    anchors = torch.nonzero((n_pos > 1) & (n_neg > 0)).squeeze(1)
+    a = anchors.numel()
+    u_pos = torch.rand((a, per_anchor), generator=generator, dtype=torch.float64)
+    u_neg = torch.rand((a, per_anchor), generator=generator, dtype=torch.float64)
+    if a == 0:
+        empty = torch.zeros(0, dtype=torch.int64, device=sim.device)
+        return empty, empty, empty
+    rank_pos = (u_pos.to(sim.device) * n_pos[anchors, None].to(torch.float64)).floor().to(torch.int64)
+    rank_neg = (u_neg.to(sim.device) * n_neg[anchors, None].to(torch.float64)).floor().to(torch.int64)
+    positive = _kth_true(pos[anchors], rank_pos)
+    negative = _kth_true(neg[anchors], rank_neg)
+    return anchors.repeat_interleave(per_anchor), positive.reshape(-1), negative.reshape(-1)
+
+
+def gumbel_noise(n: int, p: int, generator: torch.Generator, like: Tensor) -> tuple[Tensor, Tensor]:
+    """Two [n, p] draws of standard Gumbel noise, -log(e) for e ~ Exp(1) (as torch's gumbel_softmax draws
+    it), in ``like``'s dtype, moved to its device; e is floored so the noise is always finite."""
+    out = []
+    for _ in range(2):
+        e = torch.empty((n, p), dtype=like.dtype).exponential_(generator=generator).clamp_(min=GUMBEL_FLOOR)
+        out.append(e.log_().neg_().to(like.device))
+    return out[0], out[1]
+
+
+class HierObjective(nn.Module):
+    """The loss of the HIER-style cell with its learnable state: class proxies and hyperbolic proxies.
+
+    ``forward(z, leaf)`` takes the head's ball points [B, D] and leaf labels [B]."""
+
+    def __init__(self, config: HierConfig, n_classes: int, dim: int, seed: int, ball: HierBall):
+        super().__init__()
+        self.config = config
+        self.ball = ball
+        init = torch.Generator(device="cpu")
+        init.manual_seed(derive_seed(seed, "hier", "proxies"))
+        # Proxy-Anchor's init: kaiming normal with fan_out = n_classes, i.e. std sqrt(2 / n_classes).
+        self.class_proxies = nn.Parameter(
+            torch.randn((n_classes, dim), generator=init, dtype=torch.float64).mul_(math.sqrt(2.0 / n_classes)).float()
+        )
+        # HIER's init: N(0, 1) / sqrt(dim) * 0.9 clip_r, as tangent vectors at the origin.
+        self.hyperbolic_proxies = nn.Parameter(
+            torch.randn((config.proxies, dim), generator=init, dtype=torch.float64)
+            .mul_(0.9 * config.clip_r / math.sqrt(dim))
+            .float()
+        )
+        self.generator = torch.Generator(device="cpu")
+        self.generator.manual_seed(derive_seed(seed, "hier", "sampling"))
+
+    def forward(self, z: Tensor, leaf: Tensor) -> Tensor:
+        c = self.config
+        loss = c.anchor_weight * proxy_anchor_loss(z, leaf, self.class_proxies, c.anchor_alpha, c.anchor_margin)
+        if c.hier_weight == 0:
+            return loss
+        b = z.shape[0]
+        lcas = self.ball.embed(self.hyperbolic_proxies)
+        dist = self.ball.pairwise(torch.cat([z, lcas]), clip_max=TRAIN_CLIP)
+        sim = torch.exp(-dist[:b, :b]).detach()
+        sim = sim + (leaf.unsqueeze(0) == leaf.unsqueeze(1)).to(sim.dtype)
+        term = self._term(dist[:b, b:], sim)
+        term = term + self._term(dist[b:, b:], torch.exp(-dist[b:, b:]).detach())
+        return loss + c.hier_weight * term
+
+    def _term(self, dist: Tensor, sim: Tensor) -> Tensor:
+        c = self.config
+        triplets = reciprocal_triplets(sim, c.topk, c.triplets_per_anchor, self.generator)
+        noise = gumbel_noise(triplets[0].numel(), dist.shape[1], self.generator, dist)
+        return triplet_ancestor_loss(dist, triplets, noise, c.tau, c.margin)
+
+    @torch.no_grad()
+    def clip_gradients_(self) -> None:
+        for p in self.parameters():
+            if p.grad is not None:
+                p.grad.clamp_(-self.config.grad_value_clip, self.config.grad_value_clip)
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        return {"proxies": self.state_dict(), "generator": self.generator.get_state()}
+
+    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+        self.load_state_dict(state["proxies"])
+        self.generator.set_state(state["generator"])
+
+
+def hier_optimizer(
+    projector: nn.Module, objective: HierObjective, training: TrainingConfig
+) -> torch.optim.AdamW:
+    """AdamW over the projector (the study's learning rate, like every cell) and the two kinds of proxies
+    (their own learning rates). ``lr_scale`` keeps each group's ratio under the study's schedule."""
+    c = objective.config
+    scales = (1.0, c.proxy_lr / training.lr, c.hproxy_lr / training.lr)
+    params = (
+        [p for p in projector.parameters() if p.requires_grad],
+        [objective.class_proxies],
+        [objective.hyperbolic_proxies],
+    )
+    groups: list[dict[str, Any]] = [
+        {"params": ps, "lr_scale": scale, "lr": training.lr * scale} for ps, scale in zip(params, scales, strict=True)
+    ]
+    return torch.optim.AdamW(groups, lr=training.lr, weight_decay=training.weight_decay)
