@@ -514,20 +514,22 @@ def cmd_studies(args: argparse.Namespace) -> int:
 def runs_table(jobs: list[read.JobRow], title: str, *, compact: bool = False) -> Table:
     """Every job with its progress; compact: one study's jobs by their short ids, kind and seed in them."""
     table = Table(title=title, title_justify="left", **_compact_box(compact))
-    columns = ("job", "cells", "state", "progress", "tries", "error") if compact else (
-        "job", "kind", "seed", "cells", "state", "progress", "tries", "error"
+    columns = ("job", "cells", "state", "progress", "tries", "where", "error") if compact else (
+        "job", "kind", "seed", "cells", "state", "progress", "tries", "where", "error"
     )
     for col in columns:
-        table.add_column(col, no_wrap=col != "error", overflow="fold")
+        table.add_column(col, no_wrap=col not in ("error", "where"), overflow="fold")
     for job in jobs:
         error = job.error.strip().splitlines() if job.error else []
         last = error[-1] if error else ""
         state = Text(job.shown_state, STATE_STYLE.get(job.shown_state, ""))
         progress, tries = f"{job.done}/{job.total}", str(job.attempts)
         if compact:
-            table.add_row(job.short_id, job.cells_text, state, progress, tries, last)
+            table.add_row(job.short_id, job.cells_text, state, progress, tries, job.where, last)
         else:
-            table.add_row(job.job_id, job.kind, str(job.seed), job.cells_text, state, progress, tries, last[:60])
+            table.add_row(
+                job.job_id, job.kind, str(job.seed), job.cells_text, state, progress, tries, job.where, last[:60]
+            )
     return table
 
 

@@ -199,7 +199,7 @@ class Orchestrator:
                 f"resume it with `hierconsole resume`"
             )
         try:
-            executor = self._ray_executor(address)
+            executor = self.ray_executor(address)
         except HierconsoleError as exc:
             return f"it runs on the Ray cluster at {address}, which cannot be reached from here ({exc})"
         adopt = getattr(executor, "adopt", None)
@@ -208,7 +208,9 @@ class Orchestrator:
         found: Handle | str = adopt(job_id, folder, info)
         return found if isinstance(found, str) else (found, executor)
 
-    def _ray_executor(self, address: str) -> JobExecutor:
+    def ray_executor(self, address: str) -> JobExecutor:
+        """The Ray executor of the cluster at `address`: one this orchestrator has, or a new connection
+        (a process connects to one Ray cluster at most: Ray refuses a second)."""
         for candidate in (self.executor, *self.assigned.values()):
             if candidate.kind == Executor.RAY and getattr(candidate, "reaches", lambda _a: False)(address):
                 return candidate

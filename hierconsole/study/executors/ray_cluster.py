@@ -37,7 +37,8 @@ NAMESPACE = "hierconsole"
 INSTALL = "pip install 'hierconsole[ray]'"
 CAPACITY_SECONDS = 30.0
 """How long the cluster's CPU count is trusted before it is asked again (an autoscaler changes it)."""
-PENDING_NODE = "ray (waiting for resources)"
+PENDING_NODE = "(waiting)"
+"""The node of a Ray job that waits for Ray to place it (for the resources it asks for)."""
 
 log = logging.getLogger("hierconsole.ray")
 
@@ -268,9 +269,7 @@ class RayHandle:
         self.note: str | None = None
         self.pid = int(info.get("pid", 0))
         self.pid_start: str | None = None
-        self.node = str(info.get("node", PENDING_NODE))
-        if start is None and self.node == PENDING_NODE:
-            self.node = "ray"
+        self.node = str(info.get("node", PENDING_NODE if start is not None else ""))
 
     # -- progress ---------------------------------------------------------------------------------------
     def pump(self) -> None:
@@ -289,7 +288,7 @@ class RayHandle:
                 return
             self.start_ref = None
             self.pid = int(placed["pid"])
-            self.node = f"{placed['host']} {str(placed['node_id'])[:8]}"
+            self.node = f"{placed['host']} {str(placed['node_id'])[:6]}"
             self.info.update(pid=self.pid, node=self.node, worker_pid=placed["worker_pid"])
             _write_info(self.folder, self.info)
         for _ in range(8):  # at most a few batches per tick: a long backlog never stalls the loop
