@@ -71,6 +71,9 @@ class RayExecutor:
         self.address = address
         ray = self.ray = import_ray()
         self.started_here = False
+        self.connected_here = False
+        """Whether this executor connected the process to Ray (and so disconnects it when closed); a
+        process that was connected already (the console after its first Ray launch, a test) stays so."""
         if not ray.is_initialized():
             options: dict[str, Any] = {
                 "namespace": NAMESPACE,
@@ -91,6 +94,7 @@ class RayExecutor:
                     f"that the cluster runs the same Ray version ({ray.__version__})"
                 ) from None
             self.started_here = address == LOCAL_RAY
+            self.connected_here = True
         context = ray.get_runtime_context()
         self.gcs_address: str | None = getattr(context, "gcs_address", None)
         self.remote_runner = ray.remote(JobRunner)
@@ -213,8 +217,9 @@ class RayExecutor:
             actor = self.ray.get_actor(str(info["actor"]), namespace=str(info.get("namespace", NAMESPACE)))
         except ValueError:
             return f"its Ray worker {info['actor']} is gone (killed, or its node lost); resume it"
-        handle = RayHandle(self, actor, folder, info, start=None)
-        return handle
+        # Where it runs, if the orchestrator that launched it went before it learnt that.
+        placed = None if info.get("node") else actor.placement.remote()
+        return RayHandle(self, actor, folder, info, start=placed)
 
     def _kill_named(self, name: str) -> None:
         if not name:
@@ -228,7 +233,7 @@ class RayExecutor:
             return
         self.closed = True
         self._bundles.clear()
-        if self.ray.is_initialized():
+        if self.connected_here and self.ray.is_initialized():
             self.ray.shutdown()
 
 
@@ -265,6 +270,8 @@ class RayHandle:
         self.start_ref = start
         self.fetch_ref: Any = None
         self.ended = False
+        self.dead = False
+        """The actor is gone (killed, its node lost): nothing more to ask it."""
         self.returncode: int | None = None
         self.note: str | None = None
         self.pid = int(info.get("pid", 0))
@@ -284,6 +291,7 @@ class RayHandle:
             try:
                 placed = self.ray.get(self.start_ref)
             except Exception as exc:  # noqa: BLE001 - a failed start is the job's error
+                self.dead = isinstance(exc, self.ray.exceptions.RayActorError)
                 self._end(f"the Ray worker could not start the job: {_cause(exc)}")
                 return
             self.start_ref = None
@@ -301,6 +309,7 @@ class RayHandle:
             try:
                 batch: transfer.Batch = self.ray.get(ref)
             except self.ray.exceptions.RayActorError as exc:
+                self.dead = True
                 self._end(f"its Ray worker process on {self.node} died ({_cause(exc)}); resume it")
                 return
             except Exception as exc:  # noqa: BLE001 - e.g. a lost connection to the cluster
@@ -362,7 +371,8 @@ class RayHandle:
 
     def release(self) -> None:
         """Everything is home: the actor drops its scratch home and exits (it is detached: never left)."""
-        self.actor.close.remote()
+        if not self.dead:
+            self.actor.close.remote()
 
     def wait(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

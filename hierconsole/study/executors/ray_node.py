@@ -73,6 +73,8 @@ class JobRunner:
         self.seq = 0
         self.pending: transfer.Batch | None = None
         self.delivered_end = False
+        self.placed: dict[str, Any] = {}
+        self.started = threading.Event()
 
     # -- start ----------------------------------------------------------------------------------------
     def start(self, version: str, spec_text: str, omp_threads: str, job_files: list, *bundles: list) -> dict[str, Any]:
@@ -102,7 +104,7 @@ class JobRunner:
         self.known = transfer.folder_state(self.folder)
         env = dict(os.environ)
         env["OMP_NUM_THREADS"] = omp_threads
-        started = threading.Event()
+        launched = threading.Event()
         failure: list[BaseException] = []
 
         def run() -> None:
@@ -123,25 +125,33 @@ class JobRunner:
                     )  # fmt: skip
             except BaseException as exc:  # noqa: BLE001 - reported by start()
                 failure.append(exc)
-                started.set()
+                launched.set()
                 self.exited.set()
                 return
-            started.set()
+            launched.set()
             self.returncode = self.proc.wait()
             self.exited.set()
 
         threading.Thread(target=run, name=f"hierconsole-job-{name}", daemon=True).start()
-        started.wait()
+        launched.wait()
         if failure:
             raise RuntimeError(f"could not start the worker on {socket.gethostname()}: {failure[0]}")
         assert self.proc is not None
         context = ray.get_runtime_context()
-        return {
+        self.placed = {
             "node_id": context.get_node_id(),
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "worker_pid": self.proc.pid,
         }
+        self.started.set()
+        return self.placed
+
+    def placement(self, timeout: float = 600.0) -> dict[str, Any]:
+        """Where it runs (what `start` returned), for an orchestrator that re-attaches."""
+        if not self.started.wait(timeout):
+            raise RuntimeError(f"job {self.job_id} did not start on this Ray worker")
+        return self.placed
 
     # -- transfer -------------------------------------------------------------------------------------
     def fetch(self, ack: int) -> transfer.Batch:
