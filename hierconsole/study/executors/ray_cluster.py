@@ -97,6 +97,12 @@ class RayExecutor:
             self.connected_here = True
         context = ray.get_runtime_context()
         self.gcs_address: str | None = getattr(context, "gcs_address", None)
+        if not self.connected_here and address not in (LOCAL_RAY, "auto", self.gcs_address):
+            # Ray connects a process to one cluster: a second address would silently mean the first.
+            raise HierconsoleError(
+                f"--ray-address {address}: this process is connected to the Ray cluster at {self.gcs_address} "
+                f"already, and Ray connects a process to one cluster; launch from another console or command"
+            )
         self.remote_runner = ray.remote(JobRunner)
         self._bundles: dict[tuple, Any] = {}
         self._capacity: tuple[float, int] | None = None
