@@ -236,6 +236,8 @@ class JobRunner:
         self.exited.wait(timeout=10)
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                self.scratch.parent.rmdir()  # the home's folder on this node, once its last job is gone
         ray.actor.exit_actor()
 
 
