@@ -119,6 +119,17 @@ RESUMABLE_STATES: tuple[JobState, ...] = (JobState.CRASHED, JobState.CANCELLED, 
 """States from which `resume` queues a job again, to continue from its last checkpoint."""
 
 
+class Executor(StrEnum):
+    """Where a job's worker process runs: a subprocess of the orchestrator, or a Ray task on a cluster.
+    Not part of a study's configuration: a job's results are the same under every executor."""
+
+    LOCAL = "local"
+    RAY = "ray"
+
+
+EXECUTORS: tuple[str, ...] = tuple(Executor)
+
+
 class Phase(StrEnum):
     """A study's phases, in order: tuning is skipped when no temperature is tuned."""
 

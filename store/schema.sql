@@ -80,7 +80,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     error         VARCHAR,                 -- traceback tail of a failed worker
     created_at    TIMESTAMP NOT NULL DEFAULT current_timestamp,
     started_at    TIMESTAMP,
-    finished_at   TIMESTAMP
+    finished_at   TIMESTAMP,
+    executor      VARCHAR,                 -- local | ray: where its last attempt was launched
+    node          VARCHAR                  -- where that attempt runs: "local", or the Ray node (host, node id)
 );
 
 CREATE TABLE IF NOT EXISTS runs (

@@ -17,7 +17,9 @@ import pytest
 from tests.tui.fixtures import COMPLETE
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "geoopt")
+HEAVY = ("torch", "geoopt", "ray")
+"""Modules the light commands and the console never load: torch and geoopt (the engine's), ray (an
+optional extra the Ray executor loads when a Ray launch is asked for)."""
 
 
 def test_the_import_contracts_hold():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import shlex
 import signal
 import time
@@ -26,6 +27,7 @@ from hierconsole.study import read
 from hierconsole.study.audits import Check, record, run_audits
 from hierconsole.study.catalog import ensure_dataset
 from hierconsole.study.devices import check_devices
+from hierconsole.study.executors import LOCAL_RAY, JobExecutor, executor_name, ray_address
 from hierconsole.study.lifecycle import advance, create_study, delete_study
 from hierconsole.study.orchestrator import Orchestrator, ProblemCallback
 from hierconsole.study.rescoring import queue_rescore, reconcile
@@ -38,11 +40,13 @@ from hierconsole.vocabulary import (
     ARM_LEGEND,
     ARMS,
     DEVICES,
+    EXECUTORS,
     HIER_METRIC,
     LEVELS,
     LOSSES,
     MAP,
     RESUMABLE_STATES,
+    Executor,
     JobState,
     Phase,
     arm_parts,
@@ -71,6 +75,21 @@ def _seeds(value: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"seeds must be comma-separated integers, got {value!r}") from None
 
 
+def add_executor_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        help="where jobs run: local worker processes, or tasks on a Ray cluster (default: $HIERCONSOLE_EXECUTOR, "
+        "else local)",
+    )
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDRESS",
+        help="with --executor ray: auto, ray://HOST:PORT or HOST:PORT of an existing cluster (default: "
+        "$HIERCONSOLE_RAY_ADDRESS, else a Ray instance started for this command)",
+    )
+
+
 def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=int, help="override training.epochs")
     p.add_argument("--seeds", type=_seeds, help="override training.seeds, e.g. 42,2024")
@@ -86,6 +105,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override any preset option, e.g. --set training.lr=1e-4 (repeatable)",
     )
+    add_executor_options(p)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -121,6 +141,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     u.add_argument("study", nargs="?", help="study id or name (default: every resumable job)")
     u.add_argument("--parallel", type=int, metavar="N")
     u.add_argument("--gpus", type=_gpus, metavar="IDS", help="one worker per listed GPU, e.g. 0,1")
+    add_executor_options(u)
     u.set_defaults(func=cmd_resume)
 
     x = sub.add_parser("delete", help="delete a study (its rows and artifacts); refused while jobs run")
@@ -289,19 +310,69 @@ def _parallel(args: argparse.Namespace, preset: Preset) -> int:
     return preset.compute.max_parallel_jobs
 
 
+def open_executor(
+    args: argparse.Namespace, store: Store, *, parallel: int, threads: int, devices: list[tuple[str, str]]
+) -> JobExecutor | None:
+    """The executor `--executor` (or $HIERCONSOLE_EXECUTOR) asks for, checked against the devices the
+    studies want (`devices`: (compute.device, where it came from)); None: the local one, whose devices are
+    probed here. A Ray cluster is connected to now, before anything is created."""
+    name = executor_name(getattr(args, "executor", None))
+    gpus = getattr(args, "gpus", None)
+    if name == Executor.LOCAL:
+        if getattr(args, "ray_address", None) is not None:
+            raise HierconsoleError("--ray-address names the Ray cluster of --executor ray; add --executor ray")
+        for device, source in devices:
+            check_devices(device, gpus, source=source)
+        return None
+    address = ray_address(getattr(args, "ray_address", None))
+    if gpus:
+        raise HierconsoleError(
+            f"--gpus {','.join(gpus)} picks GPUs of this machine for local workers; with --executor ray, Ray "
+            f"gives each cuda job one GPU of its node (use --device cuda, no --gpus)"
+        )
+    from hierconsole.study.executors.ray_cluster import RayExecutor  # imports ray: only when asked for
+
+    explicit = getattr(args, "parallel", None)
+    # A local instance runs as many jobs at once as the local executor would; a cluster as many as it
+    # has CPUs for, unless --parallel says otherwise.
+    local = address == LOCAL_RAY
+    executor = RayExecutor(
+        store.home,
+        address,
+        num_cpus=max(os.cpu_count() or 1, parallel * threads) if local else None,
+        parallel=explicit if explicit is not None else (parallel if local else None),
+    )
+    try:
+        for device, source in devices:
+            executor.check_device(device, source)
+    except BaseException:
+        executor.close()
+        raise
+    return executor
+
+
 def start_study(
     store: Store, args: argparse.Namespace, preset_ref: str, dataset: str | None
-) -> tuple[str, Preset]:
-    """Validate everything (preset, overrides, --parallel, the devices asked for), then create the study."""
+) -> tuple[str, Preset, JobExecutor | None]:
+    """Validate everything (preset, overrides, --parallel, the executor, the devices asked for), then create
+    the study."""
     preset = load_preset(preset_ref)
     preset = preset.with_overrides(
         epochs=args.epochs, seeds=args.seeds, device=args.device, values=dict(args.overrides)
     )
-    _parallel(args, preset)
+    parallel = _parallel(args, preset)
     source = "--device" if args.device else f"compute.device (preset {preset.source})"
-    check_devices(preset.compute.device, args.gpus, source=source)
-    dataset_id = ensure_dataset(store, dataset or preset.data.dataset)
-    return create_study(store, preset, dataset_id), preset
+    executor = open_executor(
+        args, store, parallel=parallel, threads=preset.compute.threads_per_worker,
+        devices=[(preset.compute.device, source)],
+    )  # fmt: skip
+    try:
+        dataset_id = ensure_dataset(store, dataset or preset.data.dataset)
+        return create_study(store, preset, dataset_id), preset, executor
+    except BaseException:
+        if executor is not None:
+            executor.close()
+        raise
 
 
 def summarize(store: Store, study_id: str, console: Console) -> int:
@@ -397,18 +468,29 @@ def cmd_run(args: argparse.Namespace) -> int:
         return run_family(args, load_family(args.preset))
     console = output_console()
     with Store(args.home) as store:
-        study_id, preset = start_study(store, args, args.preset, args.dataset)
+        study_id, preset, executor = start_study(store, args, args.preset, args.dataset)
         console.print(
             f"study [bold]{study_id}[/]: {preset.name} on {read.get_study(store, study_id).dataset_id}, "
-            f"seeds {list(preset.training.seeds)}, {preset.training.epochs} epochs"
+            f"seeds {list(preset.training.seeds)}, {preset.training.epochs} epochs{_on(executor)}"
         )
         console.print(ARM_LEGEND, style="dim", highlight=False)
         # Only this study's jobs: leftovers of earlier studies are shown by `runs` and run by `resume`.
-        orch = Orchestrator(store, max_parallel=_parallel(args, preset), gpus=args.gpus, studies=[study_id])
-        drive(store, [study_id], parallel=None, console=console, orchestrator=orch)
+        orch = Orchestrator(
+            store, max_parallel=_parallel(args, preset), gpus=args.gpus, studies=[study_id], executor=executor
+        )
+        try:
+            drive(store, [study_id], parallel=None, console=console, orchestrator=orch)
+        finally:
+            orch.close_executors()
         code = summarize(store, study_id, console)
         next_steps(store, study_id, args.home is not None, console)
         return code
+
+
+def _on(executor: JobExecutor | None) -> str:
+    """`, on Ray (...)` for a study whose jobs run on Ray."""
+    describe = getattr(executor, "describe", None)
+    return f", on {describe()}" if describe is not None else ""
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -443,20 +525,22 @@ def cmd_studies(args: argparse.Namespace) -> int:
 def runs_table(jobs: list[read.JobRow], title: str, *, compact: bool = False) -> Table:
     """Every job with its progress; compact: one study's jobs by their short ids, kind and seed in them."""
     table = Table(title=title, title_justify="left", **_compact_box(compact))
-    columns = ("job", "cells", "state", "progress", "tries", "error") if compact else (
-        "job", "kind", "seed", "cells", "state", "progress", "tries", "error"
+    columns = ("job", "cells", "state", "progress", "tries", "where", "error") if compact else (
+        "job", "kind", "seed", "cells", "state", "progress", "tries", "where", "error"
     )
     for col in columns:
-        table.add_column(col, no_wrap=col != "error", overflow="fold")
+        table.add_column(col, no_wrap=col not in ("error", "where"), overflow="fold")
     for job in jobs:
         error = job.error.strip().splitlines() if job.error else []
         last = error[-1] if error else ""
         state = Text(job.shown_state, STATE_STYLE.get(job.shown_state, ""))
         progress, tries = f"{job.done}/{job.total}", str(job.attempts)
         if compact:
-            table.add_row(job.short_id, job.cells_text, state, progress, tries, last)
+            table.add_row(job.short_id, job.cells_text, state, progress, tries, job.where, last)
         else:
-            table.add_row(job.job_id, job.kind, str(job.seed), job.cells_text, state, progress, tries, last[:60])
+            table.add_row(
+                job.job_id, job.kind, str(job.seed), job.cells_text, state, progress, tries, job.where, last[:60]
+            )
     return table
 
 
@@ -509,27 +593,39 @@ def cmd_resume(args: argparse.Namespace) -> int:
     driven too, so a console that quit and left work behind can be replaced by a headless resume."""
     console = output_console()
     _check_parallel(args.parallel)
-    check_devices("cpu", args.gpus, source="--gpus")
     with Store(args.home) as store:
         only = read.resolve_study(store, args.study) if args.study else None
+        threads = store.value("SELECT coalesce(max(threads), 1) FROM jobs")
+        executor = open_executor(
+            args, store, parallel=args.parallel or 1, threads=int(threads), devices=[("cpu", "--gpus")]
+        )
         # Constructing it settles jobs an earlier orchestrator left running (their events replayed).
         orch = Orchestrator(
-            store, max_parallel=args.parallel or 1, gpus=args.gpus, on_problem=problem_printer(console)
+            store,
+            max_parallel=args.parallel or 1,
+            gpus=args.gpus,
+            on_problem=problem_printer(console),
+            executor=executor,
         )
-        where, params = ("AND study_id = ?", [only]) if only else ("", [])
-        requeue = store.rows(
-            f"SELECT job_id, study_id FROM jobs WHERE state IN ({sql_list(RESUMABLE_STATES)}) {where}", params
-        )
-        orch.resume([job_id for job_id, _ in requeue])
-        pending = store.rows(f"SELECT study_id FROM jobs WHERE state IN ({sql_list(ACTIVE_STATES)}) {where}", params)
-        stalled = store.rows(f"SELECT study_id FROM studies WHERE phase <> ? {where}", [Phase.COMPLETE, *params])
-        studies = sorted({r[-1] for r in requeue} | {r[0] for r in pending} | {r[0] for r in stalled})
-        if not studies:
-            console.print("nothing to resume")
-            return 0
-        for study_id in studies:
-            advance(store, study_id)  # a study whose jobs all ended may have a phase to catch up on
-        drive(store, studies, parallel=args.parallel or 1, console=console, orchestrator=orch)
+        try:
+            where, params = ("AND study_id = ?", [only]) if only else ("", [])
+            requeue = store.rows(
+                f"SELECT job_id, study_id FROM jobs WHERE state IN ({sql_list(RESUMABLE_STATES)}) {where}", params
+            )
+            orch.resume([job_id for job_id, _ in requeue])
+            pending = store.rows(
+                f"SELECT study_id FROM jobs WHERE state IN ({sql_list(ACTIVE_STATES)}) {where}", params
+            )
+            stalled = store.rows(f"SELECT study_id FROM studies WHERE phase <> ? {where}", [Phase.COMPLETE, *params])
+            studies = sorted({r[-1] for r in requeue} | {r[0] for r in pending} | {r[0] for r in stalled})
+            if not studies:
+                console.print("nothing to resume")
+                return 0
+            for study_id in studies:
+                advance(store, study_id)  # a study whose jobs all ended may have a phase to catch up on
+            drive(store, studies, parallel=args.parallel or 1, console=console, orchestrator=orch)
+        finally:
+            orch.close_executors()
         return max(summarize(store, s, console) for s in studies)
 
 
@@ -546,6 +642,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         for job_id in ids:
             orch.cancel(job_id)
         orch.shutdown(cancel=True)
+        orch.close_executors()
         output_console().print(f"cancelled {len(ids)} jobs of {study_id}")
     return 0
 
@@ -601,19 +698,29 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     for member in family.members:
         _parallel(args, member.preset)
     gpus = getattr(args, "gpus", None)
-    for device in sorted({m.preset.compute.device for m in family.members}):
-        check_devices(device, gpus, source="--device" if args.device else "compute.device (family members)")
+    source = "--device" if args.device else "compute.device (family members)"
+    devices = [(device, source) for device in sorted({m.preset.compute.device for m in family.members})]
+    parallel = args.parallel or family.members[0].preset.compute.max_parallel_jobs
+    threads = max(m.preset.compute.threads_per_worker for m in family.members)
     console = output_console()
     with Store(args.home) as store:
-        family_id, studies = create_family(store, family, getattr(args, "dataset", None))
+        executor = open_executor(args, store, parallel=parallel, threads=threads, devices=devices)
+        try:
+            family_id, studies = create_family(store, family, getattr(args, "dataset", None))
+        except BaseException:
+            if executor is not None:
+                executor.close()
+            raise
         seeds = list(family.members[0].preset.training.seeds)
         console.print(
             f"family [bold]{family_id}[/]: {len(studies)} members ({', '.join(m.name for m in family.members)}), "
-            f"seeds {seeds}"
+            f"seeds {seeds}{_on(executor)}"
         )
-        parallel = args.parallel or family.members[0].preset.compute.max_parallel_jobs
-        orch = Orchestrator(store, max_parallel=parallel, gpus=gpus, studies=list(studies))
-        drive(store, studies, parallel=None, console=console, orchestrator=orch)
+        orch = Orchestrator(store, max_parallel=parallel, gpus=gpus, studies=list(studies), executor=executor)
+        try:
+            drive(store, studies, parallel=None, console=console, orchestrator=orch)
+        finally:
+            orch.close_executors()
         codes = [summarize(store, s, console) for s in studies]
         console.print(families_table([get_family(store, family_id)]))
         if all(read.get_study(store, s).phase == Phase.COMPLETE for s in studies) and family.contrasts:

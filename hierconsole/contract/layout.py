@@ -18,6 +18,9 @@ ERROR = "error.txt"
 STOPPED = "stopped.txt"
 """Why an orchestrator stopped the job when it could no longer write the store (e.g. a full disk); the
 next orchestrator records it as the job's error."""
+EXECUTOR = "executor.json"
+"""How a job's current attempt runs where the orchestrator is not the worker's parent (a Ray job): what
+the next orchestrator needs to find it again, and how far its events and files were brought home."""
 CHECKPOINTS = "checkpoints"
 EMBEDDINGS = "embeddings"
 """An evaluation's projected test embeddings, kept for re-scoring."""

@@ -1,20 +1,20 @@
 """The orchestrator: queued jobs become worker processes; their events become store rows.
 
-Workers are started with Popen (never fork: DuckDB is not fork-safe) by module name, so this process
-never imports the engine (nor torch); they never open the store, and append typed events to their
-folder's events.jsonl. The orchestrator tails those files, writes the events through the store's single
-writer, decides each job's end state from its last event and exit, and advances studies. A worker
-outlives an orchestrator that dies: the next orchestrator adopts it if it still runs, or marks it
-crashed (PID gone, or reused by another process) so it can be resumed from its last checkpoint.
+An executor (`executors`) starts each worker: a local subprocess, or a task on a Ray cluster whose
+events and files are brought into the job folder. Workers never open the store; their typed events end
+up in their folder's events.jsonl either way. The orchestrator tails those files, writes the events
+through the store's single writer, decides each job's end state from its last event and exit, and
+advances studies. A worker outlives an orchestrator that dies: the next orchestrator adopts it if it
+still runs, or marks it crashed (PID gone, or reused by another process; Ray worker gone) so it can be
+resumed from its last checkpoint.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -27,16 +27,24 @@ from hierconsole.contract import layout
 from hierconsole.contract.jobspec import JobSpec
 from hierconsole.errors import HierconsoleError, NotFoundError
 from hierconsole.locations import job_dir
+from hierconsole.study.executors import Handle, JobExecutor
+from hierconsole.study.executors.local import WORKER_MODULE, LocalExecutor, LocalHandle
 from hierconsole.study.ingest import JobRef, apply_batch, apply_events, update_from_values
 from hierconsole.study.lifecycle import advance
-from hierconsole.study.processes import job_lock_held, pid_alive, process_start_time
-from hierconsole.study.standby import Standbys
+from hierconsole.study.processes import job_lock_held, pid_alive
 from hierconsole.study.storage import Store
 from hierconsole.study.views import kind_order, sql_list
-from hierconsole.vocabulary import ACTIVE_STATES, RESUMABLE_STATES, TRAINING_KINDS, JobKind, JobState
+from hierconsole.vocabulary import (
+    ACTIVE_STATES,
+    RESUMABLE_STATES,
+    TRAINING_KINDS,
+    Executor,
+    JobKind,
+    JobState,
+)
 
-WORKER_MODULE = "hierconsole.engine.worker"
-"""Started as `python -m WORKER_MODULE --home HOME SPEC`: the orchestrator never imports it."""
+__all__ = ["WORKER_MODULE", "Orchestrator"]
+
 CANCEL_GRACE_SECONDS = 10.0
 STALE_HEARTBEAT_SECONDS = 120.0
 
@@ -50,22 +58,28 @@ ProblemCallback = Callable[[str, ev.LineProblem], None]
 class Active:
     job: JobRef
     folder: Path
-    pid: int
-    pid_start: str | None
-    proc: subprocess.Popen[bytes] | None = None
-    gpu: str | None = None
+    handle: Handle
+    owner: JobExecutor
+    """The executor that launched (or adopted) it: its capacity counts this job."""
     offset: int = 0
     lines: int = 0
     cancel_requested_at: float | None = None
     stale: bool = False
     heartbeat_seen: float = 0.0
     last_events: list[ev.Event] = field(default_factory=list)
+
     started: bool = False
     """Its worker has reported its start (its imports are done)."""
+    shown_node: str = ""
+    """The node last written to the job's row (a Ray job learns its node once it is placed)."""
 
     @property
     def job_id(self) -> str:
         return self.job.job_id
+
+    @property
+    def gpu(self) -> str | None:
+        return self.handle.gpu
 
 
 def _report(job_id: str, problem: ev.LineProblem) -> None:
@@ -86,6 +100,8 @@ class Orchestrator:
         gpus: list[str] | None = None,
         stale_after: float = STALE_HEARTBEAT_SECONDS,
         studies: list[str] | None = None,
+        executor: JobExecutor | None = None,
+        connect_ray: Callable[[str], JobExecutor] | None = None,
         warm: bool = True,
     ):
         self.stale_after = stale_after
@@ -93,16 +109,22 @@ class Orchestrator:
         """Launch only these studies' queued jobs (None: every study's)."""
         self.store = store
         self.max_parallel = max_parallel
-        # One worker per GPU: each sees only its own device through CUDA_VISIBLE_DEVICES.
         self.gpus = list(gpus or [])
         self.python = python or sys.executable
+        self.local = LocalExecutor(store.home, python=self.python, gpus=self.gpus, warm=warm)
+        self.executor: JobExecutor = executor or self.local
+        """What launches queued jobs, unless a study was handed to another (`assign`)."""
+        self.assigned: dict[str, JobExecutor] = {}
+        """study id -> the executor its queued jobs launch on (the console launches each study its way)."""
+        self.connect_ray = connect_ray
+        """How to reach a Ray cluster named in a job folder (`executors.ray_cluster.connect`), to adopt a
+        Ray job an earlier orchestrator left running; None: import it when such a job is found."""
         self.on_events = on_events
         self.on_problem = on_problem
         """Told of every events-file line that was skipped (malformed, torn, from a newer version)."""
         self.active: dict[str, Active] = {}
-        self.standbys = Standbys(self.python, WORKER_MODULE, store.home) if warm else None
-        """Warm CPU workers for the launches to come (see `study.standby`); None: every launch starts cold."""
-        self._launch_env: dict[str, str] | None = None
+        self.extra_executors: list[JobExecutor] = []
+        """Executors connected only to adopt jobs found running (closed with the others)."""
         self.recover()
 
     # -- start-up -----------------------------------------------------------------------------------
@@ -121,29 +143,50 @@ class Orchestrator:
         other states were fully ingested when they ended, so start-up stays fast on a large store.
         """
         crashed = []
-        for job_id, pid, pid_start in self.store.rows(
-            "SELECT job_id, pid, pid_start FROM jobs WHERE state = ?", [JobState.RUNNING]
+        for job_id, pid, pid_start, executor in self.store.rows(
+            "SELECT job_id, pid, pid_start, executor FROM jobs WHERE state = ?", [JobState.RUNNING]
         ):
             job = self._job(job_id)
-            read = self._replay(job)
             folder = job_dir(self.store.home, job_id)
-            # The worker must be alive *and* hold this folder's lock: in a copied or moved home the PID
-            # may be the original home's live worker, which writes elsewhere and is not ours to adopt.
-            alive = bool(pid) and pid_alive(pid, pid_start)
-            if alive and job_lock_held(folder):
-                (folder / layout.STOPPED).unlink(missing_ok=True)  # driven again: an old reason is stale
-                self.active[job_id] = Active(
-                    job, folder, pid, pid_start, offset=read.offset, lines=read.lines, started=True
-                )
-                continue
-            state, error = _outcome(read.events, cancel_requested=False)
-            if state == JobState.CRASHED:
-                error = (
+            remote: tuple[Handle, JobExecutor] | str | None = None
+            if executor == Executor.RAY:
+                # What the Ray worker sent since the last orchestrator stopped is brought in first, so
+                # the replay below ingests it too.
+                remote = self._adopt_ray(job_id, folder)
+                if not isinstance(remote, str):
+                    remote[0].pump()
+            read = self._replay(job)
+            if remote is not None:
+                if not isinstance(remote, str):
+                    handle, owner = remote
+                    (folder / layout.STOPPED).unlink(missing_ok=True)
+                    self.active[job_id] = Active(
+                        job, folder, handle, owner, offset=read.offset, lines=read.lines, shown_node=handle.node,
+                        started=True,  # adopted: running for a while already
+                    )
+                    continue
+                alive, reason = False, remote
+            else:
+                # The worker must be alive *and* hold this folder's lock: in a copied or moved home the PID
+                # may be the original home's live worker, which writes elsewhere and is not ours to adopt.
+                alive = bool(pid) and pid_alive(pid, pid_start)
+                reason = (
                     f"worker PID {pid} runs, but not for this job folder (a copied or moved home?); "
                     f"resume it here with `hierconsole resume`"
                     if alive
                     else f"worker PID {pid} is gone (orchestrator restarted); resume it with `hierconsole resume`"
                 )
+                if alive and job_lock_held(folder):
+                    (folder / layout.STOPPED).unlink(missing_ok=True)  # driven again: an old reason is stale
+                    handle = LocalHandle(pid, pid_start)
+                    self.active[job_id] = Active(
+                        job, folder, handle, self.local, offset=read.offset, lines=read.lines, shown_node=handle.node,
+                        started=True,  # adopted: running for a while already
+                    )
+                    continue
+            state, error = _outcome(read.events, cancel_requested=False)
+            if state == JobState.CRASHED:
+                error = reason
                 crashed.append(job_id)
             stopped = job_dir(self.store.home, job_id) / layout.STOPPED
             if state != JobState.FINISHED and stopped.exists():
@@ -153,6 +196,60 @@ class Orchestrator:
             if state == JobState.FINISHED:
                 advance(self.store, job.study_id)
         return crashed
+
+    def _adopt_ray(self, job_id: str, folder: Path) -> tuple[Handle, JobExecutor] | str:
+        """The live Ray attempt of a job an earlier orchestrator launched, or why it cannot be adopted."""
+        try:
+            info = json.loads((folder / layout.EXECUTOR).read_text())
+            address = str(info["address"])
+            started_by = info.get("started_by")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            return f"it ran on Ray, but {folder / layout.EXECUTOR} cannot be read ({exc}); resume it"
+        if started_by and started_by[0] != os.getpid():
+            # A Ray instance that an orchestrator started for itself ended with that orchestrator.
+            return (
+                f"it ran on the local Ray instance of hierconsole PID {started_by[0]}, which ended with it; "
+                f"resume it with `hierconsole resume`"
+            )
+        try:
+            executor = self.ray_executor(address)
+        except HierconsoleError as exc:
+            return f"it runs on the Ray cluster at {address}, which cannot be reached from here ({exc})"
+        adopt = getattr(executor, "adopt", None)
+        if adopt is None:
+            return f"it runs on the Ray cluster at {address}; adopt it with `--executor ray`"
+        found: Handle | str = adopt(job_id, folder, info)
+        return found if isinstance(found, str) else (found, executor)
+
+    def ray_executor(self, address: str) -> JobExecutor:
+        """The Ray executor of the cluster at `address`: one this orchestrator has, or a new connection
+        (a process connects to one Ray cluster at most: Ray refuses a second)."""
+        for candidate in (self.executor, *self.assigned.values()):
+            if candidate.kind == Executor.RAY and getattr(candidate, "reaches", lambda _a: False)(address):
+                return candidate
+        connect_ray = self.connect_ray
+        if connect_ray is None:
+            from hierconsole.study.executors.ray_cluster import connect  # only where a Ray job is found
+
+            def connect_ray(a: str) -> JobExecutor:
+                return connect(self.store.home, a)
+
+        executor = connect_ray(address)
+        self.extra_executors.append(executor)
+        return executor
+
+    def assign(self, study_ids: list[str], executor: JobExecutor) -> None:
+        """Launch these studies' queued jobs on `executor` (the console's launch dialog chooses one)."""
+        for study_id in study_ids:
+            self.assigned[study_id] = executor
+
+    def close_executors(self) -> None:
+        """End what the executors hold (a Ray instance started here); running Ray jobs on it end too."""
+        seen: set[int] = set()
+        for executor in (self.executor, *self.assigned.values(), *self.extra_executors):
+            if id(executor) not in seen:
+                seen.add(id(executor))
+                executor.close()
 
     def replay(self, job_id: str) -> list[ev.Event]:
         """Write a job's whole events.jsonl again (idempotent); returns its events."""
@@ -200,89 +297,65 @@ class Orchestrator:
             if not self.busy(study_ids):
                 break
             time.sleep(interval)
-        if not self.active and self.standbys is not None:
-            self.standbys.close()
+        if not self.active:
+            self.local.warm(False)
 
     # -- launching ----------------------------------------------------------------------------------
-    def _capacity(self) -> int:
-        if self.gpus:
-            return len(self.gpus)
-        if self.max_parallel is not None:
-            return self.max_parallel
-        return 1
+    def _executor_of(self, study_id: str) -> JobExecutor:
+        return self.assigned.get(study_id, self.executor)
 
     def _launch_queued(self) -> None:
         only, params = ("", [])
         if self.studies is not None:
             only, params = ("AND study_id IN (SELECT unnest(?))", [self.studies])
-        while len(self.active) < self._capacity():
-            row = self.store.one(
-                f"SELECT job_id FROM jobs WHERE state = ? {only} "
-                f"ORDER BY {kind_order('kind')}, created_at, seed, tau, job_id LIMIT 1",
-                [JobState.QUEUED, *params],
-            )
-            if row is None:
-                return
-            self.launch(row[0])
+        queued = self.store.rows(
+            f"SELECT job_id, study_id FROM jobs WHERE state = ? {only} "
+            f"ORDER BY {kind_order('kind')}, created_at, seed, tau, job_id",
+            [JobState.QUEUED, *params],
+        )
+        # Each executor has its own capacity: a full one holds back its own studies' jobs only.
+        for job_id, study_id in queued:
+            executor = self._executor_of(study_id)
+            running = sum(1 for a in self.active.values() if a.owner is executor)
+            if running < executor.capacity(self.max_parallel):
+                self.launch(job_id)
 
     def _keep_warm(self) -> None:
-        """One standby while a launch is to come: a queued job waiting for a slot, or a training job
-        running, after which its study goes on (more training, or the evaluate job). None otherwise.
-        It is started once the running workers have started, so that its imports do not compete with theirs."""
-        if self.standbys is None or self.gpus or self._launch_env is None:
+        """One local standby while a local launch is to come: a queued job waiting for a slot, or a
+        training job running, after which its study goes on (more training, or the evaluate job); none
+        otherwise. It is started once the running workers have reported their start, so that its imports
+        do not compete with theirs."""
+        local = [a for a in self.active.values() if a.owner is self.local]
+        if not all(a.started for a in local):
             return
-        if not all(a.started for a in self.active.values()):
-            return  # workers still importing: a standby started now would only slow their start
-        coming = any(a.job.kind in TRAINING_KINDS for a in self.active.values())
+        coming = any(a.job.kind in TRAINING_KINDS for a in local)
         if not coming:
             only, params = ("", [])
             if self.studies is not None:
                 only, params = ("AND study_id IN (SELECT unnest(?))", [self.studies])
-            queued = self.store.value(f"SELECT count(*) FROM jobs WHERE state = ? {only}", [JobState.QUEUED, *params])
-            coming = queued > 0
-        if coming:
-            self.standbys.prepare(self._launch_env)
-        else:
-            self.standbys.close()
+            queued = self.store.rows(f"SELECT DISTINCT study_id FROM jobs WHERE state = ? {only}", [JobState.QUEUED, *params])
+            coming = any(self._executor_of(study_id) is self.local for (study_id,) in queued)
+        self.local.warm(coming)
 
     def launch(self, job_id: str) -> None:
         job = self._job(job_id)
         folder = job_dir(self.store.home, job_id)
         if job_id in self.active or job_lock_held(folder):
             raise HierconsoleError(f"job {job_id} is already running; it cannot be active twice")
-        spec_path = layout.spec_path(folder)
-        spec = JobSpec.read(spec_path)  # fail here, not in the worker, on an unreadable spec
-        env = dict(os.environ)
-        env.setdefault("OMP_NUM_THREADS", str(spec.threads))
-        gpu = None
-        proc = None
-        if self.gpus:
-            busy = {a.gpu for a in self.active.values()}
-            gpu = next(g for g in self.gpus if g not in busy)
-            env["CUDA_VISIBLE_DEVICES"] = gpu
-        elif self.standbys is not None:
-            self._launch_env = dict(env)
-            proc = self.standbys.take(env, spec_path)
-        if proc is None:
-            log_file = open(folder / layout.WORKER_LOG, "ab")  # noqa: SIM115 - handed to the child
-            proc = subprocess.Popen(
-                [self.python, "-m", WORKER_MODULE, "--home", str(self.store.home), str(spec_path)],
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,  # a Ctrl-C in the terminal is the orchestrator's to handle
-            )
-            log_file.close()
-        start = process_start_time(proc.pid)
+        spec = JobSpec.read(layout.spec_path(folder))  # fail here, not in the worker, on an unreadable spec
+        executor = self._executor_of(job.study_id)
+        busy = {a.gpu for a in self.active.values() if a.gpu is not None}
+        handle = executor.launch(job_id, folder, spec, busy_gpus=busy)
         # Lines written by earlier attempts were ingested when those ended: read on from their end.
         offset, lines = ev.complete_lines(folder / layout.EVENTS)
-        self.active[job_id] = Active(job, folder, proc.pid, start, proc=proc, gpu=gpu, offset=offset, lines=lines)
+        self.active[job_id] = Active(
+            job, folder, handle, executor, offset=offset, lines=lines, shown_node=handle.node
+        )
         self.store.execute(
             "UPDATE jobs SET state = ?, pid = ?, pid_start = ?, attempts = attempts + 1, "
             "started_at = coalesce(started_at, current_timestamp), heartbeat_at = current_timestamp, "
-            "error = NULL, finished_at = NULL WHERE job_id = ?",
-            [JobState.RUNNING, proc.pid, start, job_id],
+            "error = NULL, finished_at = NULL, executor = ?, node = ? WHERE job_id = ?",
+            [JobState.RUNNING, handle.pid, handle.pid_start, handle.executor, handle.node, job_id],
         )
 
     # -- polling ------------------------------------------------------------------------------------
@@ -304,12 +377,12 @@ class Orchestrator:
         batch: list[tuple[Active, list[ev.Event]]] = []
         beats: list[tuple[str, float]] = []
         for a in self.active.values():
+            a.handle.pump()
             events = self._read_new(a)
             if events:
                 batch.append((a, events))
-            beat = a.folder / layout.HEARTBEAT
             with contextlib.suppress(FileNotFoundError):
-                mtime = beat.stat().st_mtime
+                mtime = (a.folder / layout.HEARTBEAT).stat().st_mtime
                 if mtime != a.heartbeat_seen:
                     a.heartbeat_seen = mtime
                     beats.append((a.job_id, mtime))
@@ -338,7 +411,13 @@ class Orchestrator:
         return read.events
 
     def _poll(self, a: Active) -> None:
-        """A running job's end (or freeze, or overdue cancel), after `_ingest_running` read its lines."""
+        """A running job's place, end, freeze or overdue cancel, after `_ingest_running` read its lines."""
+        if a.handle.node != a.shown_node:
+            a.shown_node = a.handle.node
+            self.store.execute(
+                "UPDATE jobs SET node = ?, pid = ?, pid_start = ? WHERE job_id = ?",
+                [a.handle.node, a.handle.pid, a.handle.pid_start, a.job_id],
+            )
         # The heartbeat thread beats every few seconds whatever the training does; a process that
         # stopped beating is frozen (SIGSTOP, a hung filesystem) and is ended so it cannot stay
         # "running" forever. It resumes from its last checkpoint.
@@ -349,21 +428,23 @@ class Orchestrator:
             and not a.stale
         ):
             a.stale = True
-            self._signal(a, signal.SIGKILL)
-        ended = not _running(a)
+            a.handle.kill()
+        ended = not a.handle.running()
         if a.cancel_requested_at is not None and not ended:
             if time.monotonic() - a.cancel_requested_at > CANCEL_GRACE_SECONDS:
-                self._signal(a, signal.SIGKILL)
+                a.handle.kill()
             return
         if not ended:
             return
+        a.handle.pump()  # what it sent between our last read and its exit
         self._drain(a)  # what it wrote between our last read and its exit
         del self.active[a.job_id]
+        a.handle.release()
         state, error = _outcome(a.last_events, cancel_requested=a.cancel_requested_at is not None)
         if state == JobState.CRASHED and a.stale:
             error = f"worker sent no heartbeat for {self.stale_after:.0f} s and was killed; resume it"
-        elif state == JobState.CRASHED and a.proc is not None:
-            error = f"worker exited with status {a.proc.returncode} without a final event; see worker.log"
+        elif state == JobState.CRASHED:
+            error = a.handle.exit_note()
         self._set_state(a.job_id, state, error)
         if state == JobState.FINISHED:
             advance(self.store, a.job.study_id)
@@ -375,16 +456,12 @@ class Orchestrator:
         )
 
     # -- control ------------------------------------------------------------------------------------
-    def _signal(self, a: Active, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(a.pid, sig)
-
     def cancel(self, job_id: str) -> None:
         """SIGTERM now (the worker stops at the next batch), SIGKILL after a grace period."""
         if job_id in self.active:
             a = self.active[job_id]
             a.cancel_requested_at = time.monotonic()
-            self._signal(a, signal.SIGTERM)
+            a.handle.terminate()
             return
         row = self.store.one("SELECT state FROM jobs WHERE job_id = ?", [job_id])
         if row is None:
@@ -415,28 +492,24 @@ class Orchestrator:
         SIGKILL after the grace period) or leave them running, and note `reason` in each job's folder,
         where the next orchestrator finds it. Returns the job ids. Never touches the store, never hangs."""
         ids = list(self.active)
-        if self.standbys is not None:
-            self.standbys.close()
+        self.local.warm(False)
         for a in self.active.values():
             _note_stopped(a.folder, reason)
             if cancel:
-                self._signal(a, signal.SIGTERM)
+                a.handle.terminate()
         deadline = time.monotonic() + CANCEL_GRACE_SECONDS
-        while cancel and time.monotonic() < deadline and any(_running(a) for a in self.active.values()):
+        while cancel and time.monotonic() < deadline and any(a.handle.running() for a in self.active.values()):
             time.sleep(0.1)
         for a in self.active.values():
-            if cancel and _running(a):
-                self._signal(a, signal.SIGKILL)
-            if a.proc is not None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    a.proc.wait(timeout=5)
+            if cancel and a.handle.running():
+                a.handle.kill()
+            a.handle.wait(5)
         self.active.clear()
         return ids
 
     def shutdown(self, *, cancel: bool) -> None:
         """Leave: cancel our workers (waiting for them) or let them run on to be adopted later."""
-        if self.standbys is not None:
-            self.standbys.close()
+        self.local.warm(False)
         if self.store.failed is not None:
             self.abandon(str(self.store.failed), cancel=cancel)
             return
@@ -457,10 +530,6 @@ def _note_stopped(folder: Path, reason: str) -> None:
         staged.replace(folder / layout.STOPPED)
     except OSError:
         staged.unlink(missing_ok=True)
-
-
-def _running(a: Active) -> bool:
-    return a.proc.poll() is None if a.proc is not None else pid_alive(a.pid, a.pid_start)
 
 
 def _outcome(events: list[ev.Event], *, cancel_requested: bool) -> tuple[JobState, str | None]:

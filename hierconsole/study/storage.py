@@ -41,7 +41,7 @@ from hierconsole.study.views import views_sql
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 VIEWS_KEY = "views_sha256"
 """meta key: the hash of the views last created, so they are re-created only when this version's differ."""
 
@@ -50,9 +50,16 @@ def _apply_schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute((resource_dir("store") / "schema.sql").read_text())
 
 
+def _add_executor_columns(con: duckdb.DuckDBPyConnection) -> None:
+    """Version 3: each job records the executor and the node of its last attempt."""
+    con.execute("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS executor VARCHAR")
+    con.execute("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS node VARCHAR")
+
+
 # Migrations from version N to N+1, applied in order inside one transaction each. schema.sql is the
-# current version; version 2 only added tables, and schema.sql's statements are idempotent.
-MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {1: _apply_schema}
+# current version; version 2 only added tables, and schema.sql's statements are idempotent; version 3
+# added two columns to jobs.
+MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {1: _apply_schema, 2: _add_executor_columns}
 
 _LOCK_RE = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\d+)\)")
 log = logging.getLogger("hierconsole.store")

@@ -138,6 +138,8 @@ class HierConsole(App[int]):
         """Every notification, for the notice line of the view showing (toasts are not drawn)."""
         self.latest_notice: NoticeText | None = None
         self._quitting = False
+        self.own_ray_studies: set[str] = set()
+        """Studies launched on a Ray instance this console started (it ends when the console quits)."""
         self._audits_seen = False
 
     # -- start-up ------------------------------------------------------------------------------------
@@ -234,6 +236,8 @@ class HierConsole(App[int]):
     def _study_launched(self, message: StudyLaunched) -> None:
         if self._max_parallel is None:  # an explicit limit stays; otherwise honour what the preset asks
             self.orchestrator_loop.submit(lambda orch: _raise_parallel(orch, message.parallel))
+        if message.executor == "ray" and message.ray_address == "local":
+            self.own_ray_studies.add(message.study_id)
         self.study_id = message.study_id
         self.refresh_queue()
         self.state_signal.publish("study")
@@ -315,10 +319,11 @@ class HierConsole(App[int]):
             self.exit(0)
             return
         active = sum(j.state in ACTIVE_STATES for j in self.jobs)
+        own_ray = sum(j.state in ACTIVE_STATES and j.study_id in self.own_ray_studies for j in self.jobs)
         if not active:
             self._stop("leave")
         elif self.on_quit == "ask":
-            self.push_screen(QuitDialog(active), self._stop)
+            self.push_screen(QuitDialog(active, own_ray), self._stop)
         else:
             self._stop(self.on_quit)
 

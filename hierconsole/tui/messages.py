@@ -40,6 +40,9 @@ class JobEvents(Message):
 class StudyLaunched(Message):
     study_id: str
     parallel: int
+    executor: str = "local"
+    ray_address: str | None = None
+    """With the ray executor: the cluster its jobs run on (`local`: an instance of this console)."""
 
 
 @dataclass

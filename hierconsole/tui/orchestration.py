@@ -126,6 +126,9 @@ class OrchestratorLoop:
                 last_error = None
         cancel_jobs = shutdown.cancel_jobs if shutdown is not None else False
         orch.shutdown(cancel=cancel_jobs)
+        # Jobs left on a Ray cluster run on (the next console re-attaches); a Ray instance this console
+        # started ends here, and its jobs with it (the next orchestrator marks them crashed, resumable).
+        orch.close_executors()
         if cancel_jobs:
             self._publish()
         self.post(OrchestratorStopped(cancel_jobs))

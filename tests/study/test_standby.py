@@ -49,7 +49,7 @@ def _run(home: Path, tiny_fs, *, warm: bool) -> tuple[list[tuple], int]:
         orch = Orchestrator(store, max_parallel=2, warm=warm)
         orch.run_until_idle()
         assert get_study(store, study_id).phase == "complete"
-        handed = 0 if orch.standbys is None else orch.standbys.handed
+        handed = 0 if orch.local.standbys is None else orch.local.standbys.handed
         return store.rows(RESULT_SQL, [study_id]), handed
 
 

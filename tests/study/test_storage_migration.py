@@ -1,5 +1,5 @@
-"""A store written by schema version 1 opens under version 2: the family and shuffle tables are added,
-nothing it held is touched."""
+"""A store written by schema version 1 or 2 opens under version 3: the family and shuffle tables (2) and
+the jobs' executor and node columns (3) are added, nothing it held is touched."""
 
 from __future__ import annotations
 
@@ -24,14 +24,33 @@ def test_a_version_1_store_is_migrated_in_place(fixed_home, tmp_path):
     con = duckdb.connect(str(db_path(home)))
     for table in VERSION_2_TABLES:
         con.execute(f"DROP TABLE {table}")
+    con.execute("ALTER TABLE jobs DROP COLUMN executor")
+    con.execute("ALTER TABLE jobs DROP COLUMN node")
     con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     studies = con.execute("SELECT study_id, phase FROM studies ORDER BY study_id").fetchall()
     con.close()
 
     with Store(home) as store:
-        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == str(SCHEMA_VERSION) == "2"
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == str(SCHEMA_VERSION) == "3"
         assert store.rows("SELECT study_id, phase FROM studies ORDER BY study_id") == studies
         assert store.value("SELECT count(*) FROM families") == 0
+        assert store.value("SELECT count(*) FROM jobs WHERE executor IS NOT NULL OR node IS NOT NULL") == 0
     con = duckdb.connect(str(db_path(home)))
     assert set(VERSION_2_TABLES) <= _tables(con)
     con.close()
+
+
+def test_a_version_2_store_gains_the_executor_columns(fixed_home, tmp_path):
+    home = tmp_path / "home"
+    shutil.copytree(fixed_home, home)
+    con = duckdb.connect(str(db_path(home)))
+    con.execute("ALTER TABLE jobs DROP COLUMN executor")
+    con.execute("ALTER TABLE jobs DROP COLUMN node")
+    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    jobs = con.execute("SELECT job_id, state, attempts FROM jobs ORDER BY job_id").fetchall()
+    con.close()
+
+    with Store(home) as store:
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "3"
+        assert store.rows("SELECT job_id, state, attempts FROM jobs ORDER BY job_id") == jobs
+        assert store.rows("SELECT DISTINCT executor, node FROM jobs") == [(None, None)]

@@ -3,6 +3,7 @@ every option, a description that follows them, a question before anything is cre
 
 from __future__ import annotations
 
+import pytest
 from textual.widgets import DataTable, Select
 
 from hierconsole.study.read import list_studies
@@ -120,3 +121,45 @@ async def test_nothing_loading_can_be_chosen(open_store):
         preset = dialog.query_one("#preset", Select)
         assert preset.value == "demo" and not preset._allow_blank
         assert all("loading" not in str(prompt) for prompt, _ in preset._options)
+
+
+async def test_the_executor_is_chosen_in_the_dialog_and_checked_in_place(fixed_copy):
+    """The executor and the Ray address are fields like the others: a bad address is said beside it, an
+    address without the ray executor too, and nothing is created."""
+    with Store(fixed_copy) as store:
+        app = make_app(store)
+        async with app.run_test(size=(100, 40)) as pilot:
+            dialog = await open_dialog(pilot)
+            executor = dialog.query_one("#executor", Select)
+            assert [str(v) for _, v in executor._options] == ["local", "ray"] and executor.value == "local"
+            dialog.query_one("#address").value = "auto"
+            await settle(pilot, app)
+            assert "the Ray address is for the ray executor" in error_of(dialog, "address")
+            executor.value = "ray"
+            dialog.query_one("#address").value = "nowhere"
+            await settle(pilot, app)
+            await pilot.press("ctrl+s")
+            await settle(pilot, app)
+            assert app.screen is dialog
+            assert "'nowhere': give `auto`" in error_of(dialog, "address")
+            dialog.query_one("#address").value = "ray://head:10001"
+            await settle(pilot, app)
+            assert error_of(dialog, "address") == ""
+        assert len(list_studies(store)) == 2
+
+
+def test_a_ray_request_names_its_cluster_in_the_question():
+    import importlib.util
+
+    from hierconsole.tui.screens.launch import launch_question, parse_request
+    from hierconsole.vocabulary import Executor
+
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("Ray is not installed (pip install 'hierconsole[ray]'): a ray request is refused")
+
+    request = parse_request("demo", None, "1", "", "", "ray", "ray://head:10001")
+    assert request.executor == Executor.RAY and request.ray_address == "ray://head:10001"
+    question = launch_question(request.resolve(), "synthetic:demo", 0, request)
+    assert "on the Ray cluster at ray://head:10001?" in question
+    local = parse_request("demo", None, "1", "", "", "ray", "")
+    assert "on a Ray instance started in this console" in launch_question(local.resolve(), "x", 0, local)

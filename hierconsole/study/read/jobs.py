@@ -17,6 +17,7 @@ from hierconsole.vocabulary import (
     SCORING_KINDS,
     TRAINING_KINDS,
     UNTRAINED_BASELINES,
+    Executor,
     JobKind,
     JobState,
 )
@@ -45,6 +46,19 @@ class JobRow:
     """(arm, SupCon temperature) of each cell the job trains, by arm name."""
     orphaned: bool = False
     """Stored as running, but no orchestrator holds the store (see `vocabulary.ORPHANED`)."""
+    executor: Executor | None = None
+    """Where its last attempt was launched (None: never launched)."""
+    node: str | None = None
+    """The node of that attempt: "local", or a Ray node's host and id."""
+
+    @property
+    def where(self) -> str:
+        """`local`, `ray HOST NODE-ID` (or `ray (waiting)` before Ray placed it); empty if never launched."""
+        if self.executor is None:
+            return ""
+        if self.executor == Executor.LOCAL:
+            return "local"
+        return f"ray {self.node}" if self.node else "ray"
 
     @property
     def shown_state(self) -> str:
@@ -105,7 +119,8 @@ WITH scoped_runs AS (
 )
 SELECT j.job_id, j.study_id, j.kind, j.seed, j.tau, j.state, j.epochs_done, j.epochs_total, j.attempts,
        j.error, t.epoch_seconds, coalesce(s.n, 0) AS scored,
-       (coalesce(c.n, 0) + coalesce(b.n, 0)) * coalesce(p.n, 0) AS to_score, l.losses, jc.cells
+       (coalesce(c.n, 0) + coalesce(b.n, 0)) * coalesce(p.n, 0) AS to_score, l.losses, jc.cells,
+       j.executor, j.node
 FROM jobs j
 LEFT JOIN latest l USING (job_id)
 LEFT JOIN timing t USING (job_id)
@@ -165,6 +180,8 @@ def job_rows(store: Store, study_id: str | None = None) -> list[JobRow]:
                 epoch_seconds=r["epoch_seconds"],
                 cells=tuple((arm, None if tau is None else float(tau)) for arm, tau in r["cells"] or ()),
                 orphaned=orphaned,
+                executor=None if r["executor"] is None else Executor(r["executor"]),
+                node=r["node"],
             )
         )
     return out

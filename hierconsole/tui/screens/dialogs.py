@@ -55,9 +55,11 @@ class QuitDialog(ModalScreen[str | None]):
     SCOPE = "quit"
     BINDINGS = bindings_for(SCOPE)
 
-    def __init__(self, active_jobs: int) -> None:
+    def __init__(self, active_jobs: int, on_own_ray: int = 0) -> None:
         super().__init__()
         self.active_jobs = active_jobs
+        self.on_own_ray = on_own_ray
+        """Of them, those on the Ray instance this console started, which ends when it quits."""
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
@@ -72,6 +74,12 @@ class QuitDialog(ModalScreen[str | None]):
                     ("q", "bold"),
                     "  leave them and quit (workers finish on their own; the next console adopts\n"
                     "   them and starts the queued ones)\n",
+                    (
+                        f"   {self.on_own_ray} of them run on this console's own Ray instance, which ends with\n"
+                        "   it: those end too, and `hierconsole resume` continues them\n"
+                        if self.on_own_ray
+                        else ""
+                    ),
                     ("esc", "bold"),
                     " stay",
                 )

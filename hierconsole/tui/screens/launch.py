@@ -1,4 +1,5 @@
-"""The launch dialog: a preset on a dataset with the command line's overrides (epochs, seeds, `--set`).
+"""The launch dialog: a preset on a dataset with the command line's overrides (epochs, seeds, `--set`),
+and the executor its jobs run on (local worker processes, or a Ray cluster: `--executor`, `--ray-address`).
 
 Every field is checked where it is typed: a problem is shown beside its field and the dialog stays open.
 The description follows the overrides. Launching asks first, naming what it creates; the study is
@@ -7,8 +8,11 @@ created here, so a problem only the dataset reveals (too few test samples, ...) 
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on, work
@@ -26,14 +30,20 @@ from hierconsole.config.overrides import (
     split_assignments,
 )
 from hierconsole.errors import ConfigError, HierconsoleError
+from hierconsole.study.executors import LOCAL_RAY, executor_name, ray_address
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.messages import StudyLaunched
 from hierconsole.tui.screens.dialogs import ConfirmDialog, FieldDialog
 from hierconsole.tui.widgets.path_input import FieldInput
-from hierconsole.vocabulary import ARMS
+from hierconsole.vocabulary import ARMS, EXECUTORS, Executor
+
+if TYPE_CHECKING:
+    from hierconsole.study.orchestrator import Orchestrator
 
 PRESET_DATASET = "__preset__"
-FIELDS = ("preset", "dataset", "epochs", "seeds", "set")
+FIELDS = ("preset", "dataset", "epochs", "seeds", "set", "executor", "address")
+RAY_CREATE_SECONDS = 600.0
+"""How long the dialog waits for the orchestrator to connect to Ray and create a Ray study."""
 FIELD_KEYS = {"training.epochs": "epochs", "training.seeds": "seeds", "data.dataset": "dataset"}
 """Preset keys that have a field of their own; a problem with any other key belongs to `set`."""
 
@@ -46,6 +56,9 @@ class LaunchRequest:
     seeds: tuple[int, ...] | None = None
     values: tuple[tuple[str, object], ...] = ()
     """The `--set` overrides, in the order given."""
+    executor: Executor = Executor.LOCAL
+    ray_address: str = LOCAL_RAY
+    """With the ray executor: the cluster (`--ray-address`); `local` starts an instance in the console."""
 
     def resolve(self) -> Preset:
         """The preset the study will record (ConfigError lists every problem)."""
@@ -72,10 +85,31 @@ def field_of(problem: str) -> str:
 
 
 def parse_request(
-    preset: str, dataset: str | None, epochs: str, seeds: str, overrides: str = ""
+    preset: str,
+    dataset: str | None,
+    epochs: str,
+    seeds: str,
+    overrides: str = "",
+    executor: str = "",
+    address: str = "",
 ) -> LaunchRequest:
-    """The request the fields describe, checked as `hierconsole run` checks its options."""
+    """The request the fields describe, checked as `hierconsole run` checks its options. Ray is looked
+    for, never imported: the console loads it only when a Ray study is launched."""
     problems: dict[str, list[str]] = {f: [] for f in FIELDS}
+    chosen, where = Executor.LOCAL, LOCAL_RAY
+    try:
+        chosen = executor_name(executor or None)
+    except ConfigError as exc:
+        problems["executor"].append(str(exc))
+    if chosen == Executor.RAY:
+        if importlib.util.find_spec("ray") is None:
+            problems["executor"].append("Ray is not installed here: pip install 'hierconsole[ray]'")
+        try:
+            where = ray_address(address.strip() or None)
+        except ConfigError as exc:
+            problems["address"].append(str(exc).replace("--ray-address ", "", 1))
+    elif address.strip():
+        problems["address"].append("the Ray address is for the ray executor; choose ray, or clear it")
     n_epochs = None
     if epochs.strip():
         try:
@@ -95,7 +129,13 @@ def parse_request(
         except AssignmentError as exc:
             problems["set"].append(str(exc))
     request = LaunchRequest(
-        preset, None if dataset in (None, PRESET_DATASET) else dataset, n_epochs, seed_list, tuple(values)
+        preset,
+        None if dataset in (None, PRESET_DATASET) else dataset,
+        n_epochs,
+        seed_list,
+        tuple(values),
+        chosen,
+        where,
     )
     if not any(problems.values()):
         try:
@@ -123,12 +163,21 @@ def describe(preset: Preset, values: Mapping[str, object]) -> Text:
     return text
 
 
-def launch_question(preset: Preset, dataset: str, studies_in_store: int) -> str:
+def launch_question(
+    preset: Preset, dataset: str, studies_in_store: int, request: LaunchRequest | None = None
+) -> str:
     t = preset.training
     there = f" The store already holds {studies_in_store} studies." if studies_in_store else ""
+    on = ""
+    if request is not None and request.executor == Executor.RAY:
+        on = (
+            " on a Ray instance started in this console"
+            if request.ray_address == LOCAL_RAY
+            else f" on the Ray cluster at {request.ray_address}"
+        )
     return (
         f"Launch a new {preset.name!r} study on dataset {dataset}: {len(t.seeds)} seed(s) × "
-        f"{len(ARMS)} arms, {t.epochs} epochs?{there}"
+        f"{len(ARMS)} arms, {t.epochs} epochs{on}?{there}"
     )
 
 
@@ -159,6 +208,7 @@ class LaunchDialog(FieldDialog[str | None]):
         study_id: str | None
         parallel: int = 1
         error: str | None = None
+        request: LaunchRequest | None = None
 
     def __init__(self, dataset: str | None = None) -> None:
         super().__init__()
@@ -176,11 +226,21 @@ class LaunchDialog(FieldDialog[str | None]):
                 ("epochs", "the preset's (a number)"),
                 ("seeds", "the preset's (42,2024,...)"),
                 ("set", "KEY=VALUE ... as --set (enter on an option below)"),
+                ("executor", ""),
+                ("address", "ray: auto, ray://HOST:PORT, HOST:PORT (empty: a local instance)"),
             ):
                 with Horizontal(classes="field", id=f"row-{name}"):
                     yield Label(name, classes="field-label")
                     if name in ("preset", "dataset"):
                         yield Static(id=f"{name}-slot")
+                    elif name == "executor":
+                        yield Select(
+                            [(e, e) for e in EXECUTORS],
+                            value=_default_executor(),
+                            allow_blank=False,
+                            id="executor",
+                            compact=True,
+                        )
                     else:
                         yield FieldInput(placeholder=hint, id=name)
                 yield Static(id=f"error-{name}", classes="field-error")
@@ -236,7 +296,7 @@ class LaunchDialog(FieldDialog[str | None]):
         self._recheck()
 
     # -- checking as the fields change -----------------------------------------------------------------
-    def _values(self) -> tuple[str, str | None, str, str, str] | None:
+    def _values(self) -> tuple[str, str | None, str, str, str, str, str] | None:
         if not self._loaded:
             return None
         preset = self.query_one("#preset", Select).value
@@ -247,6 +307,8 @@ class LaunchDialog(FieldDialog[str | None]):
             self.query_one("#epochs", Input).value,
             self.query_one("#seeds", Input).value,
             self.query_one("#set", Input).value,
+            str(self.query_one("#executor", Select).value),
+            self.query_one("#address", Input).value,
         )
 
     @on(Select.Changed)
@@ -258,10 +320,19 @@ class LaunchDialog(FieldDialog[str | None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="launch-check")
     def check(
-        self, preset: str, dataset: str | None, epochs: str, seeds: str, overrides: str, *, submit: bool
+        self,
+        preset: str,
+        dataset: str | None,
+        epochs: str,
+        seeds: str,
+        overrides: str,
+        executor: str,
+        address: str,
+        *,
+        submit: bool,
     ) -> None:
         try:
-            request = parse_request(preset, dataset, epochs, seeds, overrides)
+            request = parse_request(preset, dataset, epochs, seeds, overrides, executor, address)
         except LaunchProblems as exc:
             self.post_message(self.Checked(None, exc.problems, submit=submit))
             return
@@ -313,7 +384,7 @@ class LaunchDialog(FieldDialog[str | None]):
 
     def _confirm(self, request: LaunchRequest, preset: Preset) -> None:
         studies = len(getattr(self.app, "studies", []))
-        question = launch_question(preset, preset.data.dataset, studies)
+        question = launch_question(preset, preset.data.dataset, studies, request)
 
         def create_if(yes: bool | None) -> None:
             if yes:
@@ -329,12 +400,50 @@ class LaunchDialog(FieldDialog[str | None]):
         store = self.app.store  # type: ignore[attr-defined]
         try:
             preset = request.resolve()
-            dataset_id = ensure_dataset(store, preset.data.dataset)
-            study_id = create_study(store, preset, dataset_id)
+            if request.executor == Executor.RAY:
+                study_id = self._create_on_ray(request, preset)
+            else:
+                dataset_id = ensure_dataset(store, preset.data.dataset)
+                study_id = create_study(store, preset, dataset_id)
         except HierconsoleError as exc:
             self.post_message(self.Created(None, error=str(exc)))
             return
-        self.post_message(self.Created(study_id, preset.compute.max_parallel_jobs))
+        self.post_message(self.Created(study_id, preset.compute.max_parallel_jobs, request=request))
+
+    def _create_on_ray(self, request: LaunchRequest, preset: Preset) -> str:
+        """Connect to Ray and create the study on the orchestrator's thread, the one that may touch the
+        orchestrator: its jobs are handed to the Ray executor before any tick could launch them locally.
+        Ray is imported there, now, and never before a Ray launch."""
+        from hierconsole.study.catalog import ensure_dataset
+        from hierconsole.study.lifecycle import create_study
+
+        done: Future[str] = Future()
+
+        def command(orch: Orchestrator) -> str | None:
+            try:
+                executor = orch.ray_executor(request.ray_address)
+                executor_check = getattr(executor, "check_device", None)
+                if executor_check is not None:
+                    executor_check(preset.compute.device, "compute.device")
+                dataset_id = ensure_dataset(orch.store, preset.data.dataset)
+                study_id = create_study(orch.store, preset, dataset_id)
+                orch.assign([study_id], executor)
+            except HierconsoleError as exc:
+                done.set_exception(exc)
+                return None
+            except Exception as exc:  # noqa: BLE001 - shown in the dialog, not lost in the loop
+                done.set_exception(HierconsoleError(f"{type(exc).__name__}: {exc}"))
+                return None
+            done.set_result(study_id)
+            return None
+
+        self.app.submit(command)  # type: ignore[attr-defined]
+        try:
+            return done.result(timeout=RAY_CREATE_SECONDS)
+        except TimeoutError:
+            raise HierconsoleError(
+                f"no answer from the orchestrator within {RAY_CREATE_SECONDS:.0f} s while connecting to Ray"
+            ) from None
 
     @on(Created)
     def _created(self, message: Created) -> None:
@@ -344,8 +453,19 @@ class LaunchDialog(FieldDialog[str | None]):
             error.display = True
             self.query_one("#launch", VerticalScroll).scroll_end(animate=False)
             return
-        self.app.post_message(StudyLaunched(message.study_id, message.parallel))
+        request = message.request
+        executor = request.executor if request is not None else Executor.LOCAL
+        address = request.ray_address if request is not None else None
+        self.app.post_message(StudyLaunched(message.study_id, message.parallel, executor, address))
         self.dismiss(message.study_id)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+def _default_executor() -> str:
+    """$HIERCONSOLE_EXECUTOR when it names an executor, else local."""
+    try:
+        return str(executor_name(None))
+    except ConfigError:
+        return str(Executor.LOCAL)

@@ -29,6 +29,7 @@ JOB_COLUMNS: tuple[tuple[str, str], ...] = (
     ("state", "state"),
     ("progress", "progress"),
     ("ETA", "eta"),
+    ("where", "where"),
     *((arm, f"loss-{arm}") for arm in ARMS),
 )
 """(header, key) of the job table: one column per arm's latest training loss, under its own name, last
@@ -57,6 +58,7 @@ def job_cells(job: JobRow) -> list:
         fmt.state(job.state),
         progress,
         Text(fmt.duration(job.eta_seconds), justify="right"),
+        Text(job.where, style="dim" if job.where == "local" else ""),
         *(loss_cell(job.losses.get(arm)) if training else Text("") for arm in ARMS),
     ]
 

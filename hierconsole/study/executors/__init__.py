@@ -1,0 +1,100 @@
+"""Executors: how a job's worker is started, watched and stopped. The orchestrator stays the same above them.
+
+Every executor runs the same worker (`python -m hierconsole.engine.worker --home HOME SPEC`) on the same
+job spec; what differs is where. `local` starts it as a subprocess of the orchestrator (the worker writes
+its job folder in the home itself); `ray` starts it on a node of a Ray cluster, in a scratch home of its
+own there, and brings its event lines and the files of its job folder home (`contract.transfer`), so that
+the orchestrator reads `events.jsonl` and the checkpoints in the home exactly as it does a local job's.
+
+An executor hands out one `Handle` per running attempt; the orchestrator polls handles, never processes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Protocol
+
+from hierconsole.contract.jobspec import JobSpec
+from hierconsole.errors import ConfigError
+from hierconsole.vocabulary import EXECUTORS, Executor
+
+ENV_EXECUTOR = "HIERCONSOLE_EXECUTOR"
+"""The executor `run`, `resume` and the console use when none is named (default: local)."""
+ENV_RAY_ADDRESS = "HIERCONSOLE_RAY_ADDRESS"
+"""The Ray cluster `--executor ray` connects to when `--ray-address` is not given (default: a local
+instance started for the command)."""
+LOCAL_RAY = "local"
+"""The `--ray-address` that starts a Ray instance in this process (it ends with the process)."""
+
+
+class Handle(Protocol):
+    """One running attempt of one job, as the orchestrator drives it."""
+
+    executor: Executor
+    pid: int
+    """The process to show and to judge alive by: the worker (local), or the Ray worker process (ray)."""
+    pid_start: str | None
+    node: str
+    """Where it runs: "local", or the Ray node ("host node-id")."""
+    gpu: str | None
+
+    def pump(self) -> None:
+        """Bring what the worker wrote since the last call into its job folder in the home (events, files,
+        heartbeat); nothing to do where the worker writes there itself."""
+
+    def running(self) -> bool: ...
+
+    def terminate(self) -> None:
+        """Ask the worker to stop at its next batch (it emits `cancelled` and keeps its checkpoint)."""
+
+    def kill(self) -> None:
+        """End it now (after the cancel grace, or a frozen worker)."""
+
+    def exit_note(self) -> str | None:
+        """Why it ended without a final event (a crash), if the executor knows."""
+
+    def release(self) -> None:
+        """It ended and everything it sent was ingested: free what it holds."""
+
+    def wait(self, timeout: float) -> None:
+        """Wait up to `timeout` seconds for it to end (no-op where there is nothing to reap)."""
+
+
+class JobExecutor(Protocol):
+    kind: Executor
+
+    def capacity(self, max_parallel: int | None) -> int:
+        """How many of its jobs may run at once, given `--parallel` (None: not given)."""
+
+    def launch(self, job_id: str, folder: Path, spec: JobSpec, *, busy_gpus: set[str]) -> Handle: ...
+
+    def close(self) -> None:
+        """The orchestrator is done with it (a Ray instance it started ends here)."""
+
+
+def executor_name(option: str | None) -> Executor:
+    """`--executor`, else $HIERCONSOLE_EXECUTOR, else local; a bad value is a ConfigError naming its source."""
+    value, source = (option, "--executor") if option is not None else (os.environ.get(ENV_EXECUTOR), ENV_EXECUTOR)
+    if value is None or value == "":
+        return Executor.LOCAL
+    if value not in EXECUTORS:
+        raise ConfigError(f"{source} {value!r}: the executor is one of {', '.join(EXECUTORS)}")
+    return Executor(value)
+
+
+def ray_address(option: str | None) -> str:
+    """`--ray-address`, else $HIERCONSOLE_RAY_ADDRESS, else `local` (start an instance here)."""
+    value, source = (
+        (option, "--ray-address") if option is not None else (os.environ.get(ENV_RAY_ADDRESS), ENV_RAY_ADDRESS)
+    )
+    if value is None or value == "":
+        return LOCAL_RAY
+    value = value.strip()
+    host_port = value.removeprefix("ray://")
+    if value in ("auto", LOCAL_RAY) or (":" in host_port and host_port.rsplit(":", 1)[1].isdigit()):
+        return value
+    raise ConfigError(
+        f"{source} {value!r}: give `auto` (the cluster this node belongs to), ray://HOST:PORT (Ray Client), "
+        f"HOST:PORT (the head's GCS address) or `local` (start a Ray instance for this command)"
+    )
