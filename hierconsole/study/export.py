@@ -57,6 +57,7 @@ TABLES: dict[str, str] = {
     "arms": "per arm, mean ± SD over seeds of leaf, middle, high and hierarchy mAP (paper Table 1)",
     "effects": "simple effects geom_R, geom_S, loss_E, loss_H, interaction per metric, per seed and mean ± SD",
     "recall": "per arm and level, Recall@K mean ± SD over seeds (paper Table S8)",
+    "deviation": "the cells then the baselines, each with leaf, middle and high mAP and Recall@K mean ± SD",
     "redistribution": "H_S - E_S and H_R - E_R per level, per seed, with the 'finer down, highest up' flag",
     "audits": "fairness and leakage checks with their result and evidence",
     "tuning": "temperature tuning candidates per geometry with validation scores and the winner",
@@ -68,7 +69,7 @@ FAMILY_TABLES: dict[str, str] = {
 }
 """Tables of a family (`export TABLE --family F`) rather than of one study."""
 
-ANALYSIS_TABLES: tuple[str, ...] = ("arms", "effects", "recall", "redistribution")
+ANALYSIS_TABLES: tuple[str, ...] = ("arms", "effects", "recall", "deviation", "redistribution")
 """Tables computed from a per-seed wide table (see :func:`analysis_frame`)."""
 
 FramesProvider = Callable[[str, str | None], pl.DataFrame]
@@ -455,6 +456,20 @@ def arms_frame(arm_long: pl.DataFrame, metrics: Sequence[str] | None = None) -> 
     return pl.DataFrame(rows, schema=schema)
 
 
+def deviation_frame(arm_long: pl.DataFrame) -> pl.DataFrame:
+    """The baselines' deviation from the cells in one table: every arm (cells, then baselines) with each
+    level's mAP and Recall@K, so that "finer down, coarser up" reads along a row."""
+    available = set(arm_long["metric"].to_list())
+    ks = sorted({int(m.partition("_R@")[2]) for m in available if m.partition("_R@")[2].isdigit()})
+    metrics = [
+        m
+        for level in LEVELS
+        for m in (f"{level}_{MAP}", *(f"{level}_R@{k}" for k in ks))
+        if m in available
+    ]
+    return arms_frame(arm_long, metrics)
+
+
 def _seeds_of(rows: Iterable[dict]) -> int | None:
     """The n (seeds) of an arm's rows; None for a baseline arm, which has no training seed."""
     ns = [r["n"] for r in rows if r["n"] is not None]
@@ -555,6 +570,8 @@ def analysis_frame(
         return arms_frame(arm_table(per_seed, metrics, source=source, baselines=baselines), metrics)
     if name == "recall":
         return recall_frame(arm_table(per_seed, metrics, source=source, baselines=baselines), source=source)
+    if name == "deviation":
+        return deviation_frame(arm_table(per_seed, None, source=source, baselines=baselines))
     if name == "redistribution":
         return redistribution_frame(redistribution(per_seed, "mAP", source=source))
     check_table(name)

@@ -38,6 +38,8 @@ def study(tmp_path_factory, tiny_fs):
     argv = ["--home", str(home), "run", "demo", "--dataset", "tiny", "--epochs", "2", "--seeds", "42,2024"]
     for setting in TINY_SETTINGS:
         argv += ["--set", setting]
+    # All three baselines (the demo preset itself leaves the HIER-style cell out for speed).
+    argv += ["--set", 'evaluation.baselines=["frozen","pca","hier"]']
     assert main(argv) == 0
     with Store(home) as store:
         study_id = store.one("SELECT study_id FROM studies")[0]
@@ -103,7 +105,9 @@ def test_effects_json_export_and_sql_views_agree(study, capsys, tmp_path):
         assert positive == hier[effect]["positive_seeds"]
 
 
-@pytest.mark.parametrize("table", ["runs", "metrics", "arms", "recall", "redistribution", "audits", "tuning"])
+@pytest.mark.parametrize(
+    "table", ["runs", "metrics", "arms", "recall", "deviation", "redistribution", "audits", "tuning"]
+)
 def test_every_table_exports(study, capsys, tmp_path, table):
     home, study_id = study
     target = tmp_path / f"{table}.csv"

@@ -20,6 +20,8 @@ TINY_RUN = [
     "run", "demo", "--dataset", "tiny",
     "--set", "training.hidden=32", "--set", "training.out_dim=8", "--set", "training.batch_size=32",
     "--set", "training.lr=1e-3", "--set", "evaluation.n_query=40", "--set", "compute.device='cpu'",
+    # The demo preset leaves the HIER-style cell out for speed; the kill and fault tests keep it in.
+    "--set", 'evaluation.baselines=["frozen","pca","hier"]',
 ]  # fmt: skip
 
 

@@ -27,7 +27,7 @@ from hierconsole.study.orchestrator import Orchestrator
 from hierconsole.study.read import baselines, job_rows, per_seed, table_frame
 from hierconsole.study.records import get_study
 from hierconsole.study.storage import Store
-from hierconsole.vocabulary import BASELINE_SEED, HIER_METRIC, RANKING_METRICS
+from hierconsole.vocabulary import BASELINE_SEED, HIER_METRIC, RANKING_METRICS, RECALL_KS
 from tests.tiny import tiny_preset
 
 QG_SEEDS = [42, 2024]
@@ -146,6 +146,8 @@ def test_arm_table_contrasts_and_export_carry_the_baselines(study):
         seeds = per_seed(store, study_id)
         base = baselines(store, study_id)
         arms_export = table_frame(store, "arms", study_id)
+        recall_export = table_frame(store, "recall", study_id)
+        deviation = table_frame(store, "deviation", study_id)
     assert base is not None
     table = arm_table(seeds, HIER_METRIC, baselines=base)
     frozen = table.filter(pl.col("arm") == "frozen").row(0, named=True)
@@ -160,6 +162,18 @@ def test_arm_table_contrasts_and_export_carry_the_baselines(study):
     assert "E_S_vs_pca" in effects and "geom_S" not in effects  # no H_S cell in this study
     assert arms_export["arm"].to_list() == ["E_R", "E_S", "frozen", "pca"]
     assert arms_export.filter(pl.col("arm") == "pca")["n"].to_list() == [None]
+    # The deviation table: each arm's leaf, middle and high mAP and R@K in one row, the same numbers as
+    # the arms and recall tables.
+    assert deviation["arm"].to_list() == ["E_R", "E_S", "frozen", "pca"]
+    for arm in deviation["arm"]:
+        row = deviation.filter(pl.col("arm") == arm).row(0, named=True)
+        arms_row = arms_export.filter(pl.col("arm") == arm).row(0, named=True)
+        for level in ("leaf", "middle", "high"):
+            assert row[f"{level}_mAP_mean"] == arms_row[f"{level}_mAP_mean"]
+            recall_row = recall_export.filter((pl.col("arm") == arm) & (pl.col("level") == level)).row(0, named=True)
+            for k in RECALL_KS:
+                assert row[f"{level}_R@{k}_mean"] == recall_row[f"R@{k}_mean"]
+                assert row[f"{level}_R@{k}_sd"] == recall_row[f"R@{k}_sd"]
 
 
 def test_a_pca_fit_on_other_samples_fails_its_audit(study, tmp_path):
