@@ -161,6 +161,7 @@ def test_tables_registry_names():
         "arms",
         "effects",
         "recall",
+        "deviation",
         "redistribution",
         "audits",
         "tuning",
