@@ -13,13 +13,13 @@ Ray and of SQL: the node and the orchestrator both use it.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from hierconsole.contract import layout
+from hierconsole.contract.durable import write_atomically
 from hierconsole.contract.events import EventKind
 
 BOUNDARY_KINDS = frozenset(
@@ -132,17 +132,6 @@ def pack(root: Path, relatives: Iterable[str]) -> list[FileCopy]:
         else:
             out.append(FileCopy(relative, path.read_bytes()))
     return out
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Temp file, fsync, rename: a reader (or a crash) sees the old file or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def unpack(root: Path, copies: Iterable[FileCopy]) -> None:

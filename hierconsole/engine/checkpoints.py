@@ -10,35 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from hierconsole.contract.durable import write_atomically
+
 _NAME_RE = re.compile(r"^ckpt-(\d{6})\.pt$")
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 def save_payload(path: Path, payload: dict[str, Any]) -> str:
@@ -48,8 +28,8 @@ def save_payload(path: Path, payload: dict[str, Any]) -> str:
     data = buf.getvalue()
     digest = hashlib.sha256(data).hexdigest()
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, data)
-    atomic_write_bytes(path.with_name(path.name + ".sha256"), digest.encode())
+    write_atomically(path, data)
+    write_atomically(path.with_name(path.name + ".sha256"), digest.encode())
     return digest
 
 

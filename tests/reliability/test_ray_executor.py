@@ -198,8 +198,8 @@ def test_a_new_orchestrator_re_attaches_to_a_running_ray_job(ray_address, tiny_h
     from hierconsole.study.orchestrator import Orchestrator
     from tests.tiny import TINY_VALUES
 
-    # As TINY_RUN runs it: with the demo's baseline arms.
-    values = {k: v for k, v in TINY_VALUES.items() if k != "evaluation.baselines"}
+    # As TINY_RUN runs it: with all three baseline arms.
+    values = {**TINY_VALUES, "evaluation.baselines": ["frozen", "pca", "hier"]}
     preset = load_preset("demo").with_overrides(epochs=3, seeds=[42, 2024], values=values)
     with Store(tiny_home) as store:
         study_id = create_study(store, preset, "tiny")

@@ -26,6 +26,7 @@ from typing import Any
 
 from hierconsole import __version__
 from hierconsole.contract import layout, transfer
+from hierconsole.contract.durable import write_atomically
 from hierconsole.contract.jobspec import JobSpec
 from hierconsole.errors import ConfigError, HierconsoleError
 from hierconsole.study.executors import LOCAL_RAY
@@ -257,7 +258,7 @@ def _read_info(folder: Path) -> dict[str, Any] | None:
 
 
 def _write_info(folder: Path, info: dict[str, Any]) -> None:
-    transfer.write_atomically(folder / layout.EXECUTOR, json.dumps(info, indent=1).encode())
+    write_atomically(folder / layout.EXECUTOR, json.dumps(info, indent=1).encode())
 
 
 class RayHandle:

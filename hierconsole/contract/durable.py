@@ -1,0 +1,33 @@
+"""Durable file writes, the same on both sides of the process boundary: a worker's checkpoints and models,
+and the files the orchestrator writes into a job folder from a remote worker."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename in `path` durable (its directory entry reaches the disk), where the filesystem lets
+    a folder be opened."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Temp file, fsync, rename, fsync of the folder: a reader (or a crash) sees the old file or the new
+    one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
