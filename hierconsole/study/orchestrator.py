@@ -29,7 +29,7 @@ from hierconsole.errors import HierconsoleError, NotFoundError
 from hierconsole.locations import job_dir
 from hierconsole.study.executors import Handle, JobExecutor
 from hierconsole.study.executors.local import WORKER_MODULE, LocalExecutor, LocalHandle
-from hierconsole.study.ingest import JobRef, apply_batch, apply_events, update_from_values
+from hierconsole.study.ingest import JobRef, apply_batch, apply_events, update_rows
 from hierconsole.study.lifecycle import advance
 from hierconsole.study.processes import job_lock_held, pid_alive
 from hierconsole.study.storage import Store
@@ -268,8 +268,8 @@ class Orchestrator:
         self._ingest_running()
         for job_id in list(self.active):
             self._poll(self.active[job_id])
-        self._launch_queued()
-        self._keep_warm()
+        waiting = self._launch_queued()
+        self._keep_warm(waiting)
 
     def busy(self, study_ids: list[str] | None = None) -> bool:
         sql = f"SELECT count(*) FROM jobs WHERE state IN ({sql_list(ACTIVE_STATES)})"
@@ -304,7 +304,8 @@ class Orchestrator:
     def _executor_of(self, study_id: str) -> JobExecutor:
         return self.assigned.get(study_id, self.executor)
 
-    def _launch_queued(self) -> None:
+    def _launch_queued(self) -> list[str]:
+        """Launch what the executors have room for; returns the study ids of the jobs left queued."""
         only, params = ("", [])
         if self.studies is not None:
             only, params = ("AND study_id IN (SELECT unnest(?))", [self.studies])
@@ -314,27 +315,27 @@ class Orchestrator:
             [JobState.QUEUED, *params],
         )
         # Each executor has its own capacity: a full one holds back its own studies' jobs only.
+        waiting = []
         for job_id, study_id in queued:
             executor = self._executor_of(study_id)
             running = sum(1 for a in self.active.values() if a.owner is executor)
             if running < executor.capacity(self.max_parallel):
                 self.launch(job_id)
+            else:
+                waiting.append(study_id)
+        return waiting
 
-    def _keep_warm(self) -> None:
+    def _keep_warm(self, waiting: list[str]) -> None:
         """One local standby while a local launch is to come: a queued job waiting for a slot, or a
         training job running, after which its study goes on (more training, or the evaluate job); none
         otherwise. It is started once the running workers have reported their start, so that its imports
-        do not compete with theirs."""
+        do not compete with theirs. ``waiting``: the study ids of the jobs `_launch_queued` left queued."""
         local = [a for a in self.active.values() if a.owner is self.local]
         if not all(a.started for a in local):
             return
-        coming = any(a.job.kind in TRAINING_KINDS for a in local)
-        if not coming:
-            only, params = ("", [])
-            if self.studies is not None:
-                only, params = ("AND study_id IN (SELECT unnest(?))", [self.studies])
-            queued = self.store.rows(f"SELECT DISTINCT study_id FROM jobs WHERE state = ? {only}", [JobState.QUEUED, *params])
-            coming = any(self._executor_of(study_id) is self.local for (study_id,) in queued)
+        coming = any(a.job.kind in TRAINING_KINDS for a in local) or any(
+            self._executor_of(study_id) is self.local for study_id in waiting
+        )
         self.local.warm(coming)
 
     def launch(self, job_id: str) -> None:
@@ -391,8 +392,7 @@ class Orchestrator:
 
         def write(con: Any) -> None:
             apply_batch(con, [(a.job, events) for a, events in batch])
-            if beats:
-                update_from_values(con, "jobs", "job_id", ("heartbeat_at",), beats, "{c} = to_timestamp(v.{c})")
+            update_rows(con, "jobs", "job_id", ("heartbeat_at",), beats, "{c} = to_timestamp(u.{c})")
 
         self.store.write(write)
         if self.on_events:
