@@ -167,62 +167,39 @@ def apply_batch(con: duckdb.DuckDBPyConnection, batch: Iterable[tuple[JobRef, It
     _upsert(con, "epochs", _EPOCH_COLUMNS, epochs)
     _upsert(con, "val_metrics", _VAL_COLUMNS, vals)
     _upsert(con, "metrics", _METRIC_COLUMNS, metrics)
-    if starts:
-        update_from_values(
-            con, "jobs", "job_id", ("device", "threads"), [(j, *v) for j, v in starts.items()], "{c} = v.{c}"
-        )
-    if last_epochs:
-        update_from_values(
-            con,
-            "jobs",
-            "job_id",
-            ("epochs_done",),
-            list(last_epochs.items()),
-            "{c} = greatest(jobs.{c}, v.{c})",
-        )
-    _update_runs(con, _FINAL_COLUMNS, finals)
-    _update_runs(con, _NORM_COLUMNS, norms)
+    update_rows(con, "jobs", "job_id", ("device", "threads"), [(j, *v) for j, v in starts.items()])
+    update_rows(
+        con, "jobs", "job_id", ("epochs_done",), list(last_epochs.items()), "{c} = greatest(jobs.{c}, u.{c})"
+    )
+    update_rows(con, "runs", "run_id", _FINAL_COLUMNS, [(r, *v) for r, v in finals.items()])
+    update_rows(con, "runs", "run_id", _NORM_COLUMNS, [(r, *v) for r, v in norms.items()])
 
 
-def update_from_values(
+def update_rows(
     con: duckdb.DuckDBPyConnection,
     table: str,
     key: str,
     columns: tuple[str, ...],
     rows: list[tuple],
-    assign: str,
+    assign: str = "{c} = u.{c}",
 ) -> None:
-    """One UPDATE of `columns` for many rows keyed by `key`, from a VALUES list (a few rows: the running
-    jobs); `assign` says how each column is set from `v`, e.g. "{c} = v.{c}"."""
-    width = 1 + len(columns)
-    values = ", ".join("(" + ", ".join("?" * width) + ")" for _ in rows)
-    sets = ", ".join(assign.format(c=c) for c in columns)
-    names = ", ".join((key, *columns))
-    con.execute(
-        f"UPDATE {table} SET {sets} FROM (VALUES {values}) v({names}) WHERE {table}.{key} = v.{key}",
-        [x for row in rows for x in row],
-    )
+    """Set `columns` of many rows of `table`, keyed by `key`, in one UPDATE ... FROM a registered frame:
+    one statement per row (executemany) costs a few ms each, which every job's finals, norms and start,
+    and every tick's heartbeats, paid per row. ``rows`` are (key, *columns); `assign` says how each
+    column is set from the incoming row `u`, e.g. "{c} = greatest(jobs.{c}, u.{c})"."""
+    if not rows:
+        return
+    name = f"_incoming_{table}_updates"
+    frame = pl.DataFrame(rows, schema=[key, *columns], orient="row", infer_schema_length=None)
+    con.register(name, frame)
+    try:
+        sets = ", ".join(assign.format(c=c) for c in columns)
+        con.execute(f"UPDATE {table} SET {sets} FROM {name} u WHERE {table}.{key} = u.{key}")
+    finally:
+        con.unregister(name)
 
 
 _FINAL_COLUMNS = ("final_sha256", "updates", "reload_max_diff", "best_epoch", "best_score")
 _NORM_COLUMNS = ("max_norm", "ball_radius", "norm_bound")
 
 
-def _update_runs(con: duckdb.DuckDBPyConnection, columns: tuple[str, ...], rows: dict[str, tuple]) -> None:
-    """Set `columns` of many runs in one UPDATE ... FROM: one statement per row (executemany) costs a
-    few ms each, so an evaluate job's norms or a job's finals paid for every cell."""
-    if not rows:
-        return
-    name = "_incoming_run_updates"
-    frame = pl.DataFrame(
-        [(rid, *values) for rid, values in rows.items()],
-        schema=["run_id", *columns],
-        orient="row",
-        infer_schema_length=None,
-    )
-    con.register(name, frame)
-    try:
-        sets = ", ".join(f"{c} = u.{c}" for c in columns)
-        con.execute(f"UPDATE runs SET {sets} FROM {name} u WHERE runs.run_id = u.run_id")
-    finally:
-        con.unregister(name)
