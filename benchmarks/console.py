@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 FIRST_FRAME = """
 import sys, time
-from hierconsole.study.storage import Store
+from hierconsole.study.db.storage import Store
 from pathlib import Path
 from hierconsole.tui import app as console
 
@@ -57,9 +57,9 @@ def build_store(home: Path, n_studies: int) -> None:
     import pytest
 
     from hierconsole.datasets import make_synthetic
-    from hierconsole.study.catalog import register_dataset
-    from hierconsole.study.lifecycle import advance, create_study
-    from hierconsole.study.storage import Store
+    from hierconsole.study.db.catalog import register_dataset
+    from hierconsole.study.db.storage import Store
+    from hierconsole.study.run.lifecycle import advance, create_study
     from tests.tiny import TINY, tiny_preset
     from tests.tui import fixtures as fx
 
@@ -75,7 +75,7 @@ def build_store(home: Path, n_studies: int) -> None:
         preset = tiny_preset(epochs=fx.EPOCHS, seeds=fx.SEEDS, **pinned)
         for i in range(n_studies):
             sid = f"bench-{i:03d}"
-            mp.setattr("hierconsole.study.lifecycle.new_study_id", lambda preset, sid=sid: sid)
+            mp.setattr("hierconsole.study.run.lifecycle.new_study_id", lambda preset, sid=sid: sid)
             create_study(store, preset, "tiny")
             complete = i % 2 == 0
             for seed in fx.SEEDS:
@@ -134,7 +134,7 @@ Switches = dict[str, list[tuple[float, float]]]
 async def view_switches(home: Path, repeat: int) -> tuple[Switches, Switches]:
     """Each view key's action run on the app's loop (what the key runs), timed until the view is shown;
     no Pilot in the loop, whose own waits cost more than the switch."""
-    from hierconsole.study.storage import Store
+    from hierconsole.study.db.storage import Store
     from hierconsole.tui.actions import VIEW_MODES
     from hierconsole.tui.app import HierConsole
     from tests.tui.conftest import make_app

@@ -27,9 +27,9 @@ from pathlib import Path
 import duckdb
 
 from hierconsole.datasets import SyntheticConfig, make_synthetic
-from hierconsole.study import live
-from hierconsole.study.catalog import register_dataset
-from hierconsole.study.storage import Store
+from hierconsole.study.db import live
+from hierconsole.study.db.catalog import register_dataset
+from hierconsole.study.db.storage import Store
 
 TINY = SyntheticConfig(
     name="tiny", n_leaves=12, n_middles=6, n_highs=3, n_singleton_middles=2, n_train=260, n_test=160, dim=48

@@ -20,7 +20,7 @@ import time
 
 CONSOLE = """
 import asyncio, sys
-from hierconsole.study.storage import Store
+from hierconsole.study.db.storage import Store
 from hierconsole.tui.app import HierConsole
 
 async def main():

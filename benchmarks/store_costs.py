@@ -33,9 +33,9 @@ def build(home: Path, n_studies: int, epochs: int) -> None:
     import pytest
 
     from hierconsole.datasets import make_synthetic
-    from hierconsole.study.catalog import register_dataset
-    from hierconsole.study.lifecycle import advance, create_study
-    from hierconsole.study.storage import Store
+    from hierconsole.study.db.catalog import register_dataset
+    from hierconsole.study.db.storage import Store
+    from hierconsole.study.run.lifecycle import advance, create_study
     from tests.tiny import TINY, tiny_preset
     from tests.tui import fixtures as fx
 
@@ -51,7 +51,7 @@ def build(home: Path, n_studies: int, epochs: int) -> None:
         preset = tiny_preset(epochs=epochs, seeds=fx.SEEDS, **pinned)
         for i in range(n_studies):
             sid = f"bench-{i:03d}"
-            mp.setattr("hierconsole.study.lifecycle.new_study_id", lambda preset, sid=sid: sid)
+            mp.setattr("hierconsole.study.run.lifecycle.new_study_id", lambda preset, sid=sid: sid)
             create_study(store, preset, "tiny")
             complete = i % 2 == 0
             for seed in fx.SEEDS:
@@ -85,9 +85,9 @@ class _Rollback(Exception):
 def measure(home: Path, repeats: int, epochs: int) -> dict[str, float]:
     from hierconsole.contract.events import from_record
     from hierconsole.study import read
-    from hierconsole.study.audits import run_audits
-    from hierconsole.study.ingest import JobRef, apply_events
-    from hierconsole.study.storage import Store
+    from hierconsole.study.analysis.audits import run_audits
+    from hierconsole.study.db.storage import Store
+    from hierconsole.study.run.ingest import JobRef, apply_events
     from tests.tui import fixtures as fx
 
     sid = "bench-000"

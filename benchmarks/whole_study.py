@@ -46,8 +46,8 @@ PY = sys.executable
 def child(home: str, argv: list[str], out: str) -> int:
     """The orchestrator process, timing its ingestion and audits and recording each job's launch."""
     t_start = time.time()
-    import hierconsole.study.lifecycle as lifecycle
-    import hierconsole.study.orchestrator as orchestrator
+    import hierconsole.study.run.lifecycle as lifecycle
+    import hierconsole.study.run.orchestrator as orchestrator
     from hierconsole.cli import main
 
     spent = {"ingestion": 0.0, "audits": 0.0}

@@ -14,10 +14,10 @@ import tempfile
 from pathlib import Path
 
 from hierconsole.config import load_preset
-from hierconsole.study.catalog import ensure_dataset
-from hierconsole.study.lifecycle import create_study
-from hierconsole.study.orchestrator import Orchestrator
-from hierconsole.study.storage import Store
+from hierconsole.study.db.catalog import ensure_dataset
+from hierconsole.study.db.storage import Store
+from hierconsole.study.run.lifecycle import create_study
+from hierconsole.study.run.orchestrator import Orchestrator
 from hierconsole.tui.app import HierConsole
 
 OUT = Path(__file__).resolve().parent / "effects.svg"

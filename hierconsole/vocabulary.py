@@ -1,5 +1,5 @@
 """The domain's words, each defined once: levels, arms, job kinds and states, study phases, metrics, the
-hier score. Everything else (SQL views included, see `study/views.py`) imports them from here.
+hier score. Everything else (SQL views included, see `study/db/views.py`) imports them from here.
 
 This module imports nothing but the standard library, so both halves of the package, the front ends and
 the worker processes can use it at no start-up cost.

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hierconsole.datasets import FeatureSet, make_synthetic
-from hierconsole.study.storage import Store
+from hierconsole.study.db.storage import Store
 from tests.tiny import TINY
 from tests.tui.fixtures import build_store
 

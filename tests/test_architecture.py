@@ -94,7 +94,7 @@ def test_the_console_paints_its_first_frame_without_torch(fixed_copy, tmp_path):
     code = textwrap.dedent(
         f"""
         import asyncio, sys
-        from hierconsole.study.storage import Store
+        from hierconsole.study.db.storage import Store
         from hierconsole.tui.app import HierConsole
 
         async def main():

@@ -20,34 +20,34 @@ from rich.text import Text
 from hierconsole.cli.output import fits, fitted, output_console
 from hierconsole.cli.reading import open_for_reading
 from hierconsole.errors import HierconsoleError
+from hierconsole.factorial import EFFECTS
 from hierconsole.study import read
-from hierconsole.study.effects import (
-    EFFECTS,
-    Redistribution,
+from hierconsole.study.analysis.arms import arm_table
+from hierconsole.study.analysis.effects import (
     SimpleEffects,
-    arm_table,
-    can_redistribute,
     effects_json,
-    load_effects_csv,
     omitted_text,
-    redistribution,
     seeds_of,
     simple_effects,
 )
-from hierconsole.study.export import (
+from hierconsole.study.analysis.frames import (
     ANALYSIS_TABLES,
     FAMILY_TABLES,
+    TABLES,
+    analysis_frame,
+    check_table,
+)
+from hierconsole.study.analysis.per_seed_csv import load_effects_csv
+from hierconsole.study.analysis.redistribution import Redistribution, can_redistribute, redistribution
+from hierconsole.study.db.storage import Store
+from hierconsole.study.report.writers import (
     FORMATS,
     MAX_PRECISION,
     STDOUT,
-    TABLES,
-    analysis_frame,
     check_format,
-    check_table,
     export_table,
     write_table,
 )
-from hierconsole.study.storage import Store
 from hierconsole.vocabulary import ARM_LEGEND, ARMS, BASELINE_LEGEND, BASELINES, LEVELS, UNTRAINED_BASELINES
 
 ARM_PRECISION = 4
@@ -386,8 +386,8 @@ def _export_family_table(args: argparse.Namespace) -> int:
         raise HierconsoleError(f"table {args.table!r} needs --family FAMILY (and neither --study nor --from-csv)")
     if args.metric and len(args.metric) > 1:
         raise HierconsoleError("--metric: give one metric for the contrasts table")
-    from hierconsole.study.contrasts import DEFAULT_METRIC, contrasts_frame, metric_columns
-    from hierconsole.study.families import family_contrasts
+    from hierconsole.study.analysis.contrasts import DEFAULT_METRIC, contrasts_frame, metric_columns
+    from hierconsole.study.read.families import family_contrasts
 
     metric = args.metric[0] if args.metric else DEFAULT_METRIC
     metric_columns(metric)
@@ -414,7 +414,7 @@ def _is_family_only(store: Store, ref: str) -> bool:
 def _family_effects(args: argparse.Namespace, store: Store) -> int:
     """Each member's effects (averaged over its seeds) and their mean ± SD over members: the outer split as
     the unit, as the paper reads its outer-split studies."""
-    from hierconsole.study.families import family_effects
+    from hierconsole.study.read.families import family_effects
     from hierconsole.vocabulary import HIER_METRIC
 
     if args.metric and len(args.metric) > 1:

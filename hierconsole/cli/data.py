@@ -10,8 +10,8 @@ from hierconsole.cli.output import confirmed, fitted, output_console
 from hierconsole.cli.reading import open_for_reading
 from hierconsole.errors import InputError
 from hierconsole.study import read
-from hierconsole.study.catalog import delete_dataset, load_dataset, register_dataset
-from hierconsole.study.storage import Store
+from hierconsole.study.db.catalog import delete_dataset, load_dataset, register_dataset
+from hierconsole.study.db.storage import Store
 from hierconsole.vocabulary import SYNTHETIC_DATASETS
 
 

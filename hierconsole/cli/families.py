@@ -16,15 +16,15 @@ from hierconsole.cli.runs import add_run_options, run_family
 from hierconsole.config import load_preset
 from hierconsole.config.family import sweep_family
 from hierconsole.errors import HierconsoleError
-from hierconsole.study.contrasts import (
-    DEFAULT_METRIC,
-    StudyContrast,
-    compare_studies,
-    metric_columns,
-    parse_arm_pair,
+from hierconsole.study.analysis.contrasts import DEFAULT_METRIC, StudyContrast, metric_columns, parse_arm_pair
+from hierconsole.study.read.contrasts import compare_studies
+from hierconsole.study.read.families import (
+    family_contrasts,
+    get_family,
+    is_family,
+    list_families,
+    resolve_reference,
 )
-from hierconsole.study.families import family_contrasts, resolve_reference
-from hierconsole.study.read.families import get_family, is_family, list_families
 
 
 def register(sub: argparse._SubParsersAction) -> None:

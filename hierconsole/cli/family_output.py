@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from hierconsole.study.contrasts import StudyContrast
+from hierconsole.study.analysis.contrasts import StudyContrast
 from hierconsole.study.read.families import FamilyRow
 from hierconsole.styles import STATE_STYLE
 from hierconsole.vocabulary import Phase

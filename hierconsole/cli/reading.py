@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
-from hierconsole.study.storage import Store
+from hierconsole.study.db.storage import Store
 
 
 def open_for_reading(home: str | None) -> Store:

@@ -24,15 +24,15 @@ from hierconsole.config.overrides import AssignmentError, parse_assignment
 from hierconsole.contract import events as ev
 from hierconsole.errors import HierconsoleError, StoreBusyError, StoreReadOnlyError, StoreWriteError
 from hierconsole.study import read
-from hierconsole.study.audits import Check, record, run_audits
-from hierconsole.study.catalog import ensure_dataset
-from hierconsole.study.devices import check_devices
+from hierconsole.study.analysis.audits import Check, record, run_audits
+from hierconsole.study.db.catalog import ensure_dataset
+from hierconsole.study.db.storage import Store
+from hierconsole.study.db.views import sql_list
 from hierconsole.study.executors import LOCAL_RAY, JobExecutor, executor_name, ray_address
-from hierconsole.study.lifecycle import advance, create_study, delete_study
-from hierconsole.study.orchestrator import Orchestrator, ProblemCallback
-from hierconsole.study.rescoring import queue_rescore, reconcile
-from hierconsole.study.storage import Store
-from hierconsole.study.views import sql_list
+from hierconsole.study.executors.devices import check_devices
+from hierconsole.study.run.lifecycle import advance, create_study, delete_study
+from hierconsole.study.run.orchestrator import Orchestrator, ProblemCallback
+from hierconsole.study.run.rescoring import queue_rescore, reconcile
 from hierconsole.styles import STATE_STYLE
 from hierconsole.vocabulary import (
     ACTIVE_STATES,
@@ -385,7 +385,7 @@ def summarize(store: Store, study_id: str, console: Console) -> int:
     if study.phase != Phase.COMPLETE:
         return 1
     from hierconsole.cli.analysis import ARM_PRECISION, EFFECT_PRECISION, print_results
-    from hierconsole.study.effects import omitted_text, simple_effects
+    from hierconsole.study.analysis.effects import omitted_text, simple_effects
 
     if study.preset.training.select_epoch:
         console.print(selection_table(read.selected_epochs(store, study_id), study.preset.training.selection_score))
@@ -690,8 +690,8 @@ def _cli_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def run_family(args: argparse.Namespace, family: Family) -> int:
     """Queue every member of a family, drive them to the end, then show members and declared contrasts."""
     from hierconsole.cli.family_output import CONTRAST_PRECISION, families_table, print_contrast
-    from hierconsole.study.families import create_family, family_contrasts
-    from hierconsole.study.read.families import get_family
+    from hierconsole.study.read.families import family_contrasts, get_family
+    from hierconsole.study.run.families import create_family
 
     family = family.with_overrides(_cli_overrides(args))
     # As for one study: --parallel and the devices every member asks for, before anything is created.

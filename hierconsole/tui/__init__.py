@@ -18,7 +18,7 @@ def run_app(home: str | None = None, gpus: list[str] | None = None) -> int:
 
     `gpus` (e.g. ["0", "1"]) runs one worker per listed GPU, as `hierconsole run --gpus` does.
     """
-    from hierconsole.study.storage import Store
+    from hierconsole.study.db.storage import Store
 
     try:
         store = Store(home)  # a store held by another process is reported before any screen is drawn

@@ -19,7 +19,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from hierconsole.config import Preset, load_preset
 from hierconsole.errors import HierconsoleError
 from hierconsole.study import read
-from hierconsole.study.storage import Store
+from hierconsole.study.db.storage import Store
 from hierconsole.tui.actions import ActionsProvider, bindings_for
 from hierconsole.tui.messages import (
     JobEvents,
@@ -35,7 +35,7 @@ from hierconsole.tui.widgets.chrome import NoticeText
 from hierconsole.vocabulary import ACTIVE_STATES
 
 if TYPE_CHECKING:
-    from hierconsole.study.orchestrator import Orchestrator
+    from hierconsole.study.run.orchestrator import Orchestrator
 
 VIEW_SCREENS: dict[str, str] = {
     "datasets": "datasets:DatasetsScreen",
@@ -80,7 +80,7 @@ class DemoOffer:
         preset = load_preset("demo")
 
         def dataset(store: Store) -> str:
-            from hierconsole.study.catalog import ensure_dataset
+            from hierconsole.study.db.catalog import ensure_dataset
 
             return ensure_dataset(store, preset.data.dataset)
 
@@ -291,7 +291,7 @@ class HierConsole(App[int]):
     def launch_demo(self) -> None:
         demo = self.demo
         self.post_message(Notice("importing the demo dataset and creating the study…", title="demo"))
-        from hierconsole.study.lifecycle import create_study
+        from hierconsole.study.run.lifecycle import create_study
 
         try:
             dataset_id = demo.dataset(self.store)

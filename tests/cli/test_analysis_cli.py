@@ -10,8 +10,10 @@ import polars as pl
 import pytest
 
 from hierconsole.cli import main
-from hierconsole.study.effects import effects_json, load_effects_csv, simple_effects
-from hierconsole.study.export import FORMATS, TABLES
+from hierconsole.study.analysis.effects import effects_json, simple_effects
+from hierconsole.study.analysis.frames import TABLES
+from hierconsole.study.analysis.per_seed_csv import load_effects_csv
+from hierconsole.study.report.writers import FORMATS
 
 # Paper Table S7 (CUB), written with the short arm spellings a user might bring.
 CUB_CSV = """arm,seed,leaf_mAP,middle_mAP,high_mAP,hier_mAP

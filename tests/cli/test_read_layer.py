@@ -6,8 +6,8 @@ from dataclasses import replace
 
 from hierconsole.cli import main
 from hierconsole.study import read
-from hierconsole.study.catalog import register_dataset
-from hierconsole.study.storage import Store
+from hierconsole.study.db.catalog import register_dataset
+from hierconsole.study.db.storage import Store
 from tests.tui.fixtures import COMPLETE, LIVE
 
 

@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 from hierconsole.cli import main
-from hierconsole.study.audits import CHECKS
-from hierconsole.study.catalog import register_dataset
-from hierconsole.study.storage import Store
+from hierconsole.study.analysis.audits import CHECKS
+from hierconsole.study.db.catalog import register_dataset
+from hierconsole.study.db.storage import Store
 from hierconsole.vocabulary import BASELINE_LEGEND
 
 TINY_SETTINGS = [
@@ -140,8 +140,8 @@ def test_rescore_adds_posthoc_macro_and_reconciles_micro(study, capsys):
 
 def test_resume_drives_work_a_console_left_queued(tmp_path, capsys, tiny_fs):
     from hierconsole.config import load_preset
-    from hierconsole.study.lifecycle import create_study
-    from hierconsole.study.records import get_study
+    from hierconsole.study.db.records import get_study
+    from hierconsole.study.run.lifecycle import create_study
 
     home = tmp_path / "home"
     values = dict(setting.split("=", 1) for setting in TINY_SETTINGS)

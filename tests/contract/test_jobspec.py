@@ -11,10 +11,10 @@ import pytest
 from hierconsole.contract import layout
 from hierconsole.contract.jobspec import JobSpec, SpecError
 from hierconsole.locations import job_dir, resolve
-from hierconsole.study.catalog import register_dataset
-from hierconsole.study.lifecycle import create_study
+from hierconsole.study.db.catalog import register_dataset
+from hierconsole.study.db.storage import Store
 from hierconsole.study.read import get_study
-from hierconsole.study.storage import Store
+from hierconsole.study.run.lifecycle import create_study
 from hierconsole.vocabulary import ARMS, JobKind
 from tests.tiny import tiny_preset
 from tests.tui.fixtures import COMPLETE, SEEDS

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from hierconsole.cli import main
-from hierconsole.study.storage import Store
+from hierconsole.study.db.storage import Store
 
 
 def run(home, capsys, *argv: str) -> tuple[int, str, str]:

@@ -8,9 +8,9 @@ import sys
 
 import numpy as np
 
-from hierconsole.study.catalog import load_dataset
+from hierconsole.study.db.catalog import load_dataset
+from hierconsole.study.db.storage import Store
 from hierconsole.study.read import list_datasets
-from hierconsole.study.storage import Store
 from hierconsole.tui.screens.import_dialog import ImportDialog
 from tests.extraction.conftest import CORRUPT, N_IMAGES, TINY
 from tests.tui.conftest import make_app, settle, shown

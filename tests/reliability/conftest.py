@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from hierconsole.datasets import FeatureSet
-from hierconsole.study.catalog import register_dataset
-from hierconsole.study.storage import Store
+from hierconsole.study.db.catalog import register_dataset
+from hierconsole.study.db.storage import Store
 
 # The tiny study (tests/tiny.py's values) as CLI flags.
 TINY_RUN = [

@@ -7,8 +7,8 @@ import hashlib
 import os
 
 from hierconsole.engine.trainer import FAULT_ENV
-from hierconsole.study.catalog import register_dataset
-from hierconsole.study.storage import Store
+from hierconsole.study.db.catalog import register_dataset
+from hierconsole.study.db.storage import Store
 from tests.reliability.conftest import TINY_RUN, cli, final_models
 
 

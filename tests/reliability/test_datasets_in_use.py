@@ -8,10 +8,10 @@ from dataclasses import replace
 import numpy as np
 
 from hierconsole.datasets import make_synthetic
-from hierconsole.study.catalog import register_dataset
-from hierconsole.study.lifecycle import create_study
-from hierconsole.study.orchestrator import Orchestrator
-from hierconsole.study.storage import Store
+from hierconsole.study.db.catalog import register_dataset
+from hierconsole.study.db.storage import Store
+from hierconsole.study.run.lifecycle import create_study
+from hierconsole.study.run.orchestrator import Orchestrator
 from tests.reliability.conftest import cli, one_line_error, tree_digest
 from tests.tiny import TINY, tiny_preset
 from tests.tui.fixtures import COMPLETE, LIVE

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hierconsole.study.lifecycle import create_study
-from hierconsole.study.storage import Store
+from hierconsole.study.db.storage import Store
+from hierconsole.study.run.lifecycle import create_study
 from tests.reliability.conftest import TINY_RUN, cli, one_line_error, tree_digest
 from tests.tiny import tiny_preset
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 import subprocess
 
-from hierconsole.study.storage import Store
+from hierconsole.study.db.storage import Store
 from tests.reliability.conftest import TINY_RUN, cli, cli_argv, wait_for
 
 

@@ -19,9 +19,9 @@ import pytest
 
 from hierconsole.contract import events as ev
 from hierconsole.contract import layout
+from hierconsole.contract.liveness import pid_alive
+from hierconsole.study.db.storage import Store
 from hierconsole.study.executors.ray_node import SCRATCH_ENV
-from hierconsole.study.processes import pid_alive
-from hierconsole.study.storage import Store
 from tests.reliability.conftest import TINY_RUN, cli, cli_argv, final_metrics, final_models, wait_for
 
 ray = pytest.importorskip(
@@ -68,7 +68,7 @@ def _job_folder(home: Path, name: str) -> Path:
 @pytest.fixture(scope="module")
 def local_reference(tmp_path_factory: pytest.TempPathFactory, tiny_fs) -> Path:
     """The tiny study on local workers: what every Ray run must equal, bit for bit."""
-    from hierconsole.study.catalog import register_dataset
+    from hierconsole.study.db.catalog import register_dataset
 
     home = tmp_path_factory.mktemp("local") / "home"
     with Store(home) as store:
@@ -110,7 +110,7 @@ def test_a_study_on_ray_ends_bit_identical_to_local_workers(ray_address, tiny_ho
 def test_a_killed_ray_worker_crashes_its_job_and_resume_ends_bit_identical(
     ray_address, tiny_home, tmp_path, tiny_fs
 ):
-    from hierconsole.study.catalog import register_dataset
+    from hierconsole.study.db.catalog import register_dataset
 
     epochs = ("--epochs", "150", "--seeds", "42")
     reference = tmp_path / "reference"
@@ -155,7 +155,7 @@ def test_a_killed_ray_worker_crashes_its_job_and_resume_ends_bit_identical(
 def test_cancel_stops_the_ray_job_and_a_local_resume_finishes_it(ray_address, tiny_home, tmp_path, tiny_fs):
     """Ctrl-C in `run` cancels the Ray jobs at a batch boundary; the home then holds all a local worker
     needs: `resume` on the local executor ends where an uninterrupted run does."""
-    from hierconsole.study.catalog import register_dataset
+    from hierconsole.study.db.catalog import register_dataset
 
     epochs = ("--epochs", "150", "--seeds", "2024")
     run = subprocess.Popen(
@@ -194,8 +194,8 @@ def test_a_new_orchestrator_re_attaches_to_a_running_ray_job(ray_address, tiny_h
     the next one on the store finds them by name and ingests what they sent meanwhile, to the end."""
     from hierconsole.config import load_preset
     from hierconsole.study.executors.ray_cluster import RayExecutor
-    from hierconsole.study.lifecycle import create_study
-    from hierconsole.study.orchestrator import Orchestrator
+    from hierconsole.study.run.lifecycle import create_study
+    from hierconsole.study.run.orchestrator import Orchestrator
     from tests.tiny import TINY_VALUES
 
     # As TINY_RUN runs it: with all three baseline arms.

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hierconsole.cli import main
-from hierconsole.study.storage import Store
+from hierconsole.study.db.storage import Store
 from tests.reliability.conftest import cli_argv, one_line_error, tree_digest
 from tests.tui.fixtures import COMPLETE
 

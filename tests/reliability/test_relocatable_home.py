@@ -9,9 +9,9 @@ import signal
 import subprocess
 
 from hierconsole.engine.trainer import FAULT_ENV
-from hierconsole.study.catalog import register_dataset
-from hierconsole.study.orchestrator import Orchestrator
-from hierconsole.study.storage import Store
+from hierconsole.study.db.catalog import register_dataset
+from hierconsole.study.db.storage import Store
+from hierconsole.study.run.orchestrator import Orchestrator
 from tests.reliability.conftest import (
     TINY_RUN,
     cli,

@@ -9,7 +9,7 @@ import re
 import signal
 import subprocess
 
-from hierconsole.study.live import latest
+from hierconsole.study.db.live import latest
 from tests.reliability.conftest import TINY_RUN, cli, cli_argv, one_line_error, wait_for
 
 
@@ -53,7 +53,7 @@ def test_a_second_shell_watches_a_running_study(tiny_home):
         wait_for(lambda: _progress(cli(home, "runs").stdout) > first, what="progress in a later snapshot")
 
         # The orchestrator dies (its worker lives on): nobody ingests the job any more.
-        from hierconsole.study.storage import Store
+        from hierconsole.study.db.storage import Store
 
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)

@@ -11,8 +11,8 @@ import resource
 import subprocess
 
 from hierconsole.study import read
-from hierconsole.study.catalog import register_dataset
-from hierconsole.study.storage import Store
+from hierconsole.study.db.catalog import register_dataset
+from hierconsole.study.db.storage import Store
 from tests.reliability.conftest import TINY_RUN, cli, cli_argv, final_metrics, final_models, wait_for
 
 EPOCHS = ["--epochs", "30", "--seeds", "42"]

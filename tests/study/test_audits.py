@@ -17,10 +17,10 @@ from hierconsole.contract import events as ev
 from hierconsole.contract import layout
 from hierconsole.contract.jobspec import JobSpec, TestSplit
 from hierconsole.locations import job_dir, resolve
-from hierconsole.study import audits
-from hierconsole.study.ingest import JobRef, apply_events
-from hierconsole.study.rescoring import CHECK_NAME, reconcile
-from hierconsole.study.storage import Store
+from hierconsole.study.analysis import audits
+from hierconsole.study.db.storage import Store
+from hierconsole.study.run.ingest import JobRef, apply_events
+from hierconsole.study.run.rescoring import CHECK_NAME, reconcile
 from hierconsole.vocabulary import JobKind
 from tests.tui.fixtures import COMPLETE, PARAMS
 

@@ -18,15 +18,16 @@ from hierconsole.contract import layout
 from hierconsole.engine.geometry import Euclidean
 from hierconsole.engine.retrieval import evaluate
 from hierconsole.locations import job_dir
-from hierconsole.study import plan, split_files
-from hierconsole.study.audits import check_pca_fit, check_qg_identical, stored_audits
-from hierconsole.study.catalog import load_dataset, register_dataset
-from hierconsole.study.effects import arm_table, simple_effects
-from hierconsole.study.lifecycle import create_study
-from hierconsole.study.orchestrator import Orchestrator
+from hierconsole.study.analysis.arms import arm_table
+from hierconsole.study.analysis.audits import check_pca_fit, check_qg_identical, stored_audits
+from hierconsole.study.analysis.effects import simple_effects
+from hierconsole.study.db import ids, split_files
+from hierconsole.study.db.catalog import load_dataset, register_dataset
+from hierconsole.study.db.records import get_study
+from hierconsole.study.db.storage import Store
 from hierconsole.study.read import baselines, job_rows, per_seed, table_frame
-from hierconsole.study.records import get_study
-from hierconsole.study.storage import Store
+from hierconsole.study.run.lifecycle import create_study
+from hierconsole.study.run.orchestrator import Orchestrator
 from hierconsole.vocabulary import BASELINE_SEED, HIER_METRIC, RANKING_METRICS, RECALL_KS
 from tests.tiny import tiny_preset
 
@@ -65,7 +66,7 @@ def test_baselines_are_stored_once_per_perturbation_and_pass_the_audits(study):
             [study_id],
         )
         assert [(a, r, s, p) for a, r, s, p, _ in rows] == [
-            (arm, plan.baseline_run_id(study_id, arm), BASELINE_SEED, p)
+            (arm, ids.baseline_run_id(study_id, arm), BASELINE_SEED, p)
             for arm in ("frozen", "pca")
             for p in QG_SEEDS
         ]
@@ -74,7 +75,7 @@ def test_baselines_are_stored_once_per_perturbation_and_pass_the_audits(study):
         assert "4 final cells and 2 baselines" in checks["qg_splits_identical"].evidence
         assert "none of the 160 official-test samples" in checks["pca_fitted_on_training_only"].evidence
         # The evaluation's progress counts the baselines' perturbations with the cells'.
-        evaluation = next(j for j in job_rows(store, study_id) if j.job_id == plan.evaluate_job_id(study_id))
+        evaluation = next(j for j in job_rows(store, study_id) if j.job_id == ids.evaluate_job_id(study_id))
         assert evaluation.done == evaluation.total == (4 + 2) * len(QG_SEEDS)
         # The trained arms' tables hold no baseline row; the baselines have their own.
         assert sorted(per_seed(store, study_id)["arm"].unique().to_list()) == ["E_R", "E_S"]
@@ -126,7 +127,7 @@ def test_baseline_values_are_the_reference_computation_on_the_studys_splits(stud
     axes = vectors[:, np.argsort(values)[::-1][: preset.training.out_dim]].T
     axes *= np.sign(axes[np.arange(len(axes)), np.argmax(np.abs(axes), axis=1)])[:, None]
     pca = ((x - mean) @ axes.T).astype(np.float32)
-    emb_dir = job_dir(home, plan.evaluate_job_id(study_id)) / layout.EMBEDDINGS
+    emb_dir = job_dir(home, ids.evaluate_job_id(study_id)) / layout.EMBEDDINGS
     np.testing.assert_allclose(np.load(emb_dir / "baseline__pca.npy"), pca, atol=1e-5)
     for arm, z in (("frozen", frozen), ("pca", pca)):
         for p in QG_SEEDS:
@@ -184,7 +185,7 @@ def test_a_pca_fit_on_other_samples_fails_its_audit(study, tmp_path):
         assert check_pca_fit(store, study_id).ok
         (payload,) = store.rows(
             "SELECT payload FROM events WHERE job_id = ? AND kind = 'baseline'",
-            [plan.evaluate_job_id(study_id)],
+            [ids.evaluate_job_id(study_id)],
         )[0]
         fit = json.loads(payload)
         store.write(
@@ -192,7 +193,7 @@ def test_a_pca_fit_on_other_samples_fails_its_audit(study, tmp_path):
                 "UPDATE events SET payload = ? WHERE job_id = ? AND kind = 'baseline'",
                 [
                     json.dumps({**fit, "fitted_sha256": "0" * 64, "test_overlap": 3}),
-                    plan.evaluate_job_id(study_id),
+                    ids.evaluate_job_id(study_id),
                 ],
             )
         )
@@ -206,7 +207,7 @@ def test_a_pca_fit_on_other_samples_fails_its_audit(study, tmp_path):
         store.write(
             lambda con: con.execute(
                 "DELETE FROM metrics WHERE run_id = ? AND perturbation = ?",
-                [plan.baseline_run_id(study_id, "frozen"), 42],
+                [ids.baseline_run_id(study_id, "frozen"), 42],
             )
         )
         qg = check_qg_identical(store, study_id)

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from hierconsole.errors import HierconsoleError
-from hierconsole.study.contrasts import contrast_tables, contrasts_frame, parse_arm_pair
+from hierconsole.study.analysis.contrasts import contrast_tables, contrasts_frame, parse_arm_pair
 
 
 def _table(arms: dict[str, dict[int, float]], metric: str = "mAP") -> pl.DataFrame:

@@ -12,17 +12,12 @@ import polars as pl
 import pytest
 
 from hierconsole.errors import InputError
-from hierconsole.study.effects import (
-    ARMS,
-    EFFECTS,
-    arm_table,
-    effects_json,
-    load_effects_csv,
-    normalize_arm,
-    per_seed_from_long,
-    redistribution,
-    simple_effects,
-)
+from hierconsole.factorial import EFFECTS
+from hierconsole.study.analysis.arms import arm_table
+from hierconsole.study.analysis.effects import ARMS, effects_json, simple_effects
+from hierconsole.study.analysis.per_seed import normalize_arm, per_seed_from_long
+from hierconsole.study.analysis.per_seed_csv import load_effects_csv
+from hierconsole.study.analysis.redistribution import redistribution
 
 SEEDS = (42, 2024, 3407)
 

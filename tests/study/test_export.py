@@ -8,18 +8,22 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from hierconsole.errors import HierconsoleError, InputError
-from hierconsole.study.effects import ARMS, arm_table, redistribution, simple_effects
-from hierconsole.study.export import (
-    FORMATS,
+from hierconsole.study.analysis.arms import arm_table
+from hierconsole.study.analysis.effects import ARMS, simple_effects
+from hierconsole.study.analysis.frames import (
     TABLES,
     analysis_frame,
     arms_frame,
-    check_format,
     effects_frame,
-    export_table,
-    latex_escape,
     recall_frame,
     redistribution_frame,
+)
+from hierconsole.study.analysis.redistribution import redistribution
+from hierconsole.study.report.writers import (
+    FORMATS,
+    check_format,
+    export_table,
+    latex_escape,
     render_latex,
     render_markdown,
     write_table,

@@ -16,8 +16,8 @@ import pytest
 from hierconsole.config import load_preset
 from hierconsole.config.family import load_family, sweep_family
 from hierconsole.errors import ConfigError
-from hierconsole.study.catalog import register_dataset
-from hierconsole.study.storage import Store
+from hierconsole.study.db.catalog import register_dataset
+from hierconsole.study.db.storage import Store
 from tests.tiny import TINY_VALUES
 
 FAMILY_TOML = """\

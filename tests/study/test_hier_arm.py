@@ -19,15 +19,17 @@ from hierconsole.engine.checkpoints import load_payload
 from hierconsole.engine.retrieval import evaluate
 from hierconsole.engine.trainer import build_projector, embed
 from hierconsole.locations import job_dir
-from hierconsole.study import plan, split_files
-from hierconsole.study.audits import stored_audits
-from hierconsole.study.catalog import load_dataset, register_dataset
-from hierconsole.study.effects import arm_table, simple_effects
-from hierconsole.study.lifecycle import create_study
-from hierconsole.study.orchestrator import Orchestrator
+from hierconsole.study.analysis.arms import arm_table
+from hierconsole.study.analysis.audits import stored_audits
+from hierconsole.study.analysis.effects import simple_effects
+from hierconsole.study.db import ids, split_files
+from hierconsole.study.db.catalog import load_dataset, register_dataset
+from hierconsole.study.db.records import get_study
+from hierconsole.study.db.storage import Store
 from hierconsole.study.read import baselines, job_rows, per_seed, table_frame
-from hierconsole.study.records import get_study
-from hierconsole.study.storage import Store
+from hierconsole.study.run import plan
+from hierconsole.study.run.lifecycle import create_study
+from hierconsole.study.run.orchestrator import Orchestrator
 from hierconsole.vocabulary import HIER_LOSS, HIER_METRIC, HIER_STYLE, RANKING_METRICS
 from tests.tiny import tiny_preset
 
@@ -83,7 +85,7 @@ def test_hier_is_a_cell_of_each_seed_and_passes_every_audit(study):
         assert 0 < worst <= bound + 1e-6 and len(others) == 1
         assert sorted(per_seed(store, study_id)["arm"].unique().to_list()) == ["E_R", "E_S"]
         # The evaluation's progress counts hier once, as a model of each seed, not again as a baseline.
-        evaluation = next(j for j in job_rows(store, study_id) if j.job_id == plan.evaluate_job_id(study_id))
+        evaluation = next(j for j in job_rows(store, study_id) if j.job_id == ids.evaluate_job_id(study_id))
         assert evaluation.done == evaluation.total == (6 + 1) * len(QG_SEEDS)
 
 
@@ -99,7 +101,7 @@ def test_hier_metrics_are_its_models_ranked_in_its_own_ball(study, tiny_fs):
         )
     cell = next(c for c in plan.final_cells(preset, {"euclidean": 0.2}) if c.arm == HIER_STYLE)
     for seed in SEEDS:
-        folder = job_dir(home, plan.final_job_id(study_id, seed))
+        folder = job_dir(home, ids.final_job_id(study_id, seed))
         model = build_projector(fs.features.shape[1], cell, preset.training, preset.geometry.poincare, preset.baselines.hier)
         model.load_state_dict(load_payload(folder / layout.final_model(cell))["model"])
         assert model.geometry.c == preset.baselines.hier.c == 0.1

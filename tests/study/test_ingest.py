@@ -8,10 +8,10 @@ import sys
 from hierconsole.contract import events as ev
 from hierconsole.contract import layout
 from hierconsole.locations import job_dir
-from hierconsole.study.catalog import register_dataset
-from hierconsole.study.lifecycle import create_study
-from hierconsole.study.orchestrator import Orchestrator
-from hierconsole.study.storage import Store
+from hierconsole.study.db.catalog import register_dataset
+from hierconsole.study.db.storage import Store
+from hierconsole.study.run.lifecycle import create_study
+from hierconsole.study.run.orchestrator import Orchestrator
 from hierconsole.vocabulary import JobState
 from tests.tiny import tiny_preset
 
@@ -86,7 +86,7 @@ def test_the_cli_warns_of_bad_lines_and_resumes_the_job(tmp_path, tiny_fs):
 def test_final_and_norms_events_set_exactly_their_runs_columns(tmp_path, tiny_fs):
     # Several cells' finals and norms in one batch (one replayed within it, as after a crash), a
     # missing best epoch, a non-finite best score, and a second job whose runs must stay untouched.
-    from hierconsole.study.ingest import JobRef, apply_events
+    from hierconsole.study.run.ingest import JobRef, apply_events
     from hierconsole.vocabulary import JobKind
 
     def init(cell: str) -> ev.Init:
@@ -183,7 +183,7 @@ def _job_events(seed: int, *, epochs: int = 3) -> list[ev.Event]:
 def test_one_batch_of_every_jobs_lines_writes_what_one_write_per_job_writes(tmp_path, tiny_fs):
     # The orchestrator writes all running jobs' new lines of a tick in one transaction (apply_batch);
     # interleaved ticks of three jobs must give the same rows as each job's lines written apart.
-    from hierconsole.study.ingest import JobRef, apply_batch, apply_events
+    from hierconsole.study.run.ingest import JobRef, apply_batch, apply_events
     from hierconsole.vocabulary import JobKind
 
     tables = ("events", "runs", "epochs", "val_metrics", "jobs")

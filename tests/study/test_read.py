@@ -6,6 +6,7 @@ import statistics
 
 import pytest
 
+from hierconsole.study.db.storage import Store
 from hierconsole.study.read import (
     current_audits,
     evaluated_per_seed,
@@ -16,7 +17,6 @@ from hierconsole.study.read import (
     stored_audits,
     taxonomy_lines,
 )
-from hierconsole.study.storage import Store
 from tests.tui.fixtures import ARMS, COMPLETE, EPOCHS, LIVE, SEEDS, _loss
 
 

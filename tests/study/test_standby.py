@@ -1,4 +1,4 @@
-"""Warm workers (study.standby): a job launched into a standby ends exactly as one launched cold, no
+"""Warm workers (study.executors.standby): a job launched into a standby ends exactly as one launched cold, no
 standby outlives its orchestrator's need of it, and a standby that is gone or was started in another
 environment is never handed a job."""
 
@@ -11,14 +11,14 @@ import sys
 import time
 from pathlib import Path
 
+from hierconsole.contract.liveness import pid_alive
 from hierconsole.engine.worker import EXIT_UNUSED
-from hierconsole.study.catalog import register_dataset
-from hierconsole.study.lifecycle import create_study
-from hierconsole.study.orchestrator import WORKER_MODULE, Orchestrator
-from hierconsole.study.processes import pid_alive
-from hierconsole.study.records import get_study
-from hierconsole.study.standby import STANDBY_FLAG, Standbys
-from hierconsole.study.storage import Store
+from hierconsole.study.db.catalog import register_dataset
+from hierconsole.study.db.records import get_study
+from hierconsole.study.db.storage import Store
+from hierconsole.study.executors.standby import STANDBY_FLAG, Standbys
+from hierconsole.study.run.lifecycle import create_study
+from hierconsole.study.run.orchestrator import WORKER_MODULE, Orchestrator
 from tests.tiny import tiny_preset
 
 RESULT_SQL = """

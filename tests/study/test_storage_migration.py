@@ -8,7 +8,7 @@ import shutil
 import duckdb
 
 from hierconsole.locations import db_path
-from hierconsole.study.storage import SCHEMA_VERSION, Store
+from hierconsole.study.db.storage import SCHEMA_VERSION, Store
 
 VERSION_2_TABLES = ("taxonomy_shuffles", "families", "family_members")
 

@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 
 from hierconsole.contract.jobspec import JobSpec
+from hierconsole.contract.liveness import pid_alive
 from hierconsole.engine.trainer import FAULT_ENV
 from hierconsole.errors import HierconsoleError, SealError
 from hierconsole.locations import job_dir, resolve
-from hierconsole.study.audits import CHECKS, stored_audits
-from hierconsole.study.catalog import register_dataset
-from hierconsole.study.lifecycle import create_study, delete_study, lock_study, seal_for_scoring
-from hierconsole.study.orchestrator import Orchestrator
-from hierconsole.study.processes import pid_alive
-from hierconsole.study.records import get_study
-from hierconsole.study.storage import Store
+from hierconsole.study.analysis.audits import CHECKS, stored_audits
+from hierconsole.study.db.catalog import register_dataset
+from hierconsole.study.db.records import get_study
+from hierconsole.study.db.storage import Store
+from hierconsole.study.run.lifecycle import create_study, delete_study, lock_study, seal_for_scoring
+from hierconsole.study.run.orchestrator import Orchestrator
 from tests.tiny import tiny_preset
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from hierconsole.study.effects import CONTRASTS, simple_effects
+from hierconsole.factorial import CONTRASTS
+from hierconsole.study.analysis.effects import simple_effects
+from hierconsole.study.db.storage import Store
+from hierconsole.study.db.views import views_sql
 from hierconsole.study.read import per_seed
-from hierconsole.study.storage import Store
-from hierconsole.study.views import views_sql
 from hierconsole.vocabulary import ARMS, HIER, HIER_METRIC, LEVELS, MAP, RANKING_METRICS
 from tests.tui.fixtures import COMPLETE
 

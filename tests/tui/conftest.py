@@ -7,8 +7,8 @@ import io
 from rich.console import Console
 
 from hierconsole.datasets import FeatureSet, make_synthetic
-from hierconsole.study.catalog import register_dataset
-from hierconsole.study.storage import Store
+from hierconsole.study.db.catalog import register_dataset
+from hierconsole.study.db.storage import Store
 from hierconsole.tui.app import DemoOffer, HierConsole
 from tests.tiny import TINY, tiny_preset
 

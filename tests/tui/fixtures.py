@@ -14,10 +14,10 @@ import pytest
 
 from hierconsole.contract.events import from_record
 from hierconsole.datasets import FeatureSet
-from hierconsole.study.catalog import register_dataset
-from hierconsole.study.ingest import JobRef, apply_events
-from hierconsole.study.lifecycle import advance, create_study
-from hierconsole.study.storage import Store
+from hierconsole.study.db.catalog import register_dataset
+from hierconsole.study.db.storage import Store
+from hierconsole.study.run.ingest import JobRef, apply_events
+from hierconsole.study.run.lifecycle import advance, create_study
 from hierconsole.vocabulary import LEVELS, JobKind
 
 COMPLETE = "demo-complete"
@@ -178,7 +178,7 @@ def _set_job(store: Store, job_id: str, state: str, error: str | None = None) ->
 def _study(store: Store, study_id: str, monkeypatch: pytest.MonkeyPatch) -> str:
     from tests.tui.conftest import tiny_preset
 
-    monkeypatch.setattr("hierconsole.study.lifecycle.new_study_id", lambda preset: study_id)
+    monkeypatch.setattr("hierconsole.study.run.lifecycle.new_study_id", lambda preset: study_id)
     # Everything the fabricated evidence relies on is pinned here, not inherited from the shipped preset.
     pinned = {
         "evaluation.qg_seeds": list(SEEDS),

@@ -6,12 +6,12 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from hierconsole.study.catalog import register_dataset
-from hierconsole.study.effects import arm_table
-from hierconsole.study.lifecycle import create_study
-from hierconsole.study.orchestrator import Orchestrator
+from hierconsole.study.analysis.arms import arm_table
+from hierconsole.study.db.catalog import register_dataset
+from hierconsole.study.db.storage import Store
 from hierconsole.study.read import baselines, per_seed
-from hierconsole.study.storage import Store
+from hierconsole.study.run.lifecycle import create_study
+from hierconsole.study.run.orchestrator import Orchestrator
 from tests.tiny import tiny_preset
 from tests.tui.conftest import make_app, settle, shown
 

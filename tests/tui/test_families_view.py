@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from hierconsole.study.contrasts import compare_studies
-from hierconsole.study.storage import Store
+from hierconsole.study.db.storage import Store
+from hierconsole.study.read.contrasts import compare_studies
 from tests.tui.conftest import SIZE, make_app, settle, shown
 from tests.tui.fixtures import COMPLETE, LIVE
 

@@ -26,10 +26,10 @@ def _modules_after_import(modules: list[str]) -> set[str]:
 
 def test_the_headless_modules_are_found():
     assert {
-        "hierconsole.study.storage",
+        "hierconsole.study.db.storage",
         "hierconsole.study.read",
         "hierconsole.cli",
-        "hierconsole.study.orchestrator",
+        "hierconsole.study.run.orchestrator",
     } <= set(HEADLESS)
 
 

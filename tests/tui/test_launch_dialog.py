@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from textual.widgets import DataTable, Select
 
+from hierconsole.study.db.storage import Store
 from hierconsole.study.read import list_studies
-from hierconsole.study.storage import Store
 from hierconsole.tui.messages import StudyLaunched
 from hierconsole.tui.screens.dialogs import ConfirmDialog
 from hierconsole.tui.screens.launch import LaunchDialog

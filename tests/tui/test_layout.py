@@ -8,7 +8,7 @@ import io
 import pytest
 from rich.console import Console
 
-from hierconsole.study.effects import simple_effects
+from hierconsole.study.analysis.effects import simple_effects
 from hierconsole.study.read import per_seed
 from hierconsole.tui.actions import VIEW_MODES, actions_for
 from tests.tui.conftest import make_app, screen_text, settle

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from hierconsole.study.storage import Store
+from hierconsole.study.db.storage import Store
 
 
 def test_a_busy_store_is_reported_and_exits_2(tmp_path):

@@ -6,8 +6,8 @@ from __future__ import annotations
 from textual.widgets import RichLog
 
 from hierconsole.contract.events import Checkpoint, EventKind
+from hierconsole.study.db.storage import Store
 from hierconsole.study.read import job_events
-from hierconsole.study.storage import Store
 from hierconsole.tui.messages import JobEvents
 from hierconsole.tui.screens.run_detail import LOG_LINES, RunDetailScreen
 from tests.tui.conftest import SIZE, make_app, settle

@@ -7,8 +7,8 @@ import dataclasses
 
 from textual.widgets import DataTable
 
+from hierconsole.study.db.storage import Store
 from hierconsole.study.read import job_rows, list_studies
-from hierconsole.study.storage import Store
 from hierconsole.tui import format as fmt
 from hierconsole.tui.messages import QueueChanged, StudyLaunched
 from hierconsole.tui.screens.dialogs import ConfirmDialog

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Input
 
-from hierconsole.study.storage import Store
+from hierconsole.study.db.storage import Store
 from hierconsole.tui.screens.dialogs import QuitDialog
 from tests.tui.conftest import make_app, settle
 from tests.tui.fixtures import COMPLETE, LIVE

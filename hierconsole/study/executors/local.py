@@ -2,7 +2,7 @@
 
 Started with Popen (never fork: DuckDB is not fork-safe) by module name, so the orchestrator never
 imports the engine (nor torch). One worker per `--gpus` id, each seeing only its own device. A CPU launch
-may go to a warm worker started ahead of it (`study.standby`): the same worker, its imports already done.
+may go to a warm worker started ahead of it (`study.executors.standby`): the same worker, its imports already done.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 
 from hierconsole.contract import layout
 from hierconsole.contract.jobspec import JobSpec
-from hierconsole.study.processes import pid_alive, process_start_time
-from hierconsole.study.standby import Standbys
+from hierconsole.contract.liveness import pid_alive, process_start_time
+from hierconsole.study.executors.standby import Standbys
 from hierconsole.vocabulary import Executor
 
 WORKER_MODULE = "hierconsole.engine.worker"
@@ -79,7 +79,7 @@ class LocalExecutor:
         # One worker per GPU: each sees only its own device through CUDA_VISIBLE_DEVICES.
         self.gpus = list(gpus or [])
         self.standbys = Standbys(self.python, WORKER_MODULE, home) if warm and not self.gpus else None
-        """Warm CPU workers (see `study.standby`); None: every launch starts cold."""
+        """Warm CPU workers (see `study.executors.standby`); None: every launch starts cold."""
         self._launch_env: dict[str, str] | None = None
         """The environment of the latest launch: the one a standby is started in."""
 

@@ -28,10 +28,10 @@ from hierconsole import __version__
 from hierconsole.contract import layout, transfer
 from hierconsole.contract.durable import write_atomically
 from hierconsole.contract.jobspec import JobSpec
+from hierconsole.contract.liveness import pid_alive, process_start_time
 from hierconsole.errors import ConfigError, HierconsoleError
 from hierconsole.study.executors import LOCAL_RAY
 from hierconsole.study.executors.ray_node import JobRunner, home_key
-from hierconsole.study.processes import pid_alive, process_start_time
 from hierconsole.vocabulary import Executor
 
 NAMESPACE = "hierconsole"

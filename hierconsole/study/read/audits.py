@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hierconsole.study.audits import CHECKS, Check, stored_audits
-from hierconsole.study.storage import Store
+from hierconsole.study.analysis.audits import CHECKS, Check, stored_audits
+from hierconsole.study.db.storage import Store
 
 __all__ = ["Check", "current_audits", "failed_audit_counts", "stored_audits"]
 

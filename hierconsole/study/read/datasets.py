@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from hierconsole.errors import NotFoundError
-from hierconsole.study.catalog import DatasetInfo, get_dataset, list_datasets
-from hierconsole.study.storage import Store
+from hierconsole.study.db.catalog import DatasetInfo, get_dataset, list_datasets
+from hierconsole.study.db.storage import Store
 from hierconsole.taxonomy import Taxonomy
 
 __all__ = ["DatasetInfo", "get_dataset", "list_datasets", "taxonomy_lines"]

@@ -1,4 +1,5 @@
-"""Families as the front ends show them: each family's members with their study's phase and progress."""
+"""Families as the front ends show them: each family's members with their study's phase and progress, the
+contrasts the family declares between its members (paper S9, S10) and its members' pooled effects."""
 
 from __future__ import annotations
 
@@ -7,9 +8,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from hierconsole.errors import NotFoundError
-from hierconsole.study.storage import Store
-from hierconsole.vocabulary import JobState, Phase
+from hierconsole.errors import HierconsoleError, NotFoundError
+from hierconsole.study.analysis.contrasts import DEFAULT_METRIC, StudyContrast, parse_arm_pair
+from hierconsole.study.analysis.pooled import PooledEffect, pooled_effects
+from hierconsole.study.db.records import resolve_study
+from hierconsole.study.db.storage import Store
+from hierconsole.study.read.contrasts import compare_studies
+from hierconsole.study.read.results import per_seed
+from hierconsole.vocabulary import HIER_METRIC, JobState, Phase
 
 
 @dataclass(frozen=True)
@@ -107,3 +113,67 @@ def member_study(store: Store, ref: str) -> str:
         f"family {family.name} ({family.family_id}) has no member {member!r}; members: "
         f"{', '.join(m.member for m in family.members)}"
     )
+
+
+def resolve_reference(store: Store, ref: str) -> str:
+    """A study from a study reference or `FAMILY:member`."""
+    if ":" in ref:
+        return member_study(store, ref)
+    return resolve_study(store, ref)
+
+
+def _declared(store: Store, family: FamilyRow, contrast: dict, metric: str, labels: tuple[str, str]) -> StudyContrast:
+    """One contrast as the family's definition declares it (members by name, optional arm pair)."""
+    studies = {m.member: m.study_id for m in family.members}
+    arms = contrast.get("arms")
+    return compare_studies(
+        store,
+        studies[contrast["a"]],
+        studies[contrast["b"]],
+        metric=metric,
+        arms=None if arms is None else [parse_arm_pair(arms)],
+        labels=labels,
+        name=contrast["name"],
+    )
+
+
+def family_contrasts(store: Store, ref: str, *, metric: str = DEFAULT_METRIC) -> tuple[FamilyRow, list[StudyContrast]]:
+    """Every contrast the family declares, A - B by training seed, members named `FAMILY:member`."""
+    family = get_family(store, ref)
+    declared = family.definition.get("contrasts", [])
+    if not declared:
+        raise HierconsoleError(
+            f"family {family.name} ({family.family_id}) declares no contrasts\n"
+            "  fix: compare two members with `hierconsole contrast FAMILY:A FAMILY:B`"
+        )
+    return family, [
+        _declared(store, family, c, metric, (f"{family.name}:{c['a']}", f"{family.name}:{c['b']}")) for c in declared
+    ]
+
+
+def contrasts_so_far(
+    store: Store, family: FamilyRow, *, metric: str = DEFAULT_METRIC
+) -> list[tuple[str, StudyContrast | str]]:
+    """Each declared contrast of a family as far as it can be computed now: the contrast, or why not
+    yet (a member still training, a refusal). For views that show a family while it runs."""
+    out: list[tuple[str, StudyContrast | str]] = []
+    for c in family.definition.get("contrasts", []):
+        try:
+            result: StudyContrast | str = _declared(store, family, c, metric, (c["a"], c["b"]))
+        except HierconsoleError as exc:
+            result = str(exc).splitlines()[0]
+        out.append((c["name"], result))
+    return out
+
+
+def family_effects(store: Store, ref: str, *, metric: str = HIER_METRIC) -> tuple[FamilyRow, dict[str, PooledEffect]]:
+    """The within-study effects of every member, pooled with the member as the unit (outer splits)."""
+    family = get_family(store, ref)
+    waiting = [m.member for m in family.members if m.phase != Phase.COMPLETE]
+    if waiting:
+        raise HierconsoleError(
+            f"family {family.name} ({family.family_id}): member(s) {', '.join(waiting)} are not complete; "
+            "pooled effects need every member evaluated"
+        )
+    tables = {m.member: per_seed(store, m.study_id) for m in family.members}
+    return family, pooled_effects(tables, metric)

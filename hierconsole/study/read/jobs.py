@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from hierconsole.contract import events as ev
 from hierconsole.contract import layout
 from hierconsole.locations import job_dir
-from hierconsole.study.storage import Store
-from hierconsole.study.views import kind_order, sql_list
+from hierconsole.study.db.storage import Store
+from hierconsole.study.db.views import kind_order, sql_list
 from hierconsole.vocabulary import (
     ARMS,
     ORPHANED,
@@ -136,7 +136,7 @@ ORDER BY j.created_at, {kind_order}, j.seed, j.tau, j.job_id
 
 def job_rows(store: Store, study_id: str | None = None) -> list[JobRow]:
     """Every job (of one study, or of the store) with its progress, cells, latest losses and epoch time."""
-    from hierconsole.study import split_files  # numpy: not on the console's way to its first frame
+    from hierconsole.study.db import split_files  # numpy: not on the console's way to its first frame
 
     one = study_id is not None
     sql = _JOBS_SQL.format(

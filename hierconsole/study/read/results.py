@@ -5,12 +5,12 @@ from __future__ import annotations
 import polars as pl
 
 from hierconsole.errors import HierconsoleError, NotFoundError
-from hierconsole.study import split_files
-from hierconsole.study.effects import baselines_from_long, per_seed_from_long
-from hierconsole.study.export import ANALYSIS_TABLES, analysis_frame
-from hierconsole.study.records import get_study
-from hierconsole.study.storage import Store
-from hierconsole.study.views import sql_list
+from hierconsole.study.analysis.frames import ANALYSIS_TABLES, analysis_frame
+from hierconsole.study.analysis.per_seed import baselines_from_long, per_seed_from_long
+from hierconsole.study.db import split_files
+from hierconsole.study.db.records import get_study
+from hierconsole.study.db.storage import Store
+from hierconsole.study.db.views import sql_list
 from hierconsole.vocabulary import ARMS, BASELINES, RANKING_METRICS, JobKind
 
 
@@ -110,7 +110,7 @@ RAW_TABLES = {
 
 
 def table_frame(store: Store, table: str, study_id: str) -> pl.DataFrame:
-    """An exportable table of a study (`study.export.TABLES`): analysis tables or raw store rows."""
+    """An exportable table of a study (`study.analysis.frames.TABLES`): analysis tables or raw store rows."""
     if table in ANALYSIS_TABLES:
         return analysis_frame(
             table, per_seed(store, study_id), source=f"study {study_id}", baselines=baselines(store, study_id)

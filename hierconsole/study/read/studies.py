@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from hierconsole.errors import NotFoundError
-from hierconsole.study.records import StudyInfo, get_study, resolve_study
-from hierconsole.study.storage import Store
-from hierconsole.study.views import sql_list
+from hierconsole.study.db.records import StudyInfo, get_study, resolve_study
+from hierconsole.study.db.storage import Store
+from hierconsole.study.db.views import sql_list
 from hierconsole.vocabulary import ACTIVE_STATES, JobKind, JobState, Phase
 
 __all__ = ["StudyInfo", "StudyProgress", "StudyRow", "get_study", "list_studies", "resolve_study", "study_progress"]

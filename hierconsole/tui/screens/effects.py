@@ -16,7 +16,9 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from hierconsole.contract.events import EventKind
-from hierconsole.study.effects import SimpleEffects, arm_table, metric_columns, omitted_text, simple_effects
+from hierconsole.study.analysis.arms import arm_table
+from hierconsole.study.analysis.effects import SimpleEffects, omitted_text, simple_effects
+from hierconsole.study.analysis.per_seed import metric_columns
 from hierconsole.study.read import StudyProgress, aggregations, baselines, evaluated_per_seed, study_progress
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen

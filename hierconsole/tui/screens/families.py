@@ -17,9 +17,8 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
 
-from hierconsole.study.contrasts import StudyContrast
-from hierconsole.study.families import contrasts_so_far
-from hierconsole.study.read.families import FamilyRow, list_families
+from hierconsole.study.analysis.contrasts import StudyContrast
+from hierconsole.study.read.families import FamilyRow, contrasts_so_far, list_families
 from hierconsole.tui import format as fmt
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen

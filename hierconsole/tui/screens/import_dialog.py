@@ -27,7 +27,7 @@ from textual.widgets import Input, Label, RadioButton, RadioSet, Static
 from textual.worker import Worker, WorkerState
 
 from hierconsole.errors import HierconsoleError
-from hierconsole.study.catalog import DatasetInfo, register_dataset
+from hierconsole.study.db.catalog import DatasetInfo, register_dataset
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.dialogs import FieldDialog
 from hierconsole.tui.widgets.path_input import FieldInput, PathInput

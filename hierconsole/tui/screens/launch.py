@@ -38,7 +38,7 @@ from hierconsole.tui.widgets.path_input import FieldInput
 from hierconsole.vocabulary import ARMS, EXECUTORS, Executor
 
 if TYPE_CHECKING:
-    from hierconsole.study.orchestrator import Orchestrator
+    from hierconsole.study.run.orchestrator import Orchestrator
 
 PRESET_DATASET = "__preset__"
 FIELDS = ("preset", "dataset", "epochs", "seeds", "set", "executor", "address")
@@ -394,8 +394,8 @@ class LaunchDialog(FieldDialog[str | None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="launch-create")
     def create(self, request: LaunchRequest) -> None:
-        from hierconsole.study.catalog import ensure_dataset
-        from hierconsole.study.lifecycle import create_study
+        from hierconsole.study.db.catalog import ensure_dataset
+        from hierconsole.study.run.lifecycle import create_study
 
         store = self.app.store  # type: ignore[attr-defined]
         try:
@@ -414,8 +414,8 @@ class LaunchDialog(FieldDialog[str | None]):
         """Connect to Ray and create the study on the orchestrator's thread, the one that may touch the
         orchestrator: its jobs are handed to the Ray executor before any tick could launch them locally.
         Ray is imported there, now, and never before a Ray launch."""
-        from hierconsole.study.catalog import ensure_dataset
-        from hierconsole.study.lifecycle import create_study
+        from hierconsole.study.db.catalog import ensure_dataset
+        from hierconsole.study.run.lifecycle import create_study
 
         done: Future[str] = Future()
 

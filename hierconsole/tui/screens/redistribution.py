@@ -6,12 +6,8 @@ import polars as pl
 from rich.console import RenderableType
 from rich.text import Text
 
-from hierconsole.study.effects import (
-    Redistribution,
-    can_redistribute,
-    omitted_text,
-    redistribution,
-)
+from hierconsole.study.analysis.effects import omitted_text
+from hierconsole.study.analysis.redistribution import Redistribution, can_redistribute, redistribution
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.effects import AnalysisScreen, Selection
 from hierconsole.tui.widgets.tables import redistribution_view

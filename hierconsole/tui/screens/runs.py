@@ -21,7 +21,7 @@ from hierconsole.tui.widgets.table_sync import highlighted_key, sync_rows
 from hierconsole.vocabulary import ACTIVE_STATES, ARMS, TRAINING_KINDS
 
 if TYPE_CHECKING:
-    from hierconsole.study.orchestrator import Orchestrator
+    from hierconsole.study.run.orchestrator import Orchestrator
 
 
 JOB_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -229,7 +229,7 @@ class RunsScreen(ConsoleScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="delete")
     def delete_study(self, study_id: str) -> None:
-        from hierconsole.study.lifecycle import delete_study
+        from hierconsole.study.run.lifecycle import delete_study
 
         try:
             delete_study(self.console_app.store, study_id)

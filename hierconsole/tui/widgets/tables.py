@@ -1,6 +1,6 @@
 """Rich renderables of analysis results for the effects and redistribution views.
 
-Presentation only: every number comes from `hierconsole.study.effects` (arm table, simple effects,
+Presentation only: every number comes from `hierconsole.study.analysis.effects` (arm table, simple effects,
 redistribution) or straight from the per-seed table; nothing is computed here but widths and colours.
 """
 
@@ -15,7 +15,9 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from hierconsole.study.effects import EFFECTS, Redistribution, SimpleEffects
+from hierconsole.factorial import EFFECTS
+from hierconsole.study.analysis.effects import SimpleEffects
+from hierconsole.study.analysis.redistribution import Redistribution
 from hierconsole.tui import format as fmt
 from hierconsole.vocabulary import ARMS, BASELINES, HIER_METRIC, LEVELS, MAP, UNTRAINED_BASELINES
 

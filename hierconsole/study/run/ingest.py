@@ -7,13 +7,15 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import polars as pl
 
 from hierconsole.contract import events as ev
 from hierconsole.vocabulary import JobKind
+
+if TYPE_CHECKING:
+    import duckdb  # write callbacks are handed a connection by Store.write; only study.db opens one
 
 
 @dataclass(frozen=True)

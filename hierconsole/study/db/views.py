@@ -1,6 +1,6 @@
 """SQL rendered from the vocabulary: the views of `store/views.sql`, and the fragments queries share.
 
-views.sql is a template whose placeholders are rendered from `vocabulary` and `study.effects`, so the
+views.sql is a template whose placeholders are rendered from `vocabulary` and `factorial`, so the
 views can never disagree with the Python analysis about arms, metrics, effects or the hier score.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from string import Template
 
+from hierconsole.factorial import CONTRASTS, REDISTRIBUTION_CONTRASTS
 from hierconsole.locations import resource_dir
-from hierconsole.study.effects import CONTRASTS, REDISTRIBUTION_CONTRASTS
 from hierconsole.vocabulary import ARMS, HIER, HIER_LEVELS, LEVELS, MAP, RANKING_METRICS, JobKind
 
 

@@ -36,8 +36,8 @@ from hierconsole.errors import (
     StoreWriteError,
 )
 from hierconsole.locations import db_path, resolve_home, resource_dir
-from hierconsole.study import live
-from hierconsole.study.views import views_sql
+from hierconsole.study.db import live
+from hierconsole.study.db.views import views_sql
 
 T = TypeVar("T")
 

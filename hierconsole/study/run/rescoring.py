@@ -9,16 +9,18 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-
-import duckdb
+from typing import TYPE_CHECKING
 
 from hierconsole.contract import events
-from hierconsole.study.audits import Check, cell_name, record
-from hierconsole.study.lifecycle import insert_jobs, seal_for_scoring
-from hierconsole.study.plan import rescore_job_id
-from hierconsole.study.records import get_study
-from hierconsole.study.storage import Store
+from hierconsole.study.analysis.audits import Check, cell_name, record
+from hierconsole.study.db.ids import rescore_job_id
+from hierconsole.study.db.records import get_study
+from hierconsole.study.db.storage import Store
+from hierconsole.study.run.lifecycle import insert_jobs, seal_for_scoring
 from hierconsole.vocabulary import Aggregation
+
+if TYPE_CHECKING:
+    import duckdb  # write callbacks are handed a connection by Store.write; only study.db opens one
 
 RECONCILE_TOLERANCE = 1e-5
 CHECK_NAME = "rescore_reconciles"

@@ -8,11 +8,14 @@ official-test query/gallery perturbation per Q/G seed. The rows name the files r
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from hierconsole.locations import study_dir
+
+if TYPE_CHECKING:
+    from hierconsole.config.preset import Preset
 
 PROTOCOL = "protocol"
 """The split protocol's parts (train, val, test)."""
@@ -46,3 +49,7 @@ def save_split(path: Path, parts: dict[str, np.ndarray]) -> None:
     arrays: dict[str, Any] = {k: np.asarray(v, dtype=np.int64) for k, v in parts.items()}
     np.savez(path, **arrays)
 
+
+def final_train_role(preset: Preset) -> str:
+    """The split role final runs fit on: development data, or its train part when epochs are selected."""
+    return TUNE_TRAIN if preset.training.select_epoch else FINAL_TRAIN

@@ -1,12 +1,12 @@
 """Contrasts across studies: metric(A, arm_a, seed) - metric(B, arm_b, seed), paired by training seed.
 
-The within-study effects (`study.effects`) compare arms of one study; the paper's controls compare
+The within-study effects (`study.analysis.effects`) compare arms of one study; the paper's controls compare
 studies (Full - Shuffled supervision, Base - Near-flat curvature, ...). Both use the same unit, the
 training seed, with the Q/G perturbations averaged within the seed first, and the same summary: mean,
 sample SD (n-1; none for one seed) and the number of seeds where the difference is positive.
 
-Pure computation over two per-seed wide tables lives here; `compare_studies` adds the store-side
-refusals (different datasets, different query/gallery protocols, unlocked studies).
+Pure computation over two per-seed wide tables lives here; `study.read.contrasts.compare_studies` adds
+the store-side refusals (different datasets, different query/gallery protocols, unlocked studies).
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ from typing import Any
 import polars as pl
 
 from hierconsole.errors import HierconsoleError
-from hierconsole.study import read, split_files
-from hierconsole.study.effects import arms_present, normalize_arm
-from hierconsole.study.storage import Store
+from hierconsole.study.analysis.per_seed import arms_present, normalize_arm
 from hierconsole.vocabulary import HIER, HIER_METRIC, LEVELS, MAP, RANKING_METRICS
 
 CONTRAST_LEVELS: tuple[str, ...] = (*LEVELS, HIER)
@@ -178,71 +176,6 @@ def contrast_tables(
     dropped = {"a": sorted(seeds_a - seeds_b), "b": sorted(seeds_b - seeds_a)}
     return StudyContrast(metric=metric, a=a, b=b, rows=rows, dropped=dropped, name=name)
 
-
-# ------------------------------------------------------------------------------------------- store
-
-
-def _qg_protocol(store: Store, study_id: str) -> dict[str, str]:
-    return dict(
-        store.rows(f"SELECT role, sha256 FROM splits WHERE study_id = ? AND {split_files.QG_ROLES_SQL}", [study_id])
-    )
-
-
-def comparable(store: Store, a: str, b: str) -> None:
-    """Refuse (HierconsoleError naming which study and why) unless A and B can be contrasted: both locked
-    and evaluated, on the same dataset, scored on the same query/gallery splits and aggregation."""
-    studies = {sid: read.get_study(store, sid) for sid in (a, b)}
-    for sid, study in studies.items():
-        if study.locked_at is None:
-            raise HierconsoleError(
-                f"study {sid} is not locked (phase {study.phase}): a contrast reads official-test metrics, "
-                "which exist only once every final run has finished and the study is locked"
-            )
-    sa, sb = studies[a], studies[b]
-    if sa.dataset_id != sb.dataset_id:
-        raise HierconsoleError(
-            f"studies {a} and {b} are on different datasets ({sa.dataset_id} vs {sb.dataset_id}); a "
-            "paired contrast needs the same samples and taxonomy"
-        )
-    agg_a, agg_b = sa.preset.evaluation.aggregation, sb.preset.evaluation.aggregation
-    if agg_a != agg_b:
-        raise HierconsoleError(
-            f"studies {a} and {b} register different aggregations ({agg_a} vs {agg_b}); their metrics "
-            "are different estimands"
-        )
-    qa, qb = _qg_protocol(store, a), _qg_protocol(store, b)
-    if qa != qb:
-        only = sorted(set(qa) ^ set(qb))
-        differ = sorted(role for role in set(qa) & set(qb) if qa[role] != qb[role])
-        why = []
-        if only:
-            why.append(f"perturbation(s) {', '.join(only)} in one study only")
-        if differ:
-            why.append(f"{', '.join(differ)} hold different query/gallery indices")
-        raise HierconsoleError(
-            f"studies {a} and {b} use different Q/G protocols ({'; '.join(why)}): their test metrics are "
-            "not measured on the same queries and galleries (check split protocol, split seed, "
-            "evaluation.n_query and evaluation.qg_seeds)"
-        )
-
-
-def compare_studies(
-    store: Store,
-    a: str,
-    b: str,
-    *,
-    metric: str = DEFAULT_METRIC,
-    arms: Sequence[tuple[str, str]] | None = None,
-    labels: tuple[str, str] | None = None,
-    name: str | None = None,
-) -> StudyContrast:
-    """A - B of two studies in the store (ids), after the refusals of `comparable`."""
-    metric_columns(metric)  # a bad metric is reported before any query
-    comparable(store, a, b)
-    label_a, label_b = labels or (a, b)
-    return contrast_tables(
-        read.per_seed(store, a), read.per_seed(store, b), a=label_a, b=label_b, metric=metric, arms=arms, name=name
-    )
 
 
 def contrasts_frame(contrasts: Sequence[StudyContrast]) -> pl.DataFrame:

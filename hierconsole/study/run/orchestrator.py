@@ -25,15 +25,15 @@ from typing import Any
 from hierconsole.contract import events as ev
 from hierconsole.contract import layout
 from hierconsole.contract.jobspec import JobSpec
+from hierconsole.contract.liveness import job_lock_held, pid_alive
 from hierconsole.errors import HierconsoleError, NotFoundError
 from hierconsole.locations import job_dir
+from hierconsole.study.db.storage import Store
+from hierconsole.study.db.views import kind_order, sql_list
 from hierconsole.study.executors import Handle, JobExecutor
 from hierconsole.study.executors.local import WORKER_MODULE, LocalExecutor, LocalHandle
-from hierconsole.study.ingest import JobRef, apply_batch, apply_events, update_rows
-from hierconsole.study.lifecycle import advance
-from hierconsole.study.processes import job_lock_held, pid_alive
-from hierconsole.study.storage import Store
-from hierconsole.study.views import kind_order, sql_list
+from hierconsole.study.run.ingest import JobRef, apply_batch, apply_events, update_rows
+from hierconsole.study.run.lifecycle import advance
 from hierconsole.vocabulary import (
     ACTIVE_STATES,
     RESUMABLE_STATES,

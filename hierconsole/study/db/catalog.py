@@ -19,7 +19,7 @@ from hierconsole.datasets import SPLIT_NAMES, FeatureSet
 from hierconsole.datasets.synthetic import BUILT_IN
 from hierconsole.errors import HierconsoleError, NotFoundError
 from hierconsole.locations import dataset_dir, relative, resolve
-from hierconsole.study.storage import Store
+from hierconsole.study.db.storage import Store
 from hierconsole.vocabulary import SYNTHETIC_PREFIX
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

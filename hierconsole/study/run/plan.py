@@ -12,7 +12,9 @@ from hierconsole.config.preset import Preset
 from hierconsole.contract import layout
 from hierconsole.contract.jobspec import BaselineRef, CellSpec, JobSpec, ModelRef, Rescore, TestSplit
 from hierconsole.locations import job_dir, relative
-from hierconsole.study import split_files
+from hierconsole.study.db import split_files
+from hierconsole.study.db.ids import baseline_run_id, evaluate_job_id, final_job_id, rescore_job_id
+from hierconsole.study.db.split_files import final_train_role
 from hierconsole.vocabulary import (
     HIER_LOSS,
     HIER_STYLE,
@@ -119,9 +121,6 @@ def final_cells(preset: Preset, temperatures: dict[str, float]) -> tuple[CellSpe
     return tuple(cells)
 
 
-def final_train_role(preset: Preset) -> str:
-    """The split role final runs fit on: development data, or its train part when epochs are selected."""
-    return split_files.TUNE_TRAIN if preset.training.select_epoch else split_files.FINAL_TRAIN
 
 
 def evaluated_model(preset: Preset, cell: CellSpec) -> str:
@@ -130,8 +129,6 @@ def evaluated_model(preset: Preset, cell: CellSpec) -> str:
     return layout.best_model(cell) if preset.training.select_epoch else layout.final_model(cell)
 
 
-def final_job_id(study_id: str, seed: int) -> str:
-    return f"{study_id}/final-s{seed}"
 
 
 def final_jobs(paths: StudyPaths, preset: Preset, temperatures: dict[str, float]) -> list[JobSpec]:
@@ -157,17 +154,10 @@ def final_jobs(paths: StudyPaths, preset: Preset, temperatures: dict[str, float]
     ]
 
 
-def evaluate_job_id(study_id: str) -> str:
-    return f"{study_id}/evaluate"
 
 
-def baseline_run_id(study_id: str, arm: str) -> str:
-    """A baseline's run: it belongs to the study's evaluation, which fits and scores it once."""
-    return f"{evaluate_job_id(study_id)}/{arm}"
 
 
-def rescore_job_id(study_id: str, aggregation: str) -> str:
-    return f"{study_id}/rescore-{aggregation}"
 
 
 def scoring_job(

@@ -14,9 +14,8 @@ import secrets
 import shutil
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import numpy as np
 
 from hierconsole.config.preset import TUNE, Preset
@@ -33,12 +32,13 @@ from hierconsole.datasets.splits import (
 )
 from hierconsole.errors import HierconsoleError, SealError
 from hierconsole.locations import job_dir, relative, resolve, study_dir
-from hierconsole.study import plan, split_files
-from hierconsole.study.audits import run_audits
-from hierconsole.study.catalog import get_dataset
-from hierconsole.study.records import StudyInfo, get_study
-from hierconsole.study.storage import Store
-from hierconsole.study.views import sql_list
+from hierconsole.study.analysis.audits import run_audits
+from hierconsole.study.db import split_files
+from hierconsole.study.db.catalog import get_dataset
+from hierconsole.study.db.records import StudyInfo, get_study
+from hierconsole.study.db.storage import Store
+from hierconsole.study.db.views import sql_list
+from hierconsole.study.run import plan
 from hierconsole.taxonomy import development_shuffle
 from hierconsole.vocabulary import (
     ACTIVE_STATES,
@@ -51,6 +51,9 @@ from hierconsole.vocabulary import (
     Phase,
     hier_score,
 )
+
+if TYPE_CHECKING:
+    import duckdb  # write callbacks are handed a connection by Store.write; only study.db opens one
 
 
 def new_study_id(preset: Preset) -> str:

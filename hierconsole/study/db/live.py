@@ -26,7 +26,7 @@ from pathlib import Path
 
 import duckdb
 
-from hierconsole.study.processes import pid_alive, process_start_time
+from hierconsole.contract.liveness import pid_alive, process_start_time
 
 LIVE_DIR = ".live"
 SNAPSHOT = "snapshot.duckdb"

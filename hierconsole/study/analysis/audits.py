@@ -12,9 +12,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import numpy as np
 
 from hierconsole.config.preset import Preset
@@ -23,9 +22,9 @@ from hierconsole.contract.events import EventKind
 from hierconsole.contract.jobspec import JobSpec
 from hierconsole.datasets.splits import index_sha256
 from hierconsole.locations import job_dir, resolve
-from hierconsole.study import plan, split_files
-from hierconsole.study.catalog import load_dataset
-from hierconsole.study.storage import Store
+from hierconsole.study.db import ids, split_files
+from hierconsole.study.db.catalog import load_dataset
+from hierconsole.study.db.storage import Store
 from hierconsole.taxonomy import Taxonomy
 from hierconsole.vocabulary import (
     HIER,
@@ -187,7 +186,7 @@ def check_update_budget(store: Store, study_id: str) -> Check:
     runs = _final_runs(store, study_id)
     if not runs or any(r["updates"] is None for r in runs):
         return Check("update_budget", None, "final runs not finished")
-    role = plan.final_train_role(_registered(store, study_id))
+    role = split_files.final_train_role(_registered(store, study_id))
     with np.load(_split_path(store, study_id, role)) as z:
         n = len(z["fit"])
     t = _preset(store, study_id)["training"]
@@ -254,7 +253,7 @@ def check_qg_identical(store: Store, study_id: str) -> Check:
         by_run[run_id].add(perturbation)
     # Baseline arms are scored once per perturbation, like a final cell of no seed.
     baselines = [
-        plan.baseline_run_id(study_id, b)
+        ids.baseline_run_id(study_id, b)
         for b in _registered(store, study_id).evaluation.baselines
         if b in UNTRAINED_BASELINES
     ]
@@ -521,7 +520,7 @@ def check_epoch_selection(store: Store, study_id: str) -> Check:
     # Selection saw no test sample: final runs fit the train part and validate on the validation split.
     with np.load(_split_path(store, study_id, split_files.VAL)) as z:
         val = set(np.concatenate([z["query"], z["gallery"]]).tolist())
-    with np.load(_split_path(store, study_id, plan.final_train_role(preset))) as z:
+    with np.load(_split_path(store, study_id, split_files.final_train_role(preset))) as z:
         overlap = len(val.intersection(z["fit"].tolist()))
     if overlap:
         bad.append(f"the final runs fit {overlap} validation samples they select on")
@@ -542,15 +541,15 @@ def check_pca_fit(store: Store, study_id: str) -> Check:
     preset = _registered(store, study_id)
     if PCA not in preset.evaluation.baselines:
         return Check(name, True, "no pca baseline")
-    run_id = plan.baseline_run_id(study_id, PCA)
+    run_id = ids.baseline_run_id(study_id, PCA)
     row = store.one(
         "SELECT payload FROM events WHERE job_id = ? AND kind = ? ORDER BY ts DESC LIMIT 1",
-        [plan.evaluate_job_id(study_id), EventKind.BASELINE_FIT],
+        [ids.evaluate_job_id(study_id), EventKind.BASELINE_FIT],
     )
     if row is None:
         return Check(name, None, "the pca baseline has not been fitted")
     fit = json.loads(row[0])
-    with np.load(_split_path(store, study_id, plan.final_train_role(preset))) as z:
+    with np.load(_split_path(store, study_id, split_files.final_train_role(preset))) as z:
         expected = np.unique(z["fit"])
     with np.load(_split_path(store, study_id, split_files.PROTOCOL)) as z:
         test = z["test"]
@@ -587,6 +586,9 @@ CHECKS: tuple[Callable[[Store, str], Check], ...] = (
     check_epoch_selection,
     check_pca_fit,
 )
+
+if TYPE_CHECKING:
+    import duckdb  # write callbacks are handed a connection by Store.write; only study.db opens one
 
 
 def record(store: Store, study_id: str, checks: Iterable[Check]) -> None:

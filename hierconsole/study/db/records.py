@@ -8,7 +8,7 @@ from datetime import datetime
 
 from hierconsole.config.preset import Preset
 from hierconsole.errors import NotFoundError
-from hierconsole.study.storage import Store
+from hierconsole.study.db.storage import Store
 from hierconsole.vocabulary import Phase
 
 

@@ -1,0 +1,173 @@
+"""Protocol simple effects and the interaction (paper §3.4, §5.2-5.3), paired within the training seed.
+
+Every effect is a difference of arms *paired within a seed* (definitions in `hierconsole.factorial`),
+then summarised across seeds: mean, sample SD (n-1), the number of seeds where it is > 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+from hierconsole.errors import InputError
+from hierconsole.factorial import BASELINE_CONTRASTS, BASELINE_EFFECTS, CONTRASTS, EFFECTS
+from hierconsole.study.analysis.per_seed import (
+    DEFAULT_SOURCE,
+    arms_present,
+    baseline_values,
+    indexed_cells,
+)
+from hierconsole.study.analysis.statistics import mean_sd
+from hierconsole.vocabulary import ARMS, BASELINE_SEED
+
+
+@dataclass(frozen=True)
+class Effect:
+    """One contrast of one metric across paired seeds."""
+
+    metric: str
+    name: str
+    per_seed: dict[int, float]
+    mean: float
+    sd: float | None
+    """Sample SD (ddof=1); None when only one seed exists, since a spread of one value is undefined."""
+    positive_seeds: int
+    n_seeds: int
+
+    @property
+    def definition(self) -> str:
+        return EFFECTS.get(self.name) or BASELINE_EFFECTS[self.name]
+
+
+SimpleEffects = dict[str, dict[str, Effect]]
+"""metric -> effect name (in :data:`EFFECTS` order) -> :class:`Effect`."""
+
+
+def omitted_effects(arms: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Effects that need an arm absent from `arms`: name -> the missing arms (a study training a subset
+    of the cells has no value for them, which is not the same as a zero)."""
+    present = set(arms)
+    return {
+        name: tuple(a for a in ARMS if a in contrast.arms and a not in present)
+        for name, contrast in CONTRASTS.items()
+        if not contrast.arms <= present
+    }
+
+
+def omitted_text(arms: Iterable[str]) -> str | None:
+    """One line saying which effects are left out and why; None when every effect is computable."""
+    omitted = omitted_effects(arms)
+    if not omitted:
+        return None
+    parts = [f"{name} ({EFFECTS[name]}) needs {', '.join(missing)}" for name, missing in omitted.items()]
+    return f"not computed, the study trains only {', '.join(arms_present(arms))}: " + "; ".join(parts)
+
+
+def _paired_seeds(cells: Mapping[tuple[str, int], object], source: str) -> list[int]:
+    """Seeds of the table; every seed must hold every arm the table holds (any subset of the four)."""
+    seeds = sorted({seed for _, seed in cells})
+    present = arms_present(a for a, _ in cells)
+    problems = []
+    for seed in seeds:
+        lacking = [a for a in present if (a, seed) not in cells]
+        if lacking:
+            have = [a for a in present if (a, seed) in cells]
+            problems.append(
+                f"seed {seed} lacks arm(s) {', '.join(lacking)} (present: {', '.join(have)}); "
+                "effects compare arms within a seed"
+            )
+    if problems:
+        raise InputError(
+            source, problems, hint="supply the same arms for every seed, or drop incomplete seeds"
+        )
+    return seeds
+
+
+def _effect(metric: str, name: str, per_seed: dict[int, float]) -> Effect:
+    values = list(per_seed.values())
+    mean, sd = mean_sd(values)
+    return Effect(
+        metric=metric,
+        name=name,
+        per_seed=per_seed,
+        mean=mean,
+        sd=sd,
+        positive_seeds=sum(v > 0 for v in values),
+        n_seeds=len(values),
+    )
+
+
+def simple_effects(
+    per_seed: pl.DataFrame,
+    metrics: Sequence[str] | str | None = None,
+    *,
+    source: str = DEFAULT_SOURCE,
+    baselines: pl.DataFrame | None = None,
+) -> SimpleEffects:
+    """Paired simple effects and the interaction (paper Eq. 12-13) for every metric.
+
+    Each seed must hold the same arms, each exactly once; the effect is computed within the seed, then
+    summarised across seeds (mean, sample SD, number of seeds where it is > 0). An effect needing an arm
+    the table lacks is left out (see :func:`omitted_effects`), never filled in. With ``baselines``
+    (:func:`baselines_from_long`), each arm minus each baseline (:data:`BASELINE_CONTRASTS`) follows,
+    every seed paired with an untrained baseline's one value, or with a trained baseline's run of the same
+    seed (a contrast against a trained baseline lacking one of the seeds is left out).
+    """
+    names, cells = indexed_cells(per_seed, metrics, source)
+    seeds = _paired_seeds(cells, source)
+    present = arms_present(a for a, _ in cells)
+    # A baseline pairs with every seed: through its one value (untrained) or its own run of that seed.
+    base: dict[str, dict[int, dict[str, float]]] = {}
+    for arm, by_seed in baseline_values(baselines, names, source).items():
+        matched = {s: by_seed.get(s, by_seed.get(BASELINE_SEED)) for s in seeds}
+        if all(v is not None for v in matched.values()):
+            base[arm] = {s: v for s, v in matched.items() if v is not None}
+    paired = set(base)
+    computable = {n: c for n, c in CONTRASTS.items() if c.arms <= set(present)}
+    computable |= {n: c for n, c in BASELINE_CONTRASTS.items() if c.arms <= set(present) | paired}
+    out: SimpleEffects = {}
+    for m in names:
+        out[m] = {}
+        for name, contrast in computable.items():
+            values = {
+                s: contrast.value(
+                    {**{a: cells[(a, s)][m] for a in present}, **{b: v[s][m] for b, v in base.items()}}
+                )
+                for s in seeds
+            }
+            out[m][name] = _effect(m, name, values)
+    return out
+
+
+
+def effects_json(effects: SimpleEffects) -> dict:
+    """The JSON shape of ``hierconsole effects --json`` (seeds as strings, sd null for one seed)."""
+    return {
+        metric: {
+            name: {
+                "per_seed": {str(s): v for s, v in e.per_seed.items()},
+                "mean": e.mean,
+                "sd": e.sd,
+                "positive_seeds": e.positive_seeds,
+                "n_seeds": e.n_seeds,
+            }
+            for name, e in by_effect.items()
+        }
+        for metric, by_effect in effects.items()
+    }
+
+
+
+def seeds_of(effects: SimpleEffects) -> list[int]:
+    """The seeds of an effects result, ascending (every metric and effect shares them)."""
+    for by_effect in effects.values():
+        for e in by_effect.values():
+            return sorted(e.per_seed)
+    return []
+
+
+def iter_effects(effects: SimpleEffects) -> Iterable[Effect]:
+    for by_effect in effects.values():
+        yield from by_effect.values()

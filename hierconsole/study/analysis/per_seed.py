@@ -1,0 +1,325 @@
+"""The per-seed wide table every analysis works on, and how it is built from stored metric rows.
+
+A per-seed wide table is a polars DataFrame with columns ``arm`` (E_R, H_R, E_S, H_S), ``seed`` (int) and
+one float column per metric, each value already averaged over the Q/G perturbations of that seed.
+
+Bad input never turns into a silent NaN: a seed lacking an arm, a duplicated (arm, seed), an unknown arm
+or a missing/non-finite value raises :class:`~hierconsole.errors.InputError` naming what is wrong.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+
+import polars as pl
+
+from hierconsole.errors import InputError
+from hierconsole.vocabulary import (
+    ARMS,
+    BASELINE_SEED,
+    BASELINES,
+    HIER_LEVELS,
+    HIER_METRIC,
+    LEVELS,
+    MAP,
+    TRAINED_BASELINES,
+    UNTRAINED_BASELINES,
+    hier_score,
+)
+
+KEY_COLUMNS: tuple[str, str] = ("arm", "seed")
+
+
+DEFAULT_SOURCE = "per-seed table"
+
+
+def normalize_arm(s: object, *, source: str = DEFAULT_SOURCE) -> str:
+    """``"ER"``, ``"e_r"``, ``"E-R"``, ``" E_R "`` -> ``"E_R"``; anything else is an InputError."""
+    text = str(s).strip().upper().replace("_", "").replace("-", "").replace(" ", "")
+    if len(text) == 2 and text[0] in "EH" and text[1] in "RS":
+        return f"{text[0]}_{text[1]}"
+    raise InputError(source, f"unknown arm {s!r}", hint=f"use one of {', '.join(ARMS)} (or ER, HR, ES, HS)")
+
+
+def try_arm(value: object) -> str | None:
+    try:
+        return normalize_arm(value)
+    except InputError:
+        return None
+
+
+def as_seed(value: object) -> int | None:
+    """Seeds are integers; an integral float (a spreadsheet's ``42.0``) is accepted as the same seed."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        pass
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        return None
+    return int(number) if math.isfinite(number) and number.is_integer() else None
+
+
+# ------------------------------------------------------------------------------------ per-seed table
+
+
+def metric_columns(per_seed: pl.DataFrame) -> list[str]:
+    """The metric columns of a per-seed table: every numeric column other than arm and seed."""
+    return [name for name, dtype in per_seed.schema.items() if name not in KEY_COLUMNS and dtype.is_numeric()]
+
+
+def _resolve_metrics(per_seed: pl.DataFrame, metrics: Sequence[str] | str | None, source: str) -> list[str]:
+    valid = metric_columns(per_seed)
+    if metrics is None:
+        if not valid:
+            raise InputError(source, "the table has no numeric metric column besides arm and seed")
+        return valid
+    wanted = [metrics] if isinstance(metrics, str) else list(metrics)
+    unknown = [m for m in wanted if m not in valid]
+    if unknown:
+        problems = []
+        for m in unknown:
+            kind = "is not numeric" if m in per_seed.columns else "does not exist"
+            problems.append(f"metric column {m!r} {kind}")
+        raise InputError(source, problems, hint=f"valid metric columns: {', '.join(valid) or '(none)'}")
+    return list(dict.fromkeys(wanted))
+
+
+def indexed_cells(
+    per_seed: pl.DataFrame, metrics: Sequence[str] | str | None, source: str
+) -> tuple[list[str], dict[tuple[str, int], dict[str, float]]]:
+    """Validate a per-seed table and index it as (arm, seed) -> metric -> value."""
+    missing = [c for c in KEY_COLUMNS if c not in per_seed.columns]
+    if missing:
+        raise InputError(
+            source,
+            [f"missing column {c!r}" for c in missing],
+            hint="a per-seed table has columns arm, seed and one column per metric",
+        )
+    names = _resolve_metrics(per_seed, metrics, source)
+    problems: list[str] = []
+    cells: dict[tuple[str, int], dict[str, float]] = {}
+    for i, row in enumerate(per_seed.select(["arm", "seed", *names]).iter_rows(named=True)):
+        arm = try_arm(row["arm"])
+        seed = as_seed(row["seed"])
+        where = f"row {i + 1}"
+        if arm is None:
+            problems.append(f"{where}: unknown arm {row['arm']!r} (valid: {', '.join(ARMS)})")
+        if seed is None:
+            problems.append(f"{where}: seed {row['seed']!r} is not an integer")
+        if arm is None or seed is None:
+            continue
+        if (arm, seed) in cells:
+            problems.append(f"{where}: duplicate row for arm {arm}, seed {seed}")
+            continue
+        values: dict[str, float] = {}
+        for m in names:
+            v = row[m]
+            if v is None or not math.isfinite(float(v)):
+                problems.append(f"arm {arm}, seed {seed}: metric {m!r} is {'missing' if v is None else v}")
+            else:
+                values[m] = float(v)
+        cells[(arm, seed)] = values
+    if not cells and not problems:
+        problems.append("the table has no rows")
+    if problems:
+        raise InputError(source, problems)
+    return names, cells
+
+
+def arms_present(arms: Iterable[str]) -> tuple[str, ...]:
+    """The arms among `arms`, in :data:`ARMS` order."""
+    found = set(arms)
+    return tuple(a for a in ARMS if a in found)
+
+
+
+def baseline_values(
+    baselines: pl.DataFrame | None, names: Sequence[str], source: str
+) -> dict[str, dict[int, dict[str, float]]]:
+    """baseline arm -> seed (BASELINE_SEED for an untrained one) -> metric -> value, for the metrics
+    `names` of a per-seed table."""
+    if baselines is None or baselines.is_empty():
+        return {}
+    lacking = [m for m in names if m not in baselines.columns]
+    if lacking:
+        raise InputError(source, f"the baseline table lacks metric(s) {', '.join(lacking)}")
+    out: dict[str, dict[int, dict[str, float]]] = {}
+    for r in baselines.iter_rows(named=True):
+        seed = int(r["seed"]) if "seed" in baselines.columns else BASELINE_SEED
+        out.setdefault(r["arm"], {})[seed] = {m: float(r[m]) for m in names}
+    return {arm: out[arm] for arm in BASELINES if arm in out}
+
+
+
+LONG_COLUMNS: tuple[str, ...] = ("seed", "arm", "perturbation", "level", "metric", "value")
+_UNIFORM_COLUMNS: tuple[str, ...] = ("study_id", "aggregation", "posthoc")
+"""Columns that, when present, must hold one value: averaging across them would mix estimands."""
+
+
+def metric_order(column: str) -> tuple:
+    """leaf/middle/high mAP, hier_mAP, then R@K by level and K, then anything else by name."""
+    level, _, metric = column.partition("_")
+    if column == HIER_METRIC:
+        return (0, len(LEVELS), 0, "")
+    if level in LEVELS and metric == MAP:
+        return (0, LEVELS.index(level), 0, "")
+    if level in LEVELS and metric.startswith("R@") and metric[2:].isdigit():
+        return (1, LEVELS.index(level), int(metric[2:]), "")
+    return (2, 0, 0, column)
+
+
+def per_seed_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> pl.DataFrame:
+    """Turn stored metric rows into the per-seed wide table.
+
+    Input columns: seed, arm, perturbation, level, metric, value (study_id, aggregation and posthoc may
+    be present but must then hold a single value - filter first). Within each (arm, seed) the Q/G
+    perturbations are averaged; columns are named ``{level}_{metric}``. ``hier_mAP`` is added when
+    middle_mAP and high_mAP exist: the mean of those two only (never the leaf), computed per
+    perturbation before averaging, which equals the mean of the averaged levels because the mean is
+    linear (up to float rounding). Within a seed every arm must have the same perturbations, and each
+    (arm, seed, perturbation) every metric, so that the averages stay paired.
+    """
+    missing = [c for c in LONG_COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError(
+            source, [f"missing column {c!r}" for c in missing], hint=f"need {', '.join(LONG_COLUMNS)}"
+        )
+    problems = []
+    for c in _UNIFORM_COLUMNS:
+        if c in df.columns and df[c].n_unique() > 1:
+            values = ", ".join(map(str, sorted(df[c].unique().to_list(), key=str)))
+            problems.append(f"column {c!r} mixes several values ({values}); select one before averaging")
+    if problems:
+        raise InputError(source, problems)
+
+    cells: dict[tuple[str, int, object], dict[str, float]] = {}
+    for i, row in enumerate(df.select(LONG_COLUMNS).iter_rows(named=True)):
+        where = f"row {i + 1}"
+        arm, seed = try_arm(row["arm"]), as_seed(row["seed"])
+        bad = []
+        if arm is None:
+            bad.append(f"unknown arm {row['arm']!r}")
+        if seed is None:
+            bad.append(f"seed {row['seed']!r} is not an integer")
+        if row["level"] not in LEVELS:
+            bad.append(f"unknown level {row['level']!r} (valid: {', '.join(LEVELS)})")
+        value = row["value"]
+        if value is None or not math.isfinite(float(value)):
+            bad.append(f"value of {row['level']}_{row['metric']} is {'missing' if value is None else value}")
+        if bad:
+            problems.append(f"{where} (arm {row['arm']}, seed {row['seed']}): " + "; ".join(bad))
+            continue
+        assert arm is not None and seed is not None  # a None one was added to `bad` above
+        column = f"{row['level']}_{row['metric']}"
+        cell = cells.setdefault((arm, seed, row["perturbation"]), {})
+        if column in cell:
+            problems.append(
+                f"{where}: duplicate {column} for arm {arm}, seed {seed}, perturbation {row['perturbation']}"
+            )
+            continue
+        cell[column] = float(value)
+    if not cells and not problems:
+        problems.append("the table has no rows")
+    if problems:
+        raise InputError(source, problems)
+
+    columns = sorted({c for cell in cells.values() for c in cell}, key=metric_order)
+    for (arm, seed, pert), cell in cells.items():
+        lacking = [c for c in columns if c not in cell]
+        if lacking:
+            problems.append(f"arm {arm}, seed {seed}, perturbation {pert}: missing {', '.join(lacking)}")
+    perts: dict[int, dict[str, set]] = {}
+    for arm, seed, pert in cells:
+        perts.setdefault(seed, {}).setdefault(arm, set()).add(pert)
+    for seed, by_arm in perts.items():
+        if len({frozenset(p) for p in by_arm.values()}) > 1:
+            detail = "; ".join(
+                f"{a}: {', '.join(map(str, sorted(p, key=str)))}" for a, p in sorted(by_arm.items())
+            )
+            problems.append(f"seed {seed}: arms have different perturbations ({detail})")
+    if problems:
+        raise InputError(
+            source, problems, hint="every arm of a seed needs every metric for the same perturbations"
+        )
+
+    if all(f"{level}_{MAP}" in columns for level in HIER_LEVELS):
+        for cell in cells.values():
+            cell[HIER_METRIC] = hier_score({level: cell[f"{level}_{MAP}"] for level in HIER_LEVELS})
+        columns = sorted([*columns, HIER_METRIC], key=metric_order)
+
+    rows = []
+    for arm in ARMS:
+        for seed in sorted({s for a, s, _ in cells if a == arm}):
+            group = [cell for (a, s, _), cell in cells.items() if a == arm and s == seed]
+            rows.append(
+                {"arm": arm, "seed": seed, **{c: statistics.fmean(g[c] for g in group) for c in columns}}
+            )
+    schema = {"arm": pl.String, "seed": pl.Int64, **{c: pl.Float64 for c in columns}}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def baselines_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> pl.DataFrame:
+    """Stored metric rows of the baseline arms -> one row per baseline and seed: arm, seed, metric columns.
+
+    An untrained baseline's rows carry seed BASELINE_SEED (it has no training seed); a trained one's
+    (TRAINED_BASELINES) carry their training seeds. Q/G perturbations are averaged as a seed's are in
+    :func:`per_seed_from_long`, and ``hier_mAP`` is computed per perturbation first, the same way. Every
+    baseline needs every metric on the same perturbations.
+    """
+    missing = [c for c in LONG_COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError(
+            source, [f"missing column {c!r}" for c in missing], hint=f"need {', '.join(LONG_COLUMNS)}"
+        )
+    problems = []
+    cells: dict[tuple[str, int, object], dict[str, float]] = {}
+    for i, row in enumerate(df.select(LONG_COLUMNS).iter_rows(named=True)):
+        where = f"row {i + 1} (arm {row['arm']})"
+        value = row["value"]
+        if row["arm"] not in BASELINES:
+            problems.append(f"{where}: not a baseline arm (valid: {', '.join(BASELINES)})")
+        elif row["arm"] in UNTRAINED_BASELINES and row["seed"] != BASELINE_SEED:
+            problems.append(f"{where}: an untrained baseline's rows carry seed {BASELINE_SEED}, not {row['seed']}")
+        elif row["arm"] in TRAINED_BASELINES and (row["seed"] is None or row["seed"] < 0):
+            problems.append(f"{where}: a trained baseline's rows carry its training seed, not {row['seed']}")
+        elif value is None or not math.isfinite(float(value)):
+            problems.append(f"{where}: value of {row['level']}_{row['metric']} is {value}")
+        else:
+            cell = cells.setdefault((row["arm"], int(row["seed"]), row["perturbation"]), {})
+            column = f"{row['level']}_{row['metric']}"
+            if column in cell:
+                problems.append(f"{where}: duplicate {column} for perturbation {row['perturbation']}")
+            cell[column] = float(value)
+    columns = sorted({c for cell in cells.values() for c in cell}, key=metric_order)
+    perts = {(arm, seed): {p for a, s, p in cells if (a, s) == (arm, seed)} for arm, seed, _ in cells}
+    if len({frozenset(p) for p in perts.values()}) > 1:
+        problems.append("baselines were scored on different perturbations")
+    problems += [
+        f"arm {a}, perturbation {p}: missing {', '.join(c for c in columns if c not in cell)}"
+        for (a, _, p), cell in cells.items()
+        if len(cell) != len(columns)
+    ]
+    if problems:
+        raise InputError(source, problems)
+    if all(f"{level}_{MAP}" in columns for level in HIER_LEVELS):
+        for cell in cells.values():
+            cell[HIER_METRIC] = hier_score({level: cell[f"{level}_{MAP}"] for level in HIER_LEVELS})
+        columns = sorted([*columns, HIER_METRIC], key=metric_order)
+    rows = [
+        {
+            "arm": arm,
+            "seed": seed,
+            **{c: statistics.fmean(cells[(arm, seed, p)][c] for p in sorted(perts[(arm, seed)], key=str)) for c in columns},
+        }
+        for arm in BASELINES
+        for seed in sorted(s for a, s in perts if a == arm)
+    ]
+    return pl.DataFrame(rows, schema={"arm": pl.String, "seed": pl.Int64, **{c: pl.Float64 for c in columns}})

@@ -1,0 +1,82 @@
+"""Contrasts of two studies in the store: the refusals (unlocked, other dataset, other Q/G protocol or
+aggregation), then A - B paired by training seed (`study.analysis.contrasts`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hierconsole.errors import HierconsoleError
+from hierconsole.study.analysis.contrasts import (
+    DEFAULT_METRIC,
+    StudyContrast,
+    contrast_tables,
+    metric_columns,
+)
+from hierconsole.study.db import split_files
+from hierconsole.study.db.records import get_study
+from hierconsole.study.db.storage import Store
+from hierconsole.study.read.results import per_seed
+
+
+def _qg_protocol(store: Store, study_id: str) -> dict[str, str]:
+    return dict(
+        store.rows(f"SELECT role, sha256 FROM splits WHERE study_id = ? AND {split_files.QG_ROLES_SQL}", [study_id])
+    )
+
+
+def comparable(store: Store, a: str, b: str) -> None:
+    """Refuse (HierconsoleError naming which study and why) unless A and B can be contrasted: both locked
+    and evaluated, on the same dataset, scored on the same query/gallery splits and aggregation."""
+    studies = {sid: get_study(store, sid) for sid in (a, b)}
+    for sid, study in studies.items():
+        if study.locked_at is None:
+            raise HierconsoleError(
+                f"study {sid} is not locked (phase {study.phase}): a contrast reads official-test metrics, "
+                "which exist only once every final run has finished and the study is locked"
+            )
+    sa, sb = studies[a], studies[b]
+    if sa.dataset_id != sb.dataset_id:
+        raise HierconsoleError(
+            f"studies {a} and {b} are on different datasets ({sa.dataset_id} vs {sb.dataset_id}); a "
+            "paired contrast needs the same samples and taxonomy"
+        )
+    agg_a, agg_b = sa.preset.evaluation.aggregation, sb.preset.evaluation.aggregation
+    if agg_a != agg_b:
+        raise HierconsoleError(
+            f"studies {a} and {b} register different aggregations ({agg_a} vs {agg_b}); their metrics "
+            "are different estimands"
+        )
+    qa, qb = _qg_protocol(store, a), _qg_protocol(store, b)
+    if qa != qb:
+        only = sorted(set(qa) ^ set(qb))
+        differ = sorted(role for role in set(qa) & set(qb) if qa[role] != qb[role])
+        why = []
+        if only:
+            why.append(f"perturbation(s) {', '.join(only)} in one study only")
+        if differ:
+            why.append(f"{', '.join(differ)} hold different query/gallery indices")
+        raise HierconsoleError(
+            f"studies {a} and {b} use different Q/G protocols ({'; '.join(why)}): their test metrics are "
+            "not measured on the same queries and galleries (check split protocol, split seed, "
+            "evaluation.n_query and evaluation.qg_seeds)"
+        )
+
+
+def compare_studies(
+    store: Store,
+    a: str,
+    b: str,
+    *,
+    metric: str = DEFAULT_METRIC,
+    arms: Sequence[tuple[str, str]] | None = None,
+    labels: tuple[str, str] | None = None,
+    name: str | None = None,
+) -> StudyContrast:
+    """A - B of two studies in the store (ids), after the refusals of `comparable`."""
+    metric_columns(metric)  # a bad metric is reported before any query
+    comparable(store, a, b)
+    label_a, label_b = labels or (a, b)
+    return contrast_tables(
+        per_seed(store, a), per_seed(store, b), a=label_a, b=label_b, metric=metric, arms=arms, name=name
+    )
+
