@@ -14,22 +14,10 @@ from hierconsole.study.analysis.effects import effects_json, simple_effects
 from hierconsole.study.analysis.frames import TABLES
 from hierconsole.study.analysis.per_seed_csv import load_effects_csv
 from hierconsole.study.report.writers import FORMATS
+from tests.paper_tables import cub_s7_csv
 
 # Paper Table S7 (CUB), written with the short arm spellings a user might bring.
-CUB_CSV = """arm,seed,leaf_mAP,middle_mAP,high_mAP,hier_mAP
-ER,42,0.613884,0.500621,0.564324,0.532472
-ER,2024,0.618459,0.497207,0.562511,0.529859
-ER,3407,0.619024,0.499484,0.563990,0.531737
-HR,42,0.632376,0.517540,0.568281,0.542911
-HR,2024,0.638752,0.512089,0.567167,0.539628
-HR,3407,0.634214,0.516354,0.568181,0.542268
-ES,42,0.514624,0.550282,0.611362,0.580822
-ES,2024,0.517443,0.545790,0.612189,0.578990
-ES,3407,0.511104,0.547848,0.612682,0.580265
-HS,42,0.456725,0.541272,0.624918,0.583095
-HS,2024,0.454890,0.538037,0.626124,0.582080
-HS,3407,0.453435,0.542295,0.625512,0.583904
-"""
+CUB_CSV = cub_s7_csv()
 
 
 @pytest.fixture

@@ -14,52 +14,12 @@ import pytest
 from hierconsole.errors import InputError
 from hierconsole.factorial import EFFECTS
 from hierconsole.study.analysis.arms import arm_table
-from hierconsole.study.analysis.effects import ARMS, effects_json, simple_effects
+from hierconsole.study.analysis.effects import effects_json, simple_effects
 from hierconsole.study.analysis.per_seed import normalize_arm, per_seed_from_long
 from hierconsole.study.analysis.per_seed_csv import load_effects_csv
 from hierconsole.study.analysis.redistribution import redistribution
-
-SEEDS = (42, 2024, 3407)
-
-# Paper Table S7 (CUB, query-micro, Q/G averaged within seed): arm, seed, Class, Genus, Family, Mean hierarchy.
-CUB_S7 = [
-    ("E_R", 42, 0.613884, 0.500621, 0.564324, 0.532472),
-    ("E_R", 2024, 0.618459, 0.497207, 0.562511, 0.529859),
-    ("E_R", 3407, 0.619024, 0.499484, 0.563990, 0.531737),
-    ("H_R", 42, 0.632376, 0.517540, 0.568281, 0.542911),
-    ("H_R", 2024, 0.638752, 0.512089, 0.567167, 0.539628),
-    ("H_R", 3407, 0.634214, 0.516354, 0.568181, 0.542268),
-    ("E_S", 42, 0.514624, 0.550282, 0.611362, 0.580822),
-    ("E_S", 2024, 0.517443, 0.545790, 0.612189, 0.578990),
-    ("E_S", 3407, 0.511104, 0.547848, 0.612682, 0.580265),
-    ("H_S", 42, 0.456725, 0.541272, 0.624918, 0.583095),
-    ("H_S", 2024, 0.454890, 0.538037, 0.626124, 0.582080),
-    ("H_S", 3407, 0.453435, 0.542295, 0.625512, 0.583904),
-]
-
-# Paper Table S7 (effects, hier mAP): effect -> (per-seed values, mean, sd).
-CUB_S7_EFFECTS = {
-    "geom_R": ((+0.010438, +0.009769, +0.010531), +0.010246, 0.000416),
-    "geom_S": ((+0.002273, +0.003090, +0.003638), +0.003001, 0.000687),
-    "loss_E": ((+0.048350, +0.049131, +0.048529), +0.048670, 0.000409),
-    "loss_H": ((+0.040184, +0.042452, +0.041636), +0.041424, 0.001149),
-    "interaction": ((-0.008165, -0.006678, -0.006892), -0.007245, 0.000804),
-}
-
-# Paper Table S11 (CUB group-macro hier mAP effects).
-CUB_S11 = {
-    "geom_R": ((+0.008632, +0.008104, +0.009976), +0.008904, 0.000965),
-    "geom_S": ((+0.004214, +0.004807, +0.004921), +0.004647, 0.000380),
-    "loss_E": ((+0.061003, +0.062655, +0.062948), +0.062202, 0.001048),
-    "loss_H": ((+0.056585, +0.059358, +0.057892), +0.057945, 0.001387),
-    "interaction": ((-0.004418, -0.003296, -0.005055), -0.004256, 0.000890),
-}
-
-
-def cub_table() -> pl.DataFrame:
-    return pl.DataFrame(
-        CUB_S7, schema=["arm", "seed", "leaf_mAP", "middle_mAP", "high_mAP", "hier_mAP"], orient="row"
-    )
+from hierconsole.vocabulary import ARMS
+from tests.paper_tables import CUB_S7, CUB_S7_EFFECTS, CUB_S11, SEEDS, cub_s7_table
 
 
 def reference_effects(rows: dict[tuple[str, int], float]) -> dict[str, list[float]]:
@@ -102,7 +62,7 @@ def test_normalize_arm_rejects_others(text):
 
 
 def test_arm_table_matches_paper_table1_and_loops():
-    table = arm_table(cub_table())
+    table = arm_table(cub_s7_table())
     assert table.columns == ["arm", "metric", "mean", "sd", "n"]
     assert table["arm"].unique(maintain_order=True).to_list() == list(ARMS)
     got = {(r["arm"], r["metric"]): r for r in table.iter_rows(named=True)}
@@ -138,7 +98,7 @@ def test_arm_table_one_seed_has_null_sd_and_partial_arms_are_fine():
 
 
 def test_effects_reproduce_paper_table_s7():
-    effects = simple_effects(cub_table(), "hier_mAP")
+    effects = simple_effects(cub_s7_table(), "hier_mAP")
     assert list(effects) == ["hier_mAP"]
     assert list(effects["hier_mAP"]) == list(EFFECTS)
     for name, (per_seed, mean, sd) in CUB_S7_EFFECTS.items():
@@ -198,7 +158,7 @@ def test_effects_match_loop_reference_on_random_table():
 
 
 def test_effects_json_shape_is_exact():
-    effects = simple_effects(cub_table(), ["hier_mAP", "leaf_mAP"])
+    effects = simple_effects(cub_s7_table(), ["hier_mAP", "leaf_mAP"])
     doc = effects_json(effects)
     assert list(doc) == ["hier_mAP", "leaf_mAP"]
     for by_effect in doc.values():
@@ -228,7 +188,7 @@ def _without(df: pl.DataFrame, arm: str, seed: int) -> pl.DataFrame:
 
 
 def test_missing_cell_is_an_error_naming_seed_and_arm():
-    df = _without(cub_table(), "H_S", 2024)
+    df = _without(cub_s7_table(), "H_S", 2024)
     with pytest.raises(InputError) as err:
         simple_effects(df)
     text = str(err.value)
@@ -248,11 +208,11 @@ def test_seed_in_only_some_arms_is_an_error():
         }
     )
     with pytest.raises(InputError, match=r"seed 99 lacks arm\(s\) E_S, H_S \(present: E_R, H_R\)"):
-        simple_effects(pl.concat([cub_table(), extra]))
+        simple_effects(pl.concat([cub_s7_table(), extra]))
 
 
 def test_duplicate_arm_seed_is_an_error():
-    df = pl.concat([cub_table(), cub_table().head(1)])
+    df = pl.concat([cub_s7_table(), cub_s7_table().head(1)])
     with pytest.raises(InputError, match="duplicate row for arm E_R, seed 42"):
         simple_effects(df)
     with pytest.raises(InputError, match="duplicate"):
@@ -260,12 +220,12 @@ def test_duplicate_arm_seed_is_an_error():
 
 
 def test_unknown_arm_and_bad_values_are_errors_not_nan():
-    df = cub_table().with_columns(
+    df = cub_s7_table().with_columns(
         pl.when(pl.col("seed") == 3407).then(pl.lit("X_Q")).otherwise(pl.col("arm")).alias("arm")
     )
     with pytest.raises(InputError, match="unknown arm 'X_Q'"):
         simple_effects(df)
-    nan = cub_table().with_columns(
+    nan = cub_s7_table().with_columns(
         pl.when((pl.col("arm") == "H_R") & (pl.col("seed") == 42))
         .then(float("nan"))
         .otherwise(pl.col("leaf_mAP"))
@@ -273,7 +233,7 @@ def test_unknown_arm_and_bad_values_are_errors_not_nan():
     )
     with pytest.raises(InputError, match="arm H_R, seed 42: metric 'leaf_mAP' is nan"):
         simple_effects(nan)
-    null = cub_table().with_columns(
+    null = cub_s7_table().with_columns(
         pl.when(pl.col("arm") == "E_S").then(None).otherwise(pl.col("high_mAP")).alias("high_mAP")
     )
     with pytest.raises(InputError, match="arm E_S, seed 2024: metric 'high_mAP' is missing"):
@@ -281,7 +241,7 @@ def test_unknown_arm_and_bad_values_are_errors_not_nan():
 
 
 def test_metric_selection_errors_list_valid_columns():
-    df = cub_table().with_columns(pl.lit("cub").alias("dataset"))
+    df = cub_s7_table().with_columns(pl.lit("cub").alias("dataset"))
     with pytest.raises(InputError) as err:
         simple_effects(df, "genus_mAP")
     assert "'genus_mAP' does not exist" in str(err.value)
@@ -293,14 +253,14 @@ def test_metric_selection_errors_list_valid_columns():
 
 def test_missing_key_column_is_an_error():
     with pytest.raises(InputError, match="missing column 'seed'"):
-        simple_effects(cub_table().drop("seed"))
+        simple_effects(cub_s7_table().drop("seed"))
 
 
 # ---------------------------------------------------------------------------------- redistribution
 
 
 def test_redistribution_reproduces_paper_section_5_4():
-    result = redistribution(cub_table())
+    result = redistribution(cub_s7_table())
     s = result.contrasts["geom_S"]
     # Paper §5.4: H_S - E_S changes CUB Class/Genus/Family mAP by -0.0594/-0.0074/+0.0134.
     assert [round(s[level].mean, 4) for level in ("leaf", "middle", "high")] == [-0.0594, -0.0074, 0.0134]
@@ -336,7 +296,7 @@ def test_redistribution_counts_seeds_showing_the_pattern():
 
 def test_redistribution_needs_all_level_columns():
     with pytest.raises(InputError, match="needs column 'high_R@5'"):
-        redistribution(cub_table(), "R@5")
+        redistribution(cub_s7_table(), "R@5")
 
 
 # ------------------------------------------------------------------------------- long -> per-seed

@@ -9,7 +9,7 @@ from polars.testing import assert_frame_equal
 
 from hierconsole.errors import HierconsoleError, InputError
 from hierconsole.study.analysis.arms import arm_table
-from hierconsole.study.analysis.effects import ARMS, simple_effects
+from hierconsole.study.analysis.effects import simple_effects
 from hierconsole.study.analysis.frames import (
     TABLES,
     analysis_frame,
@@ -28,29 +28,13 @@ from hierconsole.study.report.writers import (
     render_markdown,
     write_table,
 )
-
-# Paper Table S7 (CUB): arm, seed, leaf, middle, high, hier mAP.
-CUB_S7 = [
-    ("E_R", 42, 0.613884, 0.500621, 0.564324, 0.532472),
-    ("E_R", 2024, 0.618459, 0.497207, 0.562511, 0.529859),
-    ("E_R", 3407, 0.619024, 0.499484, 0.563990, 0.531737),
-    ("H_R", 42, 0.632376, 0.517540, 0.568281, 0.542911),
-    ("H_R", 2024, 0.638752, 0.512089, 0.567167, 0.539628),
-    ("H_R", 3407, 0.634214, 0.516354, 0.568181, 0.542268),
-    ("E_S", 42, 0.514624, 0.550282, 0.611362, 0.580822),
-    ("E_S", 2024, 0.517443, 0.545790, 0.612189, 0.578990),
-    ("E_S", 3407, 0.511104, 0.547848, 0.612682, 0.580265),
-    ("H_S", 42, 0.456725, 0.541272, 0.624918, 0.583095),
-    ("H_S", 2024, 0.454890, 0.538037, 0.626124, 0.582080),
-    ("H_S", 3407, 0.453435, 0.542295, 0.625512, 0.583904),
-]
+from hierconsole.vocabulary import ARMS
+from tests.paper_tables import cub_s7_table
 
 
 @pytest.fixture
 def per_seed() -> pl.DataFrame:
-    return pl.DataFrame(
-        CUB_S7, schema=["arm", "seed", "leaf_mAP", "middle_mAP", "high_mAP", "hier_mAP"], orient="row"
-    )
+    return cub_s7_table()
 
 
 def sample_frame() -> pl.DataFrame:
