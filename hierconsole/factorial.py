@@ -72,3 +72,14 @@ BASELINE_EFFECTS: dict[str, str] = {name: contrast.text() for name, contrast in 
 
 REDISTRIBUTION_CONTRASTS: tuple[str, str] = ("geom_S", "geom_R")
 """H_S - E_S (under taxonomy SupCon) first, as in paper §5.4, then H_R - E_R (under regression)."""
+
+HEADLINE_PAIRS: tuple[tuple[str, str], ...] = tuple(
+    (loss, geometry) for loss in ("loss_E", "loss_H") for geometry in ("geom_R", "geom_S")
+)
+"""The paper's headline comparison, |loss effect| - |geometry effect| paired by seed: each objective-family
+contrast (within a geometry) against each geometry contrast (within a loss)."""
+
+
+def headline_name(loss: str, geometry: str) -> str:
+    """``"|loss_E| - |geom_R|"``: the name of one headline comparison."""
+    return f"|{loss}| - |{geometry}|"

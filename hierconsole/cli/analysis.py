@@ -426,7 +426,14 @@ def _family_effects(args: argparse.Namespace, store: Store) -> int:
             "family": family.family_id,
             "metric": metric,
             "effects": {
-                name: {"per_member": e.per_study, "mean": e.mean, "sd": e.sd, "positive_members": e.positive, "n_members": e.n}
+                name: {
+                    "per_member": e.per_study,
+                    "mean": e.mean,
+                    "sd": e.sd,
+                    "positive_members": e.positive,
+                    "n_members": e.n,
+                    **e.evidence.columns(),
+                }
                 for name, e in pooled.items()
             },
         }

@@ -9,6 +9,7 @@ import pytest
 
 from hierconsole.errors import HierconsoleError
 from hierconsole.study.analysis.contrasts import contrast_tables, contrasts_frame, parse_arm_pair
+from hierconsole.study.analysis.statistics import EVIDENCE_KEYS, evidence
 
 
 def _table(arms: dict[str, dict[int, float]], metric: str = "mAP") -> pl.DataFrame:
@@ -67,3 +68,20 @@ def test_refusals_name_what_is_wrong():
     assert parse_arm_pair("hs:ER") == ("H_S", "E_R")
     with pytest.raises(HierconsoleError, match="expected ARM_A:ARM_B"):
         parse_arm_pair("H_S")
+
+
+def test_contrast_rows_carry_the_intervals_and_tests_in_json_and_frames():
+    a = _table({"E_S": {1: 0.50, 2: 0.42, 3: 0.47, 4: 0.44}})
+    b = _table({"E_S": {1: 0.40, 2: 0.41, 3: 0.36, 4: 0.30}})
+    result = contrast_tables(a, b, a="A", b="B")
+    row = result.rows[0]
+    values = [row.per_seed[s] for s in sorted(row.per_seed)]
+    assert row.evidence == evidence(values)
+    assert row.evidence.p_signflip == 2 / 16  # four positive seeds: the floor of four
+    doc = result.to_json()["rows"][0]
+    assert list(doc)[-len(EVIDENCE_KEYS) :] == list(EVIDENCE_KEYS)
+    assert (doc["ci95_t_lo"], doc["ci95_t_hi"]) == row.evidence.ci95_t
+    assert (doc["ci95_boot_lo"], doc["ci95_boot_hi"]) == row.evidence.ci95_boot
+    frame = contrasts_frame([result])
+    assert frame.columns[-len(EVIDENCE_KEYS) :] == list(EVIDENCE_KEYS)
+    assert frame.row(0, named=True)["seeds_to_resolve"] == row.evidence.seeds_to_resolve

@@ -18,6 +18,13 @@ from hierconsole.study.analysis.effects import effects_json, simple_effects
 from hierconsole.study.analysis.per_seed import normalize_arm, per_seed_from_long
 from hierconsole.study.analysis.per_seed_csv import load_effects_csv
 from hierconsole.study.analysis.redistribution import redistribution
+from hierconsole.study.analysis.statistics import (
+    EVIDENCE_KEYS,
+    ci95_boot,
+    ci95_t,
+    p_signflip,
+    seeds_to_resolve,
+)
 from hierconsole.vocabulary import ARMS
 from tests.paper_tables import CUB_S7, CUB_S7_EFFECTS, CUB_S11, SEEDS, cub_s7_table
 
@@ -164,7 +171,7 @@ def test_effects_json_shape_is_exact():
     for by_effect in doc.values():
         assert list(by_effect) == ["geom_R", "geom_S", "loss_E", "loss_H", "interaction"]
         for entry in by_effect.values():
-            assert list(entry) == ["per_seed", "mean", "sd", "positive_seeds", "n_seeds"]
+            assert list(entry) == ["per_seed", "mean", "sd", "positive_seeds", "n_seeds", *EVIDENCE_KEYS]
             assert list(entry["per_seed"]) == ["42", "2024", "3407"]
     entry = doc["hier_mAP"]["geom_R"]
     assert entry["per_seed"]["42"] == pytest.approx(0.542911 - 0.532472, abs=1e-15)
@@ -178,6 +185,28 @@ def test_one_seed_gives_null_sd():
     assert e.per_seed == {1: pytest.approx((0.8 - 0.4) - (0.2 - 0.1))}
     assert e.sd is None
     assert effects_json(simple_effects(df))["m"]["interaction"]["sd"] is None
+    # One seed: no interval, no bootstrap, no seeds_to_resolve; the sign-flip p of one value is 1.
+    row = effects_json(simple_effects(df))["m"]["interaction"]
+    assert row["ci95_t_lo"] is None and row["ci95_boot_hi"] is None and row["seeds_to_resolve"] is None
+    assert row["p_signflip"] == 1.0
+
+
+def test_every_effect_carries_the_statistics_of_its_per_seed_values():
+    effects = simple_effects(cub_s7_table())
+    for by_effect in effects.values():
+        for e in by_effect.values():
+            values = [e.per_seed[s] for s in SEEDS]
+            assert e.evidence.ci95_t == ci95_t(values)
+            assert e.evidence.ci95_boot == ci95_boot(values)
+            assert e.evidence.p_signflip == p_signflip(values)
+            assert e.evidence.seeds_to_resolve == seeds_to_resolve(values)
+            assert e.evidence.ci95_boot_seed is None  # three seeds: every resample enumerated
+    # Paper Table S7, CUB hier_mAP: all four simple effects are positive in all three seeds, so the exact
+    # sign-flip p is its floor for three seeds, 2/8, and their t intervals exclude zero.
+    for name in ("geom_R", "geom_S", "loss_E", "loss_H"):
+        e = effects["hier_mAP"][name]
+        assert e.evidence.p_signflip == 0.25
+        assert e.evidence.resolved and e.evidence.seeds_to_resolve <= 3
 
 
 # ---------------------------------------------------------------------------------- effect errors

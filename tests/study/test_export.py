@@ -19,6 +19,7 @@ from hierconsole.study.analysis.frames import (
     redistribution_frame,
 )
 from hierconsole.study.analysis.redistribution import redistribution
+from hierconsole.study.analysis.statistics import EVIDENCE_KEYS
 from hierconsole.study.report.writers import (
     FORMATS,
     check_format,
@@ -205,6 +206,7 @@ def test_effects_frame_holds_the_effects(per_seed):
         "sd",
         "positive_seeds",
         "n_seeds",
+        *EVIDENCE_KEYS,
     ]
     assert frame.height == 4 * 5
     row = frame.filter((pl.col("metric") == "hier_mAP") & (pl.col("effect") == "interaction")).row(
@@ -219,6 +221,24 @@ def test_effects_frame_holds_the_effects(per_seed):
     assert "-0.007246 ± 0.000804" in md
     assert "0.010246 ± 0.000416" in md  # geom_R
     assert "0.048670 ± 0.000409" in md  # loss_E
+    # The intervals: one "[lo, hi]" cell each in Markdown and LaTeX, full precision in CSV and Parquet.
+    geom = effects["hier_mAP"]["geom_R"].evidence
+    assert md.splitlines()[0].count("ci95_t") == 1 and "ci95_t_hi" not in md
+    assert f"[{geom.ci95_t[0]:.6f}, {geom.ci95_t[1]:.6f}]" in md
+    assert f"[{geom.ci95_boot[0]:.6f}, {geom.ci95_boot[1]:.6f}]" in md
+    tex = render_latex(frame.filter(pl.col("metric") == "hier_mAP"), precision=6)
+    assert f"[{geom.ci95_t[0]:.6f}, {geom.ci95_t[1]:.6f}]" in tex and "ci95\\_boot" in tex
+    row = frame.filter((pl.col("metric") == "hier_mAP") & (pl.col("effect") == "geom_R")).row(0, named=True)
+    assert (row["ci95_t_lo"], row["ci95_t_hi"]) == geom.ci95_t
+    assert row["p_signflip"] == 0.25 and row["ci95_boot_seed"] is None
+
+
+def test_latex_guards_an_interval_that_starts_a_row():
+    df = pl.DataFrame({"ci95_t_lo": [-0.5, 0.1], "ci95_t_hi": [0.5, None]})
+    tex = render_latex(df, precision=2)
+    # `\\ [` would read the interval as the row break's optional argument; an undefined one is left empty.
+    assert "{}[-0.50, 0.50] \\\\" in tex
+    assert tex.splitlines()[6] == " \\\\"
 
 
 def test_arms_frame_is_paper_table1(per_seed, tmp_path):

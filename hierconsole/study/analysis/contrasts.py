@@ -3,7 +3,8 @@
 The within-study effects (`study.analysis.effects`) compare arms of one study; the paper's controls compare
 studies (Full - Shuffled supervision, Base - Near-flat curvature, ...). Both use the same unit, the
 training seed, with the Q/G perturbations averaged within the seed first, and the same summary: mean,
-sample SD (n-1; none for one seed) and the number of seeds where the difference is positive.
+sample SD (n-1; none for one seed), the number of seeds where the difference is positive, and the intervals
+and tests of `study.analysis.statistics`.
 
 Pure computation over two per-seed wide tables lives here; `study.read.contrasts.compare_studies` adds
 the store-side refusals (different datasets, different query/gallery protocols, unlocked studies).
@@ -12,7 +13,6 @@ the store-side refusals (different datasets, different query/gallery protocols, 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +21,7 @@ import polars as pl
 
 from hierconsole.errors import HierconsoleError
 from hierconsole.study.analysis.per_seed import arms_present, normalize_arm
+from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA, Evidence, evidence, mean_sd
 from hierconsole.vocabulary import HIER, HIER_METRIC, LEVELS, MAP, RANKING_METRICS
 
 CONTRAST_LEVELS: tuple[str, ...] = (*LEVELS, HIER)
@@ -38,6 +39,8 @@ class ContrastRow:
     sd: float | None
     positive_seeds: int
     n_seeds: int
+    evidence: Evidence
+    """Intervals and tests over the per-seed differences (`study.analysis.statistics`)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class StudyContrast:
                     "sd": r.sd,
                     "positive_seeds": r.positive_seeds,
                     "n_seeds": r.n_seeds,
+                    **r.evidence.columns(),
                 }
                 for r in self.rows
             ],
@@ -161,16 +165,18 @@ def contrast_tables(
                 )
             per_seed = {s: va[s] - vb[s] for s in seeds}
             values = list(per_seed.values())
+            mean, sd = mean_sd(values)
             rows.append(
                 ContrastRow(
                     arm_a=arm_a,
                     arm_b=arm_b,
                     level=level,
                     per_seed=per_seed,
-                    mean=statistics.fmean(values),
-                    sd=statistics.stdev(values) if len(values) > 1 else None,
+                    mean=mean,
+                    sd=sd,
                     positive_seeds=sum(v > 0 for v in values),
                     n_seeds=len(values),
+                    evidence=evidence(values),
                 )
             )
     dropped = {"a": sorted(seeds_a - seeds_b), "b": sorted(seeds_b - seeds_a)}
@@ -179,7 +185,8 @@ def contrast_tables(
 
 
 def contrasts_frame(contrasts: Sequence[StudyContrast]) -> pl.DataFrame:
-    """One row per (contrast, arm pair, level): `seed_<s>` per seed, mean, sd, positive_seeds, n_seeds."""
+    """One row per (contrast, arm pair, level): `seed_<s>` per seed, mean, sd, positive_seeds, n_seeds and
+    the evidence columns (:data:`EVIDENCE_KEYS`)."""
     seeds = sorted({s for c in contrasts for r in c.rows for s in r.per_seed})
     rows = [
         {
@@ -195,6 +202,7 @@ def contrasts_frame(contrasts: Sequence[StudyContrast]) -> pl.DataFrame:
             "sd": r.sd,
             "positive_seeds": r.positive_seeds,
             "n_seeds": r.n_seeds,
+            **r.evidence.columns(),
         }
         for c in contrasts
         for r in c.rows
@@ -212,5 +220,6 @@ def contrasts_frame(contrasts: Sequence[StudyContrast]) -> pl.DataFrame:
         "sd": pl.Float64,
         "positive_seeds": pl.Int64,
         "n_seeds": pl.Int64,
+        **EVIDENCE_SCHEMA,
     }
     return pl.DataFrame(rows, schema=schema)

@@ -1,7 +1,8 @@
 """Protocol simple effects and the interaction (paper §3.4, §5.2-5.3), paired within the training seed.
 
 Every effect is a difference of arms *paired within a seed* (definitions in `hierconsole.factorial`),
-then summarised across seeds: mean, sample SD (n-1), the number of seeds where it is > 0.
+then summarised across seeds: mean, sample SD (n-1), the number of seeds where it is > 0, and the
+intervals and tests of `study.analysis.statistics` (t and bootstrap intervals, sign-flip p, seeds to resolve).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from hierconsole.study.analysis.per_seed import (
     baseline_values,
     indexed_cells,
 )
-from hierconsole.study.analysis.statistics import mean_sd
+from hierconsole.study.analysis.statistics import Evidence, evidence, mean_sd
 from hierconsole.vocabulary import ARMS, BASELINE_SEED
 
 
@@ -35,6 +36,8 @@ class Effect:
     """Sample SD (ddof=1); None when only one seed exists, since a spread of one value is undefined."""
     positive_seeds: int
     n_seeds: int
+    evidence: Evidence
+    """Intervals and tests over the per-seed values (`study.analysis.statistics`)."""
 
     @property
     def definition(self) -> str:
@@ -96,6 +99,7 @@ def _effect(metric: str, name: str, per_seed: dict[int, float]) -> Effect:
         sd=sd,
         positive_seeds=sum(v > 0 for v in values),
         n_seeds=len(values),
+        evidence=evidence(values),
     )
 
 
@@ -143,7 +147,8 @@ def simple_effects(
 
 
 def effects_json(effects: SimpleEffects) -> dict:
-    """The JSON shape of ``hierconsole effects --json`` (seeds as strings, sd null for one seed)."""
+    """The JSON shape of ``hierconsole effects --json`` (seeds as strings, sd null for one seed), with the
+    intervals and tests under their :data:`~hierconsole.study.analysis.statistics.EVIDENCE_KEYS`."""
     return {
         metric: {
             name: {
@@ -152,6 +157,7 @@ def effects_json(effects: SimpleEffects) -> dict:
                 "sd": e.sd,
                 "positive_seeds": e.positive_seeds,
                 "n_seeds": e.n_seeds,
+                **e.evidence.columns(),
             }
             for name, e in by_effect.items()
         }

@@ -14,7 +14,9 @@ import polars as pl
 from hierconsole.errors import HierconsoleError, InputError, NotFoundError
 from hierconsole.study.analysis.arms import arm_table
 from hierconsole.study.analysis.effects import Effect, SimpleEffects, iter_effects, seeds_of, simple_effects
+from hierconsole.study.analysis.headline import headline, headline_frame
 from hierconsole.study.analysis.redistribution import Redistribution, redistribution
+from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA
 from hierconsole.vocabulary import ARMS, BASELINES, HIER_METRIC, LEVELS, MAP
 
 TABLES: dict[str, str] = {
@@ -25,6 +27,8 @@ TABLES: dict[str, str] = {
     "recall": "per arm and level, Recall@K mean ± SD over seeds (paper Table S8)",
     "deviation": "the cells then the baselines, each with leaf, middle and high mAP and Recall@K mean ± SD",
     "redistribution": "H_S - E_S and H_R - E_R per level, per seed, with the 'finer down, highest up' flag",
+    "headline": "|loss effect| - |geometry effect| paired by seed, per metric, with intervals and tests",
+    "variance": "per arm and metric, the between-seed and within-seed (Q/G) variance and the seeds' share",
     "audits": "fairness and leakage checks with their result and evidence",
     "tuning": "temperature tuning candidates per geometry with validation scores and the winner",
 }
@@ -35,7 +39,7 @@ FAMILY_TABLES: dict[str, str] = {
 }
 """Tables of a family (`export TABLE --family F`) rather than of one study."""
 
-ANALYSIS_TABLES: tuple[str, ...] = ("arms", "effects", "recall", "deviation", "redistribution")
+ANALYSIS_TABLES: tuple[str, ...] = ("arms", "effects", "recall", "deviation", "redistribution", "headline")
 """Tables computed from a per-seed wide table (see :func:`analysis_frame`)."""
 
 
@@ -55,7 +59,8 @@ def _seed_column(seed: int) -> str:
 
 
 def effects_frame(effects: SimpleEffects) -> pl.DataFrame:
-    """One row per (metric, effect): definition, ``seed_<s>`` per seed, mean, sd, positive_seeds, n_seeds."""
+    """One row per (metric, effect): definition, ``seed_<s>`` per seed, mean, sd, positive_seeds, n_seeds,
+    then the intervals and tests (:data:`~hierconsole.study.analysis.statistics.EVIDENCE_KEYS`)."""
     seeds = seeds_of(effects)
     rows = []
     for e in iter_effects(effects):
@@ -69,6 +74,7 @@ def effects_frame(effects: SimpleEffects) -> pl.DataFrame:
                 "sd": e.sd,
                 "positive_seeds": e.positive_seeds,
                 "n_seeds": e.n_seeds,
+                **e.evidence.columns(),
             }
         )
     schema = {
@@ -80,6 +86,7 @@ def effects_frame(effects: SimpleEffects) -> pl.DataFrame:
         "sd": pl.Float64,
         "positive_seeds": pl.Int64,
         "n_seeds": pl.Int64,
+        **EVIDENCE_SCHEMA,
     }
     return pl.DataFrame(rows, schema=schema)
 
@@ -184,6 +191,7 @@ def redistribution_frame(result: Redistribution) -> pl.DataFrame:
         "sd": pl.Float64,
         "positive_seeds": pl.Int64,
         "n_seeds": pl.Int64,
+        **EVIDENCE_SCHEMA,
         "pattern": pl.Boolean,
         "seeds_with_pattern": pl.Int64,
     }
@@ -203,6 +211,7 @@ def _redistribution_row(
         "sd": e.sd,
         "positive_seeds": e.positive_seeds,
         "n_seeds": e.n_seeds,
+        **e.evidence.columns(),
         "pattern": result.pattern[contrast],
         "seeds_with_pattern": result.seeds_with_pattern[contrast],
     }
@@ -218,7 +227,7 @@ def analysis_frame(
 ) -> pl.DataFrame:
     """The exportable frame of an analysis table (:data:`ANALYSIS_TABLES`) from a per-seed wide table.
 
-    ``redistribution`` uses mAP; ``metrics`` narrows arms and effects.
+    ``redistribution`` uses mAP; ``metrics`` narrows arms, effects and the headline comparisons.
     ``baselines`` (the study's baseline arms, `effects.baselines_from_long`) adds their rows to arms and
     recall and their contrasts to effects.
     """
@@ -232,6 +241,9 @@ def analysis_frame(
         return deviation_frame(arm_table(per_seed, None, source=source, baselines=baselines))
     if name == "redistribution":
         return redistribution_frame(redistribution(per_seed, "mAP", source=source))
+    if name == "headline":
+        effects = simple_effects(per_seed, metrics, source=source)
+        return headline_frame([h for metric in effects for h in headline(effects, metric)])
     check_table(name)
     raise HierconsoleError(
         f"table {name!r} comes from the study store, not from a per-seed table\n"

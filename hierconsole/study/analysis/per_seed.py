@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -28,6 +29,9 @@ from hierconsole.vocabulary import (
     UNTRAINED_BASELINES,
     hier_score,
 )
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 KEY_COLUMNS: tuple[str, str] = ("arm", "seed")
 
@@ -177,15 +181,33 @@ def metric_order(column: str) -> tuple:
 
 
 def per_seed_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> pl.DataFrame:
-    """Turn stored metric rows into the per-seed wide table.
+    """Turn stored metric rows into the per-seed wide table (:func:`per_perturbation_from_long`, then the
+    Q/G perturbations of each (arm, seed) averaged)."""
+    table = per_perturbation_from_long(df, source=source)
+    columns = [c for c in table.columns if c not in (*KEY_COLUMNS, PERTURBATION)]
+    # Averaged in a fixed order (by perturbation, as stored) with fmean, as the per-seed values always were.
+    rows = [
+        {"arm": arm, "seed": seed, **{c: statistics.fmean(group[c].to_list()) for c in columns}}
+        for (arm, seed), group in table.group_by(["arm", "seed"], maintain_order=True)
+    ]
+    schema = {"arm": pl.String, "seed": pl.Int64, **{c: pl.Float64 for c in columns}}
+    return pl.DataFrame(rows, schema=schema)
+
+
+PERTURBATION = "perturbation"
+
+
+def per_perturbation_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> pl.DataFrame:
+    """Stored metric rows as one wide row per (arm, seed, perturbation): what the per-seed table averages,
+    kept apart for what needs the Q/G draws themselves (the within-seed variance).
 
     Input columns: seed, arm, perturbation, level, metric, value (study_id, aggregation and posthoc may
-    be present but must then hold a single value - filter first). Within each (arm, seed) the Q/G
-    perturbations are averaged; columns are named ``{level}_{metric}``. ``hier_mAP`` is added when
-    middle_mAP and high_mAP exist: the mean of those two only (never the leaf), computed per
-    perturbation before averaging, which equals the mean of the averaged levels because the mean is
-    linear (up to float rounding). Within a seed every arm must have the same perturbations, and each
-    (arm, seed, perturbation) every metric, so that the averages stay paired.
+    be present but must then hold a single value - filter first). Output columns: arm, seed,
+    perturbation, then ``{level}_{metric}``. ``hier_mAP`` is added when middle_mAP and high_mAP exist: the
+    mean of those two only (never the leaf), computed per perturbation, so that its per-seed average
+    equals the mean of the averaged levels (the mean is linear, up to float rounding). Within a seed every
+    arm must have the same perturbations, and each (arm, seed, perturbation) every metric, so that the
+    averages stay paired.
     """
     missing = [c for c in LONG_COLUMNS if c not in df.columns]
     if missing:
@@ -255,14 +277,16 @@ def per_seed_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> pl
             cell[HIER_METRIC] = hier_score({level: cell[f"{level}_{MAP}"] for level in HIER_LEVELS})
         columns = sorted([*columns, HIER_METRIC], key=metric_order)
 
-    rows = []
-    for arm in ARMS:
-        for seed in sorted({s for a, s, _ in cells if a == arm}):
-            group = [cell for (a, s, _), cell in cells.items() if a == arm and s == seed]
-            rows.append(
-                {"arm": arm, "seed": seed, **{c: statistics.fmean(g[c] for g in group) for c in columns}}
-            )
-    schema = {"arm": pl.String, "seed": pl.Int64, **{c: pl.Float64 for c in columns}}
+    # Arms in ARMS order, seeds ascending, perturbations in the order they came (the per-seed mean sums
+    # them in that order, so its value is the one it always was, bit for bit).
+    order = sorted(cells, key=lambda key: (ARMS.index(key[0]), key[1]))
+    rows = [{"arm": arm, "seed": seed, PERTURBATION: pert, **cells[(arm, seed, pert)]} for arm, seed, pert in order]
+    schema: dict[str, PolarsDataType] = {
+        "arm": pl.String,
+        "seed": pl.Int64,
+        PERTURBATION: df.schema[PERTURBATION],
+        **{c: pl.Float64 for c in columns},
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -274,6 +298,43 @@ def baselines_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> p
     :func:`per_seed_from_long`, and ``hier_mAP`` is computed per perturbation first, the same way. Every
     baseline needs every metric on the same perturbations.
     """
+    columns, cells, perts = _baseline_cells(df, source)
+    rows = [
+        {
+            "arm": arm,
+            "seed": seed,
+            **{c: statistics.fmean(cells[(arm, seed, p)][c] for p in sorted(perts[(arm, seed)], key=str)) for c in columns},
+        }
+        for arm in BASELINES
+        for seed in sorted(s for a, s in perts if a == arm)
+    ]
+    return pl.DataFrame(rows, schema={"arm": pl.String, "seed": pl.Int64, **{c: pl.Float64 for c in columns}})
+
+
+def baseline_perturbations_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> pl.DataFrame:
+    """The baseline arms' rows as :func:`per_perturbation_from_long` gives the cells': arm, seed,
+    perturbation, metric columns (validated as :func:`baselines_from_long` does)."""
+    columns, cells, perts = _baseline_cells(df, source)
+    rows = [
+        {"arm": arm, "seed": seed, PERTURBATION: p, **cells[(arm, seed, p)]}
+        for arm in BASELINES
+        for seed in sorted(s for a, s in perts if a == arm)
+        for p in sorted(perts[(arm, seed)], key=str)
+    ]
+    schema: dict[str, PolarsDataType] = {
+        "arm": pl.String,
+        "seed": pl.Int64,
+        PERTURBATION: df.schema[PERTURBATION],
+        **{c: pl.Float64 for c in columns},
+    }
+    return pl.DataFrame(rows, schema=schema)
+
+
+def _baseline_cells(
+    df: pl.DataFrame, source: str
+) -> tuple[list[str], dict[tuple[str, int, object], dict[str, float]], dict[tuple[str, int], set]]:
+    """Validated baseline rows: the metric columns, (arm, seed, perturbation) -> column -> value (with
+    hier_mAP), and (arm, seed) -> its perturbations."""
     missing = [c for c in LONG_COLUMNS if c not in df.columns]
     if missing:
         raise InputError(
@@ -313,13 +374,4 @@ def baselines_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> p
         for cell in cells.values():
             cell[HIER_METRIC] = hier_score({level: cell[f"{level}_{MAP}"] for level in HIER_LEVELS})
         columns = sorted([*columns, HIER_METRIC], key=metric_order)
-    rows = [
-        {
-            "arm": arm,
-            "seed": seed,
-            **{c: statistics.fmean(cells[(arm, seed, p)][c] for p in sorted(perts[(arm, seed)], key=str)) for c in columns},
-        }
-        for arm in BASELINES
-        for seed in sorted(s for a, s in perts if a == arm)
-    ]
-    return pl.DataFrame(rows, schema={"arm": pl.String, "seed": pl.Int64, **{c: pl.Float64 for c in columns}})
+    return columns, cells, perts

@@ -9,7 +9,7 @@ import polars as pl
 
 from hierconsole.factorial import CONTRASTS, EFFECTS
 from hierconsole.study.analysis.effects import simple_effects
-from hierconsole.study.analysis.statistics import mean_sd
+from hierconsole.study.analysis.statistics import Evidence, evidence, mean_sd
 from hierconsole.vocabulary import HIER_METRIC
 
 
@@ -25,6 +25,8 @@ class PooledEffect:
     sd: float | None
     positive: int
     n: int
+    evidence: Evidence
+    """Intervals and tests with the study as the unit (`seeds_to_resolve` then counts studies)."""
 
     @property
     def definition(self) -> str:
@@ -54,5 +56,6 @@ def pooled_effects(tables: Mapping[str, pl.DataFrame], metric: str = HIER_METRIC
             sd=sd,
             positive=sum(v > 0 for v in values.values()),
             n=len(values),
+            evidence=evidence(list(values.values())),
         )
     return out

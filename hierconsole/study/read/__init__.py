@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         registered_aggregation,
         selected_epochs,
         table_frame,
+        variance,
     )
     from hierconsole.study.read.studies import (
         StudyInfo,
@@ -48,6 +49,7 @@ _MODULES = {
         "registered_aggregation",
         "selected_epochs",
         "table_frame",
+        "variance",
     ),
     "studies": (
         "StudyInfo",
@@ -105,4 +107,5 @@ __all__ = [
     "study_progress",
     "table_frame",
     "taxonomy_lines",
+    "variance",
 ]

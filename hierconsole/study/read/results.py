@@ -6,7 +6,13 @@ import polars as pl
 
 from hierconsole.errors import HierconsoleError, NotFoundError
 from hierconsole.study.analysis.frames import ANALYSIS_TABLES, analysis_frame
-from hierconsole.study.analysis.per_seed import baselines_from_long, per_seed_from_long
+from hierconsole.study.analysis.per_seed import (
+    baseline_perturbations_from_long,
+    baselines_from_long,
+    per_perturbation_from_long,
+    per_seed_from_long,
+)
+from hierconsole.study.analysis.variance import arm_variance
 from hierconsole.study.db import split_files
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
@@ -62,6 +68,19 @@ def per_seed(store: Store, study_id: str, aggregation: str | None = None) -> pl.
     return per_seed_from_long(long, source=f"study {study_id}")
 
 
+def variance(store: Store, study_id: str, aggregation: str | None = None) -> pl.DataFrame:
+    """Variance components per arm (cells, then the baselines) and metric: between seeds, within a seed's
+    Q/G perturbations (`study.analysis.variance`)."""
+    long = metrics_long(store, study_id, aggregation)
+    if long.is_empty():
+        per_seed(store, study_id, aggregation)  # says why there is nothing yet
+    tables = [per_perturbation_from_long(long, source=f"study {study_id}")]
+    base = metrics_long(store, study_id, aggregation, arms=BASELINES)
+    if not base.is_empty():
+        tables.append(baseline_perturbations_from_long(base, source=f"study {study_id} (baselines)"))
+    return arm_variance(pl.concat(tables, how="diagonal"))
+
+
 def evaluated_per_seed(store: Store, study_id: str, aggregation: str | None = None) -> pl.DataFrame | None:
     """The per-seed table restricted to seeds whose trained arms are scored on every Q/G perturbation.
 
@@ -115,6 +134,8 @@ def table_frame(store: Store, table: str, study_id: str) -> pl.DataFrame:
         return analysis_frame(
             table, per_seed(store, study_id), source=f"study {study_id}", baselines=baselines(store, study_id)
         )
+    if table == "variance":
+        return variance(store, study_id)
     if table in RAW_TABLES:
         return store.frame(RAW_TABLES[table], [study_id])
     raise NotFoundError(f"unknown table {table!r}")

@@ -1,8 +1,8 @@
 """Tables out as CSV, Parquet, JSON, Markdown or LaTeX.
 
 CSV, Parquet and JSON keep full float precision (they are data); Markdown and LaTeX are for reading,
-so they round to ``precision`` and merge a ``mean``/``sd`` column pair (or ``X_mean``/``X_sd``) into one
-"mean ± SD" cell as the paper's tables do. Files are written atomically (temp file in the same folder,
+so they round to ``precision``, merge a ``mean``/``sd`` column pair (or ``X_mean``/``X_sd``) into one
+"mean ± SD" cell as the paper's tables do, and an interval's ``X_lo``/``X_hi`` pair into one "[lo, hi]". Files are written atomically (temp file in the same folder,
 fsync, ``os.replace``) and never overwrite an existing file unless asked to.
 
 The store side is a plain callable ``(table, study_id) -> polars.DataFrame`` (:data:`FramesProvider`),
@@ -140,6 +140,16 @@ def _mean_sd_pairs(columns: Sequence[str]) -> dict[str, tuple[str, str]]:
     return pairs
 
 
+def _interval_pairs(columns: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """display column -> (lower, upper) for each ``X_lo``/``X_hi`` pair (the intervals), keyed at X_lo."""
+    present = set(columns)
+    return {
+        c: (c, f"{c[: -len('_lo')]}_hi")
+        for c in columns
+        if c.endswith("_lo") and f"{c[: -len('_lo')]}_hi" in present
+    }
+
+
 def _cell(value: object, precision: int) -> str:
     if value is None:
         return ""
@@ -151,38 +161,44 @@ def _cell(value: object, precision: int) -> str:
 
 
 def _display_rows(df: pl.DataFrame, precision: int, pm: str) -> tuple[list[str], list[bool], list[list[str]]]:
-    """Headers, right-alignment flags and text cells, with mean/sd pairs merged as ``mean{pm}sd``."""
+    """Headers, right-alignment flags and text cells, with mean/sd pairs merged as ``mean{pm}sd`` and
+    lo/hi pairs as ``[lo, hi]`` (an empty cell where the interval is undefined, e.g. one seed)."""
     pairs = _mean_sd_pairs(df.columns)
-    hidden = {sd for _, sd in pairs.values()}
+    intervals = _interval_pairs(df.columns)
+    hidden = {sd for _, sd in pairs.values()} | {hi for _, hi in intervals.values()}
     headers: list[str] = []
     numeric: list[bool] = []
-    getters: list[tuple[str, str | None]] = []  # (mean or plain column, its SD column or None)
+    getters: list[tuple[str, str, str | None]] = []  # (kind, first column, its partner or None)
     for c in df.columns:
         if c in hidden:
             continue
         if c in pairs:
             headers.append("mean ± SD" if c == "mean" else c[: -len("_mean")])
             numeric.append(True)
-            getters.append(pairs[c])
+            getters.append(("pm", *pairs[c]))
+        elif c in intervals:
+            headers.append(c[: -len("_lo")])
+            numeric.append(True)
+            getters.append(("interval", *intervals[c]))
         else:
             headers.append(c)
             numeric.append(df.schema[c].is_numeric())
-            getters.append((c, None))
+            getters.append(("plain", c, None))
     rows = []
     for record in df.iter_rows(named=True):
         cells = []
-        for mean_c, sd_c in getters:
-            if sd_c is None:
-                cells.append(_cell(record[mean_c], precision))
+        for kind, first, second in getters:
+            if second is None:
+                cells.append(_cell(record[first], precision))
                 continue
-            mean, sd = record[mean_c], record[sd_c]
-            if mean is None:
+            a, b = record[first], record[second]
+            if kind == "interval":
+                cells.append("" if a is None or b is None else f"[{_cell(float(a), precision)}, {_cell(float(b), precision)}]")
+            elif a is None:
                 cells.append("")
             else:
                 # One seed has no sample SD; say so rather than print a misleading 0.
-                cells.append(
-                    f"{_cell(float(mean), precision)}{pm}{'n/a' if sd is None else _cell(float(sd), precision)}"
-                )
+                cells.append(f"{_cell(float(a), precision)}{pm}{'n/a' if b is None else _cell(float(b), precision)}")
         rows.append(cells)
     return headers, numeric, rows
 
@@ -225,12 +241,13 @@ def latex_escape(text: str) -> str:
 
 
 def render_latex(df: pl.DataFrame, precision: int = 4) -> str:
-    """A booktabs ``tabular`` (needs ``\\usepackage{booktabs}``); mean $\\pm$ SD merged."""
+    """A booktabs ``tabular`` (needs ``\\usepackage{booktabs}``); mean $\\pm$ SD and [lo, hi] merged."""
     marker = "\x00"  # stands in for ± until the text around it is escaped
     headers, numeric, rows = _display_rows(df, precision, marker)
 
     def esc(text: str) -> str:
-        return latex_escape(text).replace(marker, r" $\pm$ ")
+        # A row starting with "[" would be read as the optional argument of the previous row's \\.
+        return ("{}" if text.startswith("[") else "") + latex_escape(text).replace(marker, r" $\pm$ ")
 
     spec = "".join("r" if n else "l" for n in numeric)
     lines = [

@@ -1,0 +1,147 @@
+"""The headline comparison as a computed statement: |loss effect| - |geometry effect|, paired by seed.
+
+"The objective contrast is larger than the geometry contrast" (paper §5.2) is read from two effects' means;
+here it is one per-seed quantity, |Δloss(s)| - |Δgeom(s)|, with the same intervals and tests as every
+effect. Within a study the training seed is the unit; pooled over datasets (a replication), each
+(dataset, seed) is a unit of its own by default, or each dataset's mean over its seeds (`unit="dataset"`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import polars as pl
+
+from hierconsole.factorial import EFFECTS, HEADLINE_PAIRS, headline_name
+from hierconsole.study.analysis.effects import SimpleEffects
+from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA, Evidence, evidence, mean_sd
+from hierconsole.vocabulary import HIER_METRIC
+
+
+@dataclass(frozen=True)
+class Headline:
+    """|loss| - |geometry| of one metric: per unit (a seed, or `dataset:seed` when pooled), summarised."""
+
+    metric: str
+    loss: str
+    geometry: str
+    per_unit: dict[str, float]
+    mean: float
+    sd: float | None
+    positive: int
+    """Units where the objective contrast is the larger in magnitude."""
+    n: int
+    evidence: Evidence
+
+    @property
+    def name(self) -> str:
+        return headline_name(self.loss, self.geometry)
+
+    @property
+    def definition(self) -> str:
+        return f"|{EFFECTS[self.loss]}| - |{EFFECTS[self.geometry]}|"
+
+    def to_json(self) -> dict:
+        return {
+            "metric": self.metric,
+            "name": self.name,
+            "loss": self.loss,
+            "geometry": self.geometry,
+            "per_unit": self.per_unit,
+            "mean": self.mean,
+            "sd": self.sd,
+            "positive": self.positive,
+            "n": self.n,
+            **self.evidence.columns(),
+        }
+
+
+def _summary(metric: str, loss: str, geometry: str, per_unit: dict[str, float]) -> Headline:
+    values = list(per_unit.values())
+    mean, sd = mean_sd(values)
+    return Headline(
+        metric=metric,
+        loss=loss,
+        geometry=geometry,
+        per_unit=per_unit,
+        mean=mean,
+        sd=sd,
+        positive=sum(v > 0 for v in values),
+        n=len(values),
+        evidence=evidence(values),
+    )
+
+
+def _per_seed(effects: SimpleEffects, metric: str, loss: str, geometry: str) -> dict[int, float] | None:
+    by_effect = effects.get(metric, {})
+    if loss not in by_effect or geometry not in by_effect:
+        return None
+    lo, geo = by_effect[loss].per_seed, by_effect[geometry].per_seed
+    return {s: abs(lo[s]) - abs(geo[s]) for s in sorted(lo)}
+
+
+def headline(effects: SimpleEffects, metric: str = HIER_METRIC) -> list[Headline]:
+    """Every comparison of :data:`HEADLINE_PAIRS` the study's effects allow, one metric, seeds as units."""
+    out = []
+    for loss, geometry in HEADLINE_PAIRS:
+        values = _per_seed(effects, metric, loss, geometry)
+        if values is not None:
+            out.append(_summary(metric, loss, geometry, {str(s): v for s, v in values.items()}))
+    return out
+
+
+def pooled_headline(
+    per_dataset: Mapping[str, SimpleEffects],
+    metric: str = HIER_METRIC,
+    *,
+    unit: Literal["seed", "dataset"] = "seed",
+) -> list[Headline]:
+    """The comparisons pooled over datasets (label -> that dataset's effects): every (dataset, seed) a unit
+    (`per_unit` keys ``"label:seed"``), or with ``unit="dataset"`` each dataset's mean over its seeds. Only
+    comparisons every dataset can compute are pooled. For the replication's whole-paper statement."""
+    out = []
+    for loss, geometry in HEADLINE_PAIRS:
+        per = {label: _per_seed(effects, metric, loss, geometry) for label, effects in per_dataset.items()}
+        if not per or any(v is None for v in per.values()):
+            continue
+        per_unit: dict[str, float] = {}
+        for label, values in per.items():
+            assert values is not None
+            if unit == "dataset":
+                per_unit[label] = mean_sd(list(values.values()))[0]
+            else:
+                per_unit.update({f"{label}:{s}": v for s, v in values.items()})
+        out.append(_summary(metric, loss, geometry, per_unit))
+    return out
+
+
+def headline_frame(rows: list[Headline]) -> pl.DataFrame:
+    """One row per comparison: metric, comparison, definition, mean, sd, positive, n, the evidence columns."""
+    schema = {
+        "metric": pl.String,
+        "comparison": pl.String,
+        "definition": pl.String,
+        "mean": pl.Float64,
+        "sd": pl.Float64,
+        "positive": pl.Int64,
+        "n": pl.Int64,
+        **EVIDENCE_SCHEMA,
+    }
+    return pl.DataFrame(
+        [
+            {
+                "metric": h.metric,
+                "comparison": h.name,
+                "definition": h.definition,
+                "mean": h.mean,
+                "sd": h.sd,
+                "positive": h.positive,
+                "n": h.n,
+                **h.evidence.columns(),
+            }
+            for h in rows
+        ],
+        schema=schema,
+    )
