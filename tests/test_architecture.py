@@ -17,9 +17,10 @@ import pytest
 from tests.tui.fixtures import COMPLETE
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "geoopt", "ray")
+HEAVY = ("torch", "geoopt", "ray", "matplotlib")
 """Modules the light commands and the console never load: torch and geoopt (the engine's), ray (an
-optional extra the Ray executor loads when a Ray launch is asked for)."""
+optional extra the Ray executor loads when a Ray launch is asked for), matplotlib (the plot extra, loaded
+by `plot` and `report` only)."""
 
 
 def test_the_import_contracts_hold():
@@ -67,6 +68,8 @@ def _heavy_modules_after(argv: list[str], home: Path, cwd: Path) -> tuple[int, l
         ["effects", COMPLETE],
         ["export", "effects", "--study", COMPLETE, "-o", "effects.csv"],
         ["audit", COMPLETE],
+        ["plot", "effects", COMPLETE, "-o", "effects.png"],
+        ["report", COMPLETE, "-o", "report.html"],
     ],
     ids=lambda argv: " ".join(argv[:2]),
 )
@@ -74,7 +77,9 @@ def test_light_commands_import_neither_torch_nor_geoopt(argv, fixed_copy, tmp_pa
     status, heavy, output = _heavy_modules_after(argv, fixed_copy, tmp_path)
     # `audit` reports the fabricated study's failed check with status 1; everything else succeeds.
     assert status == (1 if argv[0] == "audit" else 0), output
-    assert heavy == [], f"hierconsole {' '.join(argv)} imported {heavy}"
+    # Figures need matplotlib, and only they load it.
+    expected = ["matplotlib"] if argv[0] in ("plot", "report") else []
+    assert heavy == expected, f"hierconsole {' '.join(argv)} imported {heavy}"
 
 
 def test_the_version_lists_no_torch_in_importtime(tmp_path):

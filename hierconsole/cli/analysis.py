@@ -403,12 +403,10 @@ def _export_family_table(args: argparse.Namespace) -> int:
 
 
 def _is_family_only(store: Store, ref: str) -> bool:
-    """A family name or id that is not a study's id or name: `effects FAMILY` pools its members' effects
-    (member studies are named `FAMILY.member`, so a prefix match on studies must not win)."""
-    from hierconsole.study.read.families import is_family
+    """A family name or id that is not a study's id or name: `effects FAMILY` pools its members' effects."""
+    from hierconsole.study.read.report_inputs import is_family_ref
 
-    exact = store.one("SELECT 1 FROM studies WHERE study_id = ? OR name = ?", [ref, ref])
-    return exact is None and is_family(store, ref)
+    return is_family_ref(store, ref)
 
 
 def _family_effects(args: argparse.Namespace, store: Store) -> int:

@@ -152,6 +152,8 @@ def test_tables_registry_names():
         "recall",
         "deviation",
         "redistribution",
+        "headline",
+        "variance",
         "audits",
         "tuning",
     ]

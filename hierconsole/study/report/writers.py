@@ -160,7 +160,7 @@ def _cell(value: object, precision: int) -> str:
     return str(value)
 
 
-def _display_rows(df: pl.DataFrame, precision: int, pm: str) -> tuple[list[str], list[bool], list[list[str]]]:
+def display_rows(df: pl.DataFrame, precision: int, pm: str) -> tuple[list[str], list[bool], list[list[str]]]:
     """Headers, right-alignment flags and text cells, with mean/sd pairs merged as ``mean{pm}sd`` and
     lo/hi pairs as ``[lo, hi]`` (an empty cell where the interval is undefined, e.g. one seed)."""
     pairs = _mean_sd_pairs(df.columns)
@@ -205,7 +205,7 @@ def _display_rows(df: pl.DataFrame, precision: int, pm: str) -> tuple[list[str],
 
 def render_markdown(df: pl.DataFrame, precision: int = 4) -> str:
     """A GitHub-flavoured pipe table; numbers right-aligned, mean ± SD merged."""
-    headers, numeric, rows = _display_rows(df, precision, " ± ")
+    headers, numeric, rows = display_rows(df, precision, " ± ")
 
     def esc(text: str) -> str:
         return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
@@ -243,7 +243,7 @@ def latex_escape(text: str) -> str:
 def render_latex(df: pl.DataFrame, precision: int = 4) -> str:
     """A booktabs ``tabular`` (needs ``\\usepackage{booktabs}``); mean $\\pm$ SD and [lo, hi] merged."""
     marker = "\x00"  # stands in for ± until the text around it is escaped
-    headers, numeric, rows = _display_rows(df, precision, marker)
+    headers, numeric, rows = display_rows(df, precision, marker)
 
     def esc(text: str) -> str:
         # A row starting with "[" would be read as the optional argument of the previous row's \\.
@@ -300,6 +300,22 @@ def write_table(
         return None
     fmt = check_format(fmt, path)
     _check_precision(precision)
+    return write_output(path, lambda tmp: _write_to(df, tmp, fmt, precision), force=force)
+
+
+def check_output(path: str | Path, force: bool) -> Path:
+    """Refuse (HierconsoleError, nothing written) a path that `write_output` would refuse: an existing
+    file without `force`, a folder, a device, a symlink without `force`, a missing parent folder."""
+    return _check_target(Path(path).expanduser().absolute(), force)
+
+
+def write_output(path: str | Path, write: Callable[[Path], object], *, force: bool = False) -> Path:
+    """Write a file through `write(tmp)` and put it at `path`; returns the absolute path written.
+
+    The file is written as a temporary file in the target's folder, fsynced and renamed into place, so a
+    reader never sees half of it; it gets the mode a new file would (the umask), or keeps the mode of the
+    file it replaces. An existing file is replaced only with `force` (tables, figures and reports alike).
+    """
     path = Path(path).expanduser().absolute()
     target = _check_target(path, force)
     mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o666 & ~_umask()
@@ -307,7 +323,7 @@ def write_table(
     os.close(fd)
     tmp = Path(name)
     try:
-        _write_to(df, tmp, fmt, precision)
+        write(tmp)
         with tmp.open("rb+") as fh:
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)

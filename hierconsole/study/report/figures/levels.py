@@ -1,0 +1,86 @@
+"""Level-wise redistribution (paper §5.4): each arm's mAP at leaf, middle and high, and H − E per level."""
+
+from __future__ import annotations
+
+import polars as pl
+from matplotlib.figure import Figure
+
+from hierconsole.errors import HierconsoleError
+from hierconsole.factorial import CONTRASTS, EFFECTS
+from hierconsole.study.analysis.report_inputs import StudyInputs, level_label
+from hierconsole.study.analysis.statistics import t_half_width
+from hierconsole.study.report.figures.style import ZERO_LINE, arm_colour, drawn_in_style, figure
+from hierconsole.vocabulary import ARMS, BASELINES, LEVELS, MAP
+
+OFFSET = 0.08
+"""Arms side by side at each level, so their error bars do not hide each other."""
+
+
+@drawn_in_style
+def redistribution_figure(inputs: StudyInputs) -> Figure:
+    """Left: mAP per level of every arm (cells with their t interval over seeds, baselines as they are);
+    right: H_S − E_S and H_R − E_R per level with per-seed points and the t interval."""
+    if inputs.redistribution is None or inputs.arms is None:
+        raise HierconsoleError(
+            f"study {inputs.study_id} has no level-wise redistribution: it needs official-test mAP at every "
+            "level and the arms of H_S - E_S or H_R - E_R"
+        )
+    fig = figure("double", 2.6, ncols=2)
+    left, right = fig.axes
+    xs = list(range(len(LEVELS)))
+    labels = [level_label(level, inputs.level_names) for level in LEVELS]
+    arms = inputs.arms
+    present = [a for a in (*ARMS, *BASELINES) if a in set(arms["arm"].to_list())]
+    for k, arm in enumerate(present):
+        rows = {r["metric"]: r for r in arms.filter(pl.col("arm") == arm).iter_rows(named=True)}
+        means = [rows[f"{level}_{MAP}"]["mean"] for level in LEVELS]
+        errors = [
+            t_half_width(r["sd"], r["n"]) if r["sd"] is not None and r["n"] and r["n"] > 1 else 0.0
+            for r in (rows[f"{level}_{MAP}"] for level in LEVELS)
+        ]
+        shift = (k - (len(present) - 1) / 2) * OFFSET / 2
+        left.errorbar(
+            [x + shift for x in xs],
+            means,
+            yerr=errors,
+            color=arm_colour(arm),
+            marker="o" if arm in ARMS else "s",
+            markersize=3.5,
+            linestyle="-" if arm in ARMS else ":",
+            capsize=2,
+            label=arm,
+        )
+    left.set_xticks(xs, labels)
+    left.set_ylabel("official-test mAP")
+    left.set_title("mAP per level (cells: 95 % t interval over seeds)", loc="left")
+    left.legend(ncols=2, loc="best")
+
+    result = inputs.redistribution
+    for k, (contrast, by_level) in enumerate(result.contrasts.items()):
+        shift = (k - (len(result.contrasts) - 1) / 2) * 2 * OFFSET
+        plus = CONTRASTS[contrast].plus
+        colour = arm_colour(plus if isinstance(plus, str) else "")
+        for x, level in zip(xs, LEVELS, strict=True):
+            e = by_level[level]
+            right.scatter([x + shift] * len(e.per_seed), list(e.per_seed.values()), s=10, facecolors="none", edgecolors=colour, linewidths=0.7)
+        means = [by_level[level].mean for level in LEVELS]
+        t = [by_level[level].evidence.ci95_t for level in LEVELS]
+        lower = [m - iv[0] if iv else 0.0 for m, iv in zip(means, t, strict=True)]
+        upper = [iv[1] - m if iv else 0.0 for m, iv in zip(means, t, strict=True)]
+        flag = "finer down, highest up" if result.pattern[contrast] else "not finer down, highest up"
+        right.errorbar(
+            [x + shift for x in xs],
+            means,
+            yerr=[lower, upper],
+            color=colour,
+            marker="D",
+            markersize=3.5,
+            capsize=2,
+            label=f"{EFFECTS[contrast]} ({flag}; {result.seeds_with_pattern[contrast]}/{result.n_seeds} seeds)",
+        )
+    right.axhline(0.0, **ZERO_LINE)
+    right.set_xticks(xs, labels)
+    right.set_ylabel("Δ mAP (H − E), paired by seed")
+    right.set_title("H − E per level, 95 % t interval", loc="left")
+    right.legend(loc="best")
+    return fig

@@ -1,0 +1,396 @@
+"""The sections of a study's and of a family's report, from their gathered inputs.
+
+Each `*_sections` function returns plain `document.Section`s, so a larger report (the replication's) can
+put them beside its own; :func:`study_document` and :func:`family_document` wrap them with a title.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+from typing import Any
+
+import polars as pl
+
+from hierconsole.errors import HierconsoleError
+from hierconsole.factorial import EFFECTS
+from hierconsole.study.analysis.contrasts import StudyContrast, contrasts_frame
+from hierconsole.study.analysis.effects import SimpleEffects
+from hierconsole.study.analysis.frames import arms_frame, effects_frame, recall_frame, redistribution_frame
+from hierconsole.study.analysis.headline import headline_frame
+from hierconsole.study.analysis.report_inputs import FamilyInputs, StudyInputs, level_label
+from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA, STATISTICS_LEGEND
+from hierconsole.study.report.document import Block, Code, Document, Facts, Figure, Section, Table, Text
+from hierconsole.study.report.figures import draw
+from hierconsole.study.report.figures.style import figure_bytes
+from hierconsole.vocabulary import ARM_LEGEND, BASELINE_LEGEND, HIER_METRIC, LEVELS, MAP
+
+EFFECT_PRECISION = 6
+"""Effects are often ~1e-3: six decimals, as the paper's Tables S7 and S11."""
+MAP_COLUMNS = (*(f"{level}_{MAP}" for level in LEVELS), HIER_METRIC)
+
+SECTION_IDS: dict[str, str] = {
+    "protocol": "Protocol",
+    "provenance": "Provenance",
+    "arms": "Arms and baselines",
+    "effects": "Effects with intervals",
+    "redistribution": "Level-wise redistribution",
+    "variance": "Seeds and query/gallery draws",
+    "training": "Training",
+    "audits": "Audits",
+    "posthoc": "Post-hoc analyses",
+    "commands": "Regenerate",
+}
+"""Every section of a study report, by anchor, in order (a family report has its own, below)."""
+
+FAMILY_SECTION_IDS: dict[str, str] = {
+    "members": "Members",
+    "contrasts": "Declared contrasts",
+    "pooled": "Effects pooled over members",
+    "curvature": "Operating points",
+    "provenance": "Provenance",
+    "commands": "Regenerate",
+}
+
+
+def _figure(kind: str, inputs: StudyInputs | FamilyInputs, caption: str, **options: Any) -> Block:
+    """The figure as a block, or a note saying why it cannot be drawn (a study without the data for it)."""
+    try:
+        fig = draw(kind, inputs, **options)
+    except HierconsoleError as exc:
+        return Text(f"No {kind} figure: {str(exc).splitlines()[0]}", note=True)
+    return Figure(kind, figure_bytes(fig, "png"), caption)
+
+
+def _value(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, str) else value
+
+
+def _set_arguments(overrides: dict[str, Any]) -> list[str]:
+    # A TOML literal per value (JSON's strings, numbers, booleans and arrays are TOML's too).
+    return [a for key, value in overrides.items() for a in ("--set", f"{key}={json.dumps(value)}")]
+
+
+def _effects_table(effects: SimpleEffects, names: list[str], metrics: list[str]) -> pl.DataFrame:
+    frame = effects_frame({m: {n: e for n, e in effects[m].items() if n in names} for m in metrics if m in effects})
+    keep = ["metric", "effect", "definition", "mean", "sd", *EVIDENCE_SCHEMA, "positive_seeds", "n_seeds"]
+    return frame.select([c for c in keep if c in frame.columns and c != "ci95_boot_seed"])
+
+
+def protocol_section(inputs: StudyInputs) -> Section:
+    p = inputs.preset
+    facts = [
+        ("study", f"{inputs.name} ({inputs.study_id}), phase {inputs.phase}"),
+        ("preset", inputs.preset_name or "(a preset file, not a shipped one)"),
+        ("dataset", inputs.dataset_id),
+        ("levels", ", ".join(level_label(level, inputs.level_names) for level in LEVELS)),
+        ("cells", ", ".join(p["training"]["cells"])),
+        ("training seeds", ", ".join(map(str, inputs.seeds))),
+        ("epochs", str(p["training"]["epochs"])),
+        ("split", str(p["split"]["protocol"])),
+        ("aggregation (registered)", str(p["evaluation"]["aggregation"])),
+        ("Q/G perturbations", ", ".join(map(str, p["evaluation"]["qg_seeds"]))),
+        ("queries per perturbation", str(p["evaluation"]["n_query"])),
+        ("Poincaré (c, r)", f"({p['geometry']['poincare']['c']}, {p['geometry']['poincare']['r']})"),
+        ("temperatures", ", ".join(f"{k} {_value(v)}" for k, v in p["temperature"].items() if not isinstance(v, dict))),
+        ("baselines", ", ".join(p["evaluation"]["baselines"]) or "none"),
+    ]
+    blocks: list[Block] = [Facts(facts)]
+    if inputs.overrides:
+        blocks.append(
+            Table(
+                pl.DataFrame({"option": list(inputs.overrides), "value": [_value(v) for v in inputs.overrides.values()]}),
+                f"Overrides: where the registered preset differs from the shipped preset {inputs.preset_name}",
+            )
+        )
+    elif inputs.preset_name:
+        blocks.append(Text(f"No overrides: the study ran the shipped preset {inputs.preset_name} as it is."))
+    blocks.append(Code(json.dumps(p, indent=2, sort_keys=True), "The registered preset, every option:", collapsed=True))
+    return Section("protocol", SECTION_IDS["protocol"], blocks)
+
+
+def provenance_section(provenance: dict[str, Any], section_id: str = "provenance") -> Section:
+    ds = provenance.get("dataset") or {}
+    facts = [("hierconsole", str(provenance.get("hierconsole")))]
+    facts += [(f"dataset {k}", _value(ds[k])) for k in ("id", "kind", "samples", "dim", "sha256", "taxonomy_sha256") if k in ds]
+    extraction = ds.get("extraction")
+    if extraction:
+        weights = extraction.get("weights") or {}
+        facts.append(("weights sha256", str(weights.get("sha256"))))
+        facts += [(f"extraction {k}", _value(v)) for k, v in extraction.items() if k != "weights"]
+    else:
+        facts.append(("weights", "not recorded (features not made by `hierconsole extract`); the features' sha256 is among the sources"))
+    for k in ("preset_sha256", "lock_sha256", "created_at", "locked_at", "test_first_read_at", "training_seeds", "qg_seeds", "threads_per_worker"):
+        if k in provenance:
+            facts.append((k.replace("_", " "), _value(provenance[k])))
+    blocks: list[Block] = [Facts(facts)]
+    if ds.get("sources"):
+        blocks.append(Table(pl.DataFrame({"input": list(ds["sources"]), "sha256": list(ds["sources"].values())}), "Dataset inputs"))
+    if provenance.get("splits"):
+        splits = provenance["splits"]
+        blocks.append(Table(pl.DataFrame({"split": list(splits), "sha256": list(splits.values())}), "Splits (hashes of their index files)"))
+    workers = provenance.get("workers") or []
+    if workers:
+        frame = pl.DataFrame([{k: (None if v is None else str(v)) for k, v in w.items()} for w in workers])
+        blocks.append(Table(frame, "Workers: device, threads, determinism settings and versions, with the number of starts"))
+    return Section(section_id, SECTION_IDS["provenance"], blocks)
+
+
+def arms_section(inputs: StudyInputs) -> Section:
+    if inputs.arms is None:
+        return Section("arms", SECTION_IDS["arms"], [Text(f"No official-test metrics yet (phase {inputs.phase}).", note=True)])
+    blocks: list[Block] = [
+        Table(arms_frame(inputs.arms), "mAP per arm: mean ± sample SD over training seeds (baselines after the cells)"),
+        Text(ARM_LEGEND + ". " + (BASELINE_LEGEND + "." if inputs.baselines is not None else ""), note=True),
+    ]
+    with contextlib.suppress(HierconsoleError):  # a study scored without Recall@K has no such table
+        blocks.append(Table(recall_frame(inputs.arms), "Recall@K per arm and level: mean ± SD over seeds"))
+    blocks.append(_figure("recall", inputs, "Recall@K against K per level; bands: 95 % t interval over seeds."))
+    return Section("arms", SECTION_IDS["arms"], blocks)
+
+
+def effects_section(inputs: StudyInputs) -> Section:
+    if not inputs.effects:
+        return Section("effects", SECTION_IDS["effects"], [Text(f"No effects yet (phase {inputs.phase}).", note=True)])
+    metrics = [m for m in MAP_COLUMNS if m in inputs.effects] or list(inputs.effects)
+    factorial = [n for n in EFFECTS if any(n in inputs.effects[m] for m in metrics)]
+    blocks: list[Block] = [
+        Table(_effects_table(inputs.effects, factorial, metrics), "Simple effects and the interaction, paired within seed", EFFECT_PRECISION),
+        Text(STATISTICS_LEGEND + ".", note=True),
+        _figure("effects", inputs, "Effects of hier mAP: open circles per seed, diamond the mean, upper bar the 95 % t interval, lower bar the 95 % bootstrap."),
+    ]
+    if inputs.omitted:
+        blocks.append(Text(inputs.omitted, note=True))
+    baseline_names = sorted({n for m in metrics for n in inputs.effects[m] if n not in EFFECTS})
+    if baseline_names:
+        blocks.append(
+            Table(
+                _effects_table(inputs.effects, baseline_names, [HIER_METRIC] if HIER_METRIC in metrics else metrics[:1]),
+                "Each cell minus each baseline (hier mAP)",
+                EFFECT_PRECISION,
+            )
+        )
+    if inputs.headline:
+        blocks.append(
+            Table(
+                headline_frame(inputs.headline).drop("ci95_boot_seed"),
+                "Headline: |loss effect| − |geometry effect| of hier mAP, paired by seed (> 0: the objective-family contrast is the larger)",
+                EFFECT_PRECISION,
+            )
+        )
+    return Section("effects", SECTION_IDS["effects"], blocks)
+
+
+def redistribution_section(inputs: StudyInputs) -> Section:
+    if inputs.redistribution is None:
+        return Section("redistribution", SECTION_IDS["redistribution"], [Text("Not computable for this study (it needs every level's mAP and the arms of H_S − E_S or H_R − E_R).", note=True)])
+    frame = redistribution_frame(inputs.redistribution).drop("ci95_boot_seed")
+    return Section(
+        "redistribution",
+        SECTION_IDS["redistribution"],
+        [
+            Table(frame, "H − E per level: finer levels down, highest level up?", EFFECT_PRECISION),
+            _figure("redistribution", inputs, "Left: mAP per level per arm. Right: H − E per level with per-seed points and the 95 % t interval."),
+        ],
+    )
+
+
+def variance_section(inputs: StudyInputs) -> Section:
+    if inputs.variance is None or inputs.variance.is_empty():
+        return Section("variance", SECTION_IDS["variance"], [Text("No official-test metrics yet.", note=True)])
+    frame = inputs.variance.filter(pl.col("metric").is_in(list(MAP_COLUMNS)))
+    return Section(
+        "variance",
+        SECTION_IDS["variance"],
+        [
+            Table(frame if not frame.is_empty() else inputs.variance, "Variance components of the arm metrics", 8),
+            Text(
+                "between_seed_var: sample variance of the seed means (what the SD over seeds shows); within_seed_var: "
+                "sample variance over a seed's query/gallery perturbations, averaged over seeds; seed_var: the seeds' "
+                "own share, between − within / P, floored at 0. Baselines without a training seed have no between-seed term.",
+                note=True,
+            ),
+        ],
+    )
+
+
+def training_section(inputs: StudyInputs) -> Section:
+    blocks: list[Block] = [_figure("training", inputs, "Training loss per epoch (log scale) and validation hier mAP, per cell; line style: seed.")]
+    if not inputs.tuning.is_empty():
+        blocks.append(Table(inputs.tuning.drop("study_id") if "study_id" in inputs.tuning.columns else inputs.tuning, "Temperature selection on the tuning split (S6)"))
+        blocks.append(_figure("temperature", inputs, "Validation score against τ per geometry; the star marks the chosen one."))
+    return Section("training", SECTION_IDS["training"], blocks)
+
+
+def audits_section(inputs: StudyInputs) -> Section:
+    frame = pl.DataFrame(
+        {
+            "check": [c.name for c in inputs.audits],
+            "result": ["pass" if c.ok else "pending" if c.ok is None else "FAIL" for c in inputs.audits],
+            "evidence": [c.evidence for c in inputs.audits],
+        }
+    )
+    note = "Recorded when the study completed." if inputs.audits_recorded else "Not recorded yet: each check as it evaluates now."
+    failed = sum(c.ok is False for c in inputs.audits)
+    blocks: list[Block] = [Table(frame, f"{len(inputs.audits)} checks, {failed} failed. {note}")]
+    return Section("audits", SECTION_IDS["audits"], blocks)
+
+
+def posthoc_section(inputs: StudyInputs) -> Section:
+    if not inputs.posthoc:
+        return Section(
+            "posthoc",
+            SECTION_IDS["posthoc"],
+            [Text(f"None: every number above is the registered endpoint ({inputs.registered_aggregation} aggregation).")],
+            posthoc=True,
+        )
+    blocks: list[Block] = []
+    for agg, effects in inputs.posthoc.items():
+        metrics = [m for m in MAP_COLUMNS if m in effects]
+        blocks.append(
+            Table(
+                _effects_table(effects, list(EFFECTS), metrics),
+                f"Effects re-scored under {agg} aggregation (post-hoc; the registered one is {inputs.registered_aggregation})",
+                EFFECT_PRECISION,
+            )
+        )
+    return Section("posthoc", SECTION_IDS["posthoc"], blocks, posthoc=True)
+
+
+def study_commands(inputs: StudyInputs) -> list[str]:
+    """The commands that regenerate the study and this report (run against the same home)."""
+    if inputs.family is not None:
+        family, member = inputs.family
+        run = f"hierconsole run {shlex.quote(family)}    # the family this study is member {member} of"
+    elif inputs.preset_name:
+        run = shlex.join(["hierconsole", "run", inputs.preset_name, *_set_arguments(inputs.overrides)])
+    else:
+        run = "hierconsole run PRESET.toml    # the preset file the study was made from (its options are in Protocol)"
+    return [
+        run,
+        f"hierconsole audit {inputs.study_id} --recheck",
+        f"hierconsole effects {inputs.study_id} --json",
+        f"hierconsole report {inputs.study_id} -o report.html",
+        *(f"hierconsole plot {kind} {inputs.study_id} -o {kind}.pdf" for kind in ("effects", "redistribution", "training", "recall")),
+    ]
+
+
+def study_sections(inputs: StudyInputs) -> list[Section]:
+    """Every section of a study's report, in :data:`SECTION_IDS` order."""
+    return [
+        protocol_section(inputs),
+        provenance_section(inputs.provenance),
+        arms_section(inputs),
+        effects_section(inputs),
+        redistribution_section(inputs),
+        variance_section(inputs),
+        training_section(inputs),
+        audits_section(inputs),
+        posthoc_section(inputs),
+        Section(
+            "commands",
+            SECTION_IDS["commands"],
+            [
+                Code("\n".join(study_commands(inputs)), "With the same --home (or HIERCONSOLE_HOME), and the dataset imported with the sha256 above:"),
+            ],
+        ),
+    ]
+
+
+def study_document(inputs: StudyInputs) -> Document:
+    return Document(
+        f"{inputs.name}: study report",
+        f"Study {inputs.study_id} on {inputs.dataset_id}, {len(inputs.seeds)} training seeds, phase {inputs.phase}",
+        study_sections(inputs),
+    )
+
+
+# ------------------------------------------------------------------------------------------- families
+
+
+def _contrast_rows(contrasts: list[tuple[str, StudyContrast | str]]) -> tuple[pl.DataFrame | None, list[str]]:
+    done = [c for _, c in contrasts if isinstance(c, StudyContrast)]
+    waiting = [f"{name}: {c}" for name, c in contrasts if isinstance(c, str)]
+    if not done:
+        return None, waiting
+    frame = contrasts_frame(done)
+    seeds = [c for c in frame.columns if c.startswith("seed_")]
+    return frame.drop([*seeds, "a", "b", "ci95_boot_seed"]), waiting
+
+
+def family_sections(inputs: FamilyInputs) -> list[Section]:
+    """Every section of a family's report, in :data:`FAMILY_SECTION_IDS` order."""
+    members = pl.DataFrame(
+        {
+            "member": [m.member for m in inputs.members],
+            "study": [m.study_id for m in inputs.members],
+            "phase": [m.phase for m in inputs.members],
+            "cells": [", ".join(m.arms) for m in inputs.members],
+            "c": [m.curvature for m in inputs.members],
+            "r": [m.radius for m in inputs.members],
+            "overrides": [", ".join(f"{k}={_value(v)}" for k, v in m.overrides.items()) for m in inputs.members],
+        }
+    )
+    sections = [Section("members", FAMILY_SECTION_IDS["members"], [Table(members, f"Base preset {inputs.definition.get('base', '?')}; members share its training seeds")])]
+    frame, waiting = _contrast_rows(inputs.contrasts)
+    blocks: list[Block] = []
+    if frame is not None:
+        blocks += [
+            Table(frame, "A − B paired by training seed, per arm pair and level (hier: mean of middle and high mAP)", EFFECT_PRECISION),
+            Text(STATISTICS_LEGEND + ".", note=True),
+            _figure("contrasts", inputs, "Each declared contrast: per-seed points, mean, 95 % t (upper) and bootstrap (lower) intervals."),
+        ]
+    blocks += [Text(f"Not yet: {w}", note=True) for w in waiting]
+    if not blocks:
+        blocks.append(Text("The family declares no contrasts.", note=True))
+    sections.append(Section("contrasts", FAMILY_SECTION_IDS["contrasts"], blocks))
+    if isinstance(inputs.pooled, str):
+        pooled_blocks: list[Block] = [Text(inputs.pooled, note=True)]
+    else:
+        pooled = pl.DataFrame(
+            [
+                {"effect": name, "definition": e.definition, "mean": e.mean, "sd": e.sd, **e.evidence.columns(), "positive": e.positive, "n": e.n}
+                for name, e in inputs.pooled.items()
+            ],
+            schema={"effect": pl.String, "definition": pl.String, "mean": pl.Float64, "sd": pl.Float64, **EVIDENCE_SCHEMA, "positive": pl.Int64, "n": pl.Int64},
+        ).drop("ci95_boot_seed")
+        pooled_blocks = [
+            Table(pooled, f"Each member's effect of {inputs.metric} (mean over its seeds), summarised with the member as the unit", EFFECT_PRECISION),
+            _figure("effects", inputs, "Pooled effects: one point per member."),
+        ]
+    sections.append(Section("pooled", FAMILY_SECTION_IDS["pooled"], pooled_blocks))
+    sections.append(Section("curvature", FAMILY_SECTION_IDS["curvature"], [_figure("curvature", inputs, "Each member's Poincaré operating point (c, r) against its hier mAP; dashed: a Euclidean member.")]))
+    member_prov = inputs.provenance.get("members", {})
+    prov_blocks: list[Block] = [Facts([("hierconsole", str(inputs.provenance.get("hierconsole")))])]
+    for member, prov in member_prov.items():
+        ds = prov.get("dataset") or {}
+        prov_blocks.append(
+            Facts(
+                [
+                    (f"{member} study", str(next(m.study_id for m in inputs.members if m.member == member))),
+                    (f"{member} dataset sha256", str(ds.get("sha256"))),
+                    (f"{member} preset sha256", str(prov.get("preset_sha256"))),
+                    (f"{member} lock sha256", str(prov.get("lock_sha256"))),
+                    (f"{member} seeds", _value(prov.get("training_seeds"))),
+                ]
+            )
+        )
+    sections.append(Section("provenance", FAMILY_SECTION_IDS["provenance"], prov_blocks))
+    commands = [
+        f"hierconsole run {shlex.quote(inputs.name)}    # the family file (presets/families/{inputs.name}.toml or yours)",
+        f"hierconsole contrast {shlex.quote(inputs.name)} --json",
+        f"hierconsole report {shlex.quote(inputs.name)} -o report.html",
+        *(f"hierconsole plot {kind} {shlex.quote(inputs.name)} -o {kind}.pdf" for kind in ("contrasts", "effects", "curvature")),
+    ]
+    sections.append(Section("commands", FAMILY_SECTION_IDS["commands"], [Code("\n".join(commands), "With the same --home:")]))
+    return sections
+
+
+def family_document(inputs: FamilyInputs) -> Document:
+    done = sum(m.phase == "complete" for m in inputs.members)
+    return Document(
+        f"{inputs.name}: family report",
+        f"Family {inputs.family_id}, {len(inputs.members)} members ({done} complete)",
+        family_sections(inputs),
+    )
