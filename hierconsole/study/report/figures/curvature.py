@@ -7,7 +7,7 @@ import statistics
 from matplotlib.figure import Figure
 
 from hierconsole.errors import HierconsoleError
-from hierconsole.study.analysis.report_inputs import FamilyInputs
+from hierconsole.study.analysis.report_inputs import FamilyInputs, MemberInputs
 from hierconsole.study.analysis.statistics import ci95_t
 from hierconsole.study.report.figures.style import MUTED, arm_colour, drawn_in_style, figure
 from hierconsole.vocabulary import HIER_METRIC
@@ -19,8 +19,8 @@ RADIUS_MARKERS = ("o", "s", "^", "v", "D", "P")
 def curvature_figure(inputs: FamilyInputs, metric: str = HIER_METRIC) -> Figure:
     """x: curvature c (log scale), y: the member's Poincaré cell's metric, mean and 95 % t interval over
     seeds, one marker per radius r; a Euclidean member is the dashed line (its band the t interval)."""
-    points = []
-    flat = []
+    points: list[tuple[MemberInputs, str, list[float]]] = []
+    flat: list[tuple[MemberInputs, str, list[float]]] = []
     for m in inputs.members:
         if m.per_seed is None or metric not in m.per_seed.columns:
             continue
