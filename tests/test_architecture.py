@@ -16,6 +16,8 @@ import pytest
 
 from tests.tui.fixtures import COMPLETE
 
+pytestmark = pytest.mark.slow  # the CLI and the console in subprocesses
+
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "geoopt", "ray", "matplotlib")
 """Modules the light commands and the console never load: torch and geoopt (the engine's), ray (an

@@ -14,6 +14,8 @@ from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.vocabulary import BASELINE_LEGEND
 
+pytestmark = pytest.mark.slow  # worker processes
+
 TINY_SETTINGS = [
     "training.hidden=32",
     "training.out_dim=8",

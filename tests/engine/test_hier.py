@@ -270,6 +270,7 @@ def _worker(spec_path: Path, fault: str | None = None) -> subprocess.CompletedPr
     )
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_is_bit_identical_with_the_hier_cell(tmp_path, tiny_fs, tiny_dir):
     ref = _hier_spec(tmp_path / "ref", tiny_fs, tiny_dir)
     done = _worker(Path(ref.out_dir) / "spec.json")

@@ -23,6 +23,8 @@ from tests.worker_only import blocked_modules, worker_only_env
 
 from .conftest import make_spec
 
+pytestmark = pytest.mark.slow  # interpreters in subprocesses
+
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY_DEPENDENCIES = ("duckdb", "polars", "pyarrow", "textual", "rich", "platformdirs", "safetensors")
 

@@ -18,6 +18,8 @@ from hierconsole.engine.worker import EXIT_DONE
 
 from .conftest import make_spec
 
+pytestmark = pytest.mark.slow  # worker processes killed and resumed
+
 
 def _worker(spec_path: Path, fault: str | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ)

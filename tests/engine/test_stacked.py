@@ -27,6 +27,8 @@ from hierconsole.vocabulary import JobKind
 
 from .conftest import cells_for, make_spec, recorded
 
+pytestmark = pytest.mark.slow  # worker processes
+
 SEEDS = (42, 2024, 3407)
 VOLATILE = {"ts", "seconds", "pid"}  # when and how fast, never what was computed
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from hierconsole.study.db.catalog import load_dataset
 from hierconsole.study.db.storage import Store
@@ -14,6 +15,8 @@ from hierconsole.study.read import list_datasets
 from hierconsole.tui.screens.import_dialog import ImportDialog
 from tests.extraction.conftest import CORRUPT, N_IMAGES, TINY
 from tests.tui.conftest import make_app, settle, shown
+
+pytestmark = pytest.mark.slow  # extraction in a child process
 
 
 async def _extract_in_dialog(app, pilot, cub_images, tiny_model, name: str) -> None:

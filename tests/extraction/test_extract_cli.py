@@ -21,6 +21,8 @@ from transformers import Dinov2Config, Dinov2Model
 from hierconsole.cli import main
 from tests.extraction.conftest import CORRUPT, N_IMAGES, TINY, make_cub_folder
 
+pytestmark = pytest.mark.slow  # extraction in subprocesses
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -9,6 +9,8 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the CLI in subprocesses
+
 HEAVY = ("torch", "transformers", "geoopt")
 
 

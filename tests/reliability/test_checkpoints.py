@@ -6,10 +6,14 @@ from __future__ import annotations
 import hashlib
 import os
 
+import pytest
+
 from hierconsole.engine.trainer import FAULT_ENV
 from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import Store
 from tests.reliability.conftest import TINY_RUN, cli, final_models
+
+pytestmark = pytest.mark.slow  # worker processes
 
 
 def test_every_checkpoint_unusable_restarts_with_a_warning_and_the_same_result(tiny_home, tmp_path, tiny_fs):

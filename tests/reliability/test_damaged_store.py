@@ -9,6 +9,8 @@ import pytest
 
 from tests.reliability.conftest import cli, one_line_error
 
+pytestmark = pytest.mark.slow  # the CLI in subprocesses
+
 
 def _truncated(path):
     path.write_bytes(path.read_bytes()[:5000])

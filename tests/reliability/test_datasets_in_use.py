@@ -6,6 +6,7 @@ import json
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from hierconsole.datasets import make_synthetic
 from hierconsole.study.db.catalog import register_dataset
@@ -15,6 +16,8 @@ from hierconsole.study.run.orchestrator import Orchestrator
 from tests.reliability.conftest import cli, one_line_error, tree_digest
 from tests.tiny import TINY, tiny_preset
 from tests.tui.fixtures import COMPLETE, LIVE
+
+pytestmark = pytest.mark.slow  # worker processes and the CLI in subprocesses
 
 
 def _generic_files(folder, fs):

@@ -11,6 +11,8 @@ from hierconsole.study.run.lifecycle import create_study
 from tests.reliability.conftest import TINY_RUN, cli, one_line_error, tree_digest
 from tests.tiny import tiny_preset
 
+pytestmark = pytest.mark.slow  # the CLI in subprocesses
+
 # What this machine has decides which device values are bad here (a GPU CI host has CUDA).
 HAS_CUDA = torch.cuda.is_available()
 HAS_MPS = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())

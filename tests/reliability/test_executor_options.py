@@ -11,6 +11,8 @@ import pytest
 
 from tests.reliability.conftest import TINY_RUN, cli, one_line_error, tree_digest
 
+pytestmark = pytest.mark.slow  # the CLI in subprocesses
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -6,8 +6,12 @@ from __future__ import annotations
 import signal
 import subprocess
 
+import pytest
+
 from hierconsole.study.db.storage import Store
 from tests.reliability.conftest import TINY_RUN, cli, cli_argv, wait_for
+
+pytestmark = pytest.mark.slow  # worker processes and the CLI in a subprocess
 
 
 def test_ctrl_c_cancels_and_resume_completes(tiny_home):

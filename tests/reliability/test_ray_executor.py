@@ -24,6 +24,8 @@ from hierconsole.study.db.storage import Store
 from hierconsole.study.executors.ray_node import SCRATCH_ENV
 from tests.reliability.conftest import TINY_RUN, cli, cli_argv, final_metrics, final_models, wait_for
 
+pytestmark = pytest.mark.slow  # a local Ray instance and worker processes
+
 ray = pytest.importorskip(
     "ray", reason="Ray is not installed (pip install 'hierconsole[ray]'); the Ray executor's tests need it"
 )

@@ -16,6 +16,8 @@ from hierconsole.study.db.storage import Store
 from tests.reliability.conftest import cli_argv, one_line_error, tree_digest
 from tests.tui.fixtures import COMPLETE
 
+pytestmark = pytest.mark.slow  # the CLI in subprocesses
+
 READS = [
     ["studies"],
     ["runs"],

@@ -8,6 +8,8 @@ import shutil
 import signal
 import subprocess
 
+import pytest
+
 from hierconsole.engine.trainer import FAULT_ENV
 from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import Store
@@ -21,6 +23,8 @@ from tests.reliability.conftest import (
     tree_digest,
     wait_for,
 )
+
+pytestmark = pytest.mark.slow  # worker processes
 
 ARGS = [*TINY_RUN, "--epochs", "4", "--seeds", "42"]
 

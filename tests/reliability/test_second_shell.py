@@ -9,8 +9,12 @@ import re
 import signal
 import subprocess
 
+import pytest
+
 from hierconsole.study.db.live import latest
 from tests.reliability.conftest import TINY_RUN, cli, cli_argv, one_line_error, wait_for
+
+pytestmark = pytest.mark.slow  # worker processes and the CLI in subprocesses
 
 
 def _progress(runs_stdout: str) -> int:

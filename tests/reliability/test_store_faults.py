@@ -10,10 +10,14 @@ from __future__ import annotations
 import resource
 import subprocess
 
+import pytest
+
 from hierconsole.study import read
 from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import Store
 from tests.reliability.conftest import TINY_RUN, cli, cli_argv, final_metrics, final_models, wait_for
+
+pytestmark = pytest.mark.slow  # worker processes and the CLI in a subprocess
 
 EPOCHS = ["--epochs", "30", "--seeds", "42"]
 

@@ -31,6 +31,8 @@ from hierconsole.study.run.orchestrator import Orchestrator
 from hierconsole.vocabulary import BASELINE_SEED, HIER_METRIC, RANKING_METRICS, RECALL_KS
 from tests.tiny import tiny_preset
 
+pytestmark = pytest.mark.slow  # worker processes
+
 QG_SEEDS = [42, 2024]
 
 

@@ -87,6 +87,7 @@ def single_arm(tmp_path_factory, tiny_fs):
     return home, study_id
 
 
+@pytest.mark.slow
 def test_a_single_arm_study_trains_one_cell_and_passes_its_audits(single_arm):
     home, study_id = single_arm
     with Store(home) as store:
@@ -103,6 +104,7 @@ def test_a_single_arm_study_trains_one_cell_and_passes_its_audits(single_arm):
         assert store.rows("SELECT count(*) FROM effects_summary WHERE study_id = ?", [study_id]) == [(0,)]
 
 
+@pytest.mark.slow
 def test_effects_command_says_what_it_omits(single_arm):
     home, study_id = single_arm
     out = subprocess.run(
@@ -116,6 +118,7 @@ def test_effects_command_says_what_it_omits(single_arm):
     assert "geom_R (H_R - E_R) needs E_R, H_R" in " ".join(out.stdout.split())
 
 
+@pytest.mark.slow
 def test_per_arm_epoch_selection_on_validation(tmp_path, tiny_fs):
     preset = tiny_preset(
         epochs=4,

@@ -20,6 +20,8 @@ from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import Store
 from tests.tiny import TINY_VALUES
 
+pytestmark = pytest.mark.slow  # worker processes
+
 FAMILY_TOML = """\
 [family]
 name = "tinyfam"

@@ -33,6 +33,8 @@ from hierconsole.study.run.orchestrator import Orchestrator
 from hierconsole.vocabulary import HIER_LOSS, HIER_METRIC, HIER_STYLE, RANKING_METRICS
 from tests.tiny import tiny_preset
 
+pytestmark = pytest.mark.slow  # worker processes
+
 QG_SEEDS = [42, 2024]
 SEEDS = (42, 2024)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from hierconsole.contract import events as ev
 from hierconsole.contract import layout
 from hierconsole.locations import job_dir
@@ -67,6 +69,7 @@ def test_a_bad_line_is_reported_with_file_and_line_and_the_rest_ingested(tmp_pat
         assert store.one("SELECT state FROM jobs WHERE job_id = ?", [job_id])[0] == JobState.CRASHED
 
 
+@pytest.mark.slow
 def test_the_cli_warns_of_bad_lines_and_resumes_the_job(tmp_path, tiny_fs):
     study_id, job_id = _orphaned_study(tmp_path, tiny_fs)
     done = subprocess.run(

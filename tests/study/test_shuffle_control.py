@@ -24,6 +24,8 @@ from hierconsole.vocabulary import MAP, hier_score
 from tests.engine.conftest import make_spec
 from tests.tiny import tiny_preset
 
+pytestmark = pytest.mark.slow  # worker processes
+
 
 def _taxonomy(leaf_middle, middle_high) -> Taxonomy:
     return Taxonomy(

@@ -25,6 +25,8 @@ from hierconsole.study.run.lifecycle import create_study, delete_study, lock_stu
 from hierconsole.study.run.orchestrator import Orchestrator
 from tests.tiny import tiny_preset
 
+pytestmark = pytest.mark.slow  # worker processes
+
 
 def _store_with_tiny(home, tiny_fs) -> Store:
     store = Store(home)

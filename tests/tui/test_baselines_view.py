@@ -15,6 +15,8 @@ from hierconsole.study.run.orchestrator import Orchestrator
 from tests.tiny import tiny_preset
 from tests.tui.conftest import make_app, settle, shown
 
+pytestmark = pytest.mark.slow  # worker processes
+
 WIDE = (140, 60)  # every column of the level table in view
 
 

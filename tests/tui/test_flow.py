@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 import polars as pl
+import pytest
 
 from hierconsole.study.analysis.audits import CHECKS
 from hierconsole.study.analysis.effects import simple_effects
@@ -19,6 +20,8 @@ from hierconsole.tui.screens.dialogs import QuitDialog
 from hierconsole.tui.screens.export import ExportScreen
 from tests.tui.conftest import SIZE, make_app, settle, shown, tiny_demo
 from tests.tui.fixtures import LIVE
+
+pytestmark = pytest.mark.slow  # worker processes
 
 TIMEOUT = 120.0
 

@@ -6,7 +6,11 @@ import pkgutil
 import subprocess
 import sys
 
+import pytest
+
 import hierconsole
+
+pytestmark = pytest.mark.slow  # interpreters in subprocesses
 
 HEADLESS = sorted(
     m.name

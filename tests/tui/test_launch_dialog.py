@@ -70,6 +70,7 @@ async def test_a_problem_only_the_dataset_reveals_is_shown_in_place(fixed_copy):
         assert len(list_studies(store)) == 2
 
 
+@pytest.mark.slow
 async def test_overrides_from_the_option_list_launch_a_small_study(fixed_copy):
     messages = []
     with Store(fixed_copy) as store:

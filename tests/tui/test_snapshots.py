@@ -14,6 +14,8 @@ from hierconsole.tui.screens.dialogs import QuitDialog
 from tests.tui.conftest import make_app, settle
 from tests.tui.fixtures import COMPLETE, LIVE
 
+pytestmark = pytest.mark.snapshot
+
 SIZES = {"60x20": (60, 20), "80x24": (80, 24), "160x48": (160, 48)}
 STUDIES = {"finished": COMPLETE, "running": LIVE}
 PER_STUDY = {
