@@ -1,8 +1,10 @@
-"""How the domain's words look in a terminal: Rich styles shared by the CLI and the console."""
+"""How the domain's words look: the style of each job state and study phase, the colour of each arm, the
+colour of a sign. Plain dicts of colour names and hex codes, so the terminal (Rich), the loss plots
+(plotext) and the figures (matplotlib) all read the same palette without importing each other."""
 
 from __future__ import annotations
 
-from hierconsole.vocabulary import FROZEN, HIER_STYLE, ORPHANED, PCA, JobState, Phase
+from hierconsole.vocabulary import ARMS, BASELINES, ORPHANED, JobState, Phase
 
 STATE_STYLE: dict[str, str] = {
     JobState.FINISHED: "green",
@@ -22,15 +24,24 @@ PHASE_STYLE: dict[str, str] = {
     Phase.COMPLETE: "green",
 }
 
-ARM_COLOURS: dict[str, str] = {
-    "E_R": "#0072B2",  # blue
-    "H_R": "#009E73",  # bluish green
-    "E_S": "#D55E00",  # vermillion
-    "H_S": "#CC79A7",  # reddish purple
-    FROZEN: "#000000",  # black
-    PCA: "#E69F00",  # orange
-    HIER_STYLE: "#56B4E9",  # sky blue
-}
-"""One colour per arm, the same in figures, reports and both front ends (Rich takes these hex strings): the
-Okabe-Ito palette, distinguishable under the common colour-vision deficiencies. Yellow, its eighth colour,
-is left out: it does not read on white paper."""
+ARM_COLOURS: dict[str, str] = dict(
+    zip(
+        (*ARMS, *BASELINES),
+        # A colour-blind-safe qualitative palette (Okabe-Ito), readable on dark and light terminals:
+        # the Euclidean cells blue and sky blue, the Poincaré cells vermillion and orange, the baselines
+        # the greys and the purple of the remaining hues.
+        ("#0072B2", "#D55E00", "#56B4E9", "#E69F00", "#999999", "#009E73", "#CC79A7"),
+        strict=True,
+    )
+)
+"""One colour per arm (cells, then baselines) wherever an arm is drawn: table headers, loss curves, figures."""
+
+POSITIVE_STYLE = "green"
+NEGATIVE_STYLE = "red"
+"""A signed value above / below zero (an effect, a contrast, a bar)."""
+
+
+def rgb(colour: str) -> tuple[int, int, int]:
+    """`#RRGGBB` as an (r, g, b) tuple, the form plotext takes."""
+    value = colour.removeprefix("#")
+    return int(value[0:2], 16), int(value[2:4], 16), int(value[4:6], 16)

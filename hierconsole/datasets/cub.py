@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hierconsole.datasets.features_io import align_rows, read_features
+from hierconsole.datasets.features_io import align_rows, read_features, with_extraction
 from hierconsole.datasets.featureset import FeatureSet, source_hashes
 from hierconsole.errors import InputError
 from hierconsole.taxonomy import Taxonomy, read_taxonomy_rows
@@ -303,5 +303,10 @@ def import_cub(
         taxonomy=tax,
         kind="cub",
         sources=source_hashes(*table.files(), taxonomy_csv, features_path),
-        params={"root": str(root.resolve()), "features_keyed_by": scheme, "leaves_matched_by": how},
+        params={
+            "root": str(root.resolve()),
+            "features_keyed_by": scheme,
+            "leaves_matched_by": how,
+            **with_extraction(features_path),
+        },
     )

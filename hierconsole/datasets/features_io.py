@@ -6,6 +6,7 @@ same way whatever the format: file, row numbers (0-based, as in the array), what
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import cast
@@ -44,6 +45,35 @@ def read_features(
     except Exception as exc:  # each library raises its own types for a damaged file
         raise InputError(path, f"cannot read the file as {suffix}: {exc}") from exc
     return _checked(path, ids, features, expected_dim)
+
+
+EXTRACTION_FIELDS = ("model", "weights", "feature", "preprocessing", "images_sha256", "torch", "transformers", "device", "precision")
+"""What a dataset records of the extraction that made its features (the manifest `hierconsole extract` puts in
+the .npz it writes): the backbone and its weights' hash, the images' hash, the versions and the device."""
+
+
+def extraction_record(path: str | Path) -> dict | None:
+    """The extraction manifest embedded in a features file written by `hierconsole extract` (an .npz with a
+    `manifest` entry), reduced to :data:`EXTRACTION_FIELDS`; None for any other file, or one without it."""
+    path = Path(path)
+    if path.suffix.lower() != ".npz":
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if "manifest" not in z.files:
+                return None
+            manifest = json.loads(str(z["manifest"]))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict):
+        return None
+    return {k: manifest[k] for k in EXTRACTION_FIELDS if k in manifest}
+
+
+def with_extraction(path: str | Path) -> dict[str, dict]:
+    """``{"extraction": record}`` for a dataset's params when the features file has one, else ``{}``."""
+    record = extraction_record(path)
+    return {"extraction": record} if record else {}
 
 
 def _read_npy(path: Path) -> tuple[None, np.ndarray]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from hierconsole.csv_input import read_csv_records
-from hierconsole.datasets.features_io import align_rows, read_features
+from hierconsole.datasets.features_io import align_rows, read_features, with_extraction
 from hierconsole.datasets.featureset import SPLIT_NAMES, FeatureSet, source_hashes
 from hierconsole.errors import InputError
 from hierconsole.taxonomy import Taxonomy, load_taxonomy_csv
@@ -134,5 +134,5 @@ def import_generic(
         taxonomy=tax,
         kind="generic",
         sources=source_hashes(features_path, labels_csv, taxonomy_csv),
-        params={"features_keyed_by": scheme, "split_column": has_split},
+        params={"features_keyed_by": scheme, "split_column": has_split, **with_extraction(features_path)},
     )

@@ -20,6 +20,7 @@ from hierconsole.datasets.cub import (
     read_image_dir,
     read_pair_file,
 )
+from hierconsole.datasets.features_io import with_extraction
 from hierconsole.datasets.featureset import FeatureSet, source_hashes
 from hierconsole.errors import InputError
 from hierconsole.taxonomy import Taxonomy
@@ -143,5 +144,6 @@ def import_nabirds(
             "features_keyed_by": scheme,
             "tree_root": {"id": root_id, "name": names[root_id]},
             "leaf_class_ids": leaves,
+            **with_extraction(features_path),
         },
     )

@@ -342,6 +342,16 @@ def test_the_features_import_with_import_cub(capsys, cub_images, tiny_model, tmp
     code, text, err = run(capsys, "--home", home, "import", "cub", cub_images.root, full, cub_images.taxonomy)
     assert code == 0, err
     assert f"imported cub: {N_IMAGES} samples x 32-D" in text and "3/2/2 Class/Genus/Family" in text
+    # The dataset keeps what made its features (the weights' hash among it): the report's provenance reads it.
+    from hierconsole.study.db.storage import Store
+
+    with np.load(full, allow_pickle=False) as z:
+        manifest = json.loads(str(z["manifest"]))
+    with Store(home, read_only=True) as store:
+        params = json.loads(store.one("SELECT params FROM datasets")[0])
+    assert params["extraction"]["weights"] == manifest["weights"]
+    assert params["extraction"]["images_sha256"] == manifest["images_sha256"]
+    assert params["extraction"]["model"]["name"] == manifest["model"]["name"]
 
 
 def test_any_folder_by_list_or_by_walking_it(capsys, cub_images, tiny_model, tmp_path):

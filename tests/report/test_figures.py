@@ -47,7 +47,7 @@ def test_effects_forest_draws_every_seed_mean_and_both_intervals(demo):
     effects = inputs.effects["hier_mAP"]
     names = [n for n in effects if n in EFFECTS]
     # Rows top to bottom in EFFECTS order: tick labels read bottom-up.
-    assert _texts(ax.get_yticklabels())[::-1] == [f"{n}  {EFFECTS[n]}" for n in names]
+    assert _texts(ax.get_yticklabels())[::-1] == [f"{n}\n{EFFECTS[n]}" for n in names]
     assert "hier mAP" in ax.get_xlabel() and "paired by seed" in ax.get_xlabel()
     points = [c for c in ax.collections if isinstance(c, PathCollection)]
     assert len(points) == len(names) and all(len(p.get_offsets()) == len(SEEDS) for p in points)
@@ -170,6 +170,7 @@ def test_plot_command_writes_each_format(report_home, tmp_path, capsys, fmt):
     assert again.read_bytes() == data
 
 
+@pytest.mark.slow
 def test_plot_refusals_exit_2_and_write_nothing(report_home, tmp_path):
     def plot(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(

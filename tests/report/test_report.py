@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from PIL import Image
 
 from hierconsole.cli import main
@@ -45,6 +46,7 @@ def _open(path, tmp_path):
     return facts, shot, pdf, urls
 
 
+@pytest.mark.slow
 def test_html_report_in_headless_chromium(report_home, tmp_path, capsys):
     out = tmp_path / "report.html"
     assert main(["--home", str(report_home), "report", COMPLETE, "-o", str(out)]) == 0
@@ -77,6 +79,7 @@ def test_html_report_in_headless_chromium(report_home, tmp_path, capsys):
     assert "hierconsole run demo --set" in text and "training.epochs=5" in text
 
 
+@pytest.mark.slow
 def test_family_report_in_headless_chromium(report_home, tmp_path):
     out = tmp_path / "family.html"
     assert main(["--home", str(report_home), "report", FAMILY, "-o", str(out)]) == 0
@@ -101,6 +104,7 @@ def test_markdown_report_writes_its_figures_beside_it(report_home, tmp_path):
     assert "| ci95_t | ci95_boot | p_signflip | seeds_to_resolve |" in text
 
 
+@pytest.mark.slow
 def test_report_refusals_exit_2_and_write_nothing(report_home, tmp_path):
     def report(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(

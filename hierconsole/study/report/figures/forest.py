@@ -94,7 +94,7 @@ def effects_forest(inputs: StudyInputs, metric: str = HIER_METRIC) -> Figure:
     effects = inputs.effects[metric]
     rows = [
         ForestRow(
-            f"{name}  {EFFECTS[name]}",
+            f"{name}\n{EFFECTS[name]}",
             [e.per_seed[s] for s in sorted(e.per_seed)],
             e.mean,
             e.evidence,
@@ -119,7 +119,7 @@ def pooled_forest(inputs: FamilyInputs) -> Figure:
     if isinstance(inputs.pooled, str):
         raise HierconsoleError(inputs.pooled)
     rows = [
-        ForestRow(f"{name}  {EFFECTS[name]}", list(e.per_study.values()), e.mean, e.evidence)
+        ForestRow(f"{name}\n{EFFECTS[name]}", list(e.per_study.values()), e.mean, e.evidence)
         for name, e in inputs.pooled.items()
     ]
     if not rows:

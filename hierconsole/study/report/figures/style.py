@@ -21,7 +21,7 @@ SINGLE_COLUMN = 3.5
 """Inches: one column of a two-column paper (CVPR, NeurIPS and the like are 3.25-3.5)."""
 DOUBLE_COLUMN = 7.0
 """Inches: the full text width of such a paper."""
-ROW_HEIGHT = 0.3
+ROW_HEIGHT = 0.36
 """Inches per row of a forest plot."""
 DPI = 200
 
