@@ -24,7 +24,7 @@ from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA, STATISTICS_LE
 from hierconsole.study.report.document import Block, Code, Document, Facts, Figure, Section, Table, Text
 from hierconsole.study.report.figures import draw
 from hierconsole.study.report.figures.style import figure_bytes
-from hierconsole.vocabulary import ARM_LEGEND, BASELINE_LEGEND, HIER_METRIC, LEVELS, MAP
+from hierconsole.vocabulary import ARM_LEGEND, BASELINE_LEGEND, HIER_METRIC, LEVELS, MAP, Phase
 
 EFFECT_PRECISION = 6
 """Effects are often ~1e-3: six decimals, as the paper's Tables S7 and S11."""
@@ -388,7 +388,7 @@ def family_sections(inputs: FamilyInputs) -> list[Section]:
 
 
 def family_document(inputs: FamilyInputs) -> Document:
-    done = sum(m.phase == "complete" for m in inputs.members)
+    done = sum(m.phase == Phase.COMPLETE for m in inputs.members)
     return Document(
         f"{inputs.name}: family report",
         f"Family {inputs.family_id}, {len(inputs.members)} members ({done} complete)",
