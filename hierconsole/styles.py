@@ -36,6 +36,11 @@ ARM_COLOURS: dict[str, str] = dict(
 )
 """One colour per arm (cells, then baselines) wherever an arm is drawn: table headers, loss curves, figures."""
 
+ARM_DIGITS = 4
+EFFECT_DIGITS = 6
+"""Decimals shown by default (terminal, console, Markdown/LaTeX reports): arm values as in the paper's
+Table 1, effects and contrasts (often ~1e-3) as in its Tables S7 and S11."""
+
 POSITIVE_STYLE = "green"
 NEGATIVE_STYLE = "red"
 """A signed value above / below zero (an effect, a contrast, a bar)."""

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from rich.table import Table
-
-from hierconsole.cli.output import confirmed, fitted, output_console
+from hierconsole.cli.output import confirmed, output_console, print_grid
 from hierconsole.cli.reading import open_for_reading
 from hierconsole.errors import InputError
+from hierconsole.present.tables.studies import datasets_grid
 from hierconsole.study import read
 from hierconsole.study.db.catalog import delete_dataset, load_dataset, register_dataset
 from hierconsole.study.db.storage import Store
@@ -122,34 +121,9 @@ def _import_synthetic(args: argparse.Namespace) -> int:
     return _register(args, make_synthetic(BUILT_IN[args.which]))
 
 
-def datasets_table(store: Store, *, compact: bool = False) -> Table:
-    """Compact (80 columns): no hash, and each level count beside its name in one taxonomy column."""
-    from hierconsole.cli.analysis import compact_box
-
-    table = Table(title="datasets", title_justify="left", **compact_box(compact))
-    columns = (
-        ("dataset", "kind", "samples", "dim", "taxonomy", "train/val/test")
-        if compact
-        else ("dataset", "kind", "samples", "dim", "levels", "leaf/middle/high", "train/val/test", "sha256")
-    )
-    for col in columns:
-        table.add_column(col, justify="right" if col in ("samples", "dim") else "left")
-    for d in read.list_datasets(store):
-        counts = f"{d.n_leaf}/{d.n_middle}/{d.n_high}"
-        names = "/".join(d.level_names)
-        splits = f"{d.n_train}/{d.n_val}/{d.n_test}"
-        head = (d.dataset_id, d.kind, f"{d.n_samples:,}", str(d.dim))
-        if compact:
-            table.add_row(*head, f"{counts} {names}", splits)
-        else:
-            table.add_row(*head, names, counts, splits, d.sha256[:12])
-    return table
-
-
 def _datasets(args: argparse.Namespace) -> int:
     with open_for_reading(args.home) as store:
-        console = output_console()
-        console.print(fitted(console, datasets_table(store), datasets_table(store, compact=True)))
+        print_grid(output_console(), datasets_grid(read.list_datasets(store)))
     return 0
 
 

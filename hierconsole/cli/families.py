@@ -9,13 +9,13 @@ import tomllib
 from collections.abc import Sequence
 from typing import Any
 
-from hierconsole.cli.family_output import CONTRAST_PRECISION, families_table, print_contrast
-from hierconsole.cli.output import output_console
+from hierconsole.cli.output import output_console, print_grid
 from hierconsole.cli.reading import open_for_reading
 from hierconsole.cli.runs import add_run_options, run_family
 from hierconsole.config import load_preset
 from hierconsole.config.family import sweep_family
 from hierconsole.errors import HierconsoleError
+from hierconsole.present.tables.families import contrast_grid, families_grid
 from hierconsole.study.analysis.contrasts import DEFAULT_METRIC, StudyContrast, metric_columns, parse_arm_pair
 from hierconsole.study.read.contrasts import compare_studies
 from hierconsole.study.read.families import (
@@ -25,6 +25,7 @@ from hierconsole.study.read.families import (
     list_families,
     resolve_reference,
 )
+from hierconsole.styles import EFFECT_DIGITS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--metric", default=DEFAULT_METRIC, help=f"ranking metric (default {DEFAULT_METRIC}; or R@1, ...)")
     c.add_argument("--arms", metavar="ARM_A:ARM_B", help="compare these arms (default: every arm both train)")
     c.add_argument("--json", action="store_true", help="print JSON only")
-    c.add_argument("--precision", type=int, default=CONTRAST_PRECISION, metavar="N", help="decimals shown")
+    c.add_argument("--precision", type=int, default=EFFECT_DIGITS, metavar="N", help="decimals shown")
     c.set_defaults(func=cmd_contrast)
 
     f = sub.add_parser("families", help="families and their members' phases and progress")
@@ -122,7 +123,7 @@ def cmd_contrast(args: argparse.Namespace) -> int:
             console = output_console()
             console.print(f"family [bold]{family.name}[/] ({family.family_id})")
             for c in contrasts:
-                print_contrast(console, c, args.precision)
+                print_grid(console, contrast_grid(c, args.precision))
             return 0
         a, b = resolve_reference(store, args.a), resolve_reference(store, args.b)
         result = compare_studies(store, a, b, metric=args.metric, arms=arms)
@@ -130,7 +131,7 @@ def cmd_contrast(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
         _dropped_to_stderr([result])
         return 0
-    print_contrast(output_console(), result, args.precision)
+    print_grid(output_console(), contrast_grid(result, args.precision))
     return 0
 
 
@@ -147,7 +148,7 @@ def cmd_families(args: argparse.Namespace) -> int:
         if not families:
             output_console().print("no families yet: `hierconsole run FAMILY.toml` or `hierconsole sweep PRESET --grid ...`")
             return 0
-        output_console().print(families_table(families))
+        print_grid(output_console(), families_grid(families))
     return 0
 
 

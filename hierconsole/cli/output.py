@@ -1,14 +1,16 @@
-"""The console every command prints through, and tables that fit it.
+"""The console every command prints through, and how a table reaches it.
 
-Output fits the terminal (80 columns when piped, or $COLUMNS): tables drop to a compact form that fits,
-and `hierconsole --wide` prints everything at its natural width instead.
+Output fits the terminal (80 columns when piped, or $COLUMNS): each table is rendered by the presentation
+layer (`present.render`) in the fullest form that fits without cutting a number, and `hierconsole --wide`
+prints everything at its natural width instead.
 """
 
 from __future__ import annotations
 
 from rich.console import Console
-from rich.measure import Measurement
-from rich.table import Table
+
+from hierconsole.present.grid import Grid
+from hierconsole.present.render import render
 
 WIDE_WIDTH = 1_000
 _wide = False
@@ -25,15 +27,10 @@ def output_console() -> Console:
     return Console(highlight=False, width=WIDE_WIDTH if _wide else None)
 
 
-def fits(console: Console, table: Table) -> bool:
-    """Whether `table` unsqueezed (every cell whole) fits the console's width."""
-    unbounded = console.options.update_width(WIDE_WIDTH)
-    return Measurement.get(console, unbounded, table).maximum <= console.width
-
-
-def fitted(console: Console, *variants: Table) -> Table:
-    """The first of `variants` (fullest first) that fits the console's width; the last otherwise."""
-    return next((table for table in variants if fits(console, table)), variants[-1])
+def print_grid(console: Console, grid: Grid) -> None:
+    """`grid` in the fullest form that fits the console's width, every number whole."""
+    for part in render(grid, console.width):
+        console.print(part)
 
 
 def confirmed(question: str, *, yes: bool) -> bool:

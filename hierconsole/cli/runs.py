@@ -13,18 +13,20 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Column, Table
+from rich.table import Column
 from rich.text import Text
 
-from hierconsole.cli.output import confirmed, fits, fitted, output_console
+from hierconsole.cli.output import confirmed, output_console, print_grid
 from hierconsole.cli.reading import open_for_reading
 from hierconsole.config import Preset, load_preset
 from hierconsole.config.family import Family
 from hierconsole.config.overrides import AssignmentError, parse_assignment
 from hierconsole.contract import events as ev
 from hierconsole.errors import HierconsoleError, StoreBusyError, StoreReadOnlyError, StoreWriteError
+from hierconsole.present.render import fits
+from hierconsole.present.tables.studies import audits_grid, runs_grid, studies_grid
 from hierconsole.study import read
-from hierconsole.study.analysis.audits import Check, record, run_audits
+from hierconsole.study.analysis.audits import record, run_audits
 from hierconsole.study.db.catalog import ensure_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.db.views import sql_list
@@ -33,7 +35,7 @@ from hierconsole.study.executors.devices import check_devices
 from hierconsole.study.run.lifecycle import advance, create_study, delete_study
 from hierconsole.study.run.orchestrator import Orchestrator, ProblemCallback
 from hierconsole.study.run.rescoring import queue_rescore, reconcile
-from hierconsole.styles import STATE_STYLE
+from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from hierconsole.vocabulary import (
     ACTIVE_STATES,
     AGGREGATIONS,
@@ -384,30 +386,16 @@ def summarize(store: Store, study_id: str, console: Console) -> int:
             console.print(f"  [red]{job.job_id}: {job.state}[/]{error}", highlight=False)
     if study.phase != Phase.COMPLETE:
         return 1
-    from hierconsole.cli.analysis import ARM_PRECISION, EFFECT_PRECISION, print_results
-    from hierconsole.study.analysis.effects import omitted_text, simple_effects
+    from hierconsole.cli.analysis import print_effects
+    from hierconsole.present.tables.studies import selection_grid
 
     if study.preset.training.select_epoch:
-        console.print(selection_table(read.selected_epochs(store, study_id), study.preset.training.selection_score))
-    table = read.per_seed(store, study_id)
-    baselines = read.baselines(store, study_id)
+        print_grid(console, selection_grid(read.selected_epochs(store, study_id), study.preset.training.selection_score))
     metrics = [*(f"{level}_{MAP}" for level in LEVELS), HIER_METRIC]
-    print_results(
-        console,
-        table,
-        simple_effects(table, [HIER_METRIC], baselines=baselines),
-        f"study {study_id}",
-        ARM_PRECISION,
-        EFFECT_PRECISION,
-        compact_digits=ARM_PRECISION,
-        metrics=metrics,
-        baselines=baselines,
-    )
-    omitted = omitted_text(table["arm"].to_list())
-    if omitted:
-        console.print(f"[yellow]note:[/] {escape(omitted)}", highlight=False)
+    view = read.study_effects(store, study_id, metrics, effect_metrics=[HIER_METRIC])
+    print_effects(console, view, ARM_DIGITS, EFFECT_DIGITS)
     checks = read.stored_audits(store, study_id)
-    console.print(audit_table(checks))
+    print_grid(console, audits_grid(checks))
     return 0 if all(c.ok for c in checks) else 1
 
 
@@ -427,33 +415,6 @@ def next_steps(store: Store, study_id: str, home_given: bool, console: Console) 
         # Never broken by Rich: a command must copy and paste whole, however the terminal wraps it.
         console.print(f"  [bold]{escape(f'hierconsole{home}{command}')}[/]", highlight=False, soft_wrap=True)
         console.print(f"      {what}", style="dim", highlight=False)
-
-
-def selection_table(rows: list[dict], score: str) -> Table:
-    """The epoch each cell selected on development validation, frozen before the test was read."""
-    table = Table(title=f"epochs selected on validation ({score})", title_justify="left")
-    for col in ("seed", "arm", "epoch", f"validation {score}"):
-        table.add_column(col, justify="right" if col != "arm" else "left")
-    for r in rows:
-        table.add_row(str(r["seed"]), r["arm"], str(r["epoch"]), "" if r["score"] is None else f"{r['score']:.4f}")
-    return table
-
-
-def audit_table(checks: list[Check]) -> Table:
-    table = Table(title="audits", title_justify="left")
-    table.add_column("check", no_wrap=True)
-    table.add_column("result", no_wrap=True)
-    table.add_column("evidence", overflow="fold")
-    for c in checks:
-        result = (
-            Text("pending", "yellow")
-            if c.ok is None
-            else Text("pass", "green")
-            if c.ok
-            else Text("FAIL", "bold white on red")
-        )
-        table.add_row(c.name, result, c.evidence)
-    return table
 
 
 # -- commands ---------------------------------------------------------------------------------------
@@ -499,55 +460,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return cmd_run(args)
 
 
-def studies_table(studies: list[read.StudyRow], *, compact: bool = False) -> Table:
-    """Compact: no name column (the id starts with it) and creation to the minute."""
-    table = Table(title="studies", title_justify="left", **_compact_box(compact))
-    columns = ("study", "dataset", "phase", "jobs finished", "created") if compact else (
-        "study", "name", "dataset", "phase", "jobs finished", "created"
-    )
-    for col in columns:
-        table.add_column(col, no_wrap=col in ("study", "created"))
-    for s in studies:
-        created = str(s.created_at)[: 16 if compact else 19]
-        cells = [s.study_id, s.dataset_id, s.phase, f"{s.jobs_finished}/{s.jobs}", created]
-        table.add_row(*(cells if compact else [cells[0], s.name, *cells[1:]]))
-    return table
-
-
 def cmd_studies(args: argparse.Namespace) -> int:
     with open_for_reading(args.home) as store:
         studies = read.list_studies(store)
-    console = output_console()
-    console.print(fitted(console, studies_table(studies), studies_table(studies, compact=True)))
+    print_grid(output_console(), studies_grid(studies))
     return 0
-
-
-def runs_table(jobs: list[read.JobRow], title: str, *, compact: bool = False) -> Table:
-    """Every job with its progress; compact: one study's jobs by their short ids, kind and seed in them."""
-    table = Table(title=title, title_justify="left", **_compact_box(compact))
-    columns = ("job", "cells", "state", "progress", "tries", "where", "error") if compact else (
-        "job", "kind", "seed", "cells", "state", "progress", "tries", "where", "error"
-    )
-    for col in columns:
-        table.add_column(col, no_wrap=col not in ("error", "where"), overflow="fold")
-    for job in jobs:
-        error = job.error.strip().splitlines() if job.error else []
-        last = error[-1] if error else ""
-        state = Text(job.shown_state, STATE_STYLE.get(job.shown_state, ""))
-        progress, tries = f"{job.done}/{job.total}", str(job.attempts)
-        if compact:
-            table.add_row(job.short_id, job.cells_text, state, progress, tries, job.where, last)
-        else:
-            table.add_row(
-                job.job_id, job.kind, str(job.seed), job.cells_text, state, progress, tries, job.where, last[:60]
-            )
-    return table
-
-
-def _compact_box(compact: bool) -> dict:
-    from hierconsole.cli.analysis import compact_box
-
-    return compact_box(compact)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -555,13 +472,13 @@ def cmd_runs(args: argparse.Namespace) -> int:
         study_id = read.resolve_study(store, args.study) if args.study else None
         jobs = read.job_rows(store, study_id)
     console = output_console()
-    full = runs_table(jobs, "runs")
-    if fits(console, full) or not jobs:
-        console.print(full)
+    full = runs_grid(jobs, "runs")
+    if fits(full, console.width) or not jobs:
+        print_grid(console, full)
         return 0
-    # Too wide for the terminal: one compact table per study, titled by it.
+    # Too wide for the terminal: one table per study, titled by it, its jobs by their ids within it.
     for sid in dict.fromkeys(j.study_id for j in jobs):
-        console.print(runs_table([j for j in jobs if j.study_id == sid], f"runs of {sid}", compact=True))
+        print_grid(console, runs_grid([j for j in jobs if j.study_id == sid], f"runs of {sid}", short=True))
     return 0
 
 
@@ -584,7 +501,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             )
     console = output_console()
     console.print(f"study [bold]{study_id}[/]")
-    console.print(audit_table(checks))
+    print_grid(console, audits_grid(checks))
     return 0 if all(c.ok for c in checks) else 1
 
 
@@ -689,7 +606,7 @@ def _cli_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_family(args: argparse.Namespace, family: Family) -> int:
     """Queue every member of a family, drive them to the end, then show members and declared contrasts."""
-    from hierconsole.cli.family_output import CONTRAST_PRECISION, families_table, print_contrast
+    from hierconsole.present.tables.families import contrast_grid, families_grid
     from hierconsole.study.read.families import family_contrasts, get_family
     from hierconsole.study.run.families import create_family
 
@@ -722,9 +639,9 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
         finally:
             orch.close_executors()
         codes = [summarize(store, s, console) for s in studies]
-        console.print(families_table([get_family(store, family_id)]))
+        print_grid(console, families_grid([get_family(store, family_id)]))
         if all(read.get_study(store, s).phase == Phase.COMPLETE for s in studies) and family.contrasts:
             _, contrasts = family_contrasts(store, family_id)
             for c in contrasts:
-                print_contrast(console, c, CONTRAST_PRECISION)
+                print_grid(console, contrast_grid(c, EFFECT_DIGITS))
         return max(codes)

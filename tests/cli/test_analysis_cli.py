@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import duckdb
@@ -39,9 +40,14 @@ def run(tmp_path, capsys, *argv: str) -> tuple[int, str, str]:
 def test_effects_json_from_csv_is_exactly_the_effects_json(tmp_path, capsys, cub_csv):
     code, out, _ = run(tmp_path, capsys, "effects", "--from-csv", str(cub_csv), "--json")
     assert code == 0
-    doc = json.loads(out)
+    whole = json.loads(out)
+    doc = whole["effects"]
     assert doc == effects_json(simple_effects(load_effects_csv(cub_csv)))
     assert list(doc) == ["leaf_mAP", "middle_mAP", "high_mAP", "hier_mAP"]
+    # The arm table is in the JSON too, the same rows as the text form's (paper Table 1, CUB E_R hier).
+    e_r = next(r for r in whole["arms"] if r["arm"] == "E_R" and r["metric"] == "hier_mAP")
+    assert (round(e_r["mean"], 4), round(e_r["sd"], 4), e_r["n"]) == (0.5314, 0.0013, 3)
+    assert whole["baseline_contrasts"] == {} and whole["omitted"] is None
     geom_r = doc["hier_mAP"]["geom_R"]
     assert geom_r["per_seed"]["42"] == pytest.approx(0.542911 - 0.532472, abs=1e-15)
     assert round(geom_r["mean"], 6) == 0.010246 and round(geom_r["sd"], 6) == 0.000416  # paper Table S7
@@ -54,7 +60,7 @@ def test_effects_metric_selection(tmp_path, capsys, cub_csv):
         tmp_path, capsys, "effects", "--from-csv", str(cub_csv), "--metric", "high_mAP", "--json"
     )
     assert code == 0
-    assert list(json.loads(out)) == ["high_mAP"]
+    assert list(json.loads(out)["effects"]) == ["high_mAP"]
     code, out, err = run(tmp_path, capsys, "effects", "--from-csv", str(cub_csv), "--metric", "genus_mAP")
     assert code == 2 and out == ""
     assert "genus_mAP" in err and "valid metric columns: leaf_mAP, middle_mAP, high_mAP, hier_mAP" in err
@@ -65,17 +71,17 @@ def test_effects_tables_show_mean_sd_and_seed_counts(tmp_path, capsys, cub_csv):
     # --wide: every column, the effects at their full precision.
     code, out, _ = run(tmp_path, capsys, "--wide", "effects", "--from-csv", str(cub_csv))
     assert code == 0
-    assert "E_R (n=3)" in out and "(H_S - E_S) - (H_R - E_R)" in out
+    assert "Arms: mean ± sample SD over 3 seeds" in out and "(H_S - E_S) - (H_R - E_R)" in out
     assert "0.5314 ± 0.0013" in out  # paper Table 1, CUB E_R mean hierarchy
     assert "+0.010246 ± 0.000416" in out  # paper Table S7, geom_R
     assert "+0.048670 ± 0.000409" in out  # loss_E
-    assert "3/3 seeds" in out and "0/3 seeds" in out
-    assert "yes (3/3 seeds)" in out  # H_S - E_S redistribution pattern
-    # By default the tables fit 80 columns whole: compact columns, nothing cut, legends below.
+    assert " 3/3 " in out and " 0/3 " in out
+    assert re.search(r"geom_S \(H_S - E_S\).* yes .* 3/3", out)  # H_S - E_S redistribution pattern
+    # By default the tables fit 80 columns whole: narrower forms, every number at full precision, legends.
     code, out, _ = run(tmp_path, capsys, "effects", "--from-csv", str(cub_csv))
     assert code == 0
     assert max(len(line) for line in out.splitlines()) <= 80 and "…" not in out
-    assert "0.5314 ± 0.0013" in out and "+0.0102 ± 0.0004" in out and "yes (3/3)" in out
+    assert "0.5314 ± 0.0013" in out and "+0.010246 ± 0.000416" in out and "(per seed; 95% intervals; tests" in out
     assert "arms: E = Euclidean, H = Poincaré" in out and "interaction = (H_S - E_S) - (H_R - E_R)" in out
     code, out, _ = run(tmp_path, capsys, "effects", "--from-csv", str(cub_csv), "--precision", "2")
     assert code == 0 and "0.53 ± 0.00" in out and "+0.01 ± 0.00" in out
@@ -101,7 +107,7 @@ def test_effects_on_an_empty_store_says_how_to_get_a_study(tmp_path, capsys, cub
 
 def test_export_effects_from_csv_reads_back_equal_to_the_cli_json(tmp_path, capsys, cub_csv):
     _, out, _ = run(tmp_path, capsys, "effects", "--from-csv", str(cub_csv), "--json")
-    doc = json.loads(out)
+    doc = json.loads(out)["effects"]
     for fmt, reader in (("parquet", "read_parquet"), ("csv", "read_csv"), ("json", "read_json")):
         target = tmp_path / f"effects.{fmt}"
         code, out, _ = run(

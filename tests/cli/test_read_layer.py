@@ -30,7 +30,8 @@ def test_runs_shows_the_console_job_rows(fixed_copy, capsys):
         # The same progress as the console's runs view: epochs for training, units scored for scoring.
         assert f" {job.done}/{job.total} " in line and f" {job.shown_state} " in line
         assert job.cells_text in line
-    # In 80 columns: a table per study, each job by its short id, the same figures.
+    # In 80 columns: a table per study, each job by its short id (which names its kind and seed), the
+    # same figures.
     code, out = _run(fixed_copy, capsys, "runs")
     assert code == 0 and max(len(line) for line in out.splitlines()) <= 80
     tables = out.split("runs of ")[1:]
@@ -38,7 +39,8 @@ def test_runs_shows_the_console_job_rows(fixed_copy, capsys):
     for job in jobs:
         table = tables[[COMPLETE, LIVE].index(job.study_id)]
         (line,) = [line for line in table.splitlines() if line.startswith(f"{job.short_id} ")]
-        assert f" {job.done}/{job.total} " in line and f" {job.shown_state} " in line and job.cells_text in line
+        assert f" {job.done}/{job.total} " in line and f" {job.shown_state} " in line
+        assert not job.cells_text or job.cells_text.split()[0] in line  # the cells may wrap, whole each
     evaluation = next(j for j in jobs if j.job_id == f"{COMPLETE}/evaluate")
     assert (evaluation.done, evaluation.total) == (36, 36)
 

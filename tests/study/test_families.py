@@ -276,7 +276,7 @@ def test_effects_of_a_family_pool_its_members_with_the_member_as_unit(family_hom
     for member, study_id in studies.items():
         out = _cli(home, "effects", study_id, "--metric", "hier_mAP", "--json")
         assert out.returncode == 0, out.stderr
-        per_member[member] = {name: e["mean"] for name, e in json.loads(out.stdout)["hier_mAP"].items()}
+        per_member[member] = {name: e["mean"] for name, e in json.loads(out.stdout)["effects"]["hier_mAP"].items()}
     out = _cli(home, "effects", "tinyfam", "--json")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)

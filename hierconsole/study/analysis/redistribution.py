@@ -26,6 +26,29 @@ class Redistribution:
     """contrast -> number of seeds showing that sign pattern on their own."""
     n_seeds: int
 
+    def to_json(self) -> dict:
+        """Per contrast and level, the per-seed H − E values and their summary, and the pattern."""
+        return {
+            "metric": self.metric,
+            "n_seeds": self.n_seeds,
+            "contrasts": {
+                c: {
+                    "levels": {
+                        level: {
+                            "per_seed": {str(s): v for s, v in e.per_seed.items()},
+                            "mean": e.mean,
+                            "sd": e.sd,
+                            **e.evidence.columns(),
+                        }
+                        for level, e in by_level.items()
+                    },
+                    "pattern": self.pattern[c],
+                    "seeds_with_pattern": self.seeds_with_pattern[c],
+                }
+                for c, by_level in self.contrasts.items()
+            },
+        }
+
 
 
 def can_redistribute(per_seed: pl.DataFrame) -> bool:

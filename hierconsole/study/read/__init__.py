@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from hierconsole.study.read.audits import Check, current_audits, failed_audit_counts, stored_audits
     from hierconsole.study.read.datasets import DatasetInfo, get_dataset, list_datasets, taxonomy_lines
+    from hierconsole.study.read.effects import study_effects
     from hierconsole.study.read.jobs import EventRow, JobRow, job_events, job_rows, loss_curves
     from hierconsole.study.read.results import (
         RAW_TABLES,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 _MODULES = {
     "audits": ("Check", "current_audits", "failed_audit_counts", "stored_audits"),
     "datasets": ("DatasetInfo", "get_dataset", "list_datasets", "taxonomy_lines"),
+    "effects": ("study_effects",),
     "jobs": ("EventRow", "JobRow", "job_events", "job_rows", "loss_curves"),
     "results": (
         "RAW_TABLES",
@@ -104,6 +106,7 @@ __all__ = [
     "resolve_study",
     "selected_epochs",
     "stored_audits",
+    "study_effects",
     "study_progress",
     "table_frame",
     "taxonomy_lines",

@@ -24,10 +24,9 @@ from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA, STATISTICS_LE
 from hierconsole.study.report.document import Block, Code, Document, Facts, Figure, Section, Table, Text
 from hierconsole.study.report.figures import draw
 from hierconsole.study.report.figures.style import figure_bytes
+from hierconsole.styles import EFFECT_DIGITS
 from hierconsole.vocabulary import ARM_LEGEND, BASELINE_LEGEND, HIER_METRIC, LEVELS, MAP, Phase
 
-EFFECT_PRECISION = 6
-"""Effects are often ~1e-3: six decimals, as the paper's Tables S7 and S11."""
 MAP_COLUMNS = (*(f"{level}_{MAP}" for level in LEVELS), HIER_METRIC)
 
 SECTION_IDS: dict[str, str] = {
@@ -156,7 +155,7 @@ def effects_section(inputs: StudyInputs) -> Section:
     metrics = [m for m in MAP_COLUMNS if m in inputs.effects] or list(inputs.effects)
     factorial = [n for n in EFFECTS if any(n in inputs.effects[m] for m in metrics)]
     blocks: list[Block] = [
-        Table(_effects_table(inputs.effects, factorial, metrics), "Simple effects and the interaction, paired within seed", EFFECT_PRECISION),
+        Table(_effects_table(inputs.effects, factorial, metrics), "Simple effects and the interaction, paired within seed", EFFECT_DIGITS),
         Text(STATISTICS_LEGEND + ".", note=True),
         _figure("effects", inputs, "Effects of hier mAP: open circles per seed, diamond the mean, upper bar the 95 % t interval, lower bar the 95 % bootstrap."),
     ]
@@ -168,7 +167,7 @@ def effects_section(inputs: StudyInputs) -> Section:
             Table(
                 _effects_table(inputs.effects, baseline_names, [HIER_METRIC] if HIER_METRIC in metrics else metrics[:1]),
                 "Each cell minus each baseline (hier mAP)",
-                EFFECT_PRECISION,
+                EFFECT_DIGITS,
             )
         )
     if inputs.headline:
@@ -176,7 +175,7 @@ def effects_section(inputs: StudyInputs) -> Section:
             Table(
                 headline_frame(inputs.headline).drop("ci95_boot_seed"),
                 "Headline: |loss effect| − |geometry effect| of hier mAP, paired by seed (> 0: the objective-family contrast is the larger)",
-                EFFECT_PRECISION,
+                EFFECT_DIGITS,
             )
         )
     return Section("effects", SECTION_IDS["effects"], blocks)
@@ -190,7 +189,7 @@ def redistribution_section(inputs: StudyInputs) -> Section:
         "redistribution",
         SECTION_IDS["redistribution"],
         [
-            Table(frame, "H − E per level: finer levels down, highest level up?", EFFECT_PRECISION),
+            Table(frame, "H − E per level: finer levels down, highest level up?", EFFECT_DIGITS),
             _figure("redistribution", inputs, "Left: mAP per level per arm. Right: H − E per level with per-seed points and the 95 % t interval."),
         ],
     )
@@ -252,7 +251,7 @@ def posthoc_section(inputs: StudyInputs) -> Section:
             Table(
                 _effects_table(effects, list(EFFECTS), metrics),
                 f"Effects re-scored under {agg} aggregation (post-hoc; the registered one is {inputs.registered_aggregation})",
-                EFFECT_PRECISION,
+                EFFECT_DIGITS,
             )
         )
     return Section("posthoc", SECTION_IDS["posthoc"], blocks, posthoc=True)
@@ -337,7 +336,7 @@ def family_sections(inputs: FamilyInputs) -> list[Section]:
     blocks: list[Block] = []
     if frame is not None:
         blocks += [
-            Table(frame, "A − B paired by training seed, per arm pair and level (hier: mean of middle and high mAP)", EFFECT_PRECISION),
+            Table(frame, "A − B paired by training seed, per arm pair and level (hier: mean of middle and high mAP)", EFFECT_DIGITS),
             Text(STATISTICS_LEGEND + ".", note=True),
             _figure("contrasts", inputs, "Each declared contrast: per-seed points, mean, 95 % t (upper) and bootstrap (lower) intervals."),
         ]
@@ -356,7 +355,7 @@ def family_sections(inputs: FamilyInputs) -> list[Section]:
             schema={"effect": pl.String, "definition": pl.String, "mean": pl.Float64, "sd": pl.Float64, **EVIDENCE_SCHEMA, "positive": pl.Int64, "n": pl.Int64},
         ).drop("ci95_boot_seed")
         pooled_blocks = [
-            Table(pooled, f"Each member's effect of {inputs.metric} (mean over its seeds), summarised with the member as the unit", EFFECT_PRECISION),
+            Table(pooled, f"Each member's effect of {inputs.metric} (mean over its seeds), summarised with the member as the unit", EFFECT_DIGITS),
             _figure("effects", inputs, "Pooled effects: one point per member."),
         ]
     sections.append(Section("pooled", FAMILY_SECTION_IDS["pooled"], pooled_blocks))

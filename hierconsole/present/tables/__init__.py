@@ -1,0 +1,1 @@
+"""The domain's tables as `Grid`s, one builder per table, shared by the CLI and the console."""

@@ -1,0 +1,197 @@
+"""A study's arm table, simple effects, baseline contrasts and level-wise redistribution as `Grid`s."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+import polars as pl
+from rich.text import Text
+
+from hierconsole.factorial import BASELINE_EFFECTS, EFFECTS
+from hierconsole.present import numbers
+from hierconsole.present.grid import Column, Grid
+from hierconsole.present.tables.evidence import EVIDENCE_COLUMNS, evidence_cells
+from hierconsole.study.analysis.effects import Effect, SimpleEffects, seeds_of
+from hierconsole.study.analysis.redistribution import Redistribution
+from hierconsole.styles import ARM_COLOURS
+from hierconsole.vocabulary import ARMS, BASELINES, HIER_METRIC, LEVELS, MAP, UNTRAINED_BASELINES
+
+PER_SEED = "per seed"
+BASELINE_GROUP = "baselines"
+"""Column groups a narrow form moves to tables of their own: the per-seed values, the baseline arms."""
+
+
+def _seed_columns(seeds: Sequence[int]) -> list[Column]:
+    return [Column(str(s), group=PER_SEED, record_header=f"seed {s}") for s in seeds]
+
+
+def arm_header(arm: str, n: int | None, group: str | None = None) -> Column:
+    return Column(
+        arm,
+        group=group,
+        record_header=f"{arm} (n={n})" if n is not None else f"{arm} (no SD)",
+        header_style=f"bold {ARM_COLOURS.get(arm, '')}".strip(),
+    )
+
+
+def arms_grid(arms: pl.DataFrame, digits: int, source: str) -> Grid:
+    """Metrics down, arms across: trained arms as mean ± SD over seeds, then the baselines; an untrained
+    baseline as its one value (no training seed, hence no SD)."""
+    present = [a for a in (*ARMS, *BASELINES) if a in set(arms["arm"].to_list())]
+    n_of = {r["arm"]: r["n"] for r in arms.iter_rows(named=True) if r["arm"] not in UNTRAINED_BASELINES}
+    ns = set(n_of.values())
+    over = f"over {next(iter(ns))} seeds" if len(ns) == 1 else "over seeds"
+    title = f"Arms: mean ± sample SD {over} ({source})" if any(a in ARMS for a in present) else "Baselines"
+    baseline_group = BASELINE_GROUP if any(a in ARMS for a in present) else None
+    grid = Grid(
+        title,
+        [
+            Column("metric", numeric=False),
+            *(arm_header(a, n_of.get(a), None if a in ARMS else baseline_group) for a in present),
+        ],
+    )
+    cells = {(r["arm"], r["metric"]): r for r in arms.iter_rows(named=True)}
+    for metric in dict.fromkeys(arms["metric"].to_list()):
+        row = [Text(metric)]
+        for arm in present:
+            r = cells.get((arm, metric))
+            if r is None:
+                row.append(numbers.plain(None))
+            elif arm in n_of:
+                row.append(numbers.mean_sd(r["mean"], r["sd"], digits))
+            else:
+                row.append(numbers.plain(r["mean"], digits))
+        grid.add_row(*row)
+    if len(ns) > 1:
+        grid.note("seeds per arm: " + ", ".join(f"{a} n={n}" for a, n in n_of.items()))
+    untrained = [a for a in present if a in UNTRAINED_BASELINES]
+    if untrained:
+        grid.note(f"{', '.join(untrained)}: one value each (no training seed, no SD)")
+    return grid
+
+
+def _effect_grid(title: str, effects: SimpleEffects, names: set[str], digits: int) -> Grid:
+    seeds = seeds_of(effects)
+    grid = Grid(
+        title,
+        [
+            Column("metric", numeric=False),
+            Column("effect", numeric=False),
+            Column("definition", numeric=False, droppable=True, style="dim"),
+            *_seed_columns(seeds),
+            Column("mean ± SD"),
+            Column(">0 seeds"),
+            *EVIDENCE_COLUMNS,
+        ],
+        key_columns=2,
+    )
+    for metric, by_name in effects.items():
+        shown: list[Effect] = [e for n, e in by_name.items() if n in names]
+        for j, e in enumerate(shown):
+            grid.add_row(
+                metric if j == 0 else "",
+                e.name,
+                e.definition,
+                *(numbers.signed(e.per_seed.get(s), digits) for s in seeds),
+                numbers.mean_sd(e.mean, e.sd, digits, sign=True),
+                numbers.count(e.positive_seeds, e.n_seeds),
+                *evidence_cells(e.evidence, digits),
+                end_section=j == len(shown) - 1,
+            )
+    return grid
+
+
+def effects_grid(effects: SimpleEffects, digits: int) -> Grid:
+    """The simple effects and the interaction, paired within seed, with their intervals and tests."""
+    return _effect_grid("Simple effects, paired within seed", effects, set(EFFECTS), digits)
+
+
+def baseline_contrasts_grid(effects: SimpleEffects, digits: int) -> Grid:
+    """Each cell minus each baseline (`<arm>_vs_<baseline>`), paired within seed."""
+    return _effect_grid("Cells against the baselines, paired within seed", effects, set(BASELINE_EFFECTS), digits)
+
+
+def has_effects(effects: SimpleEffects, names: Collection[str]) -> bool:
+    return any(n in names for by_name in effects.values() for n in by_name)
+
+
+def arm_values_grid(
+    per_seed: pl.DataFrame, arms: pl.DataFrame, metric: str, digits: int, baselines: pl.DataFrame | None = None
+) -> Grid:
+    """One metric, arms down: each seed's value, then mean ± SD; baselines after the cells (an untrained
+    one with its one value, under no seed)."""
+    seeds = sorted(set(per_seed["seed"].to_list()))
+    grid = Grid(f"Arms · {metric}", [Column("arm", numeric=False), *_seed_columns(seeds), Column("mean ± SD")])
+    values = {(r["arm"], r["seed"]): r[metric] for r in per_seed.iter_rows(named=True)}
+    if baselines is not None and metric in baselines.columns:
+        values |= {(r["arm"], r["seed"]): r[metric] for r in baselines.iter_rows(named=True)}
+    summary = {r["arm"]: r for r in arms.filter(pl.col("metric") == metric).iter_rows(named=True)}
+    for arm in (*ARMS, *BASELINES):
+        r = summary.get(arm)
+        if r is None:
+            continue
+        label = Text(arm, style=ARM_COLOURS.get(arm, ""))
+        if arm in UNTRAINED_BASELINES:
+            one = numbers.plain(r["mean"], digits)
+            one.append(" (no SD)", style="dim")
+            grid.add_row(label, *(Text("·", style="dim") for _ in seeds), one)
+        else:
+            grid.add_row(
+                label,
+                *(numbers.plain(values.get((arm, s)), digits) for s in seeds),
+                numbers.mean_sd(r["mean"], r["sd"], digits),
+            )
+        if arm == ARMS[-1] or (arm in ARMS and not any(b in summary for b in BASELINES)):
+            grid.end_section()
+    return grid
+
+
+def levels_grid(arms: pl.DataFrame, measure: str, digits: int) -> Grid | None:
+    """Levels down (finest first, then the hier score for mAP), the cells then the baselines across: the
+    paper's reading — finer levels down and coarser up from a baseline to a cell — row by row.
+    None when the arm table has no baseline."""
+    present = set(arms["arm"].to_list())
+    cells = [a for a in ARMS if a in present]
+    base = [b for b in BASELINES if b in present]
+    if not base:
+        return None
+    rows = [f"{level}_{measure}" for level in LEVELS] + ([HIER_METRIC] if measure == MAP else [])
+    means = {(r["arm"], r["metric"]): r["mean"] for r in arms.iter_rows(named=True)}
+    grid = Grid(
+        f"Levels · {measure}: cells, then baselines",
+        [Column("level", numeric=False), *(arm_header(a, None) for a in (*cells, *base))],
+    )
+    for metric in rows:
+        if not any((a, metric) in means for a in (*cells, *base)):
+            continue
+        grid.add_row(
+            metric.removesuffix(f"_{measure}"), *(numbers.plain(means.get((a, metric)), digits) for a in (*cells, *base))
+        )
+    return grid
+
+
+def redistribution_grid(result: Redistribution, digits: int) -> Grid:
+    """Per geometry contrast and level, H − E mean ± SD, and whether the finer levels go down and the
+    highest up (the paper's redistribution pattern) in how many seeds."""
+    grid = Grid(
+        f"Level-wise redistribution of {result.metric} (finer levels down, highest level up?)",
+        [
+            Column("contrast", numeric=False),
+            *(Column(level) for level in LEVELS),
+            Column("pattern", numeric=False),
+            Column("seeds"),
+        ],
+    )
+    for contrast, by_level in result.contrasts.items():
+        flag = result.pattern[contrast]
+        grid.add_row(
+            f"{contrast} ({EFFECTS[contrast]})",
+            *(numbers.mean_sd(by_level[lv].mean, by_level[lv].sd, digits, sign=True) for lv in LEVELS),
+            Text("yes" if flag else "no", style="bold" if flag else "dim"),
+            numbers.count(result.seeds_with_pattern[contrast], result.n_seeds),
+        )
+    return grid
+
+
+def effects_legend() -> list[Text]:
+    return [Text("effects: " + ", ".join(f"{n} = {d}" for n, d in EFFECTS.items()), style="dim")]

@@ -1,0 +1,116 @@
+"""Families, cross-study contrasts and a family's pooled effects as `Grid`s."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+from rich.text import Text
+
+from hierconsole.present import numbers
+from hierconsole.present.grid import Column, Grid
+from hierconsole.present.tables.effects import PER_SEED
+from hierconsole.present.tables.evidence import EVIDENCE_COLUMNS, evidence_cells
+from hierconsole.study.analysis.contrasts import StudyContrast
+from hierconsole.study.analysis.pooled import PooledEffect
+from hierconsole.study.read.families import FamilyRow
+
+
+def contrast_grid(contrast: StudyContrast, digits: int) -> Grid:
+    """A − B per arm pair and level, paired by seed, with intervals and tests; a seed one study lacks
+    shows as NO_VALUE (and the note under the table names it)."""
+    seeds = sorted({s for r in contrast.rows for s in r.per_seed})
+    name = f"{contrast.name}: " if contrast.name else ""
+    grid = Grid(
+        f"{name}{contrast.a} − {contrast.b} ({contrast.metric}, paired by seed)",
+        [
+            Column("arms", numeric=False),
+            Column("level", numeric=False),
+            *(Column(str(s), group=PER_SEED, record_header=f"seed {s}") for s in seeds),
+            Column("mean ± SD"),
+            Column(">0 seeds"),
+            *EVIDENCE_COLUMNS,
+        ],
+        key_columns=2,
+    )
+    previous = None
+    for i, r in enumerate(contrast.rows):
+        pair = f"{r.arm_a} − {r.arm_b}"
+        if previous is not None and pair != previous:
+            grid.section_ends.add(i - 1)
+        grid.add_row(
+            pair if pair != previous else "",
+            r.level,
+            *(numbers.signed(r.per_seed.get(s), digits) for s in seeds),
+            numbers.mean_sd(r.mean, r.sd, digits, sign=True),
+            numbers.count(r.positive_seeds, r.n_seeds),
+            *evidence_cells(r.evidence, digits),
+        )
+        previous = pair
+    dropped = contrast.dropped_text()
+    if dropped:
+        grid.note(Text(f"note: {dropped}", style="yellow"))
+    return grid
+
+
+def pooled_effects_grid(title: str, members: Sequence[str], pooled: Mapping[str, PooledEffect], digits: int) -> Grid:
+    """Each member's effect (the mean over its seeds), then mean ± SD over members with the member as the
+    unit, as the paper reads its outer splits."""
+    grid = Grid(
+        title,
+        [
+            Column("effect", numeric=False),
+            Column("definition", numeric=False, droppable=True, style="dim"),
+            *(Column(m, group="per member", record_header=f"member {m}") for m in members),
+            Column("mean ± SD"),
+            Column(">0 members"),
+            *EVIDENCE_COLUMNS,
+        ],
+    )
+    for name, e in pooled.items():
+        grid.add_row(
+            name,
+            e.definition,
+            *(numbers.signed(e.per_study.get(m), digits) for m in members),
+            numbers.mean_sd(e.mean, e.sd, digits, sign=True),
+            numbers.count(e.positive, e.n),
+            *evidence_cells(e.evidence, digits),
+        )
+    grid.note("seeds to resolve counts members here: the member is the unit")
+    return grid
+
+
+def families_grid(families: Sequence[FamilyRow]) -> Grid:
+    """Each family, then its members with their study ids whole (what `contrast A B` takes)."""
+    grid = Grid(
+        "families",
+        [
+            Column("family", numeric=False),
+            Column("member", numeric=False),
+            Column("study", numeric=False),
+            Column("phase", numeric=False),
+            Column("jobs finished"),
+            Column("overrides", numeric=False),
+        ],
+        key_columns=2,
+    )
+    for f in families:
+        grid.add_row(
+            Text(f"{f.name} ({f.family_id})", style="bold"),
+            "",
+            "",
+            f"{f.complete}/{len(f.members)} complete",
+            f"{f.jobs_finished}/{f.jobs}",
+            "",
+        )
+        for m in f.members:
+            grid.add_row(
+                "",
+                m.member,
+                m.study_id,
+                numbers.phase(m.phase),
+                f"{m.jobs_finished}/{m.jobs}",
+                ", ".join(f"{k}={json.dumps(v)}" for k, v in m.overrides.items()),
+            )
+        grid.end_section()
+    return grid

@@ -1,0 +1,81 @@
+"""What a study's effects screen holds — arms with baselines, simple effects, cells against baselines,
+the level-wise redistribution and what was left out — computed once for `hierconsole effects`, its
+`--json` and the console's Effects view, so the front ends cannot disagree."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from hierconsole.factorial import BASELINE_EFFECTS, EFFECTS
+from hierconsole.study.analysis.arms import arm_table
+from hierconsole.study.analysis.effects import SimpleEffects, effects_json, omitted_text, simple_effects
+from hierconsole.study.analysis.redistribution import Redistribution, can_redistribute, redistribution
+from hierconsole.vocabulary import LEVELS
+
+
+@dataclass(frozen=True)
+class EffectsView:
+    source: str
+    per_seed: pl.DataFrame
+    """arm, seed, one column per metric (Q/G perturbations averaged within seed)."""
+    baselines: pl.DataFrame | None
+    arms: pl.DataFrame
+    """arm, metric, mean, sd, n: the cells then the baselines (`arms.arm_table`)."""
+    effects: SimpleEffects
+    """metric -> simple effects and the interaction (EFFECTS names)."""
+    baseline_contrasts: SimpleEffects
+    """metric -> `<arm>_vs_<baseline>` (BASELINE_EFFECTS names); empty without baselines."""
+    redistribution: Redistribution | None
+    """mAP at every level, H − E per loss; None without every level's mAP or a geometry pair."""
+    omitted: str | None
+    """Which effects a study training a subset of the cells cannot have, and why."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON shape of `hierconsole effects --json`: every number the text form shows."""
+        return {
+            "source": self.source,
+            "arms": self.arms.to_dicts(),
+            "effects": effects_json(self.effects),
+            "baseline_contrasts": effects_json(self.baseline_contrasts),
+            "redistribution": None if self.redistribution is None else self.redistribution.to_json(),
+            "omitted": self.omitted,
+        }
+
+
+def _only(effects: SimpleEffects, names: dict[str, str]) -> SimpleEffects:
+    kept = {m: {n: e for n, e in by_name.items() if n in names} for m, by_name in effects.items()}
+    return {m: by_name for m, by_name in kept.items() if by_name}
+
+
+def effects_view(
+    per_seed: pl.DataFrame,
+    *,
+    source: str,
+    metrics: Sequence[str] | None = None,
+    effect_metrics: Sequence[str] | None = None,
+    baselines: pl.DataFrame | None = None,
+) -> EffectsView:
+    """`metrics` for the arm table (default: every metric column), `effect_metrics` for the effects
+    (default: `metrics`)."""
+    everything = simple_effects(per_seed, effect_metrics or metrics, source=source, baselines=baselines)
+    shown = list(metrics) if metrics else None
+    every_level = all(f"{level}_mAP" in per_seed.columns for level in LEVELS)
+    wants_levels = metrics is None or "leaf_mAP" in metrics
+    return EffectsView(
+        source=source,
+        per_seed=per_seed,
+        baselines=baselines,
+        arms=arm_table(per_seed, shown, source=source, baselines=baselines),
+        effects=_only(everything, EFFECTS),
+        baseline_contrasts=_only(everything, BASELINE_EFFECTS),
+        redistribution=(
+            redistribution(per_seed, "mAP", source=source)
+            if every_level and wants_levels and can_redistribute(per_seed)
+            else None
+        ),
+        omitted=omitted_text(per_seed["arm"].to_list()),
+    )
