@@ -26,7 +26,7 @@ def plain(value: float, digits: int) -> str:
 def missing(text: str, expected: Iterable[str]) -> list[str]:
     """The expected words that `text` does not hold whole (an empty list when every one is there)."""
     have = tokens(text)
-    return [word for word in expected if word not in have]
+    return [word for word in expected if word.strip(_EDGES) and word.strip(_EDGES) not in have]
 
 
 def assert_whole(text: str, expected: Iterable[str], where: str) -> None:

@@ -45,6 +45,11 @@ def required_width(grid: Grid, *, compact: bool) -> int:
     return natural_width(rich_table(shadow, compact=compact))
 
 
+def minimum_width(renderable: RenderableType) -> int:
+    """Cells `renderable` cannot go below (a text's longest word)."""
+    return Measurement.get(_measuring, _measuring.options, renderable).minimum
+
+
 def natural_width(renderable: RenderableType) -> int:
     """Cells `renderable` takes unsqueezed (one line per cell)."""
     return Measurement.get(_measuring, _measuring.options, renderable).maximum
@@ -158,7 +163,7 @@ def forms(grid: Grid, width: int, *, boxed: bool = True) -> Iterator[tuple[list[
     out, before the record form."""
     dropped = [c.header for c in grid.columns if c.droppable]
     narrow = grid.select([i for i, c in enumerate(grid.columns) if not c.droppable], grid.title) if dropped else grid
-    left_out = Text(f"(left out at this width: {', '.join(dropped)}; --wide shows every column)", style="dim")
+    left_out = Text(f"(left out at this width: {', '.join(dropped)}; a wider view shows every column)", style="dim")
     variants: list[tuple[Grid, list[RenderableType]]] = [(grid, [])] + ([(narrow, [left_out])] if dropped else [])
     if boxed:
         table = rich_table(grid, compact=False)

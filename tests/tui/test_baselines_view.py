@@ -55,12 +55,12 @@ async def test_effects_view_shows_the_baselines_beside_the_cells(baseline_home):
             await settle(pilot, app)
             text = shown(app)
     assert "Levels · mAP: cells │ baselines" in text
-    assert "level E_R H_S │ frozen pca hier" in text
+    assert "level E_R H_S frozen pca hier" in text
     value = {(r["arm"], r["metric"]): r["mean"] for r in means.iter_rows(named=True)}
     for level in ("leaf", "middle", "high", "hier"):
         row = " ".join(
             f"{value[(a, f'{level}_mAP')]:.4f}" for a in ("E_R", "H_S")
-        ) + " │ " + " ".join(f"{value[(b, f'{level}_mAP')]:.4f}" for b in ("frozen", "pca", "hier"))
+        ) + " " + " ".join(f"{value[(b, f'{level}_mAP')]:.4f}" for b in ("frozen", "pca", "hier"))
         assert f"{level} {row}" in text, level
     # The arm table: frozen and pca once with no SD, hier per seed with mean ± SD like a cell.
     frozen = base.filter(pl.col("arm") == "frozen")["hier_mAP"].item()

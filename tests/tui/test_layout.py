@@ -45,11 +45,11 @@ async def test_the_effects_table_scrolls_instead_of_squeezing_numbers(open_store
         await settle(pilot, app)
         content = app.screen.query_one("#content")
         assert "…" not in screen_text(app)
-        # The widget is as wide as the tables unsqueezed (its view scrolls): drawn at that width,
-        # every number shows whole.
+        # The tables are laid out for the view's width (narrower forms, or a record per row): drawn at
+        # the widget's width, every number shows whole.
         console = Console(width=content.size.width, file=io.StringIO(), record=True)
         console.print(content.content)
         drawn = " ".join(console.export_text().split())
         assert "…" not in drawn
         for e in effects.values():
-            assert f"{e.mean:+.4f} ± {e.sd:.4f}" in drawn
+            assert f"{e.mean:+.6f} ± {e.sd:.6f}" in drawn

@@ -7,9 +7,9 @@ import dataclasses
 
 from textual.widgets import DataTable
 
+from hierconsole.present import numbers as fmt
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read import job_rows, list_studies
-from hierconsole.tui import format as fmt
 from hierconsole.tui.messages import QueueChanged, StudyLaunched
 from hierconsole.tui.screens.dialogs import ConfirmDialog
 from hierconsole.vocabulary import ARMS, JobState, Phase

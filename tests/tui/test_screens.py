@@ -12,6 +12,7 @@ from hierconsole.study.analysis.effects import simple_effects
 from hierconsole.study.analysis.redistribution import redistribution
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read import job_events, list_datasets, per_seed
+from hierconsole.styles import EFFECT_DIGITS
 from hierconsole.tui.messages import JobEvents
 from hierconsole.tui.screens.dialogs import ConfirmDialog
 from hierconsole.tui.screens.export import ExportScreen
@@ -22,13 +23,14 @@ from tests.tui.fixtures import COMPLETE, LIVE, SEEDS
 
 
 def mean_sd(e) -> str:
-    return f"{e.mean:+.4f} ± {e.sd:.4f}"
+    """An effect as the console and the CLI both show it (styles.EFFECT_DIGITS decimals)."""
+    return f"{e.mean:+.{EFFECT_DIGITS}f} ± {e.sd:.{EFFECT_DIGITS}f}"
 
 
 async def test_effects_show_the_domain_numbers_for_each_metric(open_store):
     table = per_seed(open_store, COMPLETE)
     app = make_app(open_store, study=COMPLETE)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=(80, 48)) as pilot:  # the effects table below the arm table, unscrolled
         await pilot.press("3")
         await settle(pilot, app)
         for metric, keys in (
@@ -127,13 +129,11 @@ async def test_redistribution_bars_per_level_and_seed(open_store):
         text = shown(app)
         for contrast, by_level in result.contrasts.items():
             verdict = "yes" if result.pattern[contrast] else "no"
-            assert (
-                f"finer down, highest up: {verdict} ({result.seeds_with_pattern[contrast]}/3 seeds)" in text
-            )
+            assert f"pattern {verdict} ({result.seeds_with_pattern[contrast]}/3)" in text
             for e in by_level.values():
                 assert mean_sd(e) in text
                 for value in e.per_seed.values():
-                    assert f"{value:+.4f}" in text
+                    assert f"{value:+.{EFFECT_DIGITS}f}" in text
 
 
 async def test_a_failed_audit_cannot_be_missed(open_store):
@@ -145,7 +145,7 @@ async def test_a_failed_audit_cannot_be_missed(open_store):
         await settle(pilot, app)
         text = shown(app)
         assert f"✗ 1 of {len(CHECKS)} checks FAILED: update_budget" in text
-        assert "FAIL update_budget updates per cell [39, 40]" in text
+        assert "update_budget FAIL updates per cell [39, 40]" in text
         assert app.screen.query_one("#banner").has_class("-failed")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from hierconsole.tui import format as fmt
+from hierconsole.present import numbers as fmt
 from hierconsole.tui.widgets.path_input import complete_path
 
 
@@ -37,8 +37,8 @@ def test_zero_bar_grows_on_the_side_of_the_sign():
 
 
 def test_seed_direction_colours():
-    assert fmt.seed_count(3, 3).style == "green"
-    assert fmt.seed_count(0, 3).style == "red"
-    assert fmt.seed_count(1, 3).style == "yellow"
+    assert fmt.count(3, 3).style == "green"
+    assert fmt.count(0, 3).style == "red"
+    assert fmt.count(1, 3).style == "yellow"
     assert str(fmt.mean_sd(0.01234, None, sign=True)) == "+0.0123 (n=1)"
     assert fmt.duration(3725) == "1h02m" and fmt.duration(65) == "1m05s" and fmt.duration(None) == ""

@@ -141,8 +141,8 @@ def arm_values_grid(
                 *(numbers.plain(values.get((arm, s)), digits) for s in seeds),
                 numbers.mean_sd(r["mean"], r["sd"], digits),
             )
-        if arm == ARMS[-1] or (arm in ARMS and not any(b in summary for b in BASELINES)):
-            grid.end_section()
+        if arm in ARMS and not any(a in summary for a in ARMS[ARMS.index(arm) + 1 :]):
+            grid.end_section()  # the last cell: the baselines follow, set apart
     return grid
 
 
@@ -158,7 +158,7 @@ def levels_grid(arms: pl.DataFrame, measure: str, digits: int) -> Grid | None:
     rows = [f"{level}_{measure}" for level in LEVELS] + ([HIER_METRIC] if measure == MAP else [])
     means = {(r["arm"], r["metric"]): r["mean"] for r in arms.iter_rows(named=True)}
     grid = Grid(
-        f"Levels · {measure}: cells, then baselines",
+        f"Levels · {measure}: cells │ baselines",
         [Column("level", numeric=False), *(arm_header(a, None) for a in (*cells, *base))],
     )
     for metric in rows:
@@ -194,4 +194,47 @@ def redistribution_grid(result: Redistribution, digits: int) -> Grid:
 
 
 def effects_legend() -> list[Text]:
-    return [Text("effects: " + ", ".join(f"{n} = {d}" for n, d in EFFECTS.items()), style="dim")]
+    """The effects' definitions, a few to a line (a legend never widens a view beyond its tables)."""
+    items = [f"{n} = {d}" for n, d in EFFECTS.items()]
+    return [
+        Text(("effects: " if i == 0 else "         ") + ", ".join(items[i : i + 2]), style="dim")
+        for i in range(0, len(items), 2)
+    ]
+
+
+def redistribution_bars_grid(result: Redistribution, digits: int) -> Grid:
+    """Per contrast and level, a bar for the mean and for each seed, growing left when H is below E, beside
+    its value; the bars are the first thing a narrow form leaves out, the values never."""
+    scale = max(
+        (abs(v) for by_level in result.contrasts.values() for e in by_level.values() for v in (e.mean, *e.per_seed.values())),
+        default=0.0,
+    )
+    grid = Grid(
+        f"H − E of {result.metric} per level (finer levels down, highest up?)",
+        [
+            Column("contrast", numeric=False),
+            Column("level", numeric=False),
+            Column("of", numeric=False),
+            Column("◀ H below E · H above E ▶", droppable=True),
+            Column("H − E"),
+        ],
+        key_columns=3,
+    )
+    for contrast, by_level in result.contrasts.items():
+        flag = result.pattern[contrast]
+        label = Text(f"{contrast} ({EFFECTS[contrast]})", style="bold")
+        label.append(f" pattern {'yes' if flag else 'no'} ({result.seeds_with_pattern[contrast]}/{result.n_seeds})")
+        for j, level in enumerate(LEVELS):
+            e = by_level[level]
+            grid.add_row(
+                label if j == 0 else "",
+                Text(level, style="bold"),
+                "mean",
+                numbers.zero_bar(e.mean, scale),
+                numbers.mean_sd(e.mean, e.sd, digits, sign=True),
+            )
+            for seed, value in sorted(e.per_seed.items()):
+                grid.add_row("", "", Text(f"seed {seed}", style="dim"), numbers.zero_bar(value, scale), numbers.signed(value, digits))
+        grid.end_section()
+    grid.note(f"bars: full width = {scale:.{digits}f} {result.metric}")
+    return grid

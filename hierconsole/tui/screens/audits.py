@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from rich import box
-from rich.table import Table
+from rich.console import Group
 from rich.text import Text
 from textual import on, work
 from textual.containers import ScrollableContainer
@@ -14,15 +13,11 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
 
+from hierconsole.present.render import render
+from hierconsole.present.tables.studies import audits_grid
 from hierconsole.study.read import Check, current_audits
 from hierconsole.tui.actions import bindings_for
-from hierconsole.tui.screens.base import ConsoleScreen
-
-
-def result_text(ok: bool | None) -> Text:
-    if ok is None:
-        return Text("pending", style="yellow")
-    return Text(" pass ", style="green") if ok else Text(" FAIL ", style="bold white on red")
+from hierconsole.tui.screens.base import ConsoleScreen, view_width
 
 
 def banner_text(checks: list[Check], recorded: bool) -> Text:
@@ -46,14 +41,12 @@ def banner_text(checks: list[Check], recorded: bool) -> Text:
     return text
 
 
-def checks_table(checks: list[Check]) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, show_edge=False, expand=True)
-    table.add_column("result", no_wrap=True)
-    table.add_column("check", no_wrap=True, style="bold")
-    table.add_column("evidence", ratio=1, overflow="fold")
-    for c in sorted(checks, key=lambda c: (c.ok is not False, c.ok is not None, c.name)):
-        table.add_row(result_text(c.ok), c.name, Text(c.evidence, style="" if c.ok is not False else "red"))
-    return table
+def checks_view(checks: list[Check], width: int) -> Group:
+    """Failed checks first, then pending, then passed; each with its evidence whole at any width."""
+    ordered = sorted(checks, key=lambda c: (c.ok is not False, c.ok is not None, c.name))
+    grid = audits_grid(ordered)
+    grid.title = ""
+    return Group(*render(grid, width, boxed=False))
 
 
 class AuditsScreen(ConsoleScreen):
@@ -66,6 +59,10 @@ class AuditsScreen(ConsoleScreen):
         study_id: str | None
         checks: list[Check]
         recorded: bool
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._shown: AuditsScreen.Loaded | None = None
 
     def compose_body(self) -> Iterable[Widget]:
         yield Static(id="banner")
@@ -89,9 +86,20 @@ class AuditsScreen(ConsoleScreen):
     def _loaded(self, message: Loaded) -> None:
         banner = self.query_one("#banner", Static)
         if message.study_id is None:
+            self._shown = None
             banner.update(Text("No study yet.", style="dim"))
             self.query_one("#checks", Static).update("")
             return
         banner.set_class(any(c.ok is False for c in message.checks), "-failed")
         banner.update(banner_text(message.checks, message.recorded))
-        self.query_one("#checks", Static).update(checks_table(message.checks))
+        self._shown = message
+        self._show_checks()
+
+    def _show_checks(self) -> None:
+        if self._shown is None:
+            return
+        width = view_width(self.query_one("#scroll", ScrollableContainer), self.size.width)
+        self.query_one("#checks", Static).update(checks_view(self._shown.checks, width))
+
+    def on_resize(self) -> None:
+        self._show_checks()

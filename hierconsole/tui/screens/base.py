@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, ClassVar, cast
 
 from textual import on
 from textual.app import ComposeResult
+from textual.containers import ScrollableContainer
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer
@@ -87,3 +88,10 @@ class ConsoleScreen(Screen):
     @on(Worker.StateChanged)
     def _worker_state(self, event: Worker.StateChanged) -> None:
         self.console_app.report_worker_error(event)
+
+
+def view_width(scroll: ScrollableContainer, fallback: int) -> int:
+    """The cells a scrolling view lays its tables out for: its width less the vertical scrollbar's,
+    reserved whether or not the bar shows (a table one cell too wide would clip its last number)."""
+    width = scroll.size.width or fallback
+    return max(width - scroll.styles.scrollbar_size_vertical, 20)

@@ -16,19 +16,23 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from hierconsole.contract.events import EventKind
+from hierconsole.factorial import BASELINE_EFFECTS, EFFECTS
+from hierconsole.present.render import minimum_width, render
+from hierconsole.present.tables.effects import (
+    arm_values_grid,
+    baseline_contrasts_grid,
+    effects_grid,
+    effects_legend,
+    has_effects,
+    levels_grid,
+)
 from hierconsole.study.analysis.arms import arm_table
-from hierconsole.study.analysis.effects import SimpleEffects, omitted_text, simple_effects
+from hierconsole.study.analysis.effects_view import EffectsView, effects_view
 from hierconsole.study.analysis.per_seed import metric_columns
 from hierconsole.study.read import StudyProgress, aggregations, baselines, evaluated_per_seed, study_progress
+from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from hierconsole.tui.actions import bindings_for
-from hierconsole.tui.screens.base import ConsoleScreen
-from hierconsole.tui.widgets.tables import (
-    arm_values_table,
-    effects_legend,
-    effects_table,
-    levels_table,
-    natural_width,
-)
+from hierconsole.tui.screens.base import ConsoleScreen, view_width
 from hierconsole.vocabulary import (
     BASELINE_LEGEND,
     BASELINE_SEED,
@@ -90,6 +94,16 @@ class AnalysisScreen(ConsoleScreen):
         super().__init__()
         self.selection = Selection()
         self.aggregations: list[str] = []
+        self._shown: AnalysisScreen.Loaded | None = None
+
+    def laid_out_width(self) -> int:
+        """The cells a result may take before it changes form (the view scrolls only past a record's)."""
+        return view_width(self.query_one("#scroll", ScrollableContainer), self.size.width)
+
+    def on_resize(self) -> None:
+        # A result is laid out for the view's width: a new width may fit a fuller form or need a narrower.
+        if self._shown is not None and self._shown.result is not None:
+            self._show(self._shown)
 
     def compose_body(self) -> Iterable[Widget]:
         yield Static(id="selection", classes="selection")
@@ -119,6 +133,10 @@ class AnalysisScreen(ConsoleScreen):
     def _loaded(self, message: Loaded) -> None:
         self.aggregations = message.aggregations
         self.selection = Selection(self.selection.level, self.selection.measure, message.aggregation)
+        self._shown = message
+        self._show(message)
+
+    def _show(self, message: Loaded) -> None:
         content = self.query_one("#content", Static)
         renderable: RenderableType = Text("")
         self.query_one("#selection", Static).update(self.selection_text(message))
@@ -130,10 +148,12 @@ class AnalysisScreen(ConsoleScreen):
             assert message.progress is not None  # load sends it with every study
             content.update(waiting_text(message.progress))
         else:
-            renderable = self.render_result(message)
+            renderable = self.render_result(message, self.laid_out_width())
             content.update(renderable)
-        # A result keeps its natural width and the view scrolls sideways; a message wraps to the view.
-        content.styles.width = natural_width(renderable) if message.result is not None else "1fr"
+        # A result is laid out for the view's width; only what cannot be narrower (a record's longest
+        # value) makes the view scroll sideways. A message wraps.
+        view = self.laid_out_width()
+        content.styles.width = max(view, minimum_width(renderable)) if message.result is not None else "1fr"
 
     def selection_text(self, message: Loaded) -> Text:
         text = Text()
@@ -152,7 +172,8 @@ class AnalysisScreen(ConsoleScreen):
             )
         return text
 
-    def render_result(self, message: Loaded) -> RenderableType:
+    def render_result(self, message: Loaded, width: int) -> RenderableType:
+        """The result laid out for `width` cells (override)."""
         return Text("")
 
     def action_next_aggregation(self) -> None:
@@ -194,14 +215,11 @@ class EffectsScreen(AnalysisScreen):
         if base is not None:
             # Only the seeds scored so far, so a trained baseline pairs with the cells it is shown beside.
             base = base.filter(pl.col("seed").is_in([BASELINE_SEED, *per_seed["seed"].unique().to_list()]))
-        # The level table reads every level of the chosen measure; the arm table the chosen metric.
+        # The same view as `hierconsole effects` (arms, effects, cells against baselines, omissions); the
+        # level table reads every level of the chosen measure.
+        view = effects_view(per_seed, source=f"study {study_id}", metrics=[metric], baselines=base)
         levels = [m for m in metric_columns(per_seed) if m.endswith(f"_{selection.measure}")]
-        return (
-            arm_table(per_seed, [metric], baselines=base),
-            simple_effects(per_seed, [metric]),
-            base,
-            arm_table(per_seed, levels, baselines=base) if base is not None else None,
-        )
+        return view, arm_table(per_seed, levels, baselines=base) if base is not None else None
 
     def selection_text(self, message: AnalysisScreen.Loaded) -> Text:
         text = Text("metric ", style="dim")
@@ -210,25 +228,27 @@ class EffectsScreen(AnalysisScreen):
         text.append_text(super().selection_text(message))
         return text
 
-    def render_result(self, message: AnalysisScreen.Loaded) -> RenderableType:
+    def render_result(self, message: AnalysisScreen.Loaded, width: int) -> RenderableType:
         if message.result is None:
             return Text(f"metric {self.selection.metric} is not in this study's tables", style="yellow")
-        arms, effects, base, by_level = cast(
-            tuple[pl.DataFrame, SimpleEffects, pl.DataFrame | None, pl.DataFrame | None], message.result
-        )  # what analyse returns
-        assert message.per_seed is not None  # a result is only computed from per_seed
+        view, by_level = cast(tuple[EffectsView, pl.DataFrame | None], message.result)  # what analyse returns
         metric = self.selection.metric
-        omitted = omitted_text(message.per_seed["arm"].to_list())
-        levels = None if by_level is None else levels_table(by_level, self.selection.measure)
-        return Group(
-            arm_values_table(message.per_seed, arms, metric, base),
+        parts: list[RenderableType] = [
+            *render(arm_values_grid(view.per_seed, view.arms, metric, ARM_DIGITS, view.baselines), width, boxed=False),
             Text(""),
+        ]
+        levels = None if by_level is None else levels_grid(by_level, self.selection.measure, ARM_DIGITS)
+        if levels is not None:
             # The legend one clause a line, so it never widens the view beyond its tables.
-            *(() if levels is None else (levels, Text("\n".join(BASELINE_LEGEND.split("; ")), style="dim"), Text(""))),
-            effects_table(effects, metric),
-            *([Text(omitted, style="yellow")] if omitted else []),
-            effects_legend(),
-        )
+            parts += [*render(levels, width, boxed=False), Text("\n".join(BASELINE_LEGEND.split("; ")), style="dim"), Text("")]
+        if has_effects(view.effects, EFFECTS):
+            parts += [*render(effects_grid(view.effects, EFFECT_DIGITS), width, boxed=False), Text("")]
+        if has_effects(view.baseline_contrasts, BASELINE_EFFECTS):
+            parts += [*render(baseline_contrasts_grid(view.baseline_contrasts, EFFECT_DIGITS), width, boxed=False), Text("")]
+        if view.omitted:
+            parts.append(Text(view.omitted, style="yellow"))
+        parts += effects_legend()
+        return Group(*parts)
 
     def action_next_level(self) -> None:
         levels = LEVEL_CHOICES if self.selection.measure == MAP else LEVEL_CHOICES[1:]

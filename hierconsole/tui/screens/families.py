@@ -17,13 +17,14 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
 
+from hierconsole.present import numbers as fmt
+from hierconsole.present.render import render
+from hierconsole.present.tables.families import contrast_grid
 from hierconsole.study.analysis.contrasts import StudyContrast
 from hierconsole.study.read.families import FamilyRow, contrasts_so_far, list_families
-from hierconsole.tui import format as fmt
+from hierconsole.styles import EFFECT_DIGITS
 from hierconsole.tui.actions import bindings_for
-from hierconsole.tui.screens.base import ConsoleScreen
-
-DIGITS = 4
+from hierconsole.tui.screens.base import ConsoleScreen, view_width
 
 
 def members_table(family: FamilyRow) -> Table:
@@ -41,40 +42,9 @@ def members_table(family: FamilyRow) -> Table:
     return table
 
 
-def contrast_view(contrast: StudyContrast) -> RenderableType:
-    """A − B per arm pair and level: a bar for the mean, mean ± SD, each seed's value, seed directions."""
-    seeds = sorted({s for r in contrast.rows for s in r.per_seed})
-    scale = max((abs(v) for r in contrast.rows for v in (r.mean, *r.per_seed.values())), default=0.0)
-    table = Table(box=None, padding=(0, 1), pad_edge=False)
-    table.add_column("arms", no_wrap=True)
-    table.add_column("level", no_wrap=True)
-    table.add_column("", no_wrap=True)
-    table.add_column("mean ± SD", justify="right", no_wrap=True)
-    for s in seeds:
-        table.add_column(str(s), justify="right", no_wrap=True, style="dim")
-    table.add_column("+", justify="right", no_wrap=True)
-    previous = None
-    for r in contrast.rows:
-        pair = f"{r.arm_a} − {r.arm_b}"
-        table.add_row(
-            Text(pair if pair != previous else "", style="bold"),
-            r.level,
-            fmt.zero_bar(r.mean, scale, half=8),
-            fmt.mean_sd(r.mean, r.sd, DIGITS, sign=True),
-            *(fmt.signed(r.per_seed[s], DIGITS) if s in r.per_seed else Text("—") for s in seeds),
-            fmt.seed_count(r.positive_seeds, r.n_seeds),
-        )
-        previous = pair
-    head = Text(f"{contrast.name}", style="bold")
-    head.append(f"   {contrast.a} − {contrast.b}, {contrast.metric}, paired by seed", style="dim")
-    blocks: list[RenderableType] = [head, table]
-    dropped = contrast.dropped_text()
-    if dropped:
-        blocks.append(Text(dropped, style="yellow"))
-    return Group(*blocks)
-
-
-def family_view(family: FamilyRow, contrasts: list[tuple[str, StudyContrast | str]], index: int, count: int) -> RenderableType:
+def family_view(
+    family: FamilyRow, contrasts: list[tuple[str, StudyContrast | str]], index: int, count: int, width: int
+) -> RenderableType:
     head = Text(f"{family.name}", style="bold")
     head.append(f"  {family.family_id} · {family.complete}/{len(family.members)} members complete", style="dim")
     if count > 1:
@@ -88,9 +58,7 @@ def family_view(family: FamilyRow, contrasts: list[tuple[str, StudyContrast | st
             line.append(result, style="yellow")
             blocks += [line, Text("")]
         else:
-            blocks += [contrast_view(result), Text("")]
-    if contrasts:
-        blocks.append(Text("bars: full width = the largest |value| of each contrast; green A above B", style="dim"))
+            blocks += [*render(contrast_grid(result, EFFECT_DIGITS), width, boxed=False), Text("")]
     return Group(*blocks)
 
 
@@ -108,6 +76,7 @@ class FamiliesScreen(ConsoleScreen):
     def __init__(self) -> None:
         super().__init__()
         self.index = -1  # the newest family until the user picks another
+        self._shown: FamiliesScreen.Loaded | None = None
 
     def compose_body(self) -> Iterable[Widget]:
         yield ScrollableContainer(Static(id="family"), id="scroll")
@@ -145,5 +114,17 @@ class FamiliesScreen(ConsoleScreen):
             )
             return
         self.index = message.index
+        self._shown = message
+        self._show_family()
+
+    def _show_family(self) -> None:
+        message = self._shown
+        if message is None or not message.families:
+            return
+        width = view_width(self.query_one("#scroll", ScrollableContainer), self.size.width)
         family = message.families[message.index]
-        body.update(family_view(family, message.contrasts, message.index, len(message.families)))
+        body = self.query_one("#family", Static)
+        body.update(family_view(family, message.contrasts, message.index, len(message.families), width))
+
+    def on_resize(self) -> None:
+        self._show_family()

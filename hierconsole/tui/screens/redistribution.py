@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import polars as pl
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
 from rich.text import Text
 
+from hierconsole.present.render import render
+from hierconsole.present.tables.effects import redistribution_bars_grid
 from hierconsole.study.analysis.effects import omitted_text
 from hierconsole.study.analysis.redistribution import Redistribution, can_redistribute, redistribution
+from hierconsole.styles import EFFECT_DIGITS
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.effects import AnalysisScreen, Selection
-from hierconsole.tui.widgets.tables import redistribution_view
 from hierconsole.vocabulary import LEVELS
 
 
@@ -36,7 +38,7 @@ class RedistributionScreen(AnalysisScreen):
         text.append_text(super().selection_text(message))
         return text
 
-    def render_result(self, message: AnalysisScreen.Loaded) -> RenderableType:
+    def render_result(self, message: AnalysisScreen.Loaded, width: int) -> RenderableType:
         if message.result is None:
             return Text(
                 f"{self.selection.measure} is not stored at every level for this study", style="yellow"
@@ -44,4 +46,4 @@ class RedistributionScreen(AnalysisScreen):
         if isinstance(message.result, str):  # the study lacks the arms of both contrasts
             return Text(message.result, style="yellow")
         assert isinstance(message.result, Redistribution)  # what analyse returns
-        return redistribution_view(message.result)
+        return Group(*render(redistribution_bars_grid(message.result, EFFECT_DIGITS), width, boxed=False))

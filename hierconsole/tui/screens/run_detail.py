@@ -11,8 +11,8 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import RichLog, Static
 
+from hierconsole.present import numbers as fmt
 from hierconsole.study.read import EventRow, job_events, loss_curves
-from hierconsole.tui import format as fmt
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.messages import JobEvents
 from hierconsole.tui.screens.base import ConsoleScreen

@@ -11,8 +11,8 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from hierconsole.errors import HierconsoleError
+from hierconsole.present import numbers as fmt
 from hierconsole.study.read import JobRow, StudyRow
-from hierconsole.tui import format as fmt
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.messages import Notice
 from hierconsole.tui.screens.base import ConsoleScreen

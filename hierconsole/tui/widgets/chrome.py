@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.timer import Timer
 from textual.widgets import Static
 
-from hierconsole.tui import format as fmt
+from hierconsole.present import numbers as fmt
 from hierconsole.tui.actions import VIEW_MODES
 from hierconsole.vocabulary import ACTIVE_STATES
 
