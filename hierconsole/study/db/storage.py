@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import duckdb
 import polars as pl
 
+from hierconsole.contract import layout
 from hierconsole.errors import (
     HierconsoleError,
     StoreBusyError,
@@ -95,8 +96,73 @@ def _reason(exc: BaseException) -> str:
 def _damaged_error(path: Path, exc: BaseException) -> StoreDamagedError:
     reason = _reason(exc)
     return StoreDamagedError(
-        f"the store {path} cannot be opened: {reason}. It is damaged or not a hierconsole store: restore it "
-        f"from a backup, or move it aside and use another --home DIR; nothing was changed."
+        f"the store {path} cannot be opened: {reason}. It is damaged or not a hierconsole store: "
+        f"{recovery_advice(path.parent)}, or move it aside and use another --home DIR; nothing was changed."
+    )
+
+
+def recovery_advice(home: Path) -> str:
+    """What to do about a damaged store, in one clause: the doctor, and the newest backup if there is one."""
+    from hierconsole.study.db import backups  # backups imports this module
+
+    newest = backups.newest(home)
+    copy = f"restore the last backup ({newest})" if newest is not None else "restore it from a backup"
+    return f"run `hierconsole --home {home} doctor --repair` to rebuild it from the job folders, or {copy}"
+
+
+# DuckDB reports a damaged file as an I/O error ("Could not read enough bytes"), a bare Error ("Corrupt
+# database file ... checksum"), or a serialization/internal error when a garbled block decodes to nonsense.
+_DAMAGE_WORDS = ("corrupt", "checksum", "could not read", "read enough bytes", "serializ", "invalid block")
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether a DuckDB error says the file is damaged (not a lock, not a bug in a query)."""
+    if not isinstance(exc, duckdb.Error) or _is_lock_error(exc):
+        return False
+    if isinstance(exc, duckdb.IOException | duckdb.SerializationException | duckdb.InternalException):
+        return True
+    return any(word in str(exc).lower() for word in _DAMAGE_WORDS)
+
+
+def damaged_while_reading(path: Path, exc: BaseException) -> StoreDamagedError:
+    """A read that met a damaged part of the store: nothing partial is shown, the whole command stops."""
+    return StoreDamagedError(
+        f"the store {path} is damaged ({_reason(exc)}), so nothing read from it can be trusted to be "
+        f"complete: {recovery_advice(path.parent)}; nothing was changed."
+    )
+
+
+HEADER_BYTES = 3 * 4096
+"""DuckDB's file starts with a main header and two database headers of 4 KiB each, then whole blocks."""
+
+
+def check_complete(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Refuse a file shorter than the blocks its header declares (a truncated copy or a cut-off disk
+    write): DuckDB itself only notices when a query reaches a missing block, and may show what lies before
+    it as if it were all."""
+    row = con.execute("SELECT block_size, total_blocks FROM pragma_database_size()").fetchone()
+    if row is None or path.suffix != ".duckdb" or not path.exists():
+        return
+    expected = HEADER_BYTES + int(row[0]) * int(row[1])
+    size = path.stat().st_size
+    if size < expected:
+        raise StoreDamagedError(
+            f"the store {path} is truncated: its header declares {expected} bytes and the file holds "
+            f"{size}, so nothing read from it can be trusted to be complete: {recovery_advice(path.parent)}; "
+            f"nothing was changed."
+        )
+
+
+def _orphaned_home(home: Path) -> bool:
+    """A home whose job folders outlive its store: the store was deleted or lost."""
+    studies = home / "studies"
+    return studies.is_dir() and any(studies.glob(f"*/jobs/*/{layout.SPEC}"))
+
+
+def _missing_error(path: Path) -> StoreDamagedError:
+    return StoreDamagedError(
+        f"the store {path} is missing, though the home holds job folders of studies it recorded (it was "
+        f"deleted or lost): {recovery_advice(path.parent)}; nothing was created."
     )
 
 
@@ -116,9 +182,12 @@ class Store:
     through that holder's live snapshot. `source` then says what was read.
     """
 
-    def __init__(self, home: str | Path | None = None, *, read_only: bool = False):
+    def __init__(
+        self, home: str | Path | None = None, *, read_only: bool = False, path: Path | None = None
+    ):
         self.home = resolve_home(home, create=not read_only)
-        self.path = db_path(self.home)
+        self.path = path or db_path(self.home)
+        """The file; another than the home's only for `doctor --repair`, which rebuilds into a new one."""
         self.read_only = read_only
         self.source = str(self.path)
         """What this store reads: the file, a live snapshot (with its holder and age), or nothing yet."""
@@ -137,6 +206,11 @@ class Store:
             self._writer: threading.Thread | None = None
             try:
                 self._check_version(self._writer_conn)
+                if not self.live:
+                    check_complete(self._writer_conn, self.path)
+            except duckdb.Error as exc:
+                self._conn.close()
+                raise (damaged_while_reading(self.path, exc) if is_damage(exc) else exc) from None
             except BaseException:
                 self._conn.close()
                 raise
@@ -145,12 +219,17 @@ class Store:
         self._writer.start()
         try:
             self.write(self._migrate)
+        except duckdb.Error as exc:
+            self.close()
+            raise (damaged_while_reading(self.path, exc) if is_damage(exc) else exc) from None
         except BaseException:
             self.close()
             raise
         self._publisher = live.Publisher(self.home, self.path)
 
     def _open(self) -> duckdb.DuckDBPyConnection:
+        if self.path == db_path(self.home) and not self.path.exists() and _orphaned_home(self.home):
+            raise _missing_error(self.path)
         if not self.read_only:
             try:
                 return duckdb.connect(str(self.path))
@@ -259,6 +338,8 @@ class Store:
         """Bring the file to this version's schema and views, writing only what differs: a store that is
         already current is not changed by being opened (a refused import leaves it byte-identical)."""
         stored = version = self._check_version(con)
+        if stored:
+            check_complete(con, self.path)
         if version == 0:
             _apply_schema(con)
             version = SCHEMA_VERSION
@@ -417,6 +498,23 @@ class Store:
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> None:
         self.write(lambda con: con.execute(sql, params or []))
 
+    # -- integrity -------------------------------------------------------------------------------------
+    def table_names(self) -> list[str]:
+        return [r[0] for r in self.rows(
+            "SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
+            "AND table_schema = 'main' ORDER BY table_name"
+        )]  # fmt: skip
+
+    def scan_table(self, table: str) -> int:
+        """Read every value of `table` (a hash over whole rows touches each column's every block, so a
+        damaged block anywhere in it is met here); its row count. Raises StoreDamagedError."""
+        return int(self.value(f'SELECT count(*) + 0 * coalesce(sum(hash(t)), 0) FROM "{table}" AS t'))
+
+    def verify_readable(self) -> dict[str, int]:
+        """Every table read in full: {table: rows}. The console checks this once at start, so a damage
+        is named before a screen shows part of the store as if it were all."""
+        return {table: self.scan_table(table) for table in self.table_names()}
+
     # -- reading ---------------------------------------------------------------------------------------
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         cur = getattr(self._local, "cursor", None)
@@ -436,10 +534,12 @@ class Store:
             if self._failed is None:
                 self._failed = _write_failure(self.path, exc)
             raise self._failed from None
-        except duckdb.Error:
+        except duckdb.Error as exc:
             # After a failed commit DuckDB may refuse every query: say why, not "invalidated".
             if self._failed is not None:
                 raise self._failed from None
+            if is_damage(exc):
+                raise damaged_while_reading(self.path, exc) from None
             raise
 
     def rows(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
