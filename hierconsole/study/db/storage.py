@@ -37,7 +37,7 @@ from hierconsole.errors import (
     StoreWriteError,
 )
 from hierconsole.locations import db_path, resolve_home, resource_dir
-from hierconsole.study.db import live
+from hierconsole.study.db import backups, live
 from hierconsole.study.db.views import views_sql
 
 T = TypeVar("T")
@@ -103,8 +103,6 @@ def _damaged_error(path: Path, exc: BaseException) -> StoreDamagedError:
 
 def recovery_advice(home: Path) -> str:
     """What to do about a damaged store, in one clause: the doctor, and the newest backup if there is one."""
-    from hierconsole.study.db import backups  # backups imports this module
-
     newest = backups.newest(home)
     copy = f"restore the last backup ({newest})" if newest is not None else "restore it from a backup"
     return f"run `hierconsole --home {home} doctor --repair` to rebuild it from the job folders, or {copy}"
@@ -124,11 +122,11 @@ def is_damage(exc: BaseException) -> bool:
     return any(word in str(exc).lower() for word in _DAMAGE_WORDS)
 
 
-def damaged_while_reading(path: Path, exc: BaseException) -> StoreDamagedError:
+def damaged_while_reading(path: Path, exc: BaseException, home: Path | None = None) -> StoreDamagedError:
     """A read that met a damaged part of the store: nothing partial is shown, the whole command stops."""
     return StoreDamagedError(
         f"the store {path} is damaged ({_reason(exc)}), so nothing read from it can be trusted to be "
-        f"complete: {recovery_advice(path.parent)}; nothing was changed."
+        f"complete: {recovery_advice(home or path.parent)}; nothing was changed."
     )
 
 
@@ -136,19 +134,29 @@ HEADER_BYTES = 3 * 4096
 """DuckDB's file starts with a main header and two database headers of 4 KiB each, then whole blocks."""
 
 
-def check_complete(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """Refuse a file shorter than the blocks its header declares (a truncated copy or a cut-off disk
-    write): DuckDB itself only notices when a query reaches a missing block, and may show what lies before
-    it as if it were all."""
-    row = con.execute("SELECT block_size, total_blocks FROM pragma_database_size()").fetchone()
-    if row is None or path.suffix != ".duckdb" or not path.exists():
+def check_complete(con: duckdb.DuckDBPyConnection, path: Path, home: Path | None = None) -> None:
+    """Refuse a file cut short of a block its tables use (a truncated copy, a cut-off disk write):
+    DuckDB itself only notices when a query reaches a missing block, and shows what lies before it
+    as if it were all. (The header's block count is no measure: a checkpoint may leave free blocks at
+    the end unwritten.)"""
+    if path.suffix != ".duckdb" or not path.exists():
         return
-    expected = HEADER_BYTES + int(row[0]) * int(row[1])
-    size = path.stat().st_size
-    if size < expected:
+    size = int(con.execute("SELECT block_size FROM pragma_database_size()").fetchone()[0])  # type: ignore[index]
+    tables = [r[0] for r in con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
+        "AND table_schema = 'main' AND table_catalog = current_database()"
+    ).fetchall()]  # fmt: skip
+    last = -1
+    for table in tables:
+        row = con.execute("SELECT max(block_id) FROM pragma_storage_info(?)", [table]).fetchone()
+        if row is not None and row[0] is not None:
+            last = max(last, int(row[0]))
+    needed = HEADER_BYTES + (last + 1) * size
+    held = path.stat().st_size
+    if held < needed:
         raise StoreDamagedError(
-            f"the store {path} is truncated: its header declares {expected} bytes and the file holds "
-            f"{size}, so nothing read from it can be trusted to be complete: {recovery_advice(path.parent)}; "
+            f"the store {path} is truncated: its tables use {needed} bytes and the file holds {held}, so "
+            f"nothing read from it can be trusted to be complete: {recovery_advice(home or path.parent)}; "
             f"nothing was changed."
         )
 
@@ -202,15 +210,16 @@ class Store:
         )
         self._writer_conn = self._conn.cursor()
         self._publisher: live.Publisher | None = None
+        self._keeper = None
         if read_only:
             self._writer: threading.Thread | None = None
             try:
                 self._check_version(self._writer_conn)
                 if not self.live:
-                    check_complete(self._writer_conn, self.path)
+                    check_complete(self._writer_conn, self.path, self.home)
             except duckdb.Error as exc:
                 self._conn.close()
-                raise (damaged_while_reading(self.path, exc) if is_damage(exc) else exc) from None
+                raise (damaged_while_reading(self.path, exc, self.home) if is_damage(exc) else exc) from None
             except BaseException:
                 self._conn.close()
                 raise
@@ -221,11 +230,16 @@ class Store:
             self.write(self._migrate)
         except duckdb.Error as exc:
             self.close()
-            raise (damaged_while_reading(self.path, exc) if is_damage(exc) else exc) from None
+            raise (damaged_while_reading(self.path, exc, self.home) if is_damage(exc) else exc) from None
         except BaseException:
             self.close()
             raise
         self._publisher = live.Publisher(self.home, self.path)
+        self._keeper: backups.Keeper | None = (
+            backups.Keeper(self.home, self.path, backups.BackupPolicy.from_env())
+            if self.path == db_path(self.home)
+            else None
+        )
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         if self.path == db_path(self.home) and not self.path.exists() and _orphaned_home(self.home):
@@ -339,7 +353,7 @@ class Store:
         already current is not changed by being opened (a refused import leaves it byte-identical)."""
         stored = version = self._check_version(con)
         if stored:
-            check_complete(con, self.path)
+            check_complete(con, self.path, self.home)
         if version == 0:
             _apply_schema(con)
             version = SCHEMA_VERSION
@@ -367,8 +381,10 @@ class Store:
                 item = self._queue.get(timeout=live.REFRESH_SECONDS)
             except queue.Empty:
                 self._publish(con, changed=False)
+                self._back_up(con)
                 continue
             if item is None:
+                self._back_up(con)  # a lock's backup asked for just before the store closes
                 break
             # Batch whatever else is already queued into the same transaction: DuckDB commits are costly.
             batch = [item]
@@ -388,7 +404,11 @@ class Store:
                 self._fail(batch, exc)
             else:
                 self._publish(con, changed=True)
+                if self._keeper is not None:
+                    self._keeper.changed = True
+                self._back_up(con)
             if stop:
+                self._back_up(con)
                 break
         with contextlib.suppress(duckdb.Error):
             con.close()
@@ -426,6 +446,19 @@ class Store:
             # The snapshot's CHECKPOINT writes the store itself: its failure (a full disk) is the
             # store's, and DuckDB may refuse everything after it.
             self._fail([], exc)
+
+    def _back_up(self, con: duckdb.DuckDBPyConnection) -> None:
+        if self._keeper is None or self._failed is not None or not self._keeper.due():
+            return
+        try:
+            self._keeper.take(con)
+        except duckdb.Error as exc:
+            self._fail([], exc)  # the CHECKPOINT failed: the store's own failure, as for the snapshot
+
+    def request_backup(self) -> None:
+        """Ask for a backup after the writes queued so far (a study lock asks for one)."""
+        if self._keeper is not None:
+            self._keeper.requested = True
 
     @staticmethod
     def _run_batch(con: duckdb.DuckDBPyConnection, batch: list[tuple[Callable, Future]]) -> None:
@@ -539,7 +572,7 @@ class Store:
             if self._failed is not None:
                 raise self._failed from None
             if is_damage(exc):
-                raise damaged_while_reading(self.path, exc) from None
+                raise damaged_while_reading(self.path, exc, self.home) from None
             raise
 
     def rows(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
