@@ -234,10 +234,12 @@ class Store:
         except BaseException:
             self.close()
             raise
-        self._publisher = live.Publisher(self.home, self.path)
+        # A file other than the home's (a rebuild under way) is nobody's to read meanwhile, nor to back up.
+        home_store = self.path == db_path(self.home)
+        self._publisher = live.Publisher(self.home, self.path) if home_store else None
         self._keeper: backups.Keeper | None = (
             backups.Keeper(self.home, self.path, backups.BackupPolicy.from_env())
-            if self.path == db_path(self.home)
+            if home_store
             else None
         )
 
