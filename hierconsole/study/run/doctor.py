@@ -28,7 +28,7 @@ from hierconsole.errors import HierconsoleError, StoreDamagedError
 from hierconsole.locations import db_path, job_dir
 from hierconsole.study.db import backups
 from hierconsole.study.db.storage import SCHEMA_VERSION, Store
-from hierconsole.vocabulary import JobState
+from hierconsole.vocabulary import JobState, Phase
 
 OK = "ok"
 PROBLEM = "problem"
@@ -206,12 +206,19 @@ def _newest_readable_backup(home: Path) -> Path:
 
 def _bring_up_to_date(store: Store) -> int:
     """Replay every unfinished job that has a log, settle it and move its study on; until nothing moves."""
+    from hierconsole.study.run.lifecycle import advance
     from hierconsole.study.run.orchestrator import Orchestrator  # recovery is the orchestrator's
 
     orch = Orchestrator(store, warm=False)
     replayed: set[str] = set()
     try:
         while True:
+            # A study whose jobs all ended before the backup was taken may stand at a step the original
+            # run took after it (a lock's copy is taken before the evaluation job is created).
+            for (study_id,) in store.rows(
+                "SELECT study_id FROM studies WHERE phase <> ? ORDER BY created_at", [Phase.COMPLETE]
+            ):
+                advance(store, study_id)
             pending = [
                 job_id
                 for (job_id,) in store.rows(
