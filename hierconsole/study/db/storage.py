@@ -210,7 +210,7 @@ class Store:
         )
         self._writer_conn = self._conn.cursor()
         self._publisher: live.Publisher | None = None
-        self._keeper = None
+        self._keeper: backups.Keeper | None = None
         if read_only:
             self._writer: threading.Thread | None = None
             try:
@@ -237,7 +237,7 @@ class Store:
         # A file other than the home's (a rebuild under way) is nobody's to read meanwhile, nor to back up.
         home_store = self.path == db_path(self.home)
         self._publisher = live.Publisher(self.home, self.path) if home_store else None
-        self._keeper: backups.Keeper | None = (
+        self._keeper = (
             backups.Keeper(self.home, self.path, backups.BackupPolicy.from_env())
             if home_store
             else None
