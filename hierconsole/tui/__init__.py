@@ -26,6 +26,12 @@ def run_app(home: str | None = None, gpus: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     try:
+        store.verify_readable()  # a damaged block anywhere is named now, not as a half-drawn view
+    except HierconsoleError as exc:
+        store.close()
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    try:
         from hierconsole.tui.app import HierConsole
     except ImportError as exc:
         # A broken installation is an error to report, never a reason to fall back to the help text.

@@ -102,29 +102,9 @@ class Publisher:
         self.changed = not done
 
     def _publish(self, con: duckdb.DuckDBPyConnection) -> bool:
-        # After a CHECKPOINT the file holds every commit and the WAL is empty, and nothing else writes it
-        # while this (the writer) thread copies it: the copy is a consistent store. A byte copy costs
-        # milliseconds where a logical copy (COPY FROM DATABASE) took seconds on a large store. The copy
-        # runs in another process: closing any descriptor of the file in *this* process would drop
-        # DuckDB's POSIX lock on it, and let a second writer in.
-        con.execute("CHECKPOINT")
-        wal = self.source.with_name(self.source.name + ".wal")
-        if wal.exists() and wal.stat().st_size > 0:
-            # The checkpoint did not take everything in: the file alone is an older state. Next time.
-            log.info("live snapshot skipped: the WAL was not checkpointed")
-            return False
         self.folder.mkdir(exist_ok=True)
-        size = self.source.stat().st_size
-        if shutil.disk_usage(self.folder).free < 2 * size + SPARE_BYTES:
-            # A copy must never be what fills the disk the store itself needs.
-            log.info("live snapshot skipped: too little free space for a copy of %d bytes", size)
+        if not consistent_copy(con, self.source, self.folder / SNAPSHOT, tmp=self._tmp()):
             return False
-        tmp = self._tmp()
-        try:
-            subprocess.run(["cp", str(self.source), str(tmp)], check=True, capture_output=True, timeout=600)
-            os.replace(tmp, self.folder / SNAPSHOT)
-        finally:
-            tmp.unlink(missing_ok=True)
         meta = {"pid": self.pid, "pid_start": process_start_time(self.pid), "taken_at": time.time()}
         holder = _holder_file(self.folder.parent)
         staged = holder.with_name(f".{HOLDER}.{self.pid}")
@@ -147,3 +127,33 @@ class Publisher:
             self.published = False
         with contextlib.suppress(OSError):
             self.folder.rmdir()  # only if empty: another holder's files stay
+
+
+def consistent_copy(con: duckdb.DuckDBPyConnection, source: Path, target: Path, *, tmp: Path | None = None) -> bool:
+    """Copy the store `source` (open on `con`, by its only writer) to `target` as a consistent store;
+    False when it was skipped (the WAL not checkpointed, too little free space). Used by the live
+    snapshot and by the backups."""
+    # After a CHECKPOINT the file holds every commit and the WAL is empty, and nothing else writes it
+    # while this (the writer) thread copies it: the copy is a consistent store. A byte copy costs
+    # milliseconds where a logical copy (COPY FROM DATABASE) took seconds on a large store. The copy
+    # runs in another process: closing any descriptor of the file in *this* process would drop
+    # DuckDB's POSIX lock on it, and let a second writer in.
+    con.execute("CHECKPOINT")
+    wal = source.with_name(source.name + ".wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        # The checkpoint did not take everything in: the file alone is an older state. Next time.
+        log.info("copy of the store skipped: the WAL was not checkpointed")
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    size = source.stat().st_size
+    if shutil.disk_usage(target.parent).free < 2 * size + SPARE_BYTES:
+        # A copy must never be what fills the disk the store itself needs.
+        log.info("copy of the store skipped: too little free space for a copy of %d bytes", size)
+        return False
+    staged = tmp or target.with_name(f".{target.name}.{os.getpid()}")
+    try:
+        subprocess.run(["cp", str(source), str(staged)], check=True, capture_output=True, timeout=600)
+        os.replace(staged, target)
+    finally:
+        staged.unlink(missing_ok=True)
+    return True

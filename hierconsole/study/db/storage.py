@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import duckdb
 import polars as pl
 
+from hierconsole.contract import layout
 from hierconsole.errors import (
     HierconsoleError,
     StoreBusyError,
@@ -36,7 +37,7 @@ from hierconsole.errors import (
     StoreWriteError,
 )
 from hierconsole.locations import db_path, resolve_home, resource_dir
-from hierconsole.study.db import live
+from hierconsole.study.db import backups, live
 from hierconsole.study.db.views import views_sql
 
 T = TypeVar("T")
@@ -95,8 +96,81 @@ def _reason(exc: BaseException) -> str:
 def _damaged_error(path: Path, exc: BaseException) -> StoreDamagedError:
     reason = _reason(exc)
     return StoreDamagedError(
-        f"the store {path} cannot be opened: {reason}. It is damaged or not a hierconsole store: restore it "
-        f"from a backup, or move it aside and use another --home DIR; nothing was changed."
+        f"the store {path} cannot be opened: {reason}. It is damaged or not a hierconsole store: "
+        f"{recovery_advice(path.parent)}, or move it aside and use another --home DIR; nothing was changed."
+    )
+
+
+def recovery_advice(home: Path) -> str:
+    """What to do about a damaged store, in one clause: the doctor, and the newest backup if there is one."""
+    newest = backups.newest(home)
+    copy = f"restore the last backup ({newest})" if newest is not None else "restore it from a backup"
+    return f"run `hierconsole --home {home} doctor --repair` to rebuild it from the job folders, or {copy}"
+
+
+# DuckDB reports a damaged file as an I/O error ("Could not read enough bytes"), a bare Error ("Corrupt
+# database file ... checksum"), or a serialization/internal error when a garbled block decodes to nonsense.
+_DAMAGE_WORDS = ("corrupt", "checksum", "could not read", "read enough bytes", "serializ", "invalid block")
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether a DuckDB error says the file is damaged (not a lock, not a bug in a query)."""
+    if not isinstance(exc, duckdb.Error) or _is_lock_error(exc):
+        return False
+    if isinstance(exc, duckdb.IOException | duckdb.SerializationException | duckdb.InternalException):
+        return True
+    return any(word in str(exc).lower() for word in _DAMAGE_WORDS)
+
+
+def damaged_while_reading(path: Path, exc: BaseException, home: Path | None = None) -> StoreDamagedError:
+    """A read that met a damaged part of the store: nothing partial is shown, the whole command stops."""
+    return StoreDamagedError(
+        f"the store {path} is damaged ({_reason(exc)}), so nothing read from it can be trusted to be "
+        f"complete: {recovery_advice(home or path.parent)}; nothing was changed."
+    )
+
+
+HEADER_BYTES = 3 * 4096
+"""DuckDB's file starts with a main header and two database headers of 4 KiB each, then whole blocks."""
+
+
+def check_complete(con: duckdb.DuckDBPyConnection, path: Path, home: Path | None = None) -> None:
+    """Refuse a file cut short of a block its tables use (a truncated copy, a cut-off disk write):
+    DuckDB itself only notices when a query reaches a missing block, and shows what lies before it
+    as if it were all. (The header's block count is no measure: a checkpoint may leave free blocks at
+    the end unwritten.)"""
+    if path.suffix != ".duckdb" or not path.exists():
+        return
+    size = int(con.execute("SELECT block_size FROM pragma_database_size()").fetchone()[0])  # type: ignore[index]
+    tables = [r[0] for r in con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
+        "AND table_schema = 'main' AND table_catalog = current_database()"
+    ).fetchall()]  # fmt: skip
+    last = -1
+    for table in tables:
+        row = con.execute("SELECT max(block_id) FROM pragma_storage_info(?)", [table]).fetchone()
+        if row is not None and row[0] is not None:
+            last = max(last, int(row[0]))
+    needed = HEADER_BYTES + (last + 1) * size
+    held = path.stat().st_size
+    if held < needed:
+        raise StoreDamagedError(
+            f"the store {path} is truncated: its tables use {needed} bytes and the file holds {held}, so "
+            f"nothing read from it can be trusted to be complete: {recovery_advice(home or path.parent)}; "
+            f"nothing was changed."
+        )
+
+
+def _orphaned_home(home: Path) -> bool:
+    """A home whose job folders outlive its store: the store was deleted or lost."""
+    studies = home / "studies"
+    return studies.is_dir() and any(studies.glob(f"*/jobs/*/{layout.SPEC}"))
+
+
+def _missing_error(path: Path) -> StoreDamagedError:
+    return StoreDamagedError(
+        f"the store {path} is missing, though the home holds job folders of studies it recorded (it was "
+        f"deleted or lost): {recovery_advice(path.parent)}; nothing was created."
     )
 
 
@@ -116,9 +190,12 @@ class Store:
     through that holder's live snapshot. `source` then says what was read.
     """
 
-    def __init__(self, home: str | Path | None = None, *, read_only: bool = False):
+    def __init__(
+        self, home: str | Path | None = None, *, read_only: bool = False, path: Path | None = None
+    ):
         self.home = resolve_home(home, create=not read_only)
-        self.path = db_path(self.home)
+        self.path = path or db_path(self.home)
+        """The file; another than the home's only for `doctor --repair`, which rebuilds into a new one."""
         self.read_only = read_only
         self.source = str(self.path)
         """What this store reads: the file, a live snapshot (with its holder and age), or nothing yet."""
@@ -133,10 +210,16 @@ class Store:
         )
         self._writer_conn = self._conn.cursor()
         self._publisher: live.Publisher | None = None
+        self._keeper: backups.Keeper | None = None
         if read_only:
             self._writer: threading.Thread | None = None
             try:
                 self._check_version(self._writer_conn)
+                if not self.live:
+                    check_complete(self._writer_conn, self.path, self.home)
+            except duckdb.Error as exc:
+                self._conn.close()
+                raise (damaged_while_reading(self.path, exc, self.home) if is_damage(exc) else exc) from None
             except BaseException:
                 self._conn.close()
                 raise
@@ -145,12 +228,24 @@ class Store:
         self._writer.start()
         try:
             self.write(self._migrate)
+        except duckdb.Error as exc:
+            self.close()
+            raise (damaged_while_reading(self.path, exc, self.home) if is_damage(exc) else exc) from None
         except BaseException:
             self.close()
             raise
-        self._publisher = live.Publisher(self.home, self.path)
+        # A file other than the home's (a rebuild under way) is nobody's to read meanwhile, nor to back up.
+        home_store = self.path == db_path(self.home)
+        self._publisher = live.Publisher(self.home, self.path) if home_store else None
+        self._keeper = (
+            backups.Keeper(self.home, self.path, backups.BackupPolicy.from_env())
+            if home_store
+            else None
+        )
 
     def _open(self) -> duckdb.DuckDBPyConnection:
+        if self.path == db_path(self.home) and not self.path.exists() and _orphaned_home(self.home):
+            raise _missing_error(self.path)
         if not self.read_only:
             try:
                 return duckdb.connect(str(self.path))
@@ -259,6 +354,8 @@ class Store:
         """Bring the file to this version's schema and views, writing only what differs: a store that is
         already current is not changed by being opened (a refused import leaves it byte-identical)."""
         stored = version = self._check_version(con)
+        if stored:
+            check_complete(con, self.path, self.home)
         if version == 0:
             _apply_schema(con)
             version = SCHEMA_VERSION
@@ -286,8 +383,10 @@ class Store:
                 item = self._queue.get(timeout=live.REFRESH_SECONDS)
             except queue.Empty:
                 self._publish(con, changed=False)
+                self._back_up(con)
                 continue
             if item is None:
+                self._back_up(con)  # a lock's backup asked for just before the store closes
                 break
             # Batch whatever else is already queued into the same transaction: DuckDB commits are costly.
             batch = [item]
@@ -307,7 +406,11 @@ class Store:
                 self._fail(batch, exc)
             else:
                 self._publish(con, changed=True)
+                if self._keeper is not None:
+                    self._keeper.changed = True
+                self._back_up(con)
             if stop:
+                self._back_up(con)
                 break
         with contextlib.suppress(duckdb.Error):
             con.close()
@@ -345,6 +448,19 @@ class Store:
             # The snapshot's CHECKPOINT writes the store itself: its failure (a full disk) is the
             # store's, and DuckDB may refuse everything after it.
             self._fail([], exc)
+
+    def _back_up(self, con: duckdb.DuckDBPyConnection) -> None:
+        if self._keeper is None or self._failed is not None or not self._keeper.due():
+            return
+        try:
+            self._keeper.take(con)
+        except duckdb.Error as exc:
+            self._fail([], exc)  # the CHECKPOINT failed: the store's own failure, as for the snapshot
+
+    def request_backup(self) -> None:
+        """Ask for a backup after the writes queued so far (a study lock asks for one)."""
+        if self._keeper is not None:
+            self._keeper.requested = True
 
     @staticmethod
     def _run_batch(con: duckdb.DuckDBPyConnection, batch: list[tuple[Callable, Future]]) -> None:
@@ -417,6 +533,23 @@ class Store:
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> None:
         self.write(lambda con: con.execute(sql, params or []))
 
+    # -- integrity -------------------------------------------------------------------------------------
+    def table_names(self) -> list[str]:
+        return [r[0] for r in self.rows(
+            "SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
+            "AND table_schema = 'main' ORDER BY table_name"
+        )]  # fmt: skip
+
+    def scan_table(self, table: str) -> int:
+        """Read every value of `table` (a hash over whole rows touches each column's every block, so a
+        damaged block anywhere in it is met here); its row count. Raises StoreDamagedError."""
+        return int(self.value(f'SELECT count(*) + 0 * coalesce(sum(hash(t)), 0) FROM "{table}" AS t'))
+
+    def verify_readable(self) -> dict[str, int]:
+        """Every table read in full: {table: rows}. The console checks this once at start, so a damage
+        is named before a screen shows part of the store as if it were all."""
+        return {table: self.scan_table(table) for table in self.table_names()}
+
     # -- reading ---------------------------------------------------------------------------------------
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         cur = getattr(self._local, "cursor", None)
@@ -436,10 +569,12 @@ class Store:
             if self._failed is None:
                 self._failed = _write_failure(self.path, exc)
             raise self._failed from None
-        except duckdb.Error:
+        except duckdb.Error as exc:
             # After a failed commit DuckDB may refuse every query: say why, not "invalidated".
             if self._failed is not None:
                 raise self._failed from None
+            if is_damage(exc):
+                raise damaged_while_reading(self.path, exc, self.home) from None
             raise
 
     def rows(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:

@@ -363,6 +363,7 @@ def lock_study(store: Store, study_id: str) -> str:
         "UPDATE studies SET phase = ?, locked_at = current_timestamp, lock_sha256 = ? WHERE study_id = ?",
         [Phase.LOCKED, digest, study_id],
     )
+    store.request_backup()  # the state every later result depends on: a copy of it is kept
     return digest
 
 

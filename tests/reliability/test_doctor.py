@@ -1,0 +1,201 @@
+"""`doctor` checks a home's store and `doctor --repair` rebuilds a damaged one (truncated, garbled in the
+middle, deleted) from the newest backup and the job folders: the rebuilt store's exports equal the
+originals row for row, and `resume` finishes a half-finished study bit-identical to an uninterrupted run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from hierconsole.datasets import FeatureSet
+from hierconsole.study.db import backups
+from hierconsole.study.db.catalog import register_dataset
+from hierconsole.study.db.storage import HEADER_BYTES, Store
+from tests.reliability.conftest import TINY_RUN, cli, cli_argv, one_line_error, wait_for
+
+pytestmark = pytest.mark.slow  # studies in subprocesses
+
+# The finished study leaves one backup, at its lock; the half-finished one a copy after every write, as a
+# long study leaves them every N minutes. The tests keep one of them only, so most of the state comes
+# from the event logs.
+AT_LOCK = {**os.environ, backups.ENV_MINUTES: "0", backups.ENV_KEEP: "1000"}
+OFTEN = {**os.environ, backups.ENV_MINUTES: "0.001", backups.ENV_KEEP: "1000"}
+FINISHED = [*TINY_RUN, "--epochs", "2", "--seeds", "42"]
+HALF = [*TINY_RUN, "--epochs", "6", "--seeds", "42", "--set", "study.name='half'"]
+TABLES = ("runs", "metrics", "audits")
+
+
+def _studies(home: Path) -> list[str]:
+    with Store(home, read_only=True) as store:
+        return [r[0] for r in store.rows("SELECT study_id FROM studies ORDER BY created_at")]
+
+
+def _exports(home: Path, out: Path) -> dict[tuple[str, str], str]:
+    out.mkdir(parents=True, exist_ok=True)
+    found = {}
+    for study in _studies(home):
+        for table in TABLES:
+            path = out / f"{study}-{table}.csv"
+            done = cli(home, "export", table, "--study", study, "-o", str(path), "--force")
+            assert done.returncode == 0, done.stderr
+            text = path.read_text()
+            if table == "audits":
+                # When a check ran: a rebuild that had to re-run the audits (from a copy taken before
+                # them) ran them later. Every other value must be equal.
+                text = pl.read_csv(path).drop("checked_at").write_csv()
+            found[(study, table)] = text
+    return found
+
+
+def _final_models(home: Path, study: str) -> list[tuple]:
+    with Store(home, read_only=True) as store:
+        return store.rows(
+            "SELECT seed, arm, final_sha256 FROM runs WHERE kind = 'final' AND study_id = ? ORDER BY ALL", [study]
+        )
+
+
+def _new_home(path: Path, tiny_fs: FeatureSet) -> Path:
+    with Store(path) as store:
+        register_dataset(store, tiny_fs)
+    return path
+
+
+@pytest.fixture(scope="module")
+def studied(tmp_path_factory: pytest.TempPathFactory, tiny_fs: FeatureSet) -> Path:
+    """A home with a finished study and a half-finished one (interrupted mid-training), and backups."""
+    home = _new_home(tmp_path_factory.mktemp("doctor") / "home", tiny_fs)
+    done = cli(home, *FINISHED, env=AT_LOCK, timeout=600)
+    assert done.returncode == 0, done.stderr
+    run = subprocess.Popen(cli_argv(home, *HALF), env=OFTEN, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: any(home.glob("studies/half-*/jobs/final-s42/checkpoints/ckpt-*.pt")), what="a checkpoint")
+        run.send_signal(signal.SIGINT)  # stopped early: its jobs cancelled, resumable
+        run.wait(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert len(_studies(home)) == 2
+    return home
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory, tiny_fs: FeatureSet) -> list[tuple]:
+    home = _new_home(tmp_path_factory.mktemp("reference") / "home", tiny_fs)
+    done = cli(home, *HALF, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return _final_models(home, _studies(home)[0])
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _garble(path: Path) -> None:
+    """Garble the middle one of the blocks the tables use (a free block would harm nothing)."""
+    with duckdb.connect(str(path), read_only=True) as con:
+        size = con.execute("SELECT block_size FROM pragma_database_size()").fetchone()[0]
+        tables = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
+        used = sorted(
+            {b for t in tables for (b,) in con.execute(
+                "SELECT DISTINCT block_id FROM pragma_storage_info(?) WHERE block_id >= 0", [t]
+            ).fetchall()}
+        )  # fmt: skip
+    start = HEADER_BYTES + used[len(used) // 2] * size
+    data = bytearray(path.read_bytes())
+    data[start + 8 : start + size] = os.urandom(size - 8)
+    path.write_bytes(bytes(data))
+
+
+def _delete(path: Path) -> None:
+    path.unlink()
+
+
+DAMAGES = {"truncated": _truncate, "garbled": _garble, "deleted": _delete}
+
+
+def test_doctor_reports_a_sound_store_and_the_interrupted_jobs(studied, tmp_path):
+    home = tmp_path / "home"
+    shutil.copytree(studied, home)
+    done = cli(home, "doctor")
+    assert done.returncode == 0, done.stdout
+    text = " ".join(done.stdout.replace("│", " ").split())
+    assert "every table readable ok" in text and "checkpoints match their hashes ok" in text, done.stdout
+    assert "stored events match the event logs ok" in text and "schema version ok" in text
+
+
+def _keep_only_the_earliest_with(home: Path, studies: int) -> Path:
+    """Delete every backup but the oldest one that holds `studies` studies; that one."""
+    kept = None
+    for copy in backups.listed(home):
+        with Store(home, path=copy, read_only=True) as store:
+            count = store.value("SELECT count(*) FROM studies")
+        if kept is None and count == studies:
+            kept = copy
+        else:
+            copy.unlink()
+    assert kept is not None
+    return kept
+
+
+def test_repair_from_the_lock_backup_replays_the_evaluation_and_audits(studied, tmp_path):
+    home = tmp_path / "home"
+    shutil.copytree(studied, home)
+    finished = _studies(home)[0]
+    original = {k: v for k, v in _exports(home, tmp_path / "before").items() if k[0] == finished}
+    kept = _keep_only_the_earliest_with(home, 1)
+    with Store(home, path=kept, read_only=True) as store:  # the lock's copy: nothing scored yet
+        assert store.value("SELECT count(*) FROM metrics") == 0
+    _delete(home / "hierconsole.duckdb")
+    repaired = cli(home, "doctor", "--repair", timeout=600)
+    # Rebuilt; the check after it names the lost study's job folder (no job row) as a problem.
+    assert repaired.returncode == 1 and "rebuilt" in repaired.stdout, repaired.stdout + repaired.stderr
+    said = " ".join(repaired.stdout.split())
+    assert "not in the rebuilt store" in said and "half-" in said  # created after that backup
+    after = _exports(home, tmp_path / "after")
+    assert {k: v for k, v in after.items() if k[0] == finished} == original
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_repair_rebuilds_the_store_and_resume_finishes(studied, uninterrupted, tmp_path, damage):
+    home = tmp_path / "home"
+    shutil.copytree(studied, home)
+    original = _exports(home, tmp_path / "before")
+    kept = _keep_only_the_earliest_with(home, 2)
+    with Store(home, path=kept, read_only=True) as store:  # the half study barely begun in it
+        assert store.value("SELECT count(*) FROM epochs e JOIN runs r USING (run_id) WHERE r.study_id LIKE 'half-%'") == 0
+    path = home / "hierconsole.duckdb"
+    DAMAGES[damage](path)
+    damaged_bytes = path.read_bytes() if path.exists() else None
+    if damage != "garbled":  # a garbled block may lie where no command reads it
+        one_line_error(cli(home, "runs"))
+    checked = cli(home, "doctor")
+    assert checked.returncode == 1 and "problem" in checked.stdout and "Traceback" not in checked.stderr
+
+    repaired = cli(home, "doctor", "--repair", timeout=600)
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert "rebuilt" in repaired.stdout
+    if damaged_bytes is not None:
+        (aside,) = home.glob("hierconsole.damaged-*.duckdb")
+        assert aside.read_bytes() == damaged_bytes
+    assert _exports(home, tmp_path / "after") == original
+
+    resumed = cli(home, "resume", timeout=600)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    half = _studies(home)[1]
+    assert _final_models(home, half) == uninterrupted
+
+
+def test_repair_without_a_backup_is_one_line(studied, tmp_path):
+    home = tmp_path / "home"
+    shutil.copytree(studied, home)
+    shutil.rmtree(home / "backups")
+    _truncate(home / "hierconsole.duckdb")
+    text = one_line_error(cli(home, "doctor", "--repair"))
+    assert "no readable backup" in text and "untouched" in text
