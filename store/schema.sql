@@ -206,3 +206,17 @@ CREATE TABLE IF NOT EXISTS family_members (
     overrides JSON NOT NULL,               -- dotted key -> value, on top of the base preset
     PRIMARY KEY (family_id, member)
 );
+
+-- A replication: the paper's pipeline as a graph of stages (version 4). Each stage row records the key
+-- (a hash of its inputs' content hashes) it last finished under, so a re-run skips it and a changed
+-- input shows as a stage whose stored key differs from the one computed now.
+CREATE TABLE IF NOT EXISTS replication_stages (
+    replication_id VARCHAR NOT NULL,
+    stage          VARCHAR NOT NULL,
+    state          VARCHAR NOT NULL,       -- pending | running | done | failed
+    input_key      VARCHAR NOT NULL,       -- sha256 over the stage's inputs when it last started
+    outputs        JSON NOT NULL,          -- name -> content hash of what it produced (the dependents' inputs)
+    seconds        DOUBLE,                 -- wall time of the finished run (refines the estimate)
+    updated_at     TIMESTAMP NOT NULL DEFAULT current_timestamp,
+    PRIMARY KEY (replication_id, stage)
+);

@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "families",
     "report",
     "doctor",
+    "replicate",
 )
 
 

@@ -1,5 +1,6 @@
-"""A store written by schema version 1 or 2 opens under version 3: the family and shuffle tables (2) and
-the jobs' executor and node columns (3) are added, nothing it held is touched."""
+"""A store written by schema version 1, 2 or 3 opens under version 4: the family and shuffle tables (2),
+the jobs' executor and node columns (3) and the replication_stages table (4) are added, nothing it held
+is touched."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def test_a_version_1_store_is_migrated_in_place(fixed_home, tmp_path):
     con.close()
 
     with Store(home) as store:
-        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == str(SCHEMA_VERSION) == "3"
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == str(SCHEMA_VERSION) == "4"
         assert store.rows("SELECT study_id, phase FROM studies ORDER BY study_id") == studies
         assert store.value("SELECT count(*) FROM families") == 0
         assert store.value("SELECT count(*) FROM jobs WHERE executor IS NOT NULL OR node IS NOT NULL") == 0
@@ -51,6 +52,21 @@ def test_a_version_2_store_gains_the_executor_columns(fixed_home, tmp_path):
     con.close()
 
     with Store(home) as store:
-        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "3"
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "4"
         assert store.rows("SELECT job_id, state, attempts FROM jobs ORDER BY job_id") == jobs
         assert store.rows("SELECT DISTINCT executor, node FROM jobs") == [(None, None)]
+
+
+def test_a_version_3_store_gains_the_replication_table(fixed_home, tmp_path):
+    home = tmp_path / "home"
+    shutil.copytree(fixed_home, home)
+    con = duckdb.connect(str(db_path(home)))
+    con.execute("DROP TABLE replication_stages")
+    con.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    studies = con.execute("SELECT study_id, phase FROM studies ORDER BY study_id").fetchall()
+    con.close()
+
+    with Store(home) as store:
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "4"
+        assert store.rows("SELECT study_id, phase FROM studies ORDER BY study_id") == studies
+        assert store.value("SELECT count(*) FROM replication_stages") == 0

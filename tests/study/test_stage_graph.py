@@ -1,0 +1,169 @@
+"""The replication's stage graph: keys from input hashes, done/stale/run decisions, --redo closure, and
+the store-backed loop (a finished stage never redone, an interrupted one restarted)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from hierconsole.study.db.storage import Store
+from hierconsole.study.run.paper_stages import paper_stages
+from hierconsole.study.run.replication import load_records, run_replication
+from hierconsole.study.run.stage_graph import (
+    Decision,
+    Stage,
+    StageRecord,
+    StageState,
+    dependents,
+    estimate_seconds,
+    ordered,
+    plan,
+    stage_key,
+)
+
+A = Stage("a", (), ("x",))
+B = Stage("b", ("a",), ("y",))
+C = Stage("c", ("b",), ())
+GRAPH = [C, A, B]  # given out of order on purpose
+EXT = {"x": "hx", "y": "hy"}
+
+
+def _reference_key(name, inputs, upstream):
+    payload = {"stage": name, "inputs": inputs, "upstream": upstream}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def test_key_is_sha256_of_the_inputs_and_upstream_outputs():
+    assert stage_key(B, EXT, {"a": {"f": "1"}}) == _reference_key("b", {"y": "hy"}, {"a": {"f": "1"}})
+    assert stage_key(B, EXT, {"a": {"f": "1"}}) != stage_key(B, EXT, {"a": {"f": "2"}})
+    assert stage_key(B, {**EXT, "x": "changed"}, {"a": {"f": "1"}}) == stage_key(B, EXT, {"a": {"f": "1"}})
+    with pytest.raises(KeyError, match="'y'"):
+        stage_key(B, {"x": "hx"}, {"a": {}})
+
+
+def test_order_and_cycles():
+    assert [s.name for s in ordered(GRAPH)] == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="cycle"):
+        ordered([Stage("p", ("q",)), Stage("q", ("p",))])
+    with pytest.raises(ValueError, match="'missing'"):
+        ordered([Stage("p", ("missing",))])
+    assert dependents(GRAPH, ["b"]) == {"b", "c"}
+    assert dependents(GRAPH, ["a"]) == {"a", "b", "c"}
+
+
+def _done_records():
+    ka = stage_key(A, EXT, {})
+    kb = stage_key(B, EXT, {"a": {"o": "1"}})
+    kc = stage_key(C, EXT, {"b": {"o": "2"}})
+    return {
+        "a": StageRecord(StageState.DONE, ka, {"o": "1"}, 1.0),
+        "b": StageRecord(StageState.DONE, kb, {"o": "2"}, 2.0),
+        "c": StageRecord(StageState.DONE, kc, {"o": "3"}, 4.0),
+    }
+
+
+def test_plan_decisions():
+    empty = plan(GRAPH, EXT, {})
+    assert [(p.stage.name, p.decision) for p in empty] == [
+        ("a", Decision.RUN),
+        ("b", Decision.WAITING),
+        ("c", Decision.WAITING),
+    ]
+    assert estimate_seconds(empty, {"a": 1.0, "b": 2.0, "c": 4.0}) == 7.0
+    records = _done_records()
+    assert {p.decision for p in plan(GRAPH, EXT, records)} == {Decision.DONE}
+    assert estimate_seconds(plan(GRAPH, EXT, records), {"a": 1.0}) == 0.0
+    # An external input of b changed: b is stale (named, kept), c is judged on b's stored outputs.
+    changed = plan(GRAPH, {**EXT, "y": "new"}, records)
+    assert [p.decision for p in changed] == [Decision.DONE, Decision.STALE, Decision.DONE]
+    # An interrupted stage (still marked running) or a failed one runs again.
+    running = {**records, "b": StageRecord(StageState.RUNNING, records["b"].input_key, {}, None)}
+    assert [p.decision for p in plan(GRAPH, EXT, running)] == [Decision.DONE, Decision.RUN, Decision.WAITING]
+    # --redo b forces b and c.
+    assert [p.decision for p in plan(GRAPH, EXT, records, {"b", "c"})] == [
+        Decision.DONE,
+        Decision.RUN,
+        Decision.WAITING,
+    ]
+
+
+def test_paper_stages_for_either_dataset():
+    both = {s.name for s in paper_stages(frozenset({"cub", "nabirds"}))}
+    assert {"extract-cub", "extract-nabirds", "taxonomy-cub", "factorials", "tables", "report"} <= both
+    cub_only = ordered(paper_stages(frozenset({"cub"})))
+    assert "extract-nabirds" not in {s.name for s in cub_only}
+    assert cub_only[-1].name == "report"
+    with pytest.raises(ValueError):
+        paper_stages(frozenset())
+
+
+def _actions(folder, calls):
+    """Each stage writes a file from its inputs and returns that file's hash, like a real stage."""
+
+    def make(name):
+        def act(upstream):
+            calls.append(name)
+            text = json.dumps(
+                {"stage": name, "upstream": upstream, "src": (folder / "src.txt").read_text()}, sort_keys=True
+            )
+            (folder / f"{name}.out").write_text(text)
+            return {name: hashlib.sha256(text.encode()).hexdigest()}
+
+        return act
+
+    return {n: make(n) for n in ("a", "b", "c")}
+
+
+def test_store_loop_resumes_skips_and_redoes(tmp_path):
+    home = tmp_path / "home"
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "src.txt").write_text("one")
+    calls: list[str] = []
+    with Store(home) as store:
+        first = run_replication(store, "r1", GRAPH, EXT, _actions(work, calls))
+        assert first.ran == ("a", "b", "c") and calls == ["a", "b", "c"]
+        outputs = (work / "c.out").read_text()
+        again = run_replication(store, "r1", GRAPH, EXT, _actions(work, calls))
+        assert again.ran == () and calls == ["a", "b", "c"]  # a second run does no work
+
+        # A stage interrupted mid-way: the next run starts it (and what follows) again, same result.
+        def killed(upstream):
+            raise KeyboardInterrupt
+
+        store.execute("UPDATE replication_stages SET state = 'running' WHERE stage = 'b'")
+        with pytest.raises(KeyboardInterrupt):
+            run_replication(store, "r1", GRAPH, EXT, {**_actions(work, calls), "b": killed})
+        assert load_records(store, "r1")["b"].state == StageState.FAILED
+        calls.clear()
+        resumed = run_replication(store, "r1", GRAPH, EXT, _actions(work, calls))
+        assert resumed.ran == ("b",) and (work / "c.out").read_text() == outputs
+
+        # A changed input is named, not re-run, until --redo names it; then its dependents follow.
+        changed = {**EXT, "y": "changed"}
+        kept = run_replication(store, "r1", GRAPH, changed, _actions(work, calls))
+        assert kept.ran == () and kept.stale == ("b",)
+        (work / "src.txt").write_text("two")
+        redone = run_replication(store, "r1", GRAPH, changed, _actions(work, calls), redo=["b"])
+        assert redone.ran == ("b", "c") and redone.stale == ()
+        assert (work / "c.out").read_text() != outputs
+        with pytest.raises(ValueError, match="'nope'"):
+            run_replication(store, "r1", GRAPH, changed, {}, redo=["nope"])
+        assert store.value("SELECT count(*) FROM replication_stages WHERE replication_id = 'r1'") == 3
+
+
+def test_paper_comparison_sets_each_value_beside_the_published_one():
+    from hierconsole.study.analysis.paper_values import CUB_S11, SOURCES, paper_comparison
+
+    measured = {row: (mean + 0.001, 0.0005) for row, (_, mean, _sd) in CUB_S11.items()}
+    rows = paper_comparison("S11", CUB_S11, measured, comparable=False)
+    assert [r.row for r in rows] == list(CUB_S11)
+    assert all(abs(r.difference - 0.001) < 1e-12 and not r.comparable for r in rows)
+    assert rows[0].published == 0.008904 and rows[0].seed_sd == 0.0005
+    assert "Table S11" in SOURCES["CUB_S11"]
+    with pytest.raises(KeyError, match="interaction"):
+        paper_comparison(
+            "S11", CUB_S11, {k: v for k, v in measured.items() if k != "interaction"}, comparable=True
+        )
