@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
-from hierconsole.cli.output import fitted, output_console
+from hierconsole.cli.output import output_console, print_grid
 from hierconsole.errors import HierconsoleError
 from hierconsole.locations import resolve_home
+from hierconsole.present.grid import Column, Grid
 from hierconsole.study.run import doctor
 
 
@@ -28,14 +28,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.set_defaults(func=cmd_doctor)
 
 
-def findings_table(report: doctor.Report) -> Table:
-    table = Table(title="store checks", title_justify="left")
-    table.add_column("check", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("detail", overflow="fold")
+def findings_grid(report: doctor.Report) -> Grid:
+    grid = Grid(
+        "store checks",
+        [Column("check", numeric=False), Column("status", numeric=False), Column("detail", numeric=False)],
+    )
     for f in report.findings:
-        table.add_row(f.check, Text(f.status, "green" if f.status == doctor.OK else "bold red"), f.detail)
-    return table
+        grid.add_row(f.check, Text(f.status, "green" if f.status == doctor.OK else "bold red"), f.detail)
+    return grid
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -58,5 +58,5 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                 highlight=False,
             )
     report = doctor.examine(home)
-    console.print(fitted(console, findings_table(report)))
+    print_grid(console, findings_grid(report))
     return 0 if report.healthy else 1
