@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def findings_grid(report: doctor.Report) -> Grid:
     grid = Grid(
         "store checks",
-        [Column("check", numeric=False), Column("status", numeric=False), Column("detail", numeric=False)],
+        [Column("check", numeric=False), Column("status", numeric=False), Column("detail", numeric=False, foldable=True)],
     )
     for f in report.findings:
         grid.add_row(f.check, Text(f.status, "green" if f.status == doctor.OK else "bold red"), f.detail)

@@ -23,6 +23,9 @@ class Column:
     droppable: bool = False
     """A column a narrow form may leave out (a name the id already starts with, a hash); the form that
     leaves it out names it in a note, and the record form keeps it."""
+    foldable: bool = False
+    """A label whose long words (a path, a hash list) may break mid-word to fit, rather than the table
+    changing form for them; never set for an id that another command takes."""
     record_header: str | None = None
     """The header in the record form, where a bare seed number would not say what it is ("seed 0")."""
     style: str = ""

@@ -28,9 +28,14 @@ UNBOUNDED = 10_000
 _measuring = Console(width=UNBOUNDED, file=io.StringIO(), color_system=None, highlight=False)
 
 
-def _longest_word(cell: Cell) -> Text:
+FOLD_WIDTH = 16
+"""The narrowest a foldable label column is asked to be."""
+
+
+def _longest_word(cell: Cell, cap: int | None = None) -> Text:
     words = text_of(cell).split()
-    return Text(max(words, key=len) if words else "")
+    word = max(words, key=len) if words else ""
+    return Text(word[:cap] if cap else word)
 
 
 def required_width(grid: Grid, *, compact: bool) -> int:
@@ -40,7 +45,13 @@ def required_width(grid: Grid, *, compact: bool) -> int:
     shadow = Grid(
         title="",
         columns=[replace(c, header=c.header if c.numeric else text_of(_longest_word(c.header))) for c in grid.columns],
-        rows=[[cell if c.numeric else _longest_word(cell) for c, cell in zip(grid.columns, row, strict=True)] for row in grid.rows],
+        rows=[
+            [
+                cell if c.numeric else _longest_word(cell, FOLD_WIDTH if c.foldable else None)
+                for c, cell in zip(grid.columns, row, strict=True)
+            ]
+            for row in grid.rows
+        ],
     )
     return natural_width(rich_table(shadow, compact=compact))
 
@@ -76,7 +87,11 @@ def label_widths(grid: Grid, table_width: int, width: int) -> dict[int, int]:
         if not c.numeric
     }
     floor = {
-        i: max([_shortest_fit(grid.columns[i].header), *(_shortest_fit(r[i]) for r in grid.rows)]) for i in natural
+        i: min(
+            max([_shortest_fit(grid.columns[i].header), *(_shortest_fit(r[i]) for r in grid.rows)]),
+            FOLD_WIDTH if grid.columns[i].foldable else UNBOUNDED,
+        )
+        for i in natural
     }
     widths = dict(natural)
     while excess > 0:

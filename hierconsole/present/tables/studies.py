@@ -52,7 +52,7 @@ def runs_grid(jobs: Sequence[JobRow], title: str, *, short: bool = False) -> Gri
             Column("progress"),
             Column("tries"),
             Column("where", numeric=False),
-            Column("error", numeric=False),
+            Column("error", numeric=False, foldable=True),
         ],
     )
     for job in jobs:
@@ -88,7 +88,7 @@ def audit_result(ok: bool | None) -> Text:
 
 def audits_grid(checks: Sequence[Check]) -> Grid:
     """Each audit, its result and its evidence (wrapped, never cut)."""
-    grid = Grid("audits", [Column("check", numeric=False), Column("result", numeric=False), Column("evidence", numeric=False)])
+    grid = Grid("audits", [Column("check", numeric=False), Column("result", numeric=False), Column("evidence", numeric=False, foldable=True)])
     for c in checks:
         grid.add_row(c.name, audit_result(c.ok), c.evidence)
     return grid
