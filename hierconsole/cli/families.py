@@ -11,7 +11,7 @@ from typing import Any
 
 from hierconsole.cli.output import output_console, print_grid
 from hierconsole.cli.reading import open_for_reading
-from hierconsole.cli.runs import add_run_options, run_family
+from hierconsole.cli.running import add_run_options, run_family
 from hierconsole.config import load_preset
 from hierconsole.config.family import sweep_family
 from hierconsole.errors import HierconsoleError

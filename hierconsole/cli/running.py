@@ -1,57 +1,45 @@
-"""`hierconsole run|demo|runs|studies|audit|resume|cancel|rescore`: the factorial, headless."""
+"""`hierconsole run|demo|resume|cancel|rescore|delete`: running studies headless (`inspecting` shows them)."""
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import shlex
-import signal
-import time
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Column
-from rich.text import Text
 
 from hierconsole.cli.output import confirmed, output_console, print_grid
-from hierconsole.cli.reading import open_for_reading
+from hierconsole.cli.progress import drive, problem_printer
 from hierconsole.config import Preset, load_preset
 from hierconsole.config.family import Family
 from hierconsole.config.overrides import AssignmentError, parse_assignment
-from hierconsole.contract import events as ev
-from hierconsole.errors import HierconsoleError, StoreBusyError, StoreReadOnlyError, StoreWriteError
-from hierconsole.present.render import fits
-from hierconsole.present.tables.studies import audits_grid, runs_grid, studies_grid
+from hierconsole.errors import HierconsoleError
+from hierconsole.present.tables.studies import audits_grid
 from hierconsole.study import read
-from hierconsole.study.analysis.audits import record, run_audits
 from hierconsole.study.db.catalog import ensure_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.db.views import sql_list
 from hierconsole.study.executors import LOCAL_RAY, JobExecutor, executor_name, ray_address
 from hierconsole.study.executors.devices import check_devices
 from hierconsole.study.run.lifecycle import advance, create_study, delete_study
-from hierconsole.study.run.orchestrator import Orchestrator, ProblemCallback
+from hierconsole.study.run.orchestrator import Orchestrator
 from hierconsole.study.run.rescoring import queue_rescore, reconcile
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from hierconsole.vocabulary import (
     ACTIVE_STATES,
     AGGREGATIONS,
     ARM_LEGEND,
-    ARMS,
     DEVICES,
     EXECUTORS,
     HIER_METRIC,
     LEVELS,
-    LOSSES,
     MAP,
     RESUMABLE_STATES,
     Executor,
     JobState,
     Phase,
-    arm_parts,
 )
 
 
@@ -127,18 +115,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_run_options(d)
     d.set_defaults(func=cmd_demo)
 
-    s = sub.add_parser("studies", help="list studies")
-    s.set_defaults(func=cmd_studies)
-
-    j = sub.add_parser("runs", help="jobs and runs with their states")
-    j.add_argument("study", nargs="?", help="study id or name (default: all)")
-    j.set_defaults(func=cmd_runs)
-
-    a = sub.add_parser("audit", help="fairness and leakage checks of a study")
-    a.add_argument("study", nargs="?", help="study id or name (default: newest)")
-    a.add_argument("--recheck", action="store_true", help="recompute the checks from the stored evidence")
-    a.set_defaults(func=cmd_audit)
-
     u = sub.add_parser("resume", help="resume crashed, cancelled or failed jobs from their last checkpoint")
     u.add_argument("study", nargs="?", help="study id or name (default: every resumable job)")
     u.add_argument("--parallel", type=int, metavar="N")
@@ -159,145 +135,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("study")
     q.add_argument("--aggregate", choices=AGGREGATIONS, required=True)
     q.set_defaults(func=cmd_rescore)
-
-
-# -- progress ---------------------------------------------------------------------------------------
-
-
-class JobProgress:
-    """Rich progress bars, one per job: epoch (or units scored), latest losses per cell, ETA."""
-
-    def __init__(self, store: Store, console: Console):
-        self.store = store
-        self.progress = Progress(
-            TextColumn("{task.fields[job]}", style="bold", table_column=Column(no_wrap=True)),
-            BarColumn(bar_width=10),
-            MofNCompleteColumn(table_column=Column(no_wrap=True)),
-            TextColumn("{task.fields[state]}", table_column=Column(no_wrap=True)),
-            TimeRemainingColumn(table_column=Column(no_wrap=True)),
-            # Last, so in a narrow terminal the losses wrap under themselves and nothing else is cut.
-            TextColumn("{task.fields[losses]}", table_column=Column(overflow="fold")),
-            console=console,
-            transient=False,
-        )
-        self.tasks: dict[str, Any] = {}
-
-    def on_problem(self, job_id: str, problem: ev.LineProblem) -> None:
-        problem_printer(self.progress.console)(job_id, problem)
-
-    def on_events(self, job_id: str, events: list[ev.Event]) -> None:
-        """Warn of every checkpoint a resumed job skipped, and of a restart from scratch."""
-        for e in events:
-            if isinstance(e, ev.Resume) and e.notes:
-                for note in e.notes:
-                    self.progress.console.print(
-                        f"[yellow]warning:[/] job {escape(job_id)}: {escape(note)}", highlight=False
-                    )
-
-    def refresh(self, study_ids: list[str]) -> None:
-        for study_id in study_ids:
-            for job in read.job_rows(self.store, study_id):
-                losses = losses_label(job.losses)
-                if job.job_id not in self.tasks:
-                    self.tasks[job.job_id] = self.progress.add_task(
-                        "",
-                        total=max(job.total, 1),
-                        job=job.short_id,
-                        state="",
-                        losses="",
-                    )
-                self.progress.update(
-                    self.tasks[job.job_id],
-                    total=max(job.total, 1),
-                    completed=job.done,
-                    state=job.state,
-                    losses=losses,
-                )
-
-
-def losses_label(losses: dict[str, float]) -> Text:
-    """`loss R: E_R 0.025 H_R 0.031 · S: E_S 3.781 H_S 3.790`: the two losses apart (their scales differ),
-    each arm named."""
-    text = Text()
-    for loss in LOSSES:
-        arms = [(arm, losses[arm]) for arm in ARMS if arm in losses and arm_parts(arm)[1] == loss]
-        if not arms:
-            continue
-        text.append(" · " if text else "loss ", style="dim")
-        text.append(f"{_LOSS_LETTER_OF[loss]}:", style="dim")
-        for arm, value in arms:
-            text.append(f" {arm} ", style="dim")
-            text.append(f"{value:.3f}")
-    return text
-
-
-_LOSS_LETTER_OF = {arm_parts(arm)[1]: arm[-1] for arm in ARMS}
-
-
-def problem_printer(console: Console) -> ProblemCallback:
-    """Warns of each skipped events-file line (the orchestrator's `on_problem`)."""
-
-    def warn(job_id: str, problem: ev.LineProblem) -> None:
-        console.print(f"[yellow]warning:[/] job {escape(job_id)}: {escape(str(problem))}", highlight=False)
-
-    return warn
-
-
-PROGRESS_SECONDS = 1.0
-"""How often `run` and `resume` redraw their progress from the store."""
-
-
-def drive(
-    store: Store,
-    study_ids: list[str],
-    *,
-    parallel: int | None,
-    console: Console,
-    gpus: list[str] | None = None,
-    orchestrator: Orchestrator | None = None,
-) -> None:
-    """Run the orchestrator until the studies' jobs are done. Ctrl-C cancels them (resumable)."""
-    view = JobProgress(store, console)
-    orch = orchestrator or Orchestrator(store, max_parallel=parallel, gpus=gpus)
-    orch.on_problem = view.on_problem
-    orch.on_events = view.on_events
-    interrupted = False
-
-    def on_int(signum: int, frame: object) -> None:  # noqa: ARG001
-        nonlocal interrupted
-        interrupted = True
-
-    previous = signal.signal(signal.SIGINT, on_int)
-    refreshed = -math.inf
-    try:
-        with view.progress:
-            while True:
-                if interrupted:
-                    console.print(
-                        "[yellow]interrupted: cancelling jobs (resume with `hierconsole resume`)[/]"
-                    )
-                    orch.shutdown(cancel=True)
-                    break
-                try:
-                    orch.tick()
-                except StoreWriteError as exc:
-                    # Nothing more can be saved: stop the workers (they keep their checkpoints and
-                    # event logs) and leave at once, rather than wait for commits that never come.
-                    stopped = orch.abandon(str(exc), cancel=True)
-                    console.print(f"[red]stopped {len(stopped)} running jobs[/]")
-                    raise
-                # The progress is read back from the store (a query over the study's jobs, runs and
-                # epochs); once a second is enough to watch, where every 0.2 s tick took CPU from the
-                # workers on a machine they fill.
-                if time.monotonic() - refreshed >= PROGRESS_SECONDS:
-                    view.refresh(study_ids)
-                    refreshed = time.monotonic()
-                if not orch.busy(study_ids):
-                    break
-                time.sleep(0.2)
-            view.refresh(study_ids)
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _check_parallel(parallel: int | None) -> None:
@@ -458,51 +295,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     args.dataset = None
     args.preset = "demo"
     return cmd_run(args)
-
-
-def cmd_studies(args: argparse.Namespace) -> int:
-    with open_for_reading(args.home) as store:
-        studies = read.list_studies(store)
-    print_grid(output_console(), studies_grid(studies))
-    return 0
-
-
-def cmd_runs(args: argparse.Namespace) -> int:
-    with open_for_reading(args.home) as store:
-        study_id = read.resolve_study(store, args.study) if args.study else None
-        jobs = read.job_rows(store, study_id)
-    console = output_console()
-    full = runs_grid(jobs, "runs")
-    if fits(full, console.width) or not jobs:
-        print_grid(console, full)
-        return 0
-    # Too wide for the terminal: one table per study, titled by it, its jobs by their ids within it.
-    for sid in dict.fromkeys(j.study_id for j in jobs):
-        print_grid(console, runs_grid([j for j in jobs if j.study_id == sid], f"runs of {sid}", short=True))
-    return 0
-
-
-def cmd_audit(args: argparse.Namespace) -> int:
-    with open_for_reading(args.home) as store:
-        study_id = read.resolve_study(store, args.study)
-        checks = [] if args.recheck else read.stored_audits(store, study_id)
-        computed = not checks
-        if computed:
-            checks = run_audits(store, study_id, save=False)
-    if computed:
-        # Saving the recomputed checks needs the store for writing; a held or read-only store still
-        # shows them, and says they were not saved.
-        try:
-            with Store(args.home) as writable:
-                record(writable, study_id, checks)
-        except (StoreBusyError, StoreReadOnlyError) as exc:
-            Console(stderr=True, soft_wrap=True).print(
-                f"[yellow]note:[/] the checks were computed but not saved: {escape(str(exc))}", highlight=False
-            )
-    console = output_console()
-    console.print(f"study [bold]{study_id}[/]")
-    print_grid(console, audits_grid(checks))
-    return 0 if all(c.ok for c in checks) else 1
 
 
 def cmd_resume(args: argparse.Namespace) -> int:

@@ -1,0 +1,164 @@
+"""How a running study shows in the terminal: one live line per job (epochs, losses) and the Ctrl-C
+that cancels, driving the orchestrator until the studies settle."""
+
+from __future__ import annotations
+
+import math
+import signal
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Column
+from rich.text import Text
+
+from hierconsole.contract import events as ev
+from hierconsole.errors import StoreWriteError
+from hierconsole.study import read
+from hierconsole.study.db.storage import Store
+from hierconsole.study.run.orchestrator import Orchestrator, ProblemCallback
+from hierconsole.vocabulary import (
+    ARMS,
+    LOSSES,
+    arm_parts,
+)
+
+
+class JobProgress:
+    """Rich progress bars, one per job: epoch (or units scored), latest losses per cell, ETA."""
+
+    def __init__(self, store: Store, console: Console):
+        self.store = store
+        self.progress = Progress(
+            TextColumn("{task.fields[job]}", style="bold", table_column=Column(no_wrap=True)),
+            BarColumn(bar_width=10),
+            MofNCompleteColumn(table_column=Column(no_wrap=True)),
+            TextColumn("{task.fields[state]}", table_column=Column(no_wrap=True)),
+            TimeRemainingColumn(table_column=Column(no_wrap=True)),
+            # Last, so in a narrow terminal the losses wrap under themselves and nothing else is cut.
+            TextColumn("{task.fields[losses]}", table_column=Column(overflow="fold")),
+            console=console,
+            transient=False,
+        )
+        self.tasks: dict[str, Any] = {}
+
+    def on_problem(self, job_id: str, problem: ev.LineProblem) -> None:
+        problem_printer(self.progress.console)(job_id, problem)
+
+    def on_events(self, job_id: str, events: list[ev.Event]) -> None:
+        """Warn of every checkpoint a resumed job skipped, and of a restart from scratch."""
+        for e in events:
+            if isinstance(e, ev.Resume) and e.notes:
+                for note in e.notes:
+                    self.progress.console.print(
+                        f"[yellow]warning:[/] job {escape(job_id)}: {escape(note)}", highlight=False
+                    )
+
+    def refresh(self, study_ids: list[str]) -> None:
+        for study_id in study_ids:
+            for job in read.job_rows(self.store, study_id):
+                losses = losses_label(job.losses)
+                if job.job_id not in self.tasks:
+                    self.tasks[job.job_id] = self.progress.add_task(
+                        "",
+                        total=max(job.total, 1),
+                        job=job.short_id,
+                        state="",
+                        losses="",
+                    )
+                self.progress.update(
+                    self.tasks[job.job_id],
+                    total=max(job.total, 1),
+                    completed=job.done,
+                    state=job.state,
+                    losses=losses,
+                )
+
+
+def losses_label(losses: dict[str, float]) -> Text:
+    """`loss R: E_R 0.025 H_R 0.031 · S: E_S 3.781 H_S 3.790`: the two losses apart (their scales differ),
+    each arm named."""
+    text = Text()
+    for loss in LOSSES:
+        arms = [(arm, losses[arm]) for arm in ARMS if arm in losses and arm_parts(arm)[1] == loss]
+        if not arms:
+            continue
+        text.append(" · " if text else "loss ", style="dim")
+        text.append(f"{_LOSS_LETTER_OF[loss]}:", style="dim")
+        for arm, value in arms:
+            text.append(f" {arm} ", style="dim")
+            text.append(f"{value:.3f}")
+    return text
+
+
+_LOSS_LETTER_OF = {arm_parts(arm)[1]: arm[-1] for arm in ARMS}
+
+
+def problem_printer(console: Console) -> ProblemCallback:
+    """Warns of each skipped events-file line (the orchestrator's `on_problem`)."""
+
+    def warn(job_id: str, problem: ev.LineProblem) -> None:
+        console.print(f"[yellow]warning:[/] job {escape(job_id)}: {escape(str(problem))}", highlight=False)
+
+    return warn
+
+
+PROGRESS_SECONDS = 1.0
+"""How often `run` and `resume` redraw their progress from the store."""
+
+
+def drive(
+    store: Store,
+    study_ids: list[str],
+    *,
+    parallel: int | None,
+    console: Console,
+    gpus: list[str] | None = None,
+    orchestrator: Orchestrator | None = None,
+) -> None:
+    """Run the orchestrator until the studies' jobs are done. Ctrl-C cancels them (resumable)."""
+    view = JobProgress(store, console)
+    orch = orchestrator or Orchestrator(store, max_parallel=parallel, gpus=gpus)
+    orch.on_problem = view.on_problem
+    orch.on_events = view.on_events
+    interrupted = False
+
+    def on_int(signum: int, frame: object) -> None:  # noqa: ARG001
+        nonlocal interrupted
+        interrupted = True
+
+    previous = signal.signal(signal.SIGINT, on_int)
+    refreshed = -math.inf
+    try:
+        with view.progress:
+            while True:
+                if interrupted:
+                    console.print(
+                        "[yellow]interrupted: cancelling jobs (resume with `hierconsole resume`)[/]"
+                    )
+                    orch.shutdown(cancel=True)
+                    break
+                try:
+                    orch.tick()
+                except StoreWriteError as exc:
+                    # Nothing more can be saved: stop the workers (they keep their checkpoints and
+                    # event logs) and leave at once, rather than wait for commits that never come.
+                    stopped = orch.abandon(str(exc), cancel=True)
+                    console.print(f"[red]stopped {len(stopped)} running jobs[/]")
+                    raise
+                # The progress is read back from the store (a query over the study's jobs, runs and
+                # epochs); once a second is enough to watch, where every 0.2 s tick took CPU from the
+                # workers on a machine they fill.
+                if time.monotonic() - refreshed >= PROGRESS_SECONDS:
+                    view.refresh(study_ids)
+                    refreshed = time.monotonic()
+                if not orch.busy(study_ids):
+                    break
+                time.sleep(0.2)
+            view.refresh(study_ids)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
