@@ -46,6 +46,11 @@ def study_dir(home: Path, study_id: str) -> Path:
     return home / "studies" / study_id
 
 
+def report_path(home: Path, ref: str) -> Path:
+    """Where the console writes the report of a study or family: HOME/reports/REF.html."""
+    return home / "reports" / f"{ref}.html"
+
+
 def job_dir(home: Path, job_id: str) -> Path:
     """A job's folder: its spec, events, heartbeat, checkpoints and outputs. Job ids are `<study>/<name>`."""
     study_id, name = job_id.split("/", 1)

@@ -111,6 +111,14 @@ ACTIONS: tuple[Action, ...] = (
     Action(
         "effects.aggregation", "a", "aggregation", "effects", "next_aggregation", "micro / macro if re-scored"
     ),
+    Action(
+        "effects.report",
+        "w",
+        "report",
+        "effects",
+        "write_report",
+        "write the study's report (HTML, figures inline) to HOME/reports/STUDY.html and say where",
+    ),
     Action("redistribution.measure", "k", "mAP/R@K", "redistribution", "next_measure", "cycle mAP and R@K"),
     Action(
         "redistribution.aggregation",

@@ -16,7 +16,9 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from hierconsole.contract.events import EventKind
+from hierconsole.errors import HierconsoleError
 from hierconsole.factorial import BASELINE_EFFECTS, EFFECTS
+from hierconsole.locations import report_path
 from hierconsole.present.render import minimum_width, render
 from hierconsole.present.tables.effects import (
     arm_values_grid,
@@ -249,6 +251,33 @@ class EffectsScreen(AnalysisScreen):
             parts.append(Text(view.omitted, style="yellow"))
         parts += effects_legend()
         return Group(*parts)
+
+    def action_write_report(self) -> None:
+        study_id = self.console_app.study_id
+        if study_id is None:
+            self.notify("no study to report on yet", title="report", severity="warning")
+            return
+        self.notify(f"writing the report of {study_id}…", title="report")
+        self.write_report(study_id)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="report")
+    def write_report(self, study_id: str) -> None:
+        # The same document as `hierconsole report STUDY`, rewritten each time from the store (it holds
+        # nothing the store does not), into the home so the console never asks where.
+        from hierconsole.study.read.report_inputs import inputs_for
+        from hierconsole.study.report.figures import require_matplotlib
+        from hierconsole.study.report.output import document_for, write_document
+
+        store = self.console_app.store
+        target = report_path(store.home, study_id)
+        try:
+            require_matplotlib()
+            target.parent.mkdir(exist_ok=True)
+            path = write_document(document_for(inputs_for(store, study_id)), target, force=True)
+        except (HierconsoleError, OSError) as exc:
+            self.app.call_from_thread(self.notify, str(exc), title="report", severity="error", timeout=10)
+            return
+        self.app.call_from_thread(self.notify, f"wrote the report to {path}", title="report", timeout=15)
 
     def action_next_level(self) -> None:
         levels = LEVEL_CHOICES if self.selection.measure == MAP else LEVEL_CHOICES[1:]
