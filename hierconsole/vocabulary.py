@@ -151,6 +151,9 @@ DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
 OPTIMIZERS: tuple[str, ...] = ("adamw",)
 LR_SCHEDULES: tuple[str, ...] = ("constant",)
 SPLIT_PROTOCOLS: tuple[str, ...] = ("official", "hierarchy_disjoint")
+SPLIT_IMAGES: tuple[str, ...] = ("all", "official")
+"""Which images a hierarchy-disjoint part takes from its groups: every one, or the official split's
+(train and val from official train, test from official test)."""
 
 SYNTHETIC_PREFIX = "synthetic:"
 SYNTHETIC_DATASETS: tuple[str, ...] = ("demo", "cub-sized")

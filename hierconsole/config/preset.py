@@ -48,6 +48,7 @@ from hierconsole.vocabulary import (
     LR_SCHEDULES,
     MAP,
     OPTIMIZERS,
+    SPLIT_IMAGES,
     SPLIT_PROTOCOLS,
     SUPCON,
     SYNTHETIC_DATASETS,
@@ -163,6 +164,22 @@ class SplitConfig:
         Optional(ListOf(_FRACTION, length=3, what="train, val, test group fractions summing to 1")), None
     )
     seed: int = option(_SEED, 42, doc="hierarchy_disjoint: seed of the group assignment")
+    images: str = option(
+        Choice(*SPLIT_IMAGES),
+        "all",
+        doc="hierarchy_disjoint: 'all' pools every image of a part's groups; 'official' gives train and val "
+        "their groups' official-train images and test its groups' official-test images (NABirds, paper S1)",
+    )
+    leaf_counts: tuple[int, int, int] | None = option(
+        Optional(ListOf(_COUNT, length=3, what="train, val, test leaf counts")),
+        None,
+        doc="hierarchy_disjoint: leaves each part must hold; groups are swapped between parts until it does",
+    )
+    image_counts: tuple[int, int, int] | None = option(
+        Optional(ListOf(_COUNT, length=3, what="train, val, test image counts")),
+        None,
+        doc="hierarchy_disjoint: images each part must hold (after split.images); met like leaf_counts",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -234,6 +251,9 @@ class TuningConfig:
     seed: int = option(_SEED, 42, doc="training seed of every tuning run")
     epochs: int = option(_COUNT, 50, doc="fixed budget; candidates are scored at this epoch only")
     query_fraction: float = option(_FRACTION, 0.2, doc="share of the validation samples used as queries")
+    n_query: int | None = option(
+        Optional(_COUNT), None, doc="exact number of validation queries instead of query_fraction (NABirds: 1,013)"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -502,12 +522,17 @@ def _cross_check(parts: dict[str, Any], problems: list[str]) -> None:
                 "expected one of 'middle', 'high'"
             )
     else:
-        for key in ("counts", "fractions"):
+        for key in ("counts", "fractions", "leaf_counts", "image_counts"):
             if getattr(split, key) is not None:
                 problems.append(
                     f"split.{key} = {show(list(getattr(split, key)))}: only used with protocol = "
                     f"'hierarchy_disjoint'; remove it or set split.protocol = 'hierarchy_disjoint'"
                 )
+        if split.images != "all":
+            problems.append(
+                f"split.images = {split.images!r}: only used with protocol = 'hierarchy_disjoint' (the "
+                "official protocol already keeps the official images); remove it"
+            )
     training: TrainingConfig = parts["training"]
     if training.select_epoch:
         if training.selection_epochs is None and training.val_every == 0:
