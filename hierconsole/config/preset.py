@@ -342,6 +342,50 @@ class ControlsConfig:
     shuffle_seed: int = option(_SEED, DEFAULT_SHUFFLE_SEED, doc="seed of the taxonomy shuffle")
 
 
+UNDECLARED: Final = "undeclared"
+"""An expected count's value that clears it: TOML has no null, and a family whose members draw other
+splits than its base (e.g. CUB's Genus-disjoint outer splits) must drop the base's image counts."""
+
+
+class _Expected(Check):
+    def __init__(self, inner: Check) -> None:
+        self.inner = inner
+        self.expected = f"{inner.expected}, or {UNDECLARED!r}"
+
+    def __call__(self, value: Any) -> Any:
+        return None if value is None or value == UNDECLARED else self.inner(value)
+
+
+_EXPECTED = _Expected(_COUNT)
+_PER_PART = _Expected(ListOf(_COUNT, length=3, what="train, val, test counts of the protocol split"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExpectedConfig:
+    """Counts the realised study must show, each optional; the `expected_counts` audit fails on any that
+    differs (e.g. the paper's S1/S12 numbers in the shipped presets, or a user's own protocol)."""
+
+    development_images: int | None = option(_EXPECTED, None, doc="images final runs train on (NABirds 19,021)")
+    test_images: int | None = option(_EXPECTED, None, doc="images of the test part before Q/G draws")
+    query_images: int | None = option(_EXPECTED, None, doc="queries of every Q/G perturbation")
+    gallery_images: int | None = option(_EXPECTED, None, doc="gallery of every Q/G perturbation")
+    tuning_fit_images: int | None = option(_EXPECTED, None, doc="images temperature-tuning runs fit on")
+    tuning_query_images: int | None = option(_EXPECTED, None, doc="queries of the tuning validation split")
+    tuning_gallery_images: int | None = option(_EXPECTED, None, doc="gallery of the tuning validation split")
+    updates_per_epoch: int | None = option(_EXPECTED, None, doc="optimiser steps per final-run epoch")
+    leaves: int | None = option(_EXPECTED, None, doc="leaf classes of the dataset")
+    middle_groups: int | None = option(_EXPECTED, None, doc="middle-level groups of the dataset")
+    high_groups: int | None = option(_EXPECTED, None, doc="high-level groups of the dataset")
+    part_leaves: tuple[int, int, int] | None = option(_PER_PART, None, doc="leaves in train, val, test")
+    part_middle_groups: tuple[int, int, int] | None = option(
+        _PER_PART, None, doc="middle groups in train, val, test"
+    )
+
+    def declared(self) -> dict[str, Any]:
+        """The counts this preset declares, by option name, in declaration order."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Preset:
     study: StudyConfig = section(StudyConfig)
@@ -354,6 +398,7 @@ class Preset:
     compute: ComputeConfig = section(ComputeConfig)
     controls: ControlsConfig = section(ControlsConfig)
     baselines: BaselinesConfig = section(BaselinesConfig)
+    expected: ExpectedConfig = section(ExpectedConfig)
     source: str = field(default="<dict>", compare=False)
     """Where the preset came from (file path or a description); not part of the configuration."""
 

@@ -86,7 +86,7 @@ def official_split(fs: FeatureSet) -> Split:
     parts = {name: np.flatnonzero(fs.split == code) for code, name in enumerate(SPLIT_NAMES)}
     if not len(parts["val"]):
         del parts["val"]
-    return Split("official", parts, {"dataset": fs.name, "n_rows": len(fs)})
+    return Split("official", parts, {"dataset": fs.name, "n_rows": len(fs), **_group_counts(fs.labels, parts)})
 
 
 def _largest_remainder(total: int, fractions: Sequence[float]) -> list[int]:

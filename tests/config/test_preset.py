@@ -553,6 +553,8 @@ def _mutations(d: dict) -> dict[str, dict]:
                 set_path(new, path, "all" if value == "official" else "official")
             else:
                 set_path(new, path, [1, 1, 1] if value is None else [*value[:-1], value[-1] + 1])
+        elif path.startswith("expected.") and value is None:
+            set_path(new, path, [1, 1, 1] if path.split(".")[1].startswith("part_") else 5)
         elif path == "temperature.tuning.n_query":
             set_path(new, path, 5 if value is None else value + 1)
         elif path in ("training.selection_epochs", "training.selection_score"):
