@@ -173,6 +173,11 @@ HIER_LEVELS: tuple[str, str] = ("middle", "high")
 HIER_METRIC = f"{HIER}_{MAP}"
 
 
+def empty_level_note(level: str) -> str:
+    """How a level without a valid query in a study's splits is named wherever the study is shown."""
+    return f"{level}: no valid queries in this split"
+
+
 def hier_score(map_by_level: Mapping[str, float | None]) -> float:
     """Mean mAP of the HIER_LEVELS present; a level without a value (no valid query) is left out.
 

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hierconsole.cli.output import fits, fitted, output_console
-from hierconsole.cli.reading import open_for_reading
+from hierconsole.cli.reading import open_for_reading, print_empty_levels
 from hierconsole.errors import HierconsoleError
 from hierconsole.factorial import EFFECTS
 from hierconsole.study import read
@@ -173,6 +173,9 @@ def cmd_effects(args: argparse.Namespace) -> int:
     )
     if omitted:
         console.print(f"[yellow]note:[/] {escape(omitted)}", highlight=False)
+    if not args.from_csv:
+        with open_for_reading(args.home) as store:
+            print_empty_levels(store, read.resolve_study(store, args.study), console)
     return 0
 
 

@@ -17,7 +17,7 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from hierconsole.cli.output import confirmed, fits, fitted, output_console
-from hierconsole.cli.reading import open_for_reading
+from hierconsole.cli.reading import open_for_reading, print_empty_levels
 from hierconsole.config import Preset, load_preset
 from hierconsole.config.family import Family
 from hierconsole.config.overrides import AssignmentError, parse_assignment
@@ -378,6 +378,7 @@ def start_study(
 def summarize(store: Store, study_id: str, console: Console) -> int:
     study = read.get_study(store, study_id)
     console.print(f"study [bold]{study_id}[/] phase: [bold]{study.phase}[/]")
+    print_empty_levels(store, study_id, console)
     for job in read.job_rows(store, study_id):
         if job.state != JobState.FINISHED:
             error = f"\n{job.error.strip()[-800:]}" if job.error else ""
@@ -391,7 +392,8 @@ def summarize(store: Store, study_id: str, console: Console) -> int:
         console.print(selection_table(read.selected_epochs(store, study_id), study.preset.training.selection_score))
     table = read.per_seed(store, study_id)
     baselines = read.baselines(store, study_id)
-    metrics = [*(f"{level}_{MAP}" for level in LEVELS), HIER_METRIC]
+    empty = read.empty_levels(store, study_id)
+    metrics = [*(f"{level}_{MAP}" for level in LEVELS if level not in empty), HIER_METRIC]
     print_results(
         console,
         table,
@@ -474,6 +476,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"seeds {list(preset.training.seeds)}, {preset.training.epochs} epochs{_on(executor)}"
         )
         console.print(ARM_LEGEND, style="dim", highlight=False)
+        print_empty_levels(store, study_id, console)
         # Only this study's jobs: leftovers of earlier studies are shown by `runs` and run by `resume`.
         orch = Orchestrator(
             store, max_parallel=_parallel(args, preset), gpus=args.gpus, studies=[study_id], executor=executor

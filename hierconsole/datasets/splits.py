@@ -380,3 +380,10 @@ def strict_valid_counts(labels: np.ndarray, query_idx: np.ndarray, gallery_idx: 
         "high": size[2][q[:, 2]] - size[1][q[:, 1]],
     }
     return {level: int((positives[level] > 0).sum()) for level in LEVELS}
+
+
+def empty_levels(valid_counts: Sequence[dict[str, int]]) -> tuple[str, ...]:
+    """Levels with no valid query in at least one of the given query/gallery splits (their strict valid
+    counts): such a level has no score on that split, so it is left out of the hier score and of every
+    table of the study instead of leaving holes that break the pairing of arms."""
+    return tuple(level for level in LEVELS if any(int(v.get(level, 0)) == 0 for v in valid_counts))
