@@ -129,6 +129,23 @@ class _Baselines(Check):
         return tuple(b for b in BASELINES if b in chosen)
 
 
+NONE: Final = "none"
+"""The value that clears an optional target or expected count: TOML has no null, and a family whose
+members draw other splits than its base (CUB's Genus-disjoint outer splits), or a shipped preset run on
+a user's own data (`--set split.leaf_counts=none`), must drop what the base declares."""
+
+
+class Clearable(Check):
+    """An optional option that `"none"` also clears."""
+
+    def __init__(self, inner: Check) -> None:
+        self.inner = inner
+        self.expected = f"{inner.expected}, or {NONE!r}"
+
+    def __call__(self, value: Any) -> Any:
+        return None if value is None or value == NONE else self.inner(value)
+
+
 _SEED = Number(integer=True, ge=0, le=MAX_SEED)
 _POSITIVE = Number(gt=0)
 CURVATURE = Number(gt=0)
@@ -171,12 +188,12 @@ class SplitConfig:
         "their groups' official-train images and test its groups' official-test images (NABirds, paper S1)",
     )
     leaf_counts: tuple[int, int, int] | None = option(
-        Optional(ListOf(_COUNT, length=3, what="train, val, test leaf counts")),
+        Clearable(ListOf(_COUNT, length=3, what="train, val, test leaf counts")),
         None,
         doc="hierarchy_disjoint: leaves each part must hold; groups are swapped between parts until it does",
     )
     image_counts: tuple[int, int, int] | None = option(
-        Optional(ListOf(_COUNT, length=3, what="train, val, test image counts")),
+        Clearable(ListOf(_COUNT, length=3, what="train, val, test image counts")),
         None,
         doc="hierarchy_disjoint: images each part must hold (after split.images); met like leaf_counts",
     )
@@ -252,7 +269,7 @@ class TuningConfig:
     epochs: int = option(_COUNT, 50, doc="fixed budget; candidates are scored at this epoch only")
     query_fraction: float = option(_FRACTION, 0.2, doc="share of the validation samples used as queries")
     n_query: int | None = option(
-        Optional(_COUNT), None, doc="exact number of validation queries instead of query_fraction (NABirds: 1,013)"
+        Clearable(_COUNT), None, doc="exact number of validation queries instead of query_fraction (NABirds: 1,013)"
     )
 
 
@@ -342,22 +359,8 @@ class ControlsConfig:
     shuffle_seed: int = option(_SEED, DEFAULT_SHUFFLE_SEED, doc="seed of the taxonomy shuffle")
 
 
-UNDECLARED: Final = "undeclared"
-"""An expected count's value that clears it: TOML has no null, and a family whose members draw other
-splits than its base (e.g. CUB's Genus-disjoint outer splits) must drop the base's image counts."""
-
-
-class _Expected(Check):
-    def __init__(self, inner: Check) -> None:
-        self.inner = inner
-        self.expected = f"{inner.expected}, or {UNDECLARED!r}"
-
-    def __call__(self, value: Any) -> Any:
-        return None if value is None or value == UNDECLARED else self.inner(value)
-
-
-_EXPECTED = _Expected(_COUNT)
-_PER_PART = _Expected(ListOf(_COUNT, length=3, what="train, val, test counts of the protocol split"))
+_EXPECTED = Clearable(_COUNT)
+_PER_PART = Clearable(ListOf(_COUNT, length=3, what="train, val, test counts of the protocol split"))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -266,7 +266,8 @@ def _meet_targets(
         )
         raise ConfigError(
             f"no assignment of the {n_groups} {level} groups meets the split targets (closest: {reached}); "
-            "remove split.leaf_counts / split.image_counts or change them to counts this dataset allows"
+            "set split.leaf_counts / split.image_counts to counts this dataset allows, or clear them "
+            "(--set split.leaf_counts=none --set split.image_counts=none)"
         )
     part_of[groups] = assign
 

@@ -122,7 +122,7 @@ def test_a_pooled_split_fails_naming_each_count(store):
 
 
 def test_one_wrong_declaration_fails_and_undeclared_counts_are_skipped(store):
-    wrong = preset("official", part_leaves=[6, 4, 3], gallery_images="undeclared")
+    wrong = preset("official", part_leaves=[6, 4, 3], gallery_images="none")
     study = create_study(store, wrong, "nabirds")
     check = expected_check(store, study)
     assert check.ok is False
@@ -135,3 +135,22 @@ def test_a_preset_without_expected_counts_passes_saying_so(store):
     study = create_study(store, plain, "nabirds")
     check = expected_check(store, study)
     assert check.ok is True and "declares no expected counts" in check.evidence
+
+
+@pytest.mark.slow  # the CLI in a subprocess
+def test_unreachable_split_targets_are_refused_before_anything_is_created(tmp_path):
+    from tests.reliability.conftest import cli, one_line_error, tree_digest
+
+    feats = write_nabirds(tmp_path / "nabirds")
+    home = tmp_path / "home"
+    with Store(home) as s:
+        register_dataset(s, import_nabirds(tmp_path / "nabirds", feats))
+    before = tree_digest(home)
+    flags = ["--set", "split.protocol='hierarchy_disjoint'", "--set", "split.counts=[5, 2, 2]"]
+    flags += ["--set", "split.images='official'", "--set", "evaluation.n_query=3", "--epochs", "1"]
+    text = one_line_error(
+        cli(home, "run", "demo", "--dataset", "nabirds", *flags, "--set", "split.leaf_counts=[10, 2, 1]")
+    )
+    assert "no assignment of the 9 middle groups meets the split targets (closest: leaves" in text
+    assert "--set split.leaf_counts=none" in text
+    assert tree_digest(home) == before and not (home / "studies").exists()
