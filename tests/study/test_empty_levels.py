@@ -106,18 +106,26 @@ def test_excluded_level_leaves_the_other_levels_and_hier_of_the_rest():
     assert full["hier_mAP"].to_list() == [pytest.approx(0.5), pytest.approx(0.55)]
 
 
-@pytest.mark.slow  # the CLI in a subprocess, one short training run
-def test_run_reports_the_other_levels_and_names_the_empty_one(tmp_path):
-    with Store(tmp_path) as store:
+@pytest.fixture(scope="module")
+def gap_run(tmp_path_factory):
+    """A home with one complete demo study on the gap data (the CLI in a subprocess) and its output."""
+    home = tmp_path_factory.mktemp("gap")
+    with Store(home) as store:
         register_dataset(store, gap_dataset())
     sets = [
         arg for key, value in VALUES.items() if key != "data.dataset" for arg in ("--set", f"{key}={value}")
     ]
     done = subprocess.run(
-        [sys.executable, "-m", "hierconsole", "--home", str(tmp_path), "run", "demo", "--dataset", "gap",
+        [sys.executable, "-m", "hierconsole", "--home", str(home), "run", "demo", "--dataset", "gap",
          "--epochs", "2", "--seeds", "42", *sets],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
+    return home, done
+
+
+@pytest.mark.slow  # the CLI in a subprocess, one short training run
+def test_run_reports_the_other_levels_and_names_the_empty_one(gap_run):
+    tmp_path, done = gap_run
     out = " ".join((done.stdout + done.stderr).split())
     assert done.returncode == 0, out
     assert "Traceback" not in out and "is missing" not in out, out
@@ -141,3 +149,19 @@ def test_run_reports_the_other_levels_and_names_the_empty_one(tmp_path):
         assert shown.returncode == 0, (command, shown.stdout, shown.stderr)
         assert "high_mAP" not in shown.stdout, command
     assert "middle" in (tmp_path / "e.csv").read_text()
+
+
+@pytest.mark.slow  # uses the run above
+async def test_the_console_names_the_empty_level_beside_the_effects(gap_run):
+    from tests.tui.conftest import SIZE, make_app, settle, shown
+
+    home, done = gap_run
+    assert done.returncode == 0
+    with Store(home) as store:
+        study = read.list_studies(store)[0].study_id
+        app = make_app(store, study=study)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("3")
+            await settle(pilot, app)
+            text = shown(app)
+            assert "high: no valid queries in this split" in text and "metric hier_mAP" in text, text
