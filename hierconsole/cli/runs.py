@@ -24,7 +24,7 @@ from hierconsole.config.overrides import AssignmentError, parse_assignment
 from hierconsole.contract import events as ev
 from hierconsole.errors import HierconsoleError, StoreBusyError, StoreReadOnlyError, StoreWriteError
 from hierconsole.study import read
-from hierconsole.study.analysis.audits import Check, record, run_audits
+from hierconsole.study.analysis.audits import Check, check_expected_counts, record, run_audits
 from hierconsole.study.db.catalog import ensure_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.db.views import sql_list
@@ -477,6 +477,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         console.print(ARM_LEGEND, style="dim", highlight=False)
         print_empty_levels(store, study_id, console)
+        expected = check_expected_counts(store, study_id)
+        if expected.ok is False:
+            # Said before any training: a split that differs from the declared protocol is not the study asked for.
+            console.print(f"[yellow]warning:[/] {expected.name}: {escape(expected.evidence)}", highlight=False)
         # Only this study's jobs: leftovers of earlier studies are shown by `runs` and run by `resume`.
         orch = Orchestrator(
             store, max_parallel=_parallel(args, preset), gpus=args.gpus, studies=[study_id], executor=executor

@@ -154,3 +154,29 @@ def test_unreachable_split_targets_are_refused_before_anything_is_created(tmp_pa
     assert "no assignment of the 9 middle groups meets the split targets (closest: leaves" in text
     assert "--set split.leaf_counts=none" in text
     assert tree_digest(home) == before and not (home / "studies").exists()
+
+
+@pytest.mark.slow  # the CLI in a subprocess, one short training run
+def test_run_warns_before_training_when_the_split_differs(tmp_path):
+    from tests.reliability.conftest import cli
+
+    feats = write_nabirds(tmp_path / "nabirds")
+    home = tmp_path / "home"
+    with Store(home) as s:
+        register_dataset(s, import_nabirds(tmp_path / "nabirds", feats))
+    values = {k: v for k, v in preset("all").to_dict()["split"].items() if v is not None}
+    flags = [f"split.{k}={v!r}" if isinstance(v, str) else f"split.{k}={v}" for k, v in values.items()]
+    flags += [f"expected.{k}={v}" for k, v in EXPECTED.items()]
+    flags += [
+        "evaluation.n_query=3",
+        "temperature.tuning.n_query=3",
+        "training.batch_size=8",
+        "compute.device='cpu'",
+    ]
+    done = cli(home, "run", "demo", "--dataset", "nabirds", "--epochs", "1", "--seeds", "42",
+               *[a for f in flags for a in ("--set", f)])  # fmt: skip
+    out = " ".join(done.stdout.split())
+    before_training = out.split("final-s42")[0]
+    assert "warning: expected_counts: 7 of 13 declared counts match" in before_training, out
+    assert "development_images is 70, expected 40" in before_training
+    assert done.returncode == 1  # the stored audit fails too
