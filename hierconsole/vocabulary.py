@@ -151,6 +151,9 @@ DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
 OPTIMIZERS: tuple[str, ...] = ("adamw",)
 LR_SCHEDULES: tuple[str, ...] = ("constant",)
 SPLIT_PROTOCOLS: tuple[str, ...] = ("official", "hierarchy_disjoint")
+SPLIT_IMAGES: tuple[str, ...] = ("all", "official")
+"""Which images a hierarchy-disjoint part takes from its groups: every one, or the official split's
+(train and val from official train, test from official test)."""
 
 SYNTHETIC_PREFIX = "synthetic:"
 SYNTHETIC_DATASETS: tuple[str, ...] = ("demo", "cub-sized")
@@ -168,6 +171,11 @@ HIER = "hier"
 HIER_LEVELS: tuple[str, str] = ("middle", "high")
 """The hier score is the mean of strict middle- and high-level mAP; the leaf never counts (paper Sec. 3.4)."""
 HIER_METRIC = f"{HIER}_{MAP}"
+
+
+def empty_level_note(level: str) -> str:
+    """How a level without a valid query in a study's splits is named wherever the study is shown."""
+    return f"{level}: no valid queries in this split"
 
 
 def hier_score(map_by_level: Mapping[str, float | None]) -> float:

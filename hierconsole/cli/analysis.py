@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from hierconsole.cli.output import output_console, print_grid
-from hierconsole.cli.reading import open_for_reading
+from hierconsole.cli.reading import open_for_reading, print_empty_levels
 from hierconsole.errors import HierconsoleError
 from hierconsole.factorial import BASELINE_EFFECTS, EFFECTS
 from hierconsole.present.tables.effects import (
@@ -144,7 +144,11 @@ def cmd_effects(args: argparse.Namespace) -> int:
         return 0
     arm_digits = ARM_DIGITS if args.precision is None else args.precision
     effect_digits = EFFECT_DIGITS if args.precision is None else args.precision
-    print_effects(output_console(), view, arm_digits, effect_digits)
+    console = output_console()
+    print_effects(console, view, arm_digits, effect_digits)
+    if not args.from_csv:
+        with open_for_reading(args.home) as store:
+            print_empty_levels(store, read.resolve_study(store, args.study), console)
     return 0
 
 

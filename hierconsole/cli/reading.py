@@ -5,7 +5,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
+from hierconsole.study import read
 from hierconsole.study.db.storage import Store
+from hierconsole.vocabulary import empty_level_note
 
 
 def open_for_reading(home: str | None) -> Store:
@@ -15,3 +17,13 @@ def open_for_reading(home: str | None) -> Store:
     if store.source != str(store.path):
         Console(stderr=True, soft_wrap=True).print(f"[dim]reading {escape(store.source)}[/]", highlight=False)
     return store
+
+
+def print_empty_levels(store: Store, study_id: str, console: Console) -> None:
+    """Name the levels the study's splits leave without a valid query (known before any training)."""
+    for level in read.empty_levels(store, study_id):
+        console.print(
+            f"[yellow]note:[/] {escape(empty_level_note(level))}; it is left out of hier_mAP and of every "
+            "table, the other levels are reported",
+            highlight=False,
+        )

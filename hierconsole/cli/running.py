@@ -12,12 +12,14 @@ from rich.markup import escape
 
 from hierconsole.cli.output import confirmed, output_console, print_grid
 from hierconsole.cli.progress import drive, problem_printer
+from hierconsole.cli.reading import print_empty_levels
 from hierconsole.config import Preset, load_preset
 from hierconsole.config.family import Family
 from hierconsole.config.overrides import AssignmentError, parse_assignment
 from hierconsole.errors import HierconsoleError
 from hierconsole.present.tables.studies import audits_grid
 from hierconsole.study import read
+from hierconsole.study.analysis.audits import check_expected_counts
 from hierconsole.study.db.catalog import ensure_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.db.views import sql_list
@@ -217,6 +219,7 @@ def start_study(
 def summarize(store: Store, study_id: str, console: Console) -> int:
     study = read.get_study(store, study_id)
     console.print(f"study [bold]{study_id}[/] phase: [bold]{study.phase}[/]")
+    print_empty_levels(store, study_id, console)
     for job in read.job_rows(store, study_id):
         if job.state != JobState.FINISHED:
             error = f"\n{job.error.strip()[-800:]}" if job.error else ""
@@ -228,7 +231,8 @@ def summarize(store: Store, study_id: str, console: Console) -> int:
 
     if study.preset.training.select_epoch:
         print_grid(console, selection_grid(read.selected_epochs(store, study_id), study.preset.training.selection_score))
-    metrics = [*(f"{level}_{MAP}" for level in LEVELS), HIER_METRIC]
+    empty = read.empty_levels(store, study_id)
+    metrics = [*(f"{level}_{MAP}" for level in LEVELS if level not in empty), HIER_METRIC]
     view = read.study_effects(store, study_id, metrics, effect_metrics=[HIER_METRIC])
     print_effects(console, view, ARM_DIGITS, EFFECT_DIGITS)
     checks = read.stored_audits(store, study_id)
@@ -272,6 +276,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"seeds {list(preset.training.seeds)}, {preset.training.epochs} epochs{_on(executor)}"
         )
         console.print(ARM_LEGEND, style="dim", highlight=False)
+        print_empty_levels(store, study_id, console)
+        expected = check_expected_counts(store, study_id)
+        if expected.ok is False:
+            # Said before any training: a split that differs from the declared protocol is not the study asked for.
+            console.print(f"[yellow]warning:[/] {expected.name}: {escape(expected.evidence)}", highlight=False)
         # Only this study's jobs: leftovers of earlier studies are shown by `runs` and run by `resume`.
         orch = Orchestrator(
             store, max_parallel=_parallel(args, preset), gpus=args.gpus, studies=[study_id], executor=executor

@@ -48,6 +48,7 @@ from hierconsole.vocabulary import (
     LR_SCHEDULES,
     MAP,
     OPTIMIZERS,
+    SPLIT_IMAGES,
     SPLIT_PROTOCOLS,
     SUPCON,
     SYNTHETIC_DATASETS,
@@ -128,6 +129,23 @@ class _Baselines(Check):
         return tuple(b for b in BASELINES if b in chosen)
 
 
+NONE: Final = "none"
+"""The value that clears an optional target or expected count: TOML has no null, and a family whose
+members draw other splits than its base (CUB's Genus-disjoint outer splits), or a shipped preset run on
+a user's own data (`--set split.leaf_counts=none`), must drop what the base declares."""
+
+
+class Clearable(Check):
+    """An optional option that `"none"` also clears."""
+
+    def __init__(self, inner: Check) -> None:
+        self.inner = inner
+        self.expected = f"{inner.expected}, or {NONE!r}"
+
+    def __call__(self, value: Any) -> Any:
+        return None if value is None or value == NONE else self.inner(value)
+
+
 _SEED = Number(integer=True, ge=0, le=MAX_SEED)
 _POSITIVE = Number(gt=0)
 CURVATURE = Number(gt=0)
@@ -163,6 +181,22 @@ class SplitConfig:
         Optional(ListOf(_FRACTION, length=3, what="train, val, test group fractions summing to 1")), None
     )
     seed: int = option(_SEED, 42, doc="hierarchy_disjoint: seed of the group assignment")
+    images: str = option(
+        Choice(*SPLIT_IMAGES),
+        "all",
+        doc="hierarchy_disjoint: 'all' pools every image of a part's groups; 'official' gives train and val "
+        "their groups' official-train images and test its groups' official-test images (NABirds, paper S1)",
+    )
+    leaf_counts: tuple[int, int, int] | None = option(
+        Clearable(ListOf(_COUNT, length=3, what="train, val, test leaf counts")),
+        None,
+        doc="hierarchy_disjoint: leaves each part must hold; groups are swapped between parts until it does",
+    )
+    image_counts: tuple[int, int, int] | None = option(
+        Clearable(ListOf(_COUNT, length=3, what="train, val, test image counts")),
+        None,
+        doc="hierarchy_disjoint: images each part must hold (after split.images); met like leaf_counts",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -234,6 +268,9 @@ class TuningConfig:
     seed: int = option(_SEED, 42, doc="training seed of every tuning run")
     epochs: int = option(_COUNT, 50, doc="fixed budget; candidates are scored at this epoch only")
     query_fraction: float = option(_FRACTION, 0.2, doc="share of the validation samples used as queries")
+    n_query: int | None = option(
+        Clearable(_COUNT), None, doc="exact number of validation queries instead of query_fraction (NABirds: 1,013)"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -322,6 +359,36 @@ class ControlsConfig:
     shuffle_seed: int = option(_SEED, DEFAULT_SHUFFLE_SEED, doc="seed of the taxonomy shuffle")
 
 
+_EXPECTED = Clearable(_COUNT)
+_PER_PART = Clearable(ListOf(_COUNT, length=3, what="train, val, test counts of the protocol split"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExpectedConfig:
+    """Counts the realised study must show, each optional; the `expected_counts` audit fails on any that
+    differs (e.g. the paper's S1/S12 numbers in the shipped presets, or a user's own protocol)."""
+
+    development_images: int | None = option(_EXPECTED, None, doc="images final runs train on (NABirds 19,021)")
+    test_images: int | None = option(_EXPECTED, None, doc="images of the test part before Q/G draws")
+    query_images: int | None = option(_EXPECTED, None, doc="queries of every Q/G perturbation")
+    gallery_images: int | None = option(_EXPECTED, None, doc="gallery of every Q/G perturbation")
+    tuning_fit_images: int | None = option(_EXPECTED, None, doc="images temperature-tuning runs fit on")
+    tuning_query_images: int | None = option(_EXPECTED, None, doc="queries of the tuning validation split")
+    tuning_gallery_images: int | None = option(_EXPECTED, None, doc="gallery of the tuning validation split")
+    updates_per_epoch: int | None = option(_EXPECTED, None, doc="optimiser steps per final-run epoch")
+    leaves: int | None = option(_EXPECTED, None, doc="leaf classes of the dataset")
+    middle_groups: int | None = option(_EXPECTED, None, doc="middle-level groups of the dataset")
+    high_groups: int | None = option(_EXPECTED, None, doc="high-level groups of the dataset")
+    part_leaves: tuple[int, int, int] | None = option(_PER_PART, None, doc="leaves in train, val, test")
+    part_middle_groups: tuple[int, int, int] | None = option(
+        _PER_PART, None, doc="middle groups in train, val, test"
+    )
+
+    def declared(self) -> dict[str, Any]:
+        """The counts this preset declares, by option name, in declaration order."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Preset:
     study: StudyConfig = section(StudyConfig)
@@ -334,6 +401,7 @@ class Preset:
     compute: ComputeConfig = section(ComputeConfig)
     controls: ControlsConfig = section(ControlsConfig)
     baselines: BaselinesConfig = section(BaselinesConfig)
+    expected: ExpectedConfig = section(ExpectedConfig)
     source: str = field(default="<dict>", compare=False)
     """Where the preset came from (file path or a description); not part of the configuration."""
 
@@ -502,12 +570,17 @@ def _cross_check(parts: dict[str, Any], problems: list[str]) -> None:
                 "expected one of 'middle', 'high'"
             )
     else:
-        for key in ("counts", "fractions"):
+        for key in ("counts", "fractions", "leaf_counts", "image_counts"):
             if getattr(split, key) is not None:
                 problems.append(
                     f"split.{key} = {show(list(getattr(split, key)))}: only used with protocol = "
                     f"'hierarchy_disjoint'; remove it or set split.protocol = 'hierarchy_disjoint'"
                 )
+        if split.images != "all":
+            problems.append(
+                f"split.images = {split.images!r}: only used with protocol = 'hierarchy_disjoint' (the "
+                "official protocol already keeps the official images); remove it"
+            )
     training: TrainingConfig = parts["training"]
     if training.select_epoch:
         if training.selection_epochs is None and training.val_every == 0:

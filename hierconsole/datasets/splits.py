@@ -8,6 +8,7 @@ platform, so a seed reproduces the same indices and hash anywhere.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -85,7 +86,7 @@ def official_split(fs: FeatureSet) -> Split:
     parts = {name: np.flatnonzero(fs.split == code) for code, name in enumerate(SPLIT_NAMES)}
     if not len(parts["val"]):
         del parts["val"]
-    return Split("official", parts, {"dataset": fs.name, "n_rows": len(fs)})
+    return Split("official", parts, {"dataset": fs.name, "n_rows": len(fs), **_group_counts(fs.labels, parts)})
 
 
 def _largest_remainder(total: int, fractions: Sequence[float]) -> list[int]:
@@ -103,6 +104,12 @@ def _largest_remainder(total: int, fractions: Sequence[float]) -> list[int]:
     return counts.tolist()
 
 
+TARGET_STEPS = 20_000
+"""Swap rounds the targeted assignment may take before it says the targets cannot be met."""
+OFFICIAL_TEST = 2
+"""The official split code of a test image (featureset.SPLIT_NAMES)."""
+
+
 def hierarchy_disjoint_split(
     labels: np.ndarray,
     *,
@@ -111,6 +118,9 @@ def hierarchy_disjoint_split(
     fractions: Sequence[float] | None = None,
     seed: int,
     within: np.ndarray | None = None,
+    official: np.ndarray | None = None,
+    leaf_counts: Sequence[int] | None = None,
+    image_counts: Sequence[int] | None = None,
 ) -> Split:
     """Assign whole groups of `level` to train/val/test, so the parts share no group at that level nor
     any finer one (a middle-disjoint split is also leaf-disjoint, e.g. NABirds Parent-disjoint).
@@ -118,6 +128,12 @@ def hierarchy_disjoint_split(
     `counts` gives groups per part (train, val, test) and must add up to the number of groups; otherwise
     `fractions` (default 0.6/0.2/0.2) is rounded by largest remainder. Groups are drawn by a seeded
     permutation. `within` restricts the split to those rows (default all).
+
+    `official` (the rows' official split codes) keeps the dataset's own image split inside the group
+    split: train and val take only their groups' official train/val images and test only its groups'
+    official test images, the rest are left out (the NABirds bundle of 19,021 + 5,017 images, not all
+    48,562). `leaf_counts` and `image_counts` (per part) are targets: after the seeded draw, seeded swaps
+    of whole groups between parts, which keep the group counts, run until both are met exactly.
     """
     if level not in LEVELS:
         raise ConfigError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
@@ -143,8 +159,18 @@ def hierarchy_disjoint_split(
     part_of = np.empty(int(groups.max()) + 1 if len(groups) else 0, dtype=np.int64)
     for p in range(3):
         part_of[drawn[bounds[p] : bounds[p + 1]]] = p
+    # in_part[p]: whether a row may belong to part p once its group is there.
+    if official is None:
+        in_part = np.ones((3, len(rows)), dtype=bool)
+    else:
+        is_test = np.asarray(official)[rows] == OFFICIAL_TEST
+        in_part = np.stack([~is_test, ~is_test, is_test])
+    if leaf_counts is not None or image_counts is not None:
+        _meet_targets(labels[rows], col, groups, part_of, in_part, leaf_counts, image_counts, rng, level)
     where = part_of[labels[rows, col]]
-    parts = {name: rows[where == p] for p, name in enumerate(("train", "val", "test"))}
+    parts = {
+        name: rows[(where == p) & in_part[p]] for p, name in enumerate(("train", "val", "test"))
+    }
     return Split(
         "hierarchy_disjoint",
         parts,
@@ -153,9 +179,97 @@ def hierarchy_disjoint_split(
             "counts": counts,
             "seed": int(seed),
             "n_rows": len(rows),
+            "images": "all" if official is None else "official",
+            "leaf_counts": None if leaf_counts is None else [int(c) for c in leaf_counts],
+            "image_counts": None if image_counts is None else [int(c) for c in image_counts],
             **_group_counts(labels, parts),
         },
     )
+
+
+def _meet_targets(
+    labels: np.ndarray,
+    col: int,
+    groups: np.ndarray,
+    part_of: np.ndarray,
+    in_part: np.ndarray,
+    leaf_counts: Sequence[int] | None,
+    image_counts: Sequence[int] | None,
+    rng: np.random.Generator,
+    level: str,
+) -> None:
+    """Swap groups between parts (in place on `part_of`) until the parts hold exactly `leaf_counts`
+    leaves and `image_counts` images; raise ConfigError with the closest assignment found otherwise.
+
+    Each round takes a random pair of parts and a random group of the first, and swaps it with the group
+    of the second that leaves the smallest total error (ties drawn at random); a swap that does not
+    raise the error is kept, so the walk crosses plateaus. Everything is drawn from the split's own
+    generator, so the result is a pure function of the seed.
+    """
+    g_index = np.searchsorted(groups, labels[:, col])
+    n_groups = len(groups)
+    # Distinct leaves of each group (a leaf lies in one group of every coarser level).
+    leaf_group = np.unique(np.stack([labels[:, 0], g_index], axis=1), axis=0)[:, 1]
+    n_leaf = np.bincount(leaf_group, minlength=n_groups)
+    n_img = np.stack([np.bincount(g_index[in_part[p]], minlength=n_groups) for p in range(3)])
+    targets = []
+    if leaf_counts is not None:
+        targets.append((np.asarray(leaf_counts, dtype=np.int64), np.stack([n_leaf] * 3)))
+    if image_counts is not None:
+        targets.append((np.asarray(image_counts, dtype=np.int64), n_img))
+    assign = part_of[groups]
+
+    def totals(assign: np.ndarray) -> list[np.ndarray]:
+        return [np.array([per[p][assign == p].sum() for p in range(3)]) for _, per in targets]
+
+    def error(tot: list[np.ndarray]) -> int:
+        return int(sum(np.abs(t - want).sum() for t, (want, _) in zip(tot, targets, strict=True)))
+
+    tot = totals(assign)
+    cost = error(tot)
+    best_cost, best_assign = cost, assign.copy()
+    pairs = [(0, 1), (0, 2), (1, 2)]
+    for step in range(TARGET_STEPS):
+        if cost == 0:
+            break
+        p, q = pairs[int(rng.integers(3))]
+        in_p, in_q = np.flatnonzero(assign == p), np.flatnonzero(assign == q)
+        if not len(in_p) or not len(in_q):
+            continue
+        g = int(in_p[rng.integers(len(in_p))])
+        new_cost = np.zeros(len(in_q), dtype=np.int64)
+        for t, (want, per) in zip(tot, targets, strict=True):
+            dp = per[p][in_q] - per[p][g]  # part p loses g, gains h
+            dq = per[q][g] - per[q][in_q]
+            r = 3 - p - q
+            new_cost += np.abs(t[p] + dp - want[p]) + np.abs(t[q] + dq - want[q]) + abs(int(t[r] - want[r]))
+        best = np.flatnonzero(new_cost == new_cost.min())
+        h = int(in_q[best[rng.integers(len(best))]])
+        rise = int(new_cost.min()) - cost
+        # A rise is taken now and then (less often as the rounds run out) to leave a local minimum.
+        heat = 2.0 * (1 - step / TARGET_STEPS) + 1e-3
+        if rise <= 0 or rng.random() < math.exp(-rise / heat):
+            assign[g], assign[h] = q, p
+            tot = totals(assign)
+            cost = error(tot)
+            if cost < best_cost:
+                best_cost, best_assign = cost, assign.copy()
+    assign, tot = best_assign, totals(best_assign)
+    cost = best_cost
+    if cost:
+        reached = "; ".join(
+            f"{what} {t.tolist()} for {want.tolist()}"
+            for (want, _), t, what in zip(
+                targets, tot, [w for w, c in (("leaves", leaf_counts), ("images", image_counts)) if c is not None],
+                strict=True,
+            )
+        )
+        raise ConfigError(
+            f"no assignment of the {n_groups} {level} groups meets the split targets (closest: {reached}); "
+            "set split.leaf_counts / split.image_counts to counts this dataset allows, or clear them "
+            "(--set split.leaf_counts=none --set split.image_counts=none)"
+        )
+    part_of[groups] = assign
 
 
 def _group_counts(labels: np.ndarray, parts: dict[str, np.ndarray]) -> dict[str, dict[str, int]]:
@@ -173,6 +287,7 @@ def tuning_split(
     query_fraction: float = 0.2,
     holdout_fraction: float = 0.2,
     seed: int = 0,
+    n_query: int | None = None,
 ) -> Split:
     """Training-internal query/gallery validation for temperature tuning (official test never touched).
 
@@ -180,7 +295,8 @@ def tuning_split(
     gallery. Without it: a seeded, leaf-stratified `holdout_fraction` of train_idx becomes the validation
     pool (each leaf keeps at least one fitting sample; leaves with one sample stay whole in fit), fit is
     the rest, and the pool is split into query and gallery. The query part is a seeded uniform draw of
-    round(query_fraction * pool) rows.
+    round(query_fraction * pool) rows, or exactly `n_query` rows when given (NABirds: 1,013 of 5,062,
+    which no fraction rounds to).
     """
     if not 0 < query_fraction < 1 or not 0 < holdout_fraction < 1:
         raise ConfigError("query_fraction and holdout_fraction must lie strictly between 0 and 1")
@@ -200,7 +316,8 @@ def tuning_split(
         rank = np.arange(len(leaf)) - np.repeat(starts, sizes)
         held = rank < np.repeat(take, sizes)
         fit, pool, mode = shuffled[~held], shuffled[held], "holdout"
-    n_query = int(round(query_fraction * len(pool)))
+    if n_query is None:
+        n_query = int(round(query_fraction * len(pool)))
     if n_query < 1 or n_query >= len(pool):
         raise ConfigError(
             f"the validation pool of {len(pool)} rows is too small to split into query and gallery"
@@ -214,6 +331,7 @@ def tuning_split(
             "mode": mode,
             "seed": int(seed),
             "query_fraction": query_fraction,
+            "n_query": int(n_query),
             "holdout_fraction": holdout_fraction if mode == "holdout" else None,
             "strict_valid": strict_valid_counts(labels, query, gallery),
         },
@@ -263,3 +381,10 @@ def strict_valid_counts(labels: np.ndarray, query_idx: np.ndarray, gallery_idx: 
         "high": size[2][q[:, 2]] - size[1][q[:, 1]],
     }
     return {level: int((positives[level] > 0).sum()) for level in LEVELS}
+
+
+def empty_levels(valid_counts: Sequence[dict[str, int]]) -> tuple[str, ...]:
+    """Levels with no valid query in at least one of the given query/gallery splits (their strict valid
+    counts): such a level has no score on that split, so it is left out of the hier score and of every
+    table of the study instead of leaving holes that break the pairing of arms."""
+    return tuple(level for level in LEVELS if any(int(v.get(level, 0)) == 0 for v in valid_counts))

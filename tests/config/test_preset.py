@@ -545,6 +545,18 @@ def _mutations(d: dict) -> dict[str, dict]:
                 )
             else:
                 set_path(new, path, [*value[:-1], value[-1] + (1 if isinstance(value[-1], int) else 0.0)])
+        elif path in ("split.leaf_counts", "split.image_counts", "split.images"):
+            # Options of the disjoint protocol only.
+            if d["split"]["protocol"] != "hierarchy_disjoint":
+                continue
+            if path == "split.images":
+                set_path(new, path, "all" if value == "official" else "official")
+            else:
+                set_path(new, path, [1, 1, 1] if value is None else [*value[:-1], value[-1] + 1])
+        elif path.startswith("expected.") and value is None:
+            set_path(new, path, [1, 1, 1] if path.split(".")[1].startswith("part_") else 5)
+        elif path == "temperature.tuning.n_query":
+            set_path(new, path, 5 if value is None else value + 1)
         elif path in ("training.selection_epochs", "training.selection_score"):
             # Only valid with selection on: switch it on alongside (select_epoch alone is mutated below).
             new["training"]["select_epoch"] = True
@@ -595,3 +607,20 @@ def test_sha256_changes_with_every_option() -> None:
             covered.add(path)
     # Fractions appear in no shipped preset; swapping them in for counts covers them.
     assert covered >= all_paths, all_paths - covered
+
+
+def test_nabirds_preset_targets_the_papers_split() -> None:
+    p = load_preset("nabirds-parent-disjoint")
+    assert p.split.images == "official"
+    assert p.split.counts == (242, 81, 81) and p.split.leaf_counts == (328, 114, 113)
+    assert p.split.image_counts == (13_959, 5_062, 5_017)
+    assert p.temperature.tuning.n_query == 1_013
+
+
+def test_split_targets_need_the_disjoint_protocol(tmp_path: Path) -> None:
+    text = MINIMAL_TOML + '\n[split]\nprotocol = "official"\nleaf_counts = [1, 2, 3]\nimages = "official"\n'
+    with pytest.raises(ConfigError) as info:
+        load_preset(write(tmp_path, text, "p.toml"))
+    msg = str(info.value)
+    assert "split.leaf_counts = [1, 2, 3]: only used with protocol = 'hierarchy_disjoint'" in msg
+    assert "split.images = 'official': only used with protocol = 'hierarchy_disjoint'" in msg

@@ -571,7 +571,81 @@ def check_pca_fit(store: Store, study_id: str) -> Check:
     return Check(name, not bad, _evidence(summary, bad))
 
 
+def _split_rows(store: Store, study_id: str) -> dict[str, dict[str, Any]]:
+    """Role -> {"sizes": part sizes, "params": generator parameters}, as recorded at creation."""
+    return {
+        role: {"sizes": json.loads(sizes), "params": json.loads(params)}
+        for role, sizes, params in store.rows(
+            "SELECT role, sizes, params FROM splits WHERE study_id = ? ORDER BY role", [study_id]
+        )
+    }
+
+
+def realised_counts(store: Store, study_id: str) -> dict[str, Any]:
+    """The study's counts under the names of `[expected]` (config.preset.ExpectedConfig), from the
+    splits and dataset recorded at creation, so the check needs no training."""
+    preset = _registered(store, study_id)
+    rows = _split_rows(store, study_id)
+    protocol = rows[split_files.PROTOCOL]
+    tuning = rows[split_files.TUNING]["sizes"]
+    qg = [r["sizes"] for role, r in rows.items() if role.startswith(split_files.QG_PREFIX)]
+    # The final-train rows record the protocol's part sizes; what a run fits is in the split file.
+    def fitted(role: str) -> int:
+        with np.load(_split_path(store, study_id, role)) as z:
+            return len(z["fit"])
+
+    n_fit = fitted(split_files.final_train_role(preset))
+    t = preset.training
+    info = store.one(
+        "SELECT d.n_leaf, d.n_middle, d.n_high FROM studies s JOIN datasets d USING (dataset_id) "
+        "WHERE s.study_id = ?",
+        [study_id],
+    )
+    assert info is not None  # a registered study has its dataset
+
+    def per_part(level: str) -> list[int] | None:
+        groups = protocol["params"].get(f"{level}_groups")
+        return None if groups is None else [int(groups.get(p, 0)) for p in ("train", "val", "test")]
+
+    def one(values: set[int]) -> int | list[int]:
+        # Every Q/G perturbation must agree; several values are shown as they are.
+        return values.pop() if len(values) == 1 else sorted(values)
+
+    return {
+        "development_images": fitted(split_files.FINAL_TRAIN),
+        "test_images": int(protocol["sizes"].get("test", 0)),
+        "query_images": one({int(q["query"]) for q in qg}),
+        "gallery_images": one({int(q["gallery"]) for q in qg}),
+        "tuning_fit_images": int(tuning["fit"]),
+        "tuning_query_images": int(tuning["query"]),
+        "tuning_gallery_images": int(tuning["gallery"]),
+        "updates_per_epoch": n_fit // t.batch_size if t.drop_last else -(-n_fit // t.batch_size),
+        "leaves": int(info[0]),
+        "middle_groups": int(info[1]),
+        "high_groups": int(info[2]),
+        "part_leaves": per_part("leaf"),
+        "part_middle_groups": per_part("middle"),
+    }
+
+
+def check_expected_counts(store: Store, study_id: str) -> Check:
+    """The preset's `[expected]` counts against the realised split: a study drawn over other images than
+    the protocol's (e.g. all of NABirds instead of its 19,021 + 5,017 bundle) fails here before training."""
+    declared = {
+        k: (list(v) if isinstance(v, tuple) else v)
+        for k, v in _registered(store, study_id).expected.declared().items()
+    }
+    if not declared:
+        return Check("expected_counts", True, "the preset declares no expected counts ([expected] is empty)")
+    realised = realised_counts(store, study_id)
+    bad = [f"{k} is {realised[k]}, expected {v}" for k, v in declared.items() if realised[k] != v]
+    summary = f"{len(declared) - len(bad)} of {len(declared)} declared counts match"
+    # At most 13 counts: every offender is named, not the first few.
+    return Check("expected_counts", not bad, "; ".join([summary, *bad]))
+
+
 CHECKS: tuple[Callable[[Store, str], Check], ...] = (
+    check_expected_counts,
     check_parameters,
     check_same_init,
     check_batch_order,

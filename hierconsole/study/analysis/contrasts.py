@@ -125,13 +125,15 @@ def contrast_tables(
     metric: str = DEFAULT_METRIC,
     arms: Sequence[tuple[str, str]] | None = None,
     name: str | None = None,
+    excluded: Sequence[str] = (),
 ) -> StudyContrast:
     """A - B from two per-seed wide tables (arm, seed, `<level>_<metric>` columns, Q/G averaged).
 
     `arms` lists (arm_a, arm_b) pairs; by default every arm present in both tables, with itself. Seeds
-    are those present in both (the others are reported in `dropped`).
+    are those present in both (the others are reported in `dropped`). `excluded` levels (no valid query
+    in either study's splits) get no row; the other levels are contrasted.
     """
-    columns = metric_columns(metric)
+    columns = {level: c for level, c in metric_columns(metric).items() if level not in excluded}
     for label, table in ((a, table_a), (b, table_b)):
         missing = [c for c in columns.values() if c not in table.columns]
         if missing:

@@ -180,10 +180,12 @@ def metric_order(column: str) -> tuple:
     return (2, 0, 0, column)
 
 
-def per_seed_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> pl.DataFrame:
+def per_seed_from_long(
+    df: pl.DataFrame, *, source: str = "metrics table", excluded: Sequence[str] = ()
+) -> pl.DataFrame:
     """Turn stored metric rows into the per-seed wide table (:func:`per_perturbation_from_long`, then the
     Q/G perturbations of each (arm, seed) averaged)."""
-    table = per_perturbation_from_long(df, source=source)
+    table = per_perturbation_from_long(df, source=source, excluded=excluded)
     columns = [c for c in table.columns if c not in (*KEY_COLUMNS, PERTURBATION)]
     # Averaged in a fixed order (by perturbation, as stored) with fmean, as the per-seed values always were.
     rows = [
@@ -197,7 +199,9 @@ def per_seed_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> pl
 PERTURBATION = "perturbation"
 
 
-def per_perturbation_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> pl.DataFrame:
+def per_perturbation_from_long(
+    df: pl.DataFrame, *, source: str = "metrics table", excluded: Sequence[str] = ()
+) -> pl.DataFrame:
     """Stored metric rows as one wide row per (arm, seed, perturbation): what the per-seed table averages,
     kept apart for what needs the Q/G draws themselves (the within-seed variance).
 
@@ -208,12 +212,21 @@ def per_perturbation_from_long(df: pl.DataFrame, *, source: str = "metrics table
     equals the mean of the averaged levels (the mean is linear, up to float rounding). Within a seed every
     arm must have the same perturbations, and each (arm, seed, perturbation) every metric, so that the
     averages stay paired.
+
+    `excluded` names levels the study found without valid queries when its splits were made
+    (`datasets.splits.empty_levels`): their rows are dropped, and ``hier_mAP`` is the mean of the hier
+    levels left (`hier_score`), never a hole that stops the other levels' tables.
     """
     missing = [c for c in LONG_COLUMNS if c not in df.columns]
     if missing:
         raise InputError(
             source, [f"missing column {c!r}" for c in missing], hint=f"need {', '.join(LONG_COLUMNS)}"
         )
+    unknown = [level for level in excluded if level not in LEVELS]
+    if unknown:
+        raise ValueError(f"unknown level(s) to exclude: {', '.join(unknown)}")
+    if excluded:
+        df = df.filter(~pl.col("level").is_in(list(excluded)))
     problems = []
     for c in _UNIFORM_COLUMNS:
         if c in df.columns and df[c].n_unique() > 1:
@@ -272,9 +285,10 @@ def per_perturbation_from_long(df: pl.DataFrame, *, source: str = "metrics table
             source, problems, hint="every arm of a seed needs every metric for the same perturbations"
         )
 
-    if all(f"{level}_{MAP}" in columns for level in HIER_LEVELS):
+    kept = [level for level in HIER_LEVELS if level not in excluded]
+    if kept and all(f"{level}_{MAP}" in columns for level in kept):
         for cell in cells.values():
-            cell[HIER_METRIC] = hier_score({level: cell[f"{level}_{MAP}"] for level in HIER_LEVELS})
+            cell[HIER_METRIC] = hier_score({level: cell[f"{level}_{MAP}"] for level in kept})
         columns = sorted([*columns, HIER_METRIC], key=metric_order)
 
     # Arms in ARMS order, seeds ascending, perturbations in the order they came (the per-seed mean sums
@@ -290,7 +304,9 @@ def per_perturbation_from_long(df: pl.DataFrame, *, source: str = "metrics table
     return pl.DataFrame(rows, schema=schema)
 
 
-def baselines_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> pl.DataFrame:
+def baselines_from_long(
+    df: pl.DataFrame, *, source: str = "metrics table", excluded: Sequence[str] = ()
+) -> pl.DataFrame:
     """Stored metric rows of the baseline arms -> one row per baseline and seed: arm, seed, metric columns.
 
     An untrained baseline's rows carry seed BASELINE_SEED (it has no training seed); a trained one's
@@ -298,7 +314,7 @@ def baselines_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> p
     :func:`per_seed_from_long`, and ``hier_mAP`` is computed per perturbation first, the same way. Every
     baseline needs every metric on the same perturbations.
     """
-    columns, cells, perts = _baseline_cells(df, source)
+    columns, cells, perts = _baseline_cells(df, source, excluded)
     rows = [
         {
             "arm": arm,
@@ -311,10 +327,12 @@ def baselines_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> p
     return pl.DataFrame(rows, schema={"arm": pl.String, "seed": pl.Int64, **{c: pl.Float64 for c in columns}})
 
 
-def baseline_perturbations_from_long(df: pl.DataFrame, *, source: str = "metrics table") -> pl.DataFrame:
+def baseline_perturbations_from_long(
+    df: pl.DataFrame, *, source: str = "metrics table", excluded: Sequence[str] = ()
+) -> pl.DataFrame:
     """The baseline arms' rows as :func:`per_perturbation_from_long` gives the cells': arm, seed,
     perturbation, metric columns (validated as :func:`baselines_from_long` does)."""
-    columns, cells, perts = _baseline_cells(df, source)
+    columns, cells, perts = _baseline_cells(df, source, excluded)
     rows = [
         {"arm": arm, "seed": seed, PERTURBATION: p, **cells[(arm, seed, p)]}
         for arm in BASELINES
@@ -331,10 +349,12 @@ def baseline_perturbations_from_long(df: pl.DataFrame, *, source: str = "metrics
 
 
 def _baseline_cells(
-    df: pl.DataFrame, source: str
+    df: pl.DataFrame, source: str, excluded: Sequence[str] = ()
 ) -> tuple[list[str], dict[tuple[str, int, object], dict[str, float]], dict[tuple[str, int], set]]:
     """Validated baseline rows: the metric columns, (arm, seed, perturbation) -> column -> value (with
-    hier_mAP), and (arm, seed) -> its perturbations."""
+    hier_mAP), and (arm, seed) -> its perturbations; the `excluded` levels' rows dropped, as for the cells."""
+    if excluded:
+        df = df.filter(~pl.col("level").is_in(list(excluded)))
     missing = [c for c in LONG_COLUMNS if c not in df.columns]
     if missing:
         raise InputError(
@@ -370,8 +390,9 @@ def _baseline_cells(
     ]
     if problems:
         raise InputError(source, problems)
-    if all(f"{level}_{MAP}" in columns for level in HIER_LEVELS):
+    kept = [level for level in HIER_LEVELS if level not in excluded]
+    if kept and all(f"{level}_{MAP}" in columns for level in kept):
         for cell in cells.values():
-            cell[HIER_METRIC] = hier_score({level: cell[f"{level}_{MAP}"] for level in HIER_LEVELS})
+            cell[HIER_METRIC] = hier_score({level: cell[f"{level}_{MAP}"] for level in kept})
         columns = sorted([*columns, HIER_METRIC], key=metric_order)
     return columns, cells, perts

@@ -15,7 +15,7 @@ from hierconsole.study.analysis.contrasts import (
 from hierconsole.study.db import split_files
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
-from hierconsole.study.read.results import per_seed
+from hierconsole.study.read.results import empty_levels, per_seed
 
 
 def _qg_protocol(store: Store, study_id: str) -> dict[str, str]:
@@ -76,7 +76,9 @@ def compare_studies(
     metric_columns(metric)  # a bad metric is reported before any query
     comparable(store, a, b)
     label_a, label_b = labels or (a, b)
+    excluded = sorted({*empty_levels(store, a), *empty_levels(store, b)})
     return contrast_tables(
-        per_seed(store, a), per_seed(store, b), a=label_a, b=label_b, metric=metric, arms=arms, name=name
-    )
+        per_seed(store, a), per_seed(store, b), a=label_a, b=label_b, metric=metric, arms=arms, name=name,
+        excluded=excluded,
+    )  # fmt: skip
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 
+from hierconsole.datasets import splits
 from hierconsole.errors import HierconsoleError, NotFoundError
 from hierconsole.study.analysis.frames import ANALYSIS_TABLES, analysis_frame
 from hierconsole.study.analysis.per_seed import (
@@ -18,6 +21,19 @@ from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.db.views import sql_list
 from hierconsole.vocabulary import ARMS, BASELINES, RANKING_METRICS, JobKind
+
+
+def empty_levels(store: Store, study_id: str) -> tuple[str, ...]:
+    """Levels without a valid query in some official Q/G perturbation, from the strict valid counts the
+    study recorded when its splits were made (before any training): excluded from its tables."""
+    valid = [
+        json.loads(v)
+        for (v,) in store.rows(
+            f"SELECT valid FROM splits WHERE study_id = ? AND {split_files.QG_ROLES_SQL} ORDER BY role",
+            [study_id],
+        )
+    ]
+    return splits.empty_levels(valid)
 
 
 def registered_aggregation(store: Store, study_id: str) -> str:
@@ -53,7 +69,7 @@ def baselines(store: Store, study_id: str, aggregation: str | None = None) -> pl
     long = metrics_long(store, study_id, aggregation, arms=BASELINES)
     if long.is_empty():
         return None
-    return baselines_from_long(long, source=f"study {study_id} (baselines)")
+    return baselines_from_long(long, source=f"study {study_id} (baselines)", excluded=empty_levels(store, study_id))
 
 
 def per_seed(store: Store, study_id: str, aggregation: str | None = None) -> pl.DataFrame:
@@ -65,7 +81,7 @@ def per_seed(store: Store, study_id: str, aggregation: str | None = None) -> pl.
             f"study {study_id} has no official-test metrics yet (phase: {phase}); they appear once every "
             "final run has finished and the locked study has been evaluated"
         )
-    return per_seed_from_long(long, source=f"study {study_id}")
+    return per_seed_from_long(long, source=f"study {study_id}", excluded=empty_levels(store, study_id))
 
 
 def variance(store: Store, study_id: str, aggregation: str | None = None) -> pl.DataFrame:
@@ -74,10 +90,15 @@ def variance(store: Store, study_id: str, aggregation: str | None = None) -> pl.
     long = metrics_long(store, study_id, aggregation)
     if long.is_empty():
         per_seed(store, study_id, aggregation)  # says why there is nothing yet
-    tables = [per_perturbation_from_long(long, source=f"study {study_id}")]
+    excluded = empty_levels(store, study_id)
+    tables = [per_perturbation_from_long(long, source=f"study {study_id}", excluded=excluded)]
     base = metrics_long(store, study_id, aggregation, arms=BASELINES)
     if not base.is_empty():
-        tables.append(baseline_perturbations_from_long(base, source=f"study {study_id} (baselines)"))
+        tables.append(
+            baseline_perturbations_from_long(
+                base, source=f"study {study_id} (baselines)", excluded=empty_levels(store, study_id)
+            )
+        )
     return arm_variance(pl.concat(tables, how="diagonal"))
 
 
@@ -101,7 +122,7 @@ def evaluated_per_seed(store: Store, study_id: str, aggregation: str | None = No
     long = long.filter(pl.col("seed").is_in(complete.implode()))
     if long.is_empty():
         return None
-    return per_seed_from_long(long, source=f"study {study_id}")
+    return per_seed_from_long(long, source=f"study {study_id}", excluded=empty_levels(store, study_id))
 
 
 def selected_epochs(store: Store, study_id: str) -> list[dict]:

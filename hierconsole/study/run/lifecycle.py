@@ -85,6 +85,11 @@ def create_study(store: Store, preset: Preset, dataset_id: str) -> str:
             kwargs["counts"] = tuple(sp.counts)
         if sp.fractions is not None:
             kwargs["fractions"] = tuple(sp.fractions)
+        if sp.images == "official":
+            kwargs["official"] = fs.split
+        for key in ("leaf_counts", "image_counts"):
+            if getattr(sp, key) is not None:
+                kwargs[key] = tuple(getattr(sp, key))
         protocol = hierarchy_disjoint_split(labels, **kwargs)
     parts = protocol.parts
     for needed in ("train", "test"):
@@ -110,6 +115,7 @@ def create_study(store: Store, preset: Preset, dataset_id: str) -> str:
         val_idx,
         query_fraction=preset.temperature.tuning.query_fraction,
         seed=preset.temperature.tuning.seed,
+        n_query=preset.temperature.tuning.n_query,
     )
     qgs: dict[int, Split] = {
         s: qg_perturbation(labels, test_idx, n_query=n_query, seed=s) for s in preset.evaluation.qg_seeds

@@ -31,7 +31,14 @@ from hierconsole.present.tables.effects import (
 from hierconsole.study.analysis.arms import arm_table
 from hierconsole.study.analysis.effects_view import EffectsView, effects_view
 from hierconsole.study.analysis.per_seed import metric_columns
-from hierconsole.study.read import StudyProgress, aggregations, baselines, evaluated_per_seed, study_progress
+from hierconsole.study.read import (
+    StudyProgress,
+    aggregations,
+    baselines,
+    empty_levels,
+    evaluated_per_seed,
+    study_progress,
+)
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen, view_width
@@ -43,6 +50,7 @@ from hierconsole.vocabulary import (
     LEVELS,
     MAP,
     RANKING_METRICS,
+    empty_level_note,
 )
 
 LEVEL_CHOICES = (HIER, *HIER_LEVELS, LEVELS[0])
@@ -91,6 +99,8 @@ class AnalysisScreen(ConsoleScreen):
         aggregations: list[str]
         aggregation: str | None
         result: object = None
+        empty_levels: tuple[str, ...] = ()
+        """Levels without a valid query in the study's splits (left out of its tables, named here)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -125,7 +135,7 @@ class AnalysisScreen(ConsoleScreen):
         agg = selection.aggregation if selection.aggregation in aggs else (aggs[0] if aggs else None)
         per_seed = evaluated_per_seed(store, study_id, agg) if agg else None
         result = self.analyse(per_seed, selection) if per_seed is not None else None
-        self.post_message(self.Loaded(study_id, progress, per_seed, aggs, agg, result))
+        self.post_message(self.Loaded(study_id, progress, per_seed, aggs, agg, result, empty_levels(store, study_id)))
 
     def analyse(self, per_seed: pl.DataFrame, selection: Selection) -> object:
         """Domain calls on the worker thread (override)."""
@@ -151,6 +161,9 @@ class AnalysisScreen(ConsoleScreen):
             content.update(waiting_text(message.progress))
         else:
             renderable = self.render_result(message, self.laid_out_width())
+            if message.empty_levels:
+                notes = Text("\n".join(empty_level_note(level) for level in message.empty_levels), style="yellow")
+                renderable = Group(notes, renderable)
             content.update(renderable)
         # A result is laid out for the view's width; only what cannot be narrower (a record's longest
         # value) makes the view scroll sideways. A message wraps.
