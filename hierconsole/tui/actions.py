@@ -113,7 +113,7 @@ ACTIONS: tuple[Action, ...] = (
     ),
     Action(
         "effects.report",
-        "w",
+        "o",
         "report",
         "effects",
         "write_report",

@@ -8,13 +8,13 @@ from tests.tui.conftest import SIZE, make_app, settle
 from tests.tui.fixtures import COMPLETE
 
 
-async def test_w_writes_the_report_and_says_where(fixed_copy):
+async def test_o_writes_the_report_and_says_where(fixed_copy):
     with Store(fixed_copy) as store:
         app = make_app(store, study=COMPLETE)
         async with app.run_test(size=SIZE) as pilot:
             await pilot.press("3")
             await settle(pilot, app)
-            await pilot.press("w")
+            await pilot.press("o")
             await app.workers.wait_for_complete()
             await settle(pilot, app)
             messages = [n.message for n in app._notifications]
