@@ -66,6 +66,8 @@ DEFAULT_TEMPERATURE_CANDIDATES: tuple[float, ...] = (0.07, 0.10, 0.20, 0.30, 0.5
 DEFAULT_SHUFFLE_SEED = 20260818
 MAX_SEED = 2**32 - 1
 """numpy's legacy seeding accepts at most 32 bits; torch accepts more, so the smaller bound is the rule."""
+OVERRIDES_SUFFIX = " (with overrides)"
+"""Appended once to a preset's source when it is changed by a family member or the command line."""
 
 Temperature = float | Literal["tune"]
 SELECTION_SCORES: tuple[str, ...] = (HIER_METRIC, *(f"{level}_{MAP}" for level in LEVELS))
@@ -474,7 +476,8 @@ class Preset:
                     break
             else:
                 node[leaf] = value
-        source = f"{self.source} (with overrides)"
+        # Overrides may be applied in turn (a preset's, then the command line's): say it once.
+        source = self.source if self.source.endswith(OVERRIDES_SUFFIX) else self.source + OVERRIDES_SUFFIX
         if problems:
             raise _config_error(source, problems)
         return Preset.from_dict(data, source=source)

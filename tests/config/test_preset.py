@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from hierconsole.config import Preset, list_presets, load_preset
+from hierconsole.config.preset import OVERRIDES_SUFFIX
 from hierconsole.errors import ConfigError, NotFoundError
 from hierconsole.locations import resource_dir
 
@@ -459,6 +460,16 @@ def test_overrides_apply_and_leave_original_unchanged() -> None:
     }
     assert "overrides" in p.source
     assert base.with_overrides() == base
+
+
+def test_overrides_applied_twice_say_so_once() -> None:
+    # A family member's overrides, then the command line's --set: the source named "(with overrides)" twice.
+    base = load_preset("demo")
+    p = base.with_overrides(epochs=2).with_overrides(values={"training.epochs": 3})
+    assert p.source == base.source + OVERRIDES_SUFFIX
+    with pytest.raises(ConfigError) as info:
+        p.with_overrides(epochs=0)
+    assert str(info.value).count(OVERRIDES_SUFFIX.strip()) == 1, str(info.value)
 
 
 def test_dotted_overrides() -> None:
