@@ -237,6 +237,6 @@ def test_effects_command_shows_baselines_without_sd(study):
     )
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())
-    assert "frozen (no SD)" in text and "pca (no SD)" in text
+    assert "frozen, pca: one value each (no training seed, no SD)" in text
     assert "E_S_vs_frozen" in text
     assert "do not depend on the training seed" in text

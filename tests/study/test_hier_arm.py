@@ -166,5 +166,7 @@ def test_effects_command_shows_hier_with_its_seeds(study):
     )
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())
-    assert "hier (n=2)" in text and "frozen (no SD)" in text
+    # hier is summarised over its 2 seeds like the cells (one n for all: the title says it); frozen has none.
+    assert "over 2 seeds" in text and "seeds per arm" not in text
+    assert "frozen: one value each (no training seed, no SD)" in text
     assert "E_S_vs_hier" in text
