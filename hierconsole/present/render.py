@@ -216,7 +216,3 @@ def render(grid: Grid, width: int, *, boxed: bool = True) -> list[RenderableType
         if needed <= width:
             break
     return [*chosen, *grid.notes]
-
-
-def render_group(grid: Grid, width: int) -> Group:
-    return Group(*render(grid, width))
