@@ -16,6 +16,7 @@ import numpy as np
 
 from hierconsole.csv_input import read_csv_records
 from hierconsole.errors import InputError
+from hierconsole.plurals import counted, plural
 from hierconsole.vocabulary import DEFAULT_LEVEL_NAMES, LEVELS, REL_C, REL_H, REL_M, REL_O
 
 SHUFFLE_SEED = 20260818
@@ -230,24 +231,6 @@ def read_taxonomy_rows(
     return rows, numbers
 
 
-def _plural(word: str) -> str:
-    word = word.lower()
-    irregular = {
-        "genus": "genera",
-        "leaf": "leaves",
-        "species": "species",
-        "taxon": "taxa",
-        "class": "classes",
-    }
-    if word in irregular:
-        return irregular[word]
-    if word.endswith("y") and word[-2:-1] not in "aeiou":
-        return word[:-1] + "ies"
-    if word.endswith(("s", "x", "ch", "sh")):
-        return word + "es"
-    return word + "s"
-
-
 @dataclass(frozen=True)
 class TaxonomySummary:
     """Counts per level, singleton groups and depth-sanity warnings of a taxonomy."""
@@ -269,13 +252,13 @@ class TaxonomySummary:
         shared = sorted(set(tax.middles) & set(tax.highs))
         if shared:
             warnings.append(
-                f"{len(shared)} {_plural(mn) if len(shared) > 1 else mn.lower()} also used as "
+                f"{counted(len(shared), mn)} also used as "
                 f"{hn.lower()} names: {', '.join(map(repr, shared[:5]))}{' ...' if len(shared) > 5 else ''}"
             )
         shared = sorted(set(tax.leaves) & set(tax.middles))
         if shared:
             warnings.append(
-                f"{len(shared)} {_plural(ln) if len(shared) > 1 else ln.lower()} also used as "
+                f"{counted(len(shared), ln)} also used as "
                 f"{mn.lower()} names: {', '.join(map(repr, shared[:5]))}{' ...' if len(shared) > 5 else ''}"
             )
         if tax.n_middles == tax.n_leaves:
@@ -306,16 +289,13 @@ class TaxonomySummary:
         ln, mn, hn = self.level_names
         c = self.counts
 
-        def count(n: int, word: str) -> str:
-            return f"{n} {word.lower() if n == 1 else _plural(word)}"
-
         lpm, mph = self.leaves_per_middle, self.middles_per_high
         return [
-            f"{count(c['leaf'], ln)}, {count(c['middle'], mn)}, {count(c['high'], hn)}",
-            f"{self.singleton_middles} of {count(c['middle'], mn)} hold one {ln.lower()}",
-            f"{self.singleton_highs} of {count(c['high'], hn)} hold one {mn.lower()}",
-            f"{_plural(ln)} per {mn.lower()}: min {lpm[0]}, median {lpm[1]:g}, max {lpm[2]}",
-            f"{_plural(mn)} per {hn.lower()}: min {mph[0]}, median {mph[1]:g}, max {mph[2]}",
+            f"{counted(c['leaf'], ln)}, {counted(c['middle'], mn)}, {counted(c['high'], hn)}",
+            f"{self.singleton_middles} of {counted(c['middle'], mn)} hold one {ln.lower()}",
+            f"{self.singleton_highs} of {counted(c['high'], hn)} hold one {mn.lower()}",
+            f"{plural(ln)} per {mn.lower()}: min {lpm[0]}, median {lpm[1]:g}, max {lpm[2]}",
+            f"{plural(mn)} per {hn.lower()}: min {mph[0]}, median {mph[1]:g}, max {mph[2]}",
         ] + [f"warning: {w}" for w in self.warnings]
 
 

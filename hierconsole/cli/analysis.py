@@ -19,6 +19,7 @@ from hierconsole.cli.output import output_console, print_grid
 from hierconsole.cli.reading import open_for_reading, print_empty_levels
 from hierconsole.errors import HierconsoleError
 from hierconsole.factorial import BASELINE_EFFECTS, EFFECTS
+from hierconsole.plurals import counted
 from hierconsole.present.tables.effects import (
     arms_grid,
     baseline_contrasts_grid,
@@ -210,7 +211,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         precision=args.precision,
     )
     if path is not None:  # standard output holds the table itself, nothing else
-        print(f"wrote table {table} ({frame.height} rows) to {path}")
+        print(f"wrote table {table} ({counted(frame.height, 'row')}) to {path}")
     return 0
 
 
@@ -236,7 +237,7 @@ def _export_family_table(args: argparse.Namespace) -> int:
     frame = contrasts_frame(contrasts)
     path = write_table(frame, args.output, args.fmt, force=args.force, precision=args.precision)
     if path is not None:  # standard output holds the table itself, nothing else
-        print(f"wrote table {args.table} ({frame.height} rows) to {path}")
+        print(f"wrote table {args.table} ({counted(frame.height, 'row')}) to {path}")
     return 0
 
 

@@ -10,6 +10,7 @@ from rich.text import Text
 from hierconsole.cli.output import output_console, print_grid
 from hierconsole.errors import HierconsoleError
 from hierconsole.locations import resolve_home
+from hierconsole.plurals import counted
 from hierconsole.present.grid import Column, Grid
 from hierconsole.study.run import doctor
 
@@ -48,13 +49,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         aside = f"; the damaged store is kept as {done.damaged}" if done.damaged else ""
         console.print(
             f"rebuilt {escape(str(done.rebuilt))} from the backup {escape(str(done.backup))} and "
-            f"{done.replayed} jobs' event logs{escape(aside)}",
+            f"the event logs of {counted(done.replayed, 'job')}{escape(aside)}",
             highlight=False,
         )
         if done.lost:
             console.print(
-                f"[yellow]warning:[/] {len(done.lost)} job folders belong to studies created after that "
-                f"backup and are not in the rebuilt store: {escape(', '.join(done.lost))}",
+                f"[yellow]warning:[/] not in the rebuilt store, as their studies were created after that "
+                f"backup: {counted(len(done.lost), 'job folder')} ({escape(', '.join(done.lost))})",
                 highlight=False,
             )
     report = doctor.examine(home)

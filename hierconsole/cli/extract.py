@@ -41,6 +41,7 @@ from hierconsole.extraction.sources import (
     missing_files_error,
 )
 from hierconsole.extraction.weights import weights_source
+from hierconsole.plurals import counted
 
 EXTRA = ("transformers", "PIL")
 DEFAULT_WORKERS = min(8, max(1, (os.cpu_count() or 2) - 1))
@@ -217,7 +218,7 @@ def _extract(args: argparse.Namespace) -> int:
     if source.kind == "random":
         weights_note = f"[bold yellow]{weights_note}[/]"
     console.print(
-        f"extracting {len(images):,} images ({images.listing} of {escape(str(images.root))}) with "
+        f"extracting {counted(len(images), 'image')} ({images.listing} of {escape(str(images.root))}) with "
         f"{backbone.arch.describe()}, {weights_note}, on {device}"
     )
     if args.progress == "json":
@@ -274,7 +275,7 @@ def _report(console: Console, args: argparse.Namespace, out: Path, backbone, ima
         f"manifest {manifest_path(out).name}"
     )
     if outcome.failed:
-        console.print(f"[bold red]{len(outcome.failed)} image(s) could not be read[/] and have no features:")
+        console.print(f"[bold red]{counted(len(outcome.failed), 'image')} could not be read[/] and have no features:")
         for item in outcome.failed[:_SHOWN]:
             console.print(f"  {escape(item['path'])} (id {escape(item['id'])}): {escape(item['reason'])}")
         if len(outcome.failed) > _SHOWN:

@@ -17,6 +17,7 @@ from hierconsole.config import Preset, load_preset
 from hierconsole.config.family import Family
 from hierconsole.config.overrides import AssignmentError, parse_assignment
 from hierconsole.errors import HierconsoleError
+from hierconsole.plurals import counted
 from hierconsole.present.tables.studies import audits_grid
 from hierconsole.study import read
 from hierconsole.study.analysis.audits import check_expected_counts
@@ -273,7 +274,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         study_id, preset, executor = start_study(store, args, args.preset, args.dataset)
         console.print(
             f"study [bold]{study_id}[/]: {preset.name} on {read.get_study(store, study_id).dataset_id}, "
-            f"seeds {list(preset.training.seeds)}, {preset.training.epochs} epochs{_on(executor)}"
+            f"seeds {list(preset.training.seeds)}, {counted(preset.training.epochs, 'epoch')}{_on(executor)}"
         )
         console.print(ARM_LEGEND, style="dim", highlight=False)
         print_empty_levels(store, study_id, console)
@@ -361,7 +362,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             orch.cancel(job_id)
         orch.shutdown(cancel=True)
         orch.close_executors()
-        output_console().print(f"cancelled {len(ids)} jobs of {study_id}")
+        output_console().print(f"cancelled {counted(len(ids), 'job')} of {study_id}")
     return 0
 
 
@@ -431,7 +432,7 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
             raise
         seeds = list(family.members[0].preset.training.seeds)
         console.print(
-            f"family [bold]{family_id}[/]: {len(studies)} members ({', '.join(m.name for m in family.members)}), "
+            f"family [bold]{family_id}[/]: {counted(len(studies), 'member')} ({', '.join(m.name for m in family.members)}), "
             f"seeds {seeds}{_on(executor)}"
         )
         orch = Orchestrator(store, max_parallel=parallel, gpus=gpus, studies=list(studies), executor=executor)

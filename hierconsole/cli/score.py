@@ -21,6 +21,7 @@ from hierconsole.cli.output import output_console
 from hierconsole.config.options import Invalid
 from hierconsole.config.preset import CURVATURE
 from hierconsole.errors import InputError
+from hierconsole.plurals import counted
 from hierconsole.vocabulary import (
     AGGREGATIONS,
     DEFAULT_LEVEL_NAMES,
@@ -151,7 +152,7 @@ def load_scoring_npz(
             bad = np.flatnonzero(~np.isfinite(a).all(axis=1))
             if bad.size:
                 problems.append(
-                    f"{name!r} has NaN or infinite values in {bad.size} rows (first: {_first(bad)})"
+                    f"{name!r} has NaN or infinite values in {counted(bad.size, 'row')} (first: {_first(bad)})"
                 )
             emb[name] = a
     if len(emb) == 2 and emb["query"].shape[1] != emb["gallery"].shape[1]:
@@ -167,7 +168,7 @@ def load_scoring_npz(
         elif a.ndim != 2 or a.shape[1] != 3:
             problems.append(f"{name!r} must be [N, 3] (leaf, middle, high), got shape {a.shape}")
         elif rows_of in emb and a.shape[0] != emb[rows_of].shape[0]:
-            problems.append(f"{name!r} has {a.shape[0]} rows but {rows_of!r} has {emb[rows_of].shape[0]}")
+            problems.append(f"{name!r} has {counted(a.shape[0], 'row')} but {rows_of!r} has {emb[rows_of].shape[0]}")
         else:
             labels[name] = a.astype(np.int64)
     if len(labels) == 2:

@@ -18,6 +18,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from hierconsole.config import Preset, load_preset
 from hierconsole.errors import HierconsoleError
+from hierconsole.plurals import counted
 from hierconsole.study import read
 from hierconsole.study.db.storage import Store
 from hierconsole.tui.actions import ActionsProvider, bindings_for
@@ -216,7 +217,7 @@ class HierConsole(App[int]):
         for study_id, failed in message.failed_audits.items():
             if self._audits_seen and failed > self.failed_audits.get(study_id, 0):
                 self.notify(
-                    f"{failed} audit check(s) FAILED for {study_id}: see Audits (4)",
+                    f"{counted(failed, 'audit check')} FAILED for {study_id}: see Audits (4)",
                     title="audits",
                     severity="error",
                     timeout=30,

@@ -62,7 +62,7 @@ def test_features_are_keyed_by_image_id_and_the_corrupt_image_is_reported(
     assert x.shape == (N_IMAGES - 1, TINY["hidden_size"]) and x.dtype == np.float32
     assert np.isfinite(x).all() and len({row.tobytes() for row in x}) == len(x)
     corrupt_path = cub_images.paths[CORRUPT - 1]
-    assert "RANDOM weights (seed 0)" in text and "1 image(s) could not be read" in text
+    assert "RANDOM weights (seed 0)" in text and "1 image could not be read" in text
     assert corrupt_path in text and "truncated" in text.lower()
     manifest = json.loads((tmp_path / "f.manifest.json").read_text())
     assert manifest["failed"] == [

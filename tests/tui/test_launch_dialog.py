@@ -93,12 +93,12 @@ async def test_overrides_from_the_option_list_launch_a_small_study(fixed_copy):
             field.value = "evaluation.n_query=20 training.epochs=1"
             await settle(pilot, app)
             text = " ".join(str(dialog.query_one("#preset-description").render()).split())
-            assert "1 seed(s) [7]" in text and "1 epochs" in text
+            assert "1 seed [7]" in text and "1 epoch," in text
             assert "overrides: evaluation.n_query=20 training.epochs=1" in text
             await pilot.press("ctrl+s")
             await settle(pilot, app)
             assert isinstance(app.screen, ConfirmDialog)
-            assert "Launch a new 'demo' study on dataset tiny: 1 seed(s)" in shown(app)
+            assert "Launch a new 'demo' study on dataset tiny: 1 seed" in shown(app)
             await pilot.press("y")
             await settle(pilot, app)
             await settle(pilot, app)

@@ -8,6 +8,7 @@ import polars as pl
 from rich.text import Text
 
 from hierconsole.factorial import BASELINE_EFFECTS, EFFECTS
+from hierconsole.plurals import counted
 from hierconsole.present import numbers
 from hierconsole.present.grid import Column, Grid
 from hierconsole.present.tables.evidence import EVIDENCE_COLUMNS, evidence_cells
@@ -40,7 +41,7 @@ def arms_grid(arms: pl.DataFrame, digits: int, source: str) -> Grid:
     present = [a for a in (*ARMS, *BASELINES) if a in set(arms["arm"].to_list())]
     n_of = {r["arm"]: r["n"] for r in arms.iter_rows(named=True) if r["arm"] not in UNTRAINED_BASELINES}
     ns = set(n_of.values())
-    over = f"over {next(iter(ns))} seeds" if len(ns) == 1 else "over seeds"
+    over = f"over {counted(next(iter(ns)), 'seed')}" if len(ns) == 1 else "over seeds"
     title = f"Arms: mean ± sample SD {over} ({source})" if any(a in ARMS for a in present) else "Baselines"
     baseline_group = BASELINE_GROUP if any(a in ARMS for a in present) else None
     grid = Grid(

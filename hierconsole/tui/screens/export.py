@@ -15,6 +15,7 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from hierconsole.errors import HierconsoleError
+from hierconsole.plurals import counted
 from hierconsole.study.analysis.frames import TABLES
 from hierconsole.study.read import table_frame
 from hierconsole.study.report.writers import FORMATS, STDOUT, export_table
@@ -147,7 +148,7 @@ class ExportScreen(ConsoleScreen):
     @on(Written)
     def _written(self, message: Written) -> None:
         text = Text("✓ wrote ", style="bold green")
-        text.append(f"table {message.table} ({message.rows} rows) to\n")
+        text.append(f"table {message.table} ({counted(message.rows, 'row')}) to\n")
         text.append(str(message.path), style="bold")
         self._show(text)
         self.notify(f"wrote {message.path.name}", title="export")

@@ -30,6 +30,7 @@ from hierconsole.config.overrides import (
     split_assignments,
 )
 from hierconsole.errors import ConfigError, HierconsoleError
+from hierconsole.plurals import counted
 from hierconsole.study.executors import LOCAL_RAY, executor_name, ray_address
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.messages import StudyLaunched
@@ -154,8 +155,8 @@ def describe(preset: Preset, values: Mapping[str, object]) -> Text:
     t = preset.training
     text = Text(preset.study.description or preset.name, style="dim")
     text.append(
-        f"\n{len(t.seeds)} seed(s) {list(t.seeds)} × {len(ARMS)} arms ({' '.join(ARMS)}), "
-        f"{t.epochs} epochs, batch {t.batch_size}, lr {t.lr:g}"
+        f"\n{counted(len(t.seeds), 'seed')} {list(t.seeds)} × {counted(len(ARMS), 'arm')} ({' '.join(ARMS)}), "
+        f"{counted(t.epochs, 'epoch')}, batch {t.batch_size}, lr {t.lr:g}"
     )
     if values:
         text.append("\noverrides: ", style="bold")
@@ -167,7 +168,7 @@ def launch_question(
     preset: Preset, dataset: str, studies_in_store: int, request: LaunchRequest | None = None
 ) -> str:
     t = preset.training
-    there = f" The store already holds {studies_in_store} studies." if studies_in_store else ""
+    there = f" The store already holds {counted(studies_in_store, 'study')}." if studies_in_store else ""
     on = ""
     if request is not None and request.executor == Executor.RAY:
         on = (
@@ -176,8 +177,8 @@ def launch_question(
             else f" on the Ray cluster at {request.ray_address}"
         )
     return (
-        f"Launch a new {preset.name!r} study on dataset {dataset}: {len(t.seeds)} seed(s) × "
-        f"{len(ARMS)} arms, {t.epochs} epochs{on}?{there}"
+        f"Launch a new {preset.name!r} study on dataset {dataset}: {counted(len(t.seeds), 'seed')} × "
+        f"{counted(len(ARMS), 'arm')}, {counted(t.epochs, 'epoch')}{on}?{there}"
     )
 
 

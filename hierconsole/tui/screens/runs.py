@@ -11,6 +11,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from hierconsole.errors import HierconsoleError
+from hierconsole.plurals import counted
 from hierconsole.present import numbers as fmt
 from hierconsole.study.read import JobRow, StudyRow
 from hierconsole.tui.actions import bindings_for
@@ -217,7 +218,7 @@ class RunsScreen(ConsoleScreen):
             )
             return
         question = (
-            f"Delete study {study.study_id} ({study.dataset_id}, {study.phase}) with its {study.jobs} jobs, "
+            f"Delete study {study.study_id} ({study.dataset_id}, {study.phase}) with its {counted(study.jobs, 'job')}, "
             "metrics, audits and artifacts? This cannot be undone."
         )
 
