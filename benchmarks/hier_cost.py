@@ -35,9 +35,9 @@ from hierconsole.config import load_preset  # noqa: E402
 from hierconsole.contract import events  # noqa: E402
 from hierconsole.contract.jobspec import CellSpec  # noqa: E402
 from hierconsole.engine.trainer import FactorialTrainer  # noqa: E402
-from hierconsole.vocabulary import HIER_LOSS, HIER_STYLE, POINCARE  # noqa: E402
+from hierconsole.vocabulary import HIER_STYLE, HIER_STYLE_LOSS, POINCARE  # noqa: E402
 
-HIER_CELL = CellSpec(HIER_STYLE, POINCARE, HIER_LOSS)
+HIER_CELL = CellSpec(HIER_STYLE, POINCARE, HIER_STYLE_LOSS)
 TARGET = 1.5
 
 

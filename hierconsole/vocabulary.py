@@ -54,7 +54,7 @@ TRAINED_BASELINES: tuple[str] = (HIER_STYLE,)
 Proxy-Anchor plus HIER's hyperbolic-proxy regulariser), a cell of each seed's final job, so it has a SD."""
 BASELINES: tuple[str, str, str] = (*UNTRAINED_BASELINES, *TRAINED_BASELINES)
 """Reference arms a study may score beside the cells (preset `evaluation.baselines`), in display order."""
-HIER_LOSS = "hier"
+HIER_STYLE_LOSS = "hier"
 """The loss of the HIER-style cell (Proxy-Anchor + HIER term); not a factorial loss (LOSSES)."""
 
 BASELINE_SEED = -1
@@ -167,10 +167,13 @@ RECALL_KS: tuple[int, ...] = (1, 5, 10, 20)
 RANKING_METRICS: tuple[str, ...] = (MAP, *(f"R@{k}" for k in RECALL_KS))
 """The stored per-level ranking metrics; besides them each level records valid_queries (and groups)."""
 
-HIER = "hier"
+# "hier" means three things, each with its own name here: HIER_SCORE (this score, shown as a level),
+# HIER_STYLE (the baseline arm) and HIER_STYLE_LOSS (that arm's loss). The stored strings are all "hier":
+# a column, an arm and a loss are never compared with one another.
+HIER_SCORE = "hier"
 HIER_LEVELS: tuple[str, str] = ("middle", "high")
 """The hier score is the mean of strict middle- and high-level mAP; the leaf never counts (paper Sec. 3.4)."""
-HIER_METRIC = f"{HIER}_{MAP}"
+HIER_METRIC = f"{HIER_SCORE}_{MAP}"
 
 
 def empty_level_note(level: str) -> str:

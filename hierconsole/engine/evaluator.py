@@ -22,7 +22,7 @@ from hierconsole.engine import checkpoints
 from hierconsole.engine.baselines import baseline_embeddings
 from hierconsole.engine.determinism import configure_device
 from hierconsole.engine.geometry import Geometry, Poincare, ball_radius, make_geometry, norm_bound
-from hierconsole.engine.hier import HierBall
+from hierconsole.engine.hier_style import HierBall
 from hierconsole.engine.retrieval import Unit, evaluate_units, usable_cores
 from hierconsole.engine.trainer import (
     Cancelled,

@@ -30,7 +30,7 @@ from hierconsole.datasets import FeatureSet
 from hierconsole.engine.batched import BatchedCells, GroupView
 from hierconsole.engine.determinism import capture_global_rngs, restore_global_rngs
 from hierconsole.engine.trainer import Emit, FactorialTrainer
-from hierconsole.vocabulary import HIER_LOSS, JobKind
+from hierconsole.vocabulary import HIER_STYLE_LOSS, JobKind
 
 __all__ = ["StackedTrainer", "stacking_problem"]
 
@@ -56,7 +56,7 @@ def stacking_problem(specs: Sequence[JobSpec]) -> str | None:
             return f"{spec.job_id} is a {spec.kind} job; only final jobs are stacked"
         if not spec.batched:
             return f"{spec.job_id} asks for the per-cell reference engine (batched = false)"
-        if any(c.loss == HIER_LOSS for c in spec.cells):
+        if any(c.loss == HIER_STYLE_LOSS for c in spec.cells):
             return f"{spec.job_id} trains the HIER-style cell, which keeps its own model (never stacked)"
         for what, key in same:
             if key(spec) != key(first):

@@ -45,14 +45,14 @@ from hierconsole.engine.determinism import (
     state_sha256,
 )
 from hierconsole.engine.geometry import TRAIN_CLIP, Euclidean, Geometry, geometry_of
-from hierconsole.engine.hier import HierObjective, hier_ball, hier_optimizer
+from hierconsole.engine.hier_style import HierObjective, hier_ball, hier_optimizer
 from hierconsole.engine.losses import regression_loss, taxonomy_supcon_loss
 from hierconsole.engine.optim import Stepper, learning_rate, make_optimizer, set_learning_rate
 from hierconsole.engine.projector import Projector, count_trainable
 from hierconsole.engine.retrieval import evaluate
 from hierconsole.vocabulary import (
-    HIER_LOSS,
     HIER_METRIC,
+    HIER_STYLE_LOSS,
     MAP,
     REGRESSION,
     SUPCON,
@@ -126,7 +126,7 @@ class CellRng:
 
 def cell_geometry(cell: CellSpec, poincare: PoincareConfig, hier: HierConfig | None = None) -> Geometry:
     """A cell's geometry head: the study's operating point, or HIER's own ball for the HIER-style cell."""
-    if cell.loss == HIER_LOSS:
+    if cell.loss == HIER_STYLE_LOSS:
         if hier is None:
             raise ValueError(f"cell {cell.key}: the HIER-style cell needs the preset's [baselines.hier]")
         return hier_ball(hier)
@@ -313,8 +313,8 @@ class FactorialTrainer:
             missing, unexpected = model.load_state_dict(init, strict=False)
             assert not unexpected and all(k.startswith("geometry.") for k in missing), (missing, unexpected)
             rng = CellRng(self.device, derive_seed(self.spec.seed, "dropout", cs.key))
-            if cs.loss == HIER_LOSS:
-                # Never stacked: its loss and proxies are its own (engine.hier); it keeps its own model.
+            if cs.loss == HIER_STYLE_LOSS:
+                # Never stacked: its loss and proxies are its own (engine.hier_style); it keeps its own model.
                 objective = HierObjective(
                     self.hier, self.n_leaves, training.out_dim, self.spec.seed, hier_ball(self.hier)
                 ).to(self.device, self.dtype)

@@ -30,7 +30,7 @@ from hierconsole.study.read import baselines, job_rows, per_seed, table_frame
 from hierconsole.study.run import plan
 from hierconsole.study.run.lifecycle import create_study
 from hierconsole.study.run.orchestrator import Orchestrator
-from hierconsole.vocabulary import HIER_LOSS, HIER_METRIC, HIER_STYLE, RANKING_METRICS
+from hierconsole.vocabulary import HIER_METRIC, HIER_STYLE, HIER_STYLE_LOSS, RANKING_METRICS
 from tests.tiny import tiny_preset
 
 pytestmark = pytest.mark.slow  # worker processes
@@ -68,7 +68,7 @@ def test_hier_is_a_cell_of_each_seed_and_passes_every_audit(study):
             "SELECT seed, arm, loss FROM runs WHERE study_id = ? AND kind = 'final' AND arm = ? ORDER BY seed",
             [study_id, HIER_STYLE],
         )
-        assert runs == [(s, HIER_STYLE, HIER_LOSS) for s in sorted(SEEDS)]
+        assert runs == [(s, HIER_STYLE, HIER_STYLE_LOSS) for s in sorted(SEEDS)]
         rows = store.rows(
             "SELECT seed, perturbation FROM metrics WHERE study_id = ? AND arm = ? GROUP BY ALL ORDER BY ALL",
             [study_id, HIER_STYLE],

@@ -9,7 +9,7 @@ from hierconsole.study.analysis.effects import simple_effects
 from hierconsole.study.db.storage import Store
 from hierconsole.study.db.views import views_sql
 from hierconsole.study.read import per_seed
-from hierconsole.vocabulary import ARMS, HIER, HIER_METRIC, LEVELS, MAP, RANKING_METRICS
+from hierconsole.vocabulary import ARMS, HIER_METRIC, HIER_SCORE, LEVELS, MAP, RANKING_METRICS
 from tests.tui.fixtures import COMPLETE
 
 
@@ -22,9 +22,9 @@ def test_the_views_are_rendered_from_the_vocabulary():
     assert "metric IN (" + ", ".join(f"'{m}'" for m in RANKING_METRICS) + ")" in sql
 
 
-@pytest.mark.parametrize("level", [*LEVELS, HIER])
+@pytest.mark.parametrize("level", [*LEVELS, HIER_SCORE])
 def test_effects_summary_agrees_with_the_python_effects(fixed_home, level):
-    column = HIER_METRIC if level == HIER else f"{level}_{MAP}"
+    column = HIER_METRIC if level == HIER_SCORE else f"{level}_{MAP}"
     with Store(fixed_home) as store:
         python = simple_effects(per_seed(store, COMPLETE), [column])[column]
         rows = store.rows(
@@ -46,7 +46,7 @@ def test_the_hier_level_of_the_views_is_the_hier_score(fixed_home):
             ((arm, seed), value)
             for arm, seed, value in store.rows(
                 "SELECT arm, seed, value FROM per_seed_metrics WHERE study_id = ? AND level = ? AND metric = ?",
-                [COMPLETE, HIER, MAP],
+                [COMPLETE, HIER_SCORE, MAP],
             )
         )
     python = {(r["arm"], r["seed"]): r[HIER_METRIC] for r in table.iter_rows(named=True)}

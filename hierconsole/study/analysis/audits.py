@@ -27,8 +27,8 @@ from hierconsole.study.db.catalog import load_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.taxonomy import Taxonomy
 from hierconsole.vocabulary import (
-    HIER,
     HIER_METRIC,
+    HIER_SCORE,
     MAP,
     PCA,
     POINCARE,
@@ -476,7 +476,7 @@ def check_taxonomy_shuffle(store: Store, study_id: str) -> Check:
 
 def _selection_score(levels: dict[str, float | None], level: str) -> float:
     """The stored validation mAP of one level, or the hier score; NaN when it has no value."""
-    if level == HIER:
+    if level == HIER_SCORE:
         return hier_score(levels)
     value = levels.get(level)
     return math.nan if value is None else float(value)
@@ -494,11 +494,11 @@ def check_epoch_selection(store: Store, study_id: str) -> Check:
     if not runs or any(r["final_sha256"] is None for r in runs):
         return Check(name, None, "final runs not finished")
     score = training.selection_score
-    level, _, metric = (HIER, "", MAP) if score == HIER_METRIC else score.partition("_")
+    level, _, metric = (HIER_SCORE, "", MAP) if score == HIER_METRIC else score.partition("_")
     rows = store.rows(
         "SELECT run_id, epoch, level, value FROM val_metrics WHERE run_id IN "
         "(SELECT run_id FROM runs WHERE study_id = ? AND kind = ?) AND aggregation = ? AND metric = ?",
-        [study_id, JobKind.FINAL, preset.evaluation.aggregation, MAP if level == HIER else metric],
+        [study_id, JobKind.FINAL, preset.evaluation.aggregation, MAP if level == HIER_SCORE else metric],
     )
     by_run: dict[str, dict[int, dict[str, float | None]]] = defaultdict(lambda: defaultdict(dict))
     for run_id, epoch, lv, value in rows:

@@ -22,9 +22,9 @@ import polars as pl
 from hierconsole.errors import HierconsoleError
 from hierconsole.study.analysis.per_seed import arms_present, normalize_arm
 from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA, Evidence, evidence, mean_sd
-from hierconsole.vocabulary import HIER, HIER_METRIC, LEVELS, MAP, RANKING_METRICS
+from hierconsole.vocabulary import HIER_METRIC, HIER_SCORE, LEVELS, MAP, RANKING_METRICS
 
-CONTRAST_LEVELS: tuple[str, ...] = (*LEVELS, HIER)
+CONTRAST_LEVELS: tuple[str, ...] = (*LEVELS, HIER_SCORE)
 """The rows of a contrast, per arm pair: each level, then the hier score (mAP only)."""
 DEFAULT_METRIC = HIER_METRIC
 
@@ -99,7 +99,7 @@ def metric_columns(metric: str) -> dict[str, str]:
         )
     columns = {level: f"{level}_{base}" for level in LEVELS}
     if base == MAP:
-        columns[HIER] = HIER_METRIC
+        columns[HIER_SCORE] = HIER_METRIC
     return columns
 
 

@@ -11,7 +11,7 @@ from string import Template
 
 from hierconsole.factorial import CONTRASTS, REDISTRIBUTION_CONTRASTS
 from hierconsole.locations import resource_dir
-from hierconsole.vocabulary import ARMS, HIER, HIER_LEVELS, LEVELS, MAP, RANKING_METRICS, JobKind
+from hierconsole.vocabulary import ARMS, HIER_LEVELS, HIER_SCORE, LEVELS, MAP, RANKING_METRICS, JobKind
 
 
 def sql_literal(value: str) -> str:
@@ -37,7 +37,7 @@ def substitutions() -> dict[str, str]:
     finer, highest = LEVELS[:-1], LEVELS[-1]
     return {
         "ranking_metrics": sql_list(RANKING_METRICS),
-        "hier": HIER,
+        "hier": HIER_SCORE,
         "hier_levels": sql_list(HIER_LEVELS),
         "hier_rule": " and ".join(HIER_LEVELS) + f" {MAP}",
         "map": MAP,

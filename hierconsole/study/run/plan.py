@@ -16,8 +16,8 @@ from hierconsole.study.db import split_files
 from hierconsole.study.db.ids import baseline_run_id, evaluate_job_id, final_job_id, rescore_job_id
 from hierconsole.study.db.split_files import final_train_role
 from hierconsole.vocabulary import (
-    HIER_LOSS,
     HIER_STYLE,
+    HIER_STYLE_LOSS,
     PCA,
     POINCARE,
     SUPCON,
@@ -117,7 +117,7 @@ def final_cells(preset: Preset, temperatures: dict[str, float]) -> tuple[CellSpe
         cells.append(CellSpec.of(arm, temperatures[geometry] if loss == SUPCON else None))
     if HIER_STYLE in preset.evaluation.baselines:
         # The HIER-style baseline trains beside the cells, in lockstep: same init, batches and budget.
-        cells.append(CellSpec(HIER_STYLE, POINCARE, HIER_LOSS))
+        cells.append(CellSpec(HIER_STYLE, POINCARE, HIER_STYLE_LOSS))
     return tuple(cells)
 
 

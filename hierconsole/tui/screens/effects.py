@@ -45,15 +45,15 @@ from hierconsole.tui.screens.base import ConsoleScreen, view_width
 from hierconsole.vocabulary import (
     BASELINE_LEGEND,
     BASELINE_SEED,
-    HIER,
     HIER_LEVELS,
+    HIER_SCORE,
     LEVELS,
     MAP,
     RANKING_METRICS,
     empty_level_note,
 )
 
-LEVEL_CHOICES = (HIER, *HIER_LEVELS, LEVELS[0])
+LEVEL_CHOICES = (HIER_SCORE, *HIER_LEVELS, LEVELS[0])
 """The hier score first, then the levels it averages, then the leaf (which it leaves out)."""
 MEASURES = RANKING_METRICS
 
@@ -65,7 +65,7 @@ def metric_name(level: str, measure: str) -> str:
 
 @dataclass(frozen=True)
 class Selection:
-    level: str = HIER
+    level: str = HIER_SCORE
     measure: str = MAP
     aggregation: str | None = None
 
@@ -211,7 +211,7 @@ class AnalysisScreen(ConsoleScreen):
     def action_next_measure(self) -> None:
         measure = MEASURES[(MEASURES.index(self.selection.measure) + 1) % len(MEASURES)]
         level = self.selection.level
-        if measure != MAP and level == HIER:
+        if measure != MAP and level == HIER_SCORE:
             level = LEVEL_CHOICES[1]
         self.selection = Selection(level, measure, self.selection.aggregation)
         self.reload()

@@ -22,7 +22,7 @@ from hierconsole.study.report.figures.style import (
     drawn_in_style,
     figure,
 )
-from hierconsole.vocabulary import HIER, HIER_METRIC
+from hierconsole.vocabulary import HIER_METRIC, HIER_SCORE
 
 T_OFFSET = 0.17
 """Rows' intervals sit just above (t) and below (bootstrap) the row's line, so both stay readable."""
@@ -142,7 +142,7 @@ def contrasts_forest(inputs: FamilyInputs) -> Figure:
             waiting.append(f"{name}: {result}")
             continue
         for r in result.rows:
-            level = "hier" if r.level == HIER else level_label(r.level, inputs.level_names)
+            level = "hier" if r.level == HIER_SCORE else level_label(r.level, inputs.level_names)
             arms = r.arm_a if r.arm_a == r.arm_b else f"{r.arm_a} − {r.arm_b}"
             rows.append(
                 ForestRow(

@@ -1,4 +1,4 @@
-"""The HIER-style cell (engine.hier): each piece against a plain float64 re-implementation written here
+"""The HIER-style cell (engine.hier_style): each piece against a plain float64 re-implementation written here
 with loops, then the cell inside a real job: deterministic, identical on both engines, and bit-identical
 after a SIGKILL and a resume."""
 
@@ -20,7 +20,7 @@ from hierconsole.config.preset import HierConfig
 from hierconsole.contract.jobspec import CellSpec
 from hierconsole.engine import checkpoints
 from hierconsole.engine.checkpoints import load_payload
-from hierconsole.engine.hier import (
+from hierconsole.engine.hier_style import (
     HierBall,
     HierObjective,
     conformal_gradient,
@@ -31,11 +31,11 @@ from hierconsole.engine.hier import (
 )
 from hierconsole.engine.trainer import FAULT_ENV, FactorialTrainer
 from hierconsole.engine.worker import EXIT_DONE
-from hierconsole.vocabulary import HIER_LOSS, HIER_STYLE, POINCARE
+from hierconsole.vocabulary import HIER_STYLE, HIER_STYLE_LOSS, POINCARE
 
 from .conftest import cells_for, make_spec, spec_preset
 
-HIER_CELL = CellSpec(HIER_STYLE, POINCARE, HIER_LOSS)
+HIER_CELL = CellSpec(HIER_STYLE, POINCARE, HIER_STYLE_LOSS)
 # Small HIER settings so a job takes seconds; the defaults are tested where they are defined.
 CHEAP = {
     "baselines.hier.proxies": 12,
@@ -246,7 +246,7 @@ def test_hier_cell_is_deterministic_and_shares_init_and_batches(tmp_path, tiny_f
     inits = {e.cell: e for e in events if type(e).__name__ == "Init"}
     assert inits["hier"].init_sha256 == inits["E_R"].init_sha256
     assert inits["hier"].trainable_params == inits["E_R"].trainable_params
-    assert (inits["hier"].geometry, inits["hier"].loss) == (POINCARE, HIER_LOSS)
+    assert (inits["hier"].geometry, inits["hier"].loss) == (POINCARE, HIER_STYLE_LOSS)
     epochs = [e for e in events if type(e).__name__ == "Epoch"]
     for epoch in (1, 2, 3):
         rows = [e for e in epochs if e.epoch == epoch]

@@ -92,7 +92,7 @@ def hier_ball(config: HierConfig) -> HierBall:
     return HierBall(config.c, config.clip_r)
 
 
-# -- the two losses, as pure functions of their inputs (tested against loops in tests/engine/test_hier.py)
+# -- the two losses, as pure functions of their inputs (tested against loops in tests/engine/test_hier_style.py)
 
 
 def proxy_anchor_loss(z: Tensor, leaf: Tensor, proxies: Tensor, alpha: float, margin: float) -> Tensor:
