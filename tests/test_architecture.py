@@ -5,7 +5,9 @@ The import contracts themselves live in pyproject.toml ([tool.importlinter]) and
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -138,3 +140,18 @@ def test_a_broken_console_import_is_an_error_not_the_help(tmp_path):
     assert done.returncode == 1
     assert "the console cannot start" in done.stderr and "textual" in done.stderr
     assert "usage:" not in done.stdout and "Traceback" not in done.stderr
+
+
+_SQL = re.compile(r"\b(SELECT|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|CREATE\s+(TABLE|VIEW))\b")
+
+
+@pytest.mark.parametrize("front_end", ["cli", "tui"])
+def test_no_sql_in_a_front_end(front_end):
+    """The front ends read through hierconsole.study.read: a query in cli/ or tui/ would be a second
+    definition of what the store means (the resume and cancel queries once lived in cli/runs.py)."""
+    found = []
+    for path in sorted((ROOT / "hierconsole" / front_end).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and _SQL.search(node.value):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value.strip()[:60]}")
+    assert not found, "move these queries into hierconsole/study/read:\n" + "\n".join(found)

@@ -44,6 +44,7 @@ from hierconsole.study.report.writers import (
     FORMATS,
     MAX_PRECISION,
     STDOUT,
+    STDOUT_FORMAT,
     check_format,
     export_table,
     write_table,
@@ -105,11 +106,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--format",
         dest="fmt",
         metavar="FMT",
-        help=f"one of: {', '.join(FORMATS)} (default: from the suffix of -o)",
+        help=f"one of: {', '.join(FORMATS)} (default: from the suffix of -o; {STDOUT_FORMAT} for -o -)",
     )
     e.add_argument(
         "-o", "--output", metavar="PATH", required=True,  # a str: Path("./-") would read as "-"
-        help="file to write, or - for standard output (csv, json, md, latex)",
+        help="file to write, or - for standard output (csv unless --format says json, md or latex)",
     )
     e.add_argument("--force", action="store_true", help="overwrite PATH if it exists")
     e.add_argument("--precision", type=int, metavar="N", default=4, help="decimals in md/latex (default 4)")

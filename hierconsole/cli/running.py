@@ -23,7 +23,6 @@ from hierconsole.study import read
 from hierconsole.study.analysis.audits import check_expected_counts
 from hierconsole.study.db.catalog import ensure_dataset
 from hierconsole.study.db.storage import Store
-from hierconsole.study.db.views import sql_list
 from hierconsole.study.executors import LOCAL_RAY, JobExecutor, executor_name, ray_address
 from hierconsole.study.executors.devices import check_devices
 from hierconsole.study.run.lifecycle import advance, create_study, delete_study
@@ -31,7 +30,6 @@ from hierconsole.study.run.orchestrator import Orchestrator
 from hierconsole.study.run.rescoring import queue_rescore, reconcile
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from hierconsole.vocabulary import (
-    ACTIVE_STATES,
     AGGREGATIONS,
     ARM_LEGEND,
     DEVICES,
@@ -39,7 +37,6 @@ from hierconsole.vocabulary import (
     HIER_METRIC,
     LEVELS,
     MAP,
-    RESUMABLE_STATES,
     Executor,
     JobState,
     Phase,
@@ -314,9 +311,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
     _check_parallel(args.parallel)
     with Store(args.home) as store:
         only = read.resolve_study(store, args.study) if args.study else None
-        threads = store.value("SELECT coalesce(max(threads), 1) FROM jobs")
         executor = open_executor(
-            args, store, parallel=args.parallel or 1, threads=int(threads), devices=[("cpu", "--gpus")]
+            args, store, parallel=args.parallel or 1, threads=read.job_threads(store), devices=[("cpu", "--gpus")]
         )
         # Constructing it settles jobs an earlier orchestrator left running (their events replayed).
         orch = Orchestrator(
@@ -327,16 +323,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
             executor=executor,
         )
         try:
-            where, params = ("AND study_id = ?", [only]) if only else ("", [])
-            requeue = store.rows(
-                f"SELECT job_id, study_id FROM jobs WHERE state IN ({sql_list(RESUMABLE_STATES)}) {where}", params
-            )
+            requeue = read.resumable_jobs(store, only)
             orch.resume([job_id for job_id, _ in requeue])
-            pending = store.rows(
-                f"SELECT study_id FROM jobs WHERE state IN ({sql_list(ACTIVE_STATES)}) {where}", params
-            )
-            stalled = store.rows(f"SELECT study_id FROM studies WHERE phase <> ? {where}", [Phase.COMPLETE, *params])
-            studies = sorted({r[-1] for r in requeue} | {r[0] for r in pending} | {r[0] for r in stalled})
+            pending = read.active_jobs(store, only)
+            stalled = read.unfinished_studies(store, only)
+            studies = sorted({s for _, s in requeue} | {s for _, s in pending} | set(stalled))
             if not studies:
                 console.print("nothing to resume")
                 return 0
@@ -352,12 +343,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     with Store(args.home) as store:
         study_id = read.resolve_study(store, args.study)
         orch = Orchestrator(store, on_problem=problem_printer(output_console()))
-        ids = [
-            r[0]
-            for r in store.rows(
-                f"SELECT job_id FROM jobs WHERE study_id = ? AND state IN ({sql_list(ACTIVE_STATES)})", [study_id]
-            )
-        ]
+        ids = [job_id for job_id, _ in read.active_jobs(store, study_id)]
         for job_id in ids:
             orch.cancel(job_id)
         orch.shutdown(cancel=True)

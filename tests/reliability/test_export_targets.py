@@ -79,8 +79,8 @@ def test_dash_writes_text_to_stdout_and_refuses_parquet(fixed_home, tmp_path, ca
     assert pl.read_csv(out.encode()).height > 0
     code, _, err = _export(fixed_home, capsys, "-o", "-", "--format", "parquet")
     assert code == 2 and "text formats only" in err
-    code, _, err = _export(fixed_home, capsys, "-o", "-")
-    assert code == 2 and "pass --format" in err
+    code, plain, _ = _export(fixed_home, capsys, "-o", "-")  # the README: `export -o -` prints a text format
+    assert code == 0 and plain == out  # csv, full precision, when no --format is given
     assert not (tmp_path / "-").exists()
 
 

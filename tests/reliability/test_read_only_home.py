@@ -107,3 +107,14 @@ def test_every_reading_thread_sees_this_versions_views(fixed_home, tmp_path):
         with Store(home, read_only=True) as store:
             width = _width_in_a_thread(store)
             assert width > 0 and store.frame("SELECT * FROM arm_summary").width == width
+
+
+@pytest.mark.parametrize("argv", [["studies"], ["runs"], ["effects", COMPLETE], ["families"], ["datasets"]])
+def test_a_mistyped_home_is_one_line_and_creates_nothing(tmp_path, argv):
+    """As a user met it: `--home` naming no folder printed an empty table and exited 0."""
+    missing = tmp_path / "no-such-home"
+    done = subprocess.run(cli_argv(missing, *argv), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    line = one_line_error(done)
+    assert f"no hierconsole home at {missing}" in line and "--home" in line
+    assert not missing.exists()

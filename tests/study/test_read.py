@@ -8,14 +8,18 @@ import pytest
 
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read import (
+    active_jobs,
     current_audits,
     evaluated_per_seed,
     has_data,
     job_rows,
+    job_threads,
     loss_curves,
     per_seed,
+    resumable_jobs,
     stored_audits,
     taxonomy_lines,
+    unfinished_studies,
 )
 from tests.tui.fixtures import ARMS, COMPLETE, EPOCHS, LIVE, SEEDS, _loss
 
@@ -43,6 +47,19 @@ def test_one_studys_job_rows_are_its_rows_among_every_jobs(open_store):
     evaluate = next(r for r in job_rows(open_store, COMPLETE) if r.kind == "evaluate")
     assert evaluate.done == evaluate.total == len(ARMS) * len(SEEDS) * len(SEEDS)
     assert job_rows(open_store, "no-such-study") == []
+
+
+def test_what_resume_and_cancel_act_on(open_store):
+    # The fixture: COMPLETE is done; LIVE has a finished, a running and a crashed final job.
+    assert resumable_jobs(open_store) == [(f"{LIVE}/final-s3407", LIVE)]
+    assert resumable_jobs(open_store, COMPLETE) == []
+    assert active_jobs(open_store) == [(f"{LIVE}/final-s2024", LIVE)]
+    assert active_jobs(open_store, LIVE) == active_jobs(open_store)
+    assert active_jobs(open_store, COMPLETE) == []
+    assert unfinished_studies(open_store) == [LIVE]
+    assert unfinished_studies(open_store, COMPLETE) == []
+    expected = max(int(r[0] or 1) for r in open_store.rows("SELECT threads FROM jobs")) or 1
+    assert job_threads(open_store) == expected
 
 
 def test_loss_curves_are_the_stored_epochs_in_arm_order(open_store):

@@ -199,6 +199,12 @@ class Store:
         self, home: str | Path | None = None, *, read_only: bool = False, path: Path | None = None
     ):
         self.home = resolve_home(home, create=not read_only)
+        if read_only and not self.home.is_dir():
+            # A mistyped --home would otherwise read as an empty store and print empty tables, exit 0.
+            raise HierconsoleError(
+                f"no hierconsole home at {self.home} (the folder does not exist); pass the --home (or "
+                f"HIERCONSOLE_HOME) your studies were run with, or run `hierconsole demo` to start one"
+            )
         self.path = path or db_path(self.home)
         """The file; another than the home's only for `doctor --repair`, which rebuilds into a new one."""
         self.read_only = read_only

@@ -12,7 +12,17 @@ if TYPE_CHECKING:
     from hierconsole.study.read.audits import Check, current_audits, failed_audit_counts, stored_audits
     from hierconsole.study.read.datasets import DatasetInfo, get_dataset, list_datasets, taxonomy_lines
     from hierconsole.study.read.effects import study_effects
-    from hierconsole.study.read.jobs import EventRow, JobRow, job_events, job_rows, loss_curves
+    from hierconsole.study.read.jobs import (
+        EventRow,
+        JobRow,
+        active_jobs,
+        job_events,
+        job_rows,
+        job_threads,
+        loss_curves,
+        resumable_jobs,
+        unfinished_studies,
+    )
     from hierconsole.study.read.results import (
         RAW_TABLES,
         aggregations,
@@ -41,7 +51,17 @@ _MODULES = {
     "audits": ("Check", "current_audits", "failed_audit_counts", "stored_audits"),
     "datasets": ("DatasetInfo", "get_dataset", "list_datasets", "taxonomy_lines"),
     "effects": ("study_effects",),
-    "jobs": ("EventRow", "JobRow", "job_events", "job_rows", "loss_curves"),
+    "jobs": (
+        "EventRow",
+        "JobRow",
+        "active_jobs",
+        "job_events",
+        "job_rows",
+        "job_threads",
+        "loss_curves",
+        "resumable_jobs",
+        "unfinished_studies",
+    ),
     "results": (
         "RAW_TABLES",
         "aggregations",
@@ -81,14 +101,15 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "RAW_TABLES",
     "Check",
     "DatasetInfo",
     "EventRow",
     "JobRow",
+    "RAW_TABLES",
     "StudyInfo",
     "StudyProgress",
     "StudyRow",
+    "active_jobs",
     "aggregations",
     "baselines",
     "current_audits",
@@ -100,6 +121,7 @@ __all__ = [
     "has_data",
     "job_events",
     "job_rows",
+    "job_threads",
     "list_datasets",
     "list_studies",
     "loss_curves",
@@ -107,11 +129,13 @@ __all__ = [
     "per_seed",
     "registered_aggregation",
     "resolve_study",
+    "resumable_jobs",
     "selected_epochs",
     "stored_audits",
     "study_effects",
     "study_progress",
     "table_frame",
     "taxonomy_lines",
+    "unfinished_studies",
     "variance",
 ]

@@ -11,6 +11,7 @@ from hierconsole.locations import job_dir
 from hierconsole.study.db.storage import Store
 from hierconsole.study.db.views import kind_order, sql_list
 from hierconsole.vocabulary import (
+    ACTIVE_STATES,
     ARMS,
     ORPHANED,
     RESUMABLE_STATES,
@@ -20,6 +21,7 @@ from hierconsole.vocabulary import (
     Executor,
     JobKind,
     JobState,
+    Phase,
 )
 
 
@@ -231,3 +233,50 @@ def job_events(store: Store, job_id: str, limit: int = 400, after: int = 0) -> l
             continue  # stored by ingest, so parsed once already; a row of an unknown kind is skipped
         out.append(EventRow(event, float(t) - float(t0), int(n)))
     return out
+
+
+# -- what `resume` and `cancel` act on -------------------------------------------------------------------
+
+
+def _only(study_id: str | None) -> tuple[str, list[str]]:
+    return ("AND study_id = ?", [study_id]) if study_id else ("", [])
+
+
+def job_threads(store: Store) -> int:
+    """The most CPU threads any stored job was given (1 for an empty store): what a resume runs with."""
+    return int(store.value("SELECT coalesce(max(threads), 1) FROM jobs"))
+
+
+def resumable_jobs(store: Store, study_id: str | None = None) -> list[tuple[str, str]]:
+    """(job_id, study_id) of the jobs a resume puts back in the queue (RESUMABLE_STATES), of one study or all."""
+    where, params = _only(study_id)
+    return [
+        (str(j), str(s))
+        for j, s in store.rows(
+            f"SELECT job_id, study_id FROM jobs WHERE state IN ({sql_list(RESUMABLE_STATES)}) {where} ORDER BY job_id",
+            params,
+        )
+    ]
+
+
+def active_jobs(store: Store, study_id: str | None = None) -> list[tuple[str, str]]:
+    """(job_id, study_id) of the queued and running jobs (ACTIVE_STATES), of one study or all."""
+    where, params = _only(study_id)
+    return [
+        (str(j), str(s))
+        for j, s in store.rows(
+            f"SELECT job_id, study_id FROM jobs WHERE state IN ({sql_list(ACTIVE_STATES)}) {where} ORDER BY job_id",
+            params,
+        )
+    ]
+
+
+def unfinished_studies(store: Store, study_id: str | None = None) -> list[str]:
+    """The studies whose phase is not complete (one may have a phase to catch up on), of one study or all."""
+    where, params = _only(study_id)
+    return [
+        str(r[0])
+        for r in store.rows(
+            f"SELECT study_id FROM studies WHERE phase <> ? {where} ORDER BY study_id", [Phase.COMPLETE, *params]
+        )
+    ]

@@ -66,6 +66,8 @@ def check_format(fmt: str | None, path: str | Path | None = None) -> str:
 STDOUT = "-"
 """`-o -`: write a text format to standard output."""
 TEXT_FORMATS = ("csv", "json", "md", "latex")
+STDOUT_FORMAT = "csv"
+"""What `-o -` prints without --format: full precision, and what a pipe's next tool reads."""
 
 
 def _check_target(path: Path, force: bool) -> Path:
@@ -98,11 +100,9 @@ def _check_target(path: Path, force: bool) -> Path:
 
 
 def _stdout_format(fmt: str | None) -> str:
-    """The format to write to standard output: given (there is no suffix), and a text one."""
+    """The format to write to standard output: the one given (there is no suffix), a text one, else csv."""
     if fmt is None:
-        raise HierconsoleError(
-            f"-o - has no suffix to tell the format from\n  fix: pass --format, one of: {', '.join(TEXT_FORMATS)}"
-        )
+        return STDOUT_FORMAT
     fmt = check_format(fmt)
     if fmt not in TEXT_FORMATS:
         raise HierconsoleError(
