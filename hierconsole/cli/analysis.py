@@ -120,37 +120,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------------------------------- effects
 
 
-def _view(args: argparse.Namespace) -> EffectsView:
-    """The effects screen of the study (the newest without STUDY) or of a per-seed CSV."""
+def cmd_effects(args: argparse.Namespace) -> int:
+    """The effects screen of the study (the newest without STUDY), of a family, or of a per-seed CSV."""
     if args.study and args.from_csv:
         raise HierconsoleError("give either a STUDY or --from-csv FILE, not both")
-    if args.from_csv:
-        per_seed = load_effects_csv(args.from_csv, args.metric)
-        return effects_view(per_seed, source=str(args.from_csv), metrics=args.metric)
-    # No STUDY means the newest study in the store; an empty store says how to get one.
-    with open_for_reading(args.home) as store:
-        return read.study_effects(store, read.resolve_study(store, args.study), args.metric)
-
-
-def cmd_effects(args: argparse.Namespace) -> int:
-    if args.study and not args.from_csv:
-        with open_for_reading(args.home) as store:
-            if _is_family_only(store, args.study):
-                return _family_effects(args, store)
     if args.precision is not None and not 0 <= args.precision <= MAX_PRECISION:
         raise HierconsoleError(f"--precision {args.precision} is out of range\n  fix: use 0 to {MAX_PRECISION}")
-    view = _view(args)
+    if args.from_csv:
+        per_seed = load_effects_csv(args.from_csv, args.metric)
+        return _show_effects(args, effects_view(per_seed, source=str(args.from_csv), metrics=args.metric))
+    # One open for the whole screen: every table comes from the same store (or the same live snapshot,
+    # whose note is printed once).
+    with open_for_reading(args.home) as store:
+        if args.study and _is_family_only(store, args.study):
+            return _family_effects(args, store)
+        study_id = read.resolve_study(store, args.study)  # no STUDY: the newest; an empty store says how
+        code = _show_effects(args, read.study_effects(store, study_id, args.metric))
+        if not args.json:
+            print_empty_levels(store, study_id, output_console())
+        return code
+
+
+def _show_effects(args: argparse.Namespace, view: EffectsView) -> int:
     if args.json:
         # Plain stdout, not rich: the JSON must reach pipes byte-exact, without wrapping or colour.
         sys.stdout.write(json.dumps(view.to_json(), indent=2) + "\n")
         return 0
     arm_digits = ARM_DIGITS if args.precision is None else args.precision
     effect_digits = EFFECT_DIGITS if args.precision is None else args.precision
-    console = output_console()
-    print_effects(console, view, arm_digits, effect_digits)
-    if not args.from_csv:
-        with open_for_reading(args.home) as store:
-            print_empty_levels(store, read.resolve_study(store, args.study), console)
+    print_effects(output_console(), view, arm_digits, effect_digits)
     return 0
 
 

@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from hierconsole.study.db.live import latest
+from hierconsole.study.db.storage import Store
 from tests.reliability.conftest import TINY_RUN, cli, cli_argv, one_line_error, wait_for
 
 pytestmark = pytest.mark.slow  # worker processes and the CLI in subprocesses
@@ -47,6 +48,12 @@ def test_a_second_shell_watches_a_running_study(tiny_home):
         assert audit.returncode in (0, 1) and "not saved" in audit.stderr
         export = cli(home, "export", "runs", "-o", "-", "--format", "csv")
         assert export.returncode == 0 and "final" in export.stdout
+        # Each read names the snapshot it shows once, however many tables it prints (effects once said it
+        # twice: it opened the store for the family check, the tables and the empty-level notes).
+        with Store(home, read_only=True) as store:
+            study = store.value("SELECT study_id FROM studies")
+        for argv in (["runs"], ["studies"], ["audit"], ["effects", study], ["export", "runs", "-o", "-"]):
+            assert cli(home, *argv).stderr.count("live snapshot of the store") == 1, argv
 
         # A second run: one line saying who holds the store and what to do; the holder runs on.
         text = one_line_error(cli(home, *TINY_RUN, "--epochs", "1"))
@@ -57,8 +64,6 @@ def test_a_second_shell_watches_a_running_study(tiny_home):
         wait_for(lambda: _progress(cli(home, "runs").stdout) > first, what="progress in a later snapshot")
 
         # The orchestrator dies (its worker lives on): nobody ingests the job any more.
-        from hierconsole.study.db.storage import Store
-
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)
         with Store(home, read_only=True) as store:
