@@ -263,7 +263,7 @@ def _run_reporting_json(images: ImageList, backbone, out: Path, settings) -> Any
 def _report(console: Console, args: argparse.Namespace, out: Path, backbone, images: ImageList, outcome) -> int:  # noqa: ANN001
     """What an extraction did: resumed shards, where the features are, which images failed."""
     if outcome.resumed_shards:
-        console.print(f"resumed: {outcome.resumed_shards} finished shards were kept from an earlier run")
+        console.print(f"resumed: {counted(outcome.resumed_shards, 'finished shard')} kept from an earlier run")
     if not outcome.finished:
         console.print(
             f"[yellow]stopped[/] after --stop-after {args.stop_after}; finished shards are in "
@@ -279,7 +279,7 @@ def _report(console: Console, args: argparse.Namespace, out: Path, backbone, ima
         for item in outcome.failed[:_SHOWN]:
             console.print(f"  {escape(item['path'])} (id {escape(item['id'])}): {escape(item['reason'])}")
         if len(outcome.failed) > _SHOWN:
-            console.print(f"  ... and {len(outcome.failed) - _SHOWN} more (all listed in the manifest)")
+            console.print(f"  ... and {len(outcome.failed) - _SHOWN:,} more (all listed in the manifest)")
     return 0
 
 
@@ -288,4 +288,5 @@ class _Rate(ProgressColumn):
 
     def render(self, task: Task) -> Text:
         speed = task.finished_speed or task.speed
-        return Text(f"{speed:,.1f} img/s" if speed else "- img/s")
+        # Nothing until the first images are through: a placeholder read as a rate of nothing per second.
+        return Text(f"{speed:,.1f} img/s" if speed else "")

@@ -428,3 +428,21 @@ def test_a_folder_of_unreadable_images_writes_nothing(capsys, tmp_path, tiny_mod
                        "--model", tiny_model, "--workers", "0")  # fmt: skip
     assert code == 2 and "none of the 3 images could be read" in err and "0.jpg" in err
     assert not out.exists()
+
+
+def test_the_rate_column_says_nothing_before_the_first_images():
+    """As a user saw it: '- img/s' beside the bar while the backbone loaded, read as a rate of nothing."""
+    from rich.progress import Progress
+
+    from hierconsole.cli.extract import _Rate
+
+    now = [0.0]
+    column = _Rate()
+    with Progress(column, get_time=lambda: now[0], disable=True) as progress:
+        task_id = progress.add_task("extract", total=100)
+        task = progress.tasks[0]
+        assert column.render(task).plain == ""
+        for _ in range(4):
+            now[0] += 0.5
+            progress.advance(task_id, 10)
+        assert column.render(task).plain == "20.0 img/s"
