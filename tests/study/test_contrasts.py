@@ -52,6 +52,8 @@ def test_one_seed_has_no_sd_and_recall_has_no_hier_row():
     frame = contrasts_frame([result])
     assert frame.columns[:7] == ["contrast", "a", "b", "arm_a", "arm_b", "level", "metric"]
     assert frame["seed_7"].to_list() == pytest.approx([0.2, 0.2, 0.2])
+    assert frame["metric"].to_list() == ["leaf_R@1", "middle_R@1", "high_R@1"]
+    assert [r["metric"] for r in result.to_json()["rows"]] == ["leaf_R@1", "middle_R@1", "high_R@1"]
 
 
 def test_refusals_name_what_is_wrong():

@@ -173,8 +173,15 @@ def test_every_contrast_value_matches_a_plain_computation_from_exported_metrics(
     md = tmp_path / "contrasts.md"
     assert _cli(home, "export", "contrasts", "--family", "tinyfam", "-o", str(md)).returncode == 0
     assert "± " in md.read_text()
+    # Each row names the column it compares (the export once said hier_mAP on the leaf/middle/high rows).
+    assert list(zip(frame["level"], frame["metric"])) == [(lv, f"{lv}_mAP") for lv in frame["level"]]
+    for row in md.read_text().splitlines()[2:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        level = next(c for c in cells if c in ("leaf", "middle", "high", "hier"))
+        assert f"{level}_mAP" in cells and all(c != "hier_mAP" or level == "hier" for c in cells), row
     text = _cli(home, "contrast", "tinyfam")
     assert text.returncode == 0 and "H_S − E_S" in text.stdout
+    assert "mAP per level and the hier score, paired by seed" in " ".join(text.stdout.split())
 
 
 def test_contrasts_refuse_unlocked_other_dataset_and_other_qg_protocol(family_home, tmp_path, tiny_fs):

@@ -11,7 +11,7 @@ from hierconsole.present import numbers
 from hierconsole.present.grid import Column, Grid
 from hierconsole.present.tables.effects import PER_SEED
 from hierconsole.present.tables.evidence import EVIDENCE_COLUMNS, evidence_cells
-from hierconsole.study.analysis.contrasts import StudyContrast
+from hierconsole.study.analysis.contrasts import StudyContrast, contrast_caption
 from hierconsole.study.analysis.pooled import PooledEffect
 from hierconsole.study.read.families import FamilyRow
 
@@ -22,7 +22,7 @@ def contrast_grid(contrast: StudyContrast, digits: int) -> Grid:
     seeds = sorted({s for r in contrast.rows for s in r.per_seed})
     name = f"{contrast.name}: " if contrast.name else ""
     grid = Grid(
-        f"{name}{contrast.a} − {contrast.b} ({contrast.metric}, paired by seed)",
+        f"{name}{contrast.a} − {contrast.b} ({contrast_caption(contrast.metric)}, paired by seed)",
         [
             Column("arms", numeric=False),
             Column("level", numeric=False),

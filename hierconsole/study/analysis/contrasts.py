@@ -57,7 +57,9 @@ class StudyContrast:
     """The contrast's name when a family declares it."""
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON shape of `hierconsole contrast --json` (seeds as strings, sd null under two seeds)."""
+        """The JSON shape of `hierconsole contrast --json` (seeds as strings, sd null under two seeds); each
+        row names the column it compares (`leaf_mAP`, ..., `hier_mAP`), `metric` what was asked for."""
+        columns = metric_columns(self.metric)
         return {
             "metric": self.metric,
             "a": self.a,
@@ -67,6 +69,7 @@ class StudyContrast:
                     "arm_a": r.arm_a,
                     "arm_b": r.arm_b,
                     "level": r.level,
+                    "metric": columns[r.level],
                     "per_seed": {str(s): v for s, v in r.per_seed.items()},
                     "mean": r.mean,
                     "sd": r.sd,
@@ -90,7 +93,7 @@ class StudyContrast:
 def metric_columns(metric: str) -> dict[str, str]:
     """level -> per-seed column for a contrast of `metric` (`hier_mAP`/`mAP`: three levels and hier;
     `R@K`: the three levels)."""
-    base = MAP if metric in (HIER_METRIC, MAP) else metric
+    base = contrast_measure(metric)
     if base not in RANKING_METRICS:
         raise HierconsoleError(
             f"--metric {metric!r} is not a contrast metric\n  fix: use one of "
@@ -101,6 +104,17 @@ def metric_columns(metric: str) -> dict[str, str]:
     if base == MAP:
         columns[HIER_SCORE] = HIER_METRIC
     return columns
+
+
+def contrast_measure(metric: str) -> str:
+    """The measure a contrast of `metric` compares at each level: `mAP` (with the hier score) or `R@K`."""
+    return MAP if metric in (HIER_METRIC, MAP) else metric
+
+
+def contrast_caption(metric: str) -> str:
+    """What the rows of a contrast of `metric` are: "mAP per level and the hier score" or "R@5 per level"."""
+    base = contrast_measure(metric)
+    return f"{base} per level" + (" and the hier score" if base == MAP else "")
 
 
 def parse_arm_pair(text: str) -> tuple[str, str]:
@@ -198,7 +212,7 @@ def contrasts_frame(contrasts: Sequence[StudyContrast]) -> pl.DataFrame:
             "arm_a": r.arm_a,
             "arm_b": r.arm_b,
             "level": r.level,
-            "metric": c.metric,
+            "metric": metric_columns(c.metric)[r.level],  # the column compared: leaf_mAP, ..., hier_mAP
             **{f"seed_{s}": r.per_seed.get(s) for s in seeds},
             "mean": r.mean,
             "sd": r.sd,
