@@ -35,6 +35,13 @@ def signed(value: float | None, digits: int = EFFECT_DIGITS) -> Text:
     return Text(f"{value:+.{digits}f}", style=sign_style(value))
 
 
+def loss(value: float | None) -> Text:
+    """A training loss as the queue shows it: three decimals, one above 10 (a loss is read for its trend)."""
+    if value is None:
+        return Text(NO_VALUE, style="dim", justify="right")
+    return Text(f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}", justify="right")
+
+
 def mean_sd(mean: float, sd: float | None, digits: int = ARM_DIGITS, *, sign: bool = False) -> Text:
     """`mean ± sd`; with one value `mean (n=1)`, since a spread of one value is undefined."""
     text = signed(mean, digits) if sign else plain(mean, digits)

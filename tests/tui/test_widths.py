@@ -69,3 +69,31 @@ async def test_the_audits_view_shows_each_evidence_word_whole(open_store, size):
     words = [c.name for c in checks] + [w for c in checks for w in c.evidence.split()]
     assert_whole(text, words, f"audits view at {size}")
     assert width <= visible
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_the_runs_view_shows_each_loss_whole_or_names_it(open_store, size):
+    """As a user met it: at 80x24 the job table ran past the view and its last loss read 3.2 for 3.204."""
+    from hierconsole.present.numbers import loss
+    from hierconsole.study.read import job_rows
+    from hierconsole.vocabulary import ARMS
+    from tests.tui.fixtures import LIVE
+
+    app = make_app(open_store, study=LIVE)
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("2")
+        await settle(pilot, app)
+        text = screen_text(app)
+        table = app.screen.query_one("#jobs")
+        assert table.virtual_size.width <= table.size.width, "the job table fits its view"
+    folded = " ".join(text.split())
+    left_out = next((m for m in folded.split("(losses of ")[1:]), "").split(" left out")[0].split(", ")
+    shown_arms = [arm for arm in ARMS if arm not in left_out]
+    assert shown_arms, f"no loss column at {size}:\n{text}"
+    jobs = [j for j in job_rows(open_store, LIVE) if j.losses]
+    words = [loss(j.losses[arm]).plain for j in jobs for arm in shown_arms if arm in j.losses]
+    assert_whole(text, words, f"runs view at {size}")
+    header = next(line for line in text.splitlines() if " job " in line and "state" in line)
+    assert header.split()[-len(shown_arms):] == shown_arms, header
+    if size[0] >= 120:
+        assert shown_arms == list(ARMS)

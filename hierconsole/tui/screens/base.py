@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, ClassVar, cast
 
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import ScrollableContainer
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer
@@ -90,7 +89,7 @@ class ConsoleScreen(Screen):
         self.console_app.report_worker_error(event)
 
 
-def view_width(scroll: ScrollableContainer, fallback: int) -> int:
+def view_width(scroll: Widget, fallback: int) -> int:
     """The cells a scrolling view lays its tables out for: its width less the vertical scrollbar's,
     reserved whether or not the bar shows (a table one cell too wide would clip its last number)."""
     width = scroll.size.width or fallback

@@ -12,6 +12,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from hierconsole.plurals import counted
 from hierconsole.tui.actions import bindings_for
 
 Result = TypeVar("Result")
@@ -64,7 +65,7 @@ class QuitDialog(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Static(
-                f"{self.active_jobs} job(s) are queued or running.",
+                f"{counted(self.active_jobs, 'job')} {'is' if self.active_jobs == 1 else 'are'} queued or running.",
                 classes="question",
             )
             yield Static(

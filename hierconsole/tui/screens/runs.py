@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -31,10 +31,15 @@ JOB_COLUMNS: tuple[tuple[str, str], ...] = (
     ("progress", "progress"),
     ("ETA", "eta"),
     ("where", "where"),
-    *((arm, f"loss-{arm}") for arm in ARMS),
 )
-"""(header, key) of the job table: one column per arm's latest training loss, under its own name, last
-so that a narrow terminal scrolls the losses, never the progress or the ETA."""
+"""(header, key) of the job table's fixed columns; one column per arm's latest training loss follows, under
+the arm's name, as many as fit whole (`fitting_arms`): a narrow terminal loses losses, never progress or ETA."""
+
+
+def loss_key(arm: str) -> str:
+    return f"loss-{arm}"
+
+
 STUDY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("", "mark"),
     ("study", "study"),
@@ -44,13 +49,7 @@ STUDY_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-def loss_cell(value: float | None) -> Text:
-    if value is None:
-        return Text("-", style="dim", justify="right")
-    return Text(f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}", justify="right")
-
-
-def job_cells(job: JobRow) -> list:
+def job_cells(job: JobRow, arms: Sequence[str] = ARMS) -> list:
     progress = fmt.progress_bar(job.done, job.total, 8)
     progress.append(f" {job.done}/{job.total}")
     training = job.kind in TRAINING_KINDS
@@ -60,8 +59,30 @@ def job_cells(job: JobRow) -> list:
         progress,
         Text(fmt.duration(job.eta_seconds), justify="right"),
         Text(job.where, style="dim" if job.where == "local" else ""),
-        *(loss_cell(job.losses.get(arm)) if training else Text("") for arm in ARMS),
+        *(fmt.loss(job.losses.get(arm)) if training else Text("") for arm in arms),
     ]
+
+
+def fitting_arms(jobs: Sequence[JobRow], width: int, padding: int = 1) -> tuple[str, ...]:
+    """The arms whose loss columns fit whole in `width` cells beside the fixed columns, in arm order.
+
+    A DataTable wider than its view clips its last column at the edge (a loss of 3.204 read as 3.2): a
+    loss column is shown whole or not at all, and the note names the ones left out."""
+    headers = [label for label, _ in JOB_COLUMNS] + list(ARMS)
+    rows = [job_cells(j) for j in jobs]
+
+    def column_width(i: int) -> int:
+        cells = [Text(headers[i]).cell_len, *(Text.from_markup(c).cell_len if isinstance(c, str) else c.cell_len for c in (r[i] for r in rows))]
+        return max(cells) + 2 * padding
+
+    used = sum(column_width(i) for i in range(len(JOB_COLUMNS)))
+    shown: list[str] = []
+    for i, arm in enumerate(ARMS, start=len(JOB_COLUMNS)):
+        used += column_width(i)
+        if used > width:
+            break
+        shown.append(arm)
+    return tuple(shown)
 
 
 def cancel_job(job_id: str) -> Callable[[Orchestrator], str]:
@@ -88,6 +109,7 @@ class RunsScreen(ConsoleScreen):
     SCOPE = "runs"
     BINDINGS = bindings_for(SCOPE)
     RELOAD_ON = frozenset({"queue", "study"})
+    _arms_shown: tuple[str, ...] = ARMS
 
     def compose_body(self) -> Iterable[Widget]:
         yield DataTable(id="studies", cursor_type="row")
@@ -99,9 +121,19 @@ class RunsScreen(ConsoleScreen):
         for label, key in STUDY_COLUMNS:
             studies.add_column(label, key=key)
         jobs = self.query_one("#jobs", DataTable)
+        self._set_job_columns(jobs, ARMS)
+        jobs.focus()
+
+    def _set_job_columns(self, jobs: DataTable, arms: tuple[str, ...]) -> None:
+        jobs.clear(columns=True)
         for label, key in JOB_COLUMNS:
             jobs.add_column(label, key=key)
-        jobs.focus()
+        for arm in arms:
+            jobs.add_column(arm, key=loss_key(arm))
+        self._arms_shown = arms
+
+    def on_resize(self) -> None:
+        self.reload()
 
     # -- showing the app's state (no store access: the orchestrator loop publishes it) ----------------
     def reload(self) -> None:
@@ -122,10 +154,21 @@ class RunsScreen(ConsoleScreen):
                 for s in app.studies
             ],
         )
-        sync_rows(
-            self.query_one("#jobs", DataTable),
-            [(j.job_id, job_cells(j)) for j in app.jobs if j.study_id == app.study_id],
-        )
+        table = self.query_one("#jobs", DataTable)
+        shown = [j for j in app.jobs if j.study_id == app.study_id]
+        # The vertical scrollbar takes its cells only when the rows overflow the table's height.
+        width = table.size.width or 80
+        if len(shown) + 1 > table.size.height:
+            width -= table.styles.scrollbar_size_vertical
+        arms = fitting_arms(shown, width, table.cell_padding)
+        if arms != self._arms_shown:
+            keep = highlighted_key(table)
+            self._set_job_columns(table, arms)
+            sync_rows(table, [(j.job_id, job_cells(j, arms)) for j in shown])
+            if keep is not None and keep in [j.job_id for j in shown]:
+                table.move_cursor(row=[j.job_id for j in shown].index(keep))
+        else:
+            sync_rows(table, [(j.job_id, job_cells(j, arms)) for j in shown])
         self._show_note()
 
     def _selected_job(self) -> JobRow | None:
@@ -134,18 +177,19 @@ class RunsScreen(ConsoleScreen):
 
     def _show_note(self) -> None:
         job = self._selected_job()
-        note = self.query_one("#job-note", Static)
         if job is None:
-            note.update(Text("no jobs in this study" if self.console_app.study_id else "", style="dim"))
+            text = Text("no jobs in this study" if self.console_app.study_id else "", style="dim")
         elif job.error:
             tail = job.error.strip().splitlines()[-1] if job.error.strip() else ""
-            note.update(Text(f"{job.short_id} {job.state}: {tail}  (r resumes)", style="red"))
+            text = Text(f"{job.short_id} {job.state}: {tail}  (r resumes)", style="red")
         elif job.resumable:
-            note.update(
-                Text(f"{job.short_id} {job.state}: r resumes it from its last checkpoint", style="yellow")
-            )
+            text = Text(f"{job.short_id} {job.state}: r resumes it from its last checkpoint", style="yellow")
         else:
-            note.update(Text(f"{job.short_id}: enter shows loss curves and the event log", style="dim"))
+            text = Text(f"{job.short_id}: enter shows loss curves and the event log", style="dim")
+        left_out = [arm for arm in ARMS if arm not in self._arms_shown]
+        if left_out and job is not None:
+            text.append(f"  (losses of {', '.join(left_out)} left out at this width)", style="dim")
+        self.query_one("#job-note", Static).update(text)
 
     @on(DataTable.RowHighlighted, "#jobs")
     def _job_highlighted(self) -> None:
@@ -212,7 +256,7 @@ class RunsScreen(ConsoleScreen):
         active = sum(j.state in ACTIVE_STATES for j in self.console_app.jobs if j.study_id == study.study_id)
         if active:  # refused before asking: the same rule `delete_study` enforces
             self.notify(
-                f"study {study.study_id} has {active} queued or running job(s); cancel them first (c)",
+                f"study {study.study_id} has {counted(active, 'queued or running job')}; cancel them first (c)",
                 title="delete",
                 severity="warning",
             )

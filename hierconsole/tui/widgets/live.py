@@ -7,6 +7,7 @@ from textual.containers import Horizontal
 from textual_plotext import PlotextPlot
 
 from hierconsole.contract import events as ev
+from hierconsole.plurals import counted
 from hierconsole.study.read import EventRow
 from hierconsole.vocabulary import ARMS, LEVELS, MAP, REGRESSION, SUPCON, arm_parts
 
@@ -68,7 +69,7 @@ def describe(row: EventRow) -> Text:
         ev.EventKind.RESUME: "cyan",
     }.get(row.kind, "")
     if isinstance(e, ev.Start):
-        body = f"worker started on {e.device} with {e.threads} thread(s)"
+        body = f"worker started on {e.device} with {counted(e.threads, 'thread')}"
     elif isinstance(e, ev.Init):
         tau = f" τ={e.tau:g}" if e.tau is not None else ""
         body = f"{e.cell} {e.geometry}/{e.loss}{tau}, {e.trainable_params:,} parameters"
