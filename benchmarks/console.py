@@ -4,7 +4,7 @@
 
 The large store holds `--studies` fabricated studies on the tiny synthetic set (three seeds each, 4 cells,
 5 epochs of events; every other one locked, evaluated and audited), built through the real ingest and
-phase logic with the fabricated events of the console tests (tests/tui/fixtures.py). Built once into
+phase logic with the fabricated events of the console tests (tests/stores/fixed.py). Built once into
 `--home` (default: a temporary folder) and reused when that folder already holds it.
 
 First frame: wall time from starting a fresh interpreter to the first frame Textual's headless driver

@@ -10,8 +10,8 @@ import pytest
 
 from hierconsole.datasets import FeatureSet, make_synthetic
 from hierconsole.study.db.storage import Store
+from tests.stores.fixed import build_store
 from tests.tiny import TINY
-from tests.tui.fixtures import build_store
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tui.fixtures import COMPLETE
+from tests.stores.fixed import COMPLETE
 
 pytestmark = pytest.mark.slow  # the CLI and the console in subprocesses
 

@@ -155,7 +155,7 @@ def records(grid: Grid) -> RenderableType:
     return Group(*blocks)
 
 
-def _split(grid: Grid, title: str) -> tuple[Grid, list[Grid], Text] | None:
+def _split(grid: Grid) -> tuple[Grid, list[Grid], Text] | None:
     """`grid` without its grouped columns, the groups as tables of their own (with the labels), and the
     note that says where they went; None without groups."""
     groups = grid.groups()
@@ -163,7 +163,7 @@ def _split(grid: Grid, title: str) -> tuple[Grid, list[Grid], Text] | None:
         return None
     grouped = {i for i, c in enumerate(grid.columns) if c.group is not None}
     keys = list(range(grid.key_columns))
-    main = grid.select([i for i in range(len(grid.columns)) if i not in grouped], title)
+    main = grid.select([i for i in range(len(grid.columns)) if i not in grouped], grid.title)
     moved = [grid.select(keys + [i for i, c in enumerate(grid.columns) if c.group == g], g) for g in groups]
     for m in moved:  # a moved group is a table of its own: nothing left in it to move again
         m.columns = [replace(c, group=None) for c in m.columns]
@@ -188,7 +188,7 @@ def forms(grid: Grid, width: int, *, boxed: bool = True) -> Iterator[tuple[list[
         yield [table, *notes], natural_width(table)
     for g, notes in variants:
         yield [rich_table(g, compact=True, width=width), *notes], required_width(g, compact=True)
-    split = _split(narrow, narrow.title)
+    split = _split(narrow)
     if split is not None:
         main, moved, note = split
         # The table that keeps the rest must fit as a table; each moved group takes whatever form fits.

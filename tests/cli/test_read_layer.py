@@ -8,7 +8,7 @@ from hierconsole.cli import main
 from hierconsole.study import read
 from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import Store
-from tests.tui.fixtures import COMPLETE, LIVE
+from tests.stores.fixed import COMPLETE, LIVE
 
 
 def _run(home, capsys, *argv: str) -> tuple[int, str]:

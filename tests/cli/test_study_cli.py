@@ -13,6 +13,7 @@ from hierconsole.study.analysis.audits import CHECKS
 from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.vocabulary import BASELINE_LEGEND
+from tests.stores.real import registered_home
 
 pytestmark = pytest.mark.slow  # worker processes
 
@@ -34,9 +35,7 @@ def run(home, capsys, *argv: str) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory, tiny_fs):
-    home = tmp_path_factory.mktemp("cli-home")
-    with Store(home) as store:
-        register_dataset(store, tiny_fs)
+    home = registered_home(tmp_path_factory.mktemp("cli-home"), tiny_fs)
     argv = ["--home", str(home), "run", "demo", "--dataset", "tiny", "--epochs", "2", "--seeds", "42,2024"]
     for setting in TINY_SETTINGS:
         argv += ["--set", setting]
@@ -168,9 +167,7 @@ def test_run_says_where_results_are_what_next_and_fits_80_columns(tmp_path, tiny
     import subprocess
     import sys
 
-    home = tmp_path / "home"
-    with Store(home) as store:
-        register_dataset(store, tiny_fs)
+    home = registered_home(tmp_path / "home", tiny_fs)
     argv = ["--home", str(home), "run", "demo", "--dataset", "tiny", "--epochs", "1", "--seeds", "42"]
     for setting in TINY_SETTINGS:
         argv += ["--set", setting]

@@ -5,77 +5,34 @@ whole, and nothing stands cut with an ellipsis. Run on a real family of two memb
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from hierconsole.study.db.catalog import register_dataset
-from hierconsole.study.db.storage import Store
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from tests.shown_numbers import ELLIPSIS, assert_whole, effect_words, plain, signed
-from tests.tiny import TINY_VALUES
+from tests.stores.real import cli, family_file, member_studies, registered_home, run_family
 
 pytestmark = pytest.mark.slow  # worker processes and CLI subprocesses
 
 WIDTHS = (60, 80, 120, 200)
-
-FAMILY = """\
-[family]
-name = "widths"
-base = "demo"
-
-[overrides]
-{overrides}
-
-[members.flat]
-"geometry.poincare.c" = 0.5
-
-[members.curved]
-"geometry.poincare.c" = 2.0
-
-[[contrasts]]
-name = "curved - flat"
-a = "curved"
-b = "flat"
-"""
-
-
-def cli(home: Path, *args: str, columns: int = 80) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": str(columns), "TERM": "dumb"}
-    return subprocess.run(
-        [sys.executable, "-m", "hierconsole", "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-
 
 @pytest.fixture(scope="module")
 def family(tmp_path_factory, tiny_fs):
     """A finished two-member family with the frozen and pca baselines, and its run's printed summary at
     80 columns."""
     folder = tmp_path_factory.mktemp("widths")
-    home = folder / "home"
-    with Store(home) as store:
-        register_dataset(store, tiny_fs)
+    home = registered_home(folder / "home", tiny_fs)
     values = {
-        **TINY_VALUES,
         "training.epochs": 2,
         "training.seeds": [42, 2024, 3407],
         "compute.max_parallel_jobs": 2,
         "evaluation.baselines": ["frozen", "pca"],
     }
-    lines = "\n".join(f'"{k}" = {json.dumps(v)}' for k, v in values.items())
-    (folder / "widths.toml").write_text(FAMILY.format(overrides=lines))
-    run = cli(home, "run", str(folder / "widths.toml"), columns=80)
-    assert run.returncode == 0, run.stdout + run.stderr
-    with Store(home) as store:
-        members = dict(store.rows("SELECT member, study_id FROM family_members ORDER BY position"))
-    return home, members, run.stdout
+    members = {"flat": {"geometry.poincare.c": 0.5}, "curved": {"geometry.poincare.c": 2.0}}
+    contrasts = [{"name": "curved - flat", "a": "curved", "b": "flat"}]
+    run = run_family(home, family_file(folder / "widths.toml", "widths", members, contrasts, values), columns=80)
+    return home, member_studies(home), run.stdout
 
 
 def _ok(done: subprocess.CompletedProcess, columns: int | None = None) -> str:

@@ -16,8 +16,8 @@ from hierconsole.study.db.storage import Store
 from hierconsole.study.read import get_study
 from hierconsole.study.run.lifecycle import create_study
 from hierconsole.vocabulary import ARMS, JobKind
+from tests.stores.fixed import COMPLETE, SEEDS
 from tests.tiny import tiny_preset
-from tests.tui.fixtures import COMPLETE, SEEDS
 
 
 def _specs(store: Store, study_id: str) -> dict[str, JobSpec]:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from hierconsole.datasets import FeatureSet
-from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import Store
+from tests.stores.real import registered_home
 
 # The tiny study (tests/tiny.py's values) as CLI flags.
 TINY_RUN = [
@@ -62,9 +62,7 @@ def wait_for(predicate: Callable[[], bool], *, timeout: float = 60, what: str = 
 
 @pytest.fixture
 def tiny_home(tmp_path: Path, tiny_fs: FeatureSet) -> Path:
-    home = tmp_path / "home"
-    with Store(home) as store:
-        register_dataset(store, tiny_fs)
+    home = registered_home(tmp_path / "home", tiny_fs)
     return home
 
 

@@ -9,9 +9,8 @@ import os
 import pytest
 
 from hierconsole.engine.trainer import FAULT_ENV
-from hierconsole.study.db.catalog import register_dataset
-from hierconsole.study.db.storage import Store
 from tests.reliability.conftest import TINY_RUN, cli, final_models
+from tests.stores.real import registered_home
 
 pytestmark = pytest.mark.slow  # worker processes
 
@@ -34,9 +33,7 @@ def test_every_checkpoint_unusable_restarts_with_a_warning_and_the_same_result(t
     assert f"skipped checkpoint {first.name}" in out and "does not match its recorded SHA256" in out
     assert "no usable checkpoint: training restarts from epoch 0" in out
 
-    clean = tmp_path / "clean"
-    with Store(clean) as store:
-        register_dataset(store, tiny_fs)
+    clean = registered_home(tmp_path / "clean", tiny_fs)
     assert cli(clean, *args).returncode == 0
     # The demo preset's cells and its HIER-style baseline, a cell of the same job: 5 final models.
     assert final_models(tiny_home) == final_models(clean) and len(final_models(clean)) == 5

@@ -14,8 +14,8 @@ from hierconsole.study.db.storage import Store
 from hierconsole.study.run.lifecycle import create_study
 from hierconsole.study.run.orchestrator import Orchestrator
 from tests.reliability.conftest import cli, one_line_error, tree_digest
+from tests.stores.fixed import COMPLETE, LIVE
 from tests.tiny import TINY, tiny_preset
-from tests.tui.fixtures import COMPLETE, LIVE
 
 pytestmark = pytest.mark.slow  # worker processes and the CLI in subprocesses
 

@@ -12,7 +12,7 @@ import pytest
 
 from hierconsole.cli import main
 from tests.reliability.conftest import cli, one_line_error
-from tests.tui.fixtures import COMPLETE
+from tests.stores.fixed import COMPLETE
 
 
 def _export(home, capsys, *args) -> tuple[int, str, str]:

@@ -23,6 +23,7 @@ from hierconsole.contract.liveness import pid_alive
 from hierconsole.study.db.storage import Store
 from hierconsole.study.executors.ray_node import SCRATCH_ENV
 from tests.reliability.conftest import TINY_RUN, cli, cli_argv, final_metrics, final_models, wait_for
+from tests.stores.real import registered_home
 
 pytestmark = pytest.mark.slow  # a local Ray instance and worker processes
 
@@ -70,11 +71,8 @@ def _job_folder(home: Path, name: str) -> Path:
 @pytest.fixture(scope="module")
 def local_reference(tmp_path_factory: pytest.TempPathFactory, tiny_fs) -> Path:
     """The tiny study on local workers: what every Ray run must equal, bit for bit."""
-    from hierconsole.study.db.catalog import register_dataset
 
-    home = tmp_path_factory.mktemp("local") / "home"
-    with Store(home) as store:
-        register_dataset(store, tiny_fs)
+    home = registered_home(tmp_path_factory.mktemp("local") / "home", tiny_fs)
     done = cli(home, *TINY_RUN, "--epochs", "3", *SEEDS, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     return home
@@ -112,12 +110,9 @@ def test_a_study_on_ray_ends_bit_identical_to_local_workers(ray_address, tiny_ho
 def test_a_killed_ray_worker_crashes_its_job_and_resume_ends_bit_identical(
     ray_address, tiny_home, tmp_path, tiny_fs
 ):
-    from hierconsole.study.db.catalog import register_dataset
 
     epochs = ("--epochs", "150", "--seeds", "42")
-    reference = tmp_path / "reference"
-    with Store(reference) as store:
-        register_dataset(store, tiny_fs)
+    reference = registered_home(tmp_path / "reference", tiny_fs)
     assert cli(reference, *TINY_RUN, *epochs, timeout=600).returncode == 0
 
     run = subprocess.Popen(
@@ -157,7 +152,6 @@ def test_a_killed_ray_worker_crashes_its_job_and_resume_ends_bit_identical(
 def test_cancel_stops_the_ray_job_and_a_local_resume_finishes_it(ray_address, tiny_home, tmp_path, tiny_fs):
     """Ctrl-C in `run` cancels the Ray jobs at a batch boundary; the home then holds all a local worker
     needs: `resume` on the local executor ends where an uninterrupted run does."""
-    from hierconsole.study.db.catalog import register_dataset
 
     epochs = ("--epochs", "150", "--seeds", "2024")
     run = subprocess.Popen(
@@ -181,9 +175,7 @@ def test_cancel_stops_the_ray_job_and_a_local_resume_finishes_it(ray_address, ti
     assert kinds[-1] == ev.EventKind.CANCELLED  # the worker stopped itself: SIGTERM reached it through Ray
     wait_for(lambda: _named_actors() == [], what="the actors to exit")
 
-    reference = tmp_path / "reference"
-    with Store(reference) as store:
-        register_dataset(store, tiny_fs)
+    reference = registered_home(tmp_path / "reference", tiny_fs)
     assert cli(reference, *TINY_RUN, *epochs, timeout=600).returncode == 0
     resumed = cli(tiny_home, "resume", timeout=600)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr

@@ -14,7 +14,7 @@ import pytest
 from hierconsole.cli import main
 from hierconsole.study.db.storage import Store
 from tests.reliability.conftest import cli_argv, one_line_error, tree_digest
-from tests.tui.fixtures import COMPLETE
+from tests.stores.fixed import COMPLETE
 
 pytestmark = pytest.mark.slow  # the CLI in subprocesses
 

@@ -11,7 +11,6 @@ import subprocess
 import pytest
 
 from hierconsole.engine.trainer import FAULT_ENV
-from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.run.orchestrator import Orchestrator
 from tests.reliability.conftest import (
@@ -23,6 +22,7 @@ from tests.reliability.conftest import (
     tree_digest,
     wait_for,
 )
+from tests.stores.real import registered_home
 
 pytestmark = pytest.mark.slow  # worker processes
 
@@ -30,9 +30,7 @@ ARGS = [*TINY_RUN, "--epochs", "4", "--seeds", "42"]
 
 
 def _clean_result(tmp_path, tiny_fs):
-    home = tmp_path / "clean"
-    with Store(home) as store:
-        register_dataset(store, tiny_fs)
+    home = registered_home(tmp_path / "clean", tiny_fs)
     assert cli(home, *ARGS).returncode == 0
     return final_metrics(home), final_models(home)
 

@@ -13,9 +13,9 @@ import subprocess
 import pytest
 
 from hierconsole.study import read
-from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import Store
 from tests.reliability.conftest import TINY_RUN, cli, cli_argv, final_metrics, final_models, wait_for
+from tests.stores.real import registered_home
 
 pytestmark = pytest.mark.slow  # worker processes and the CLI in a subprocess
 
@@ -56,9 +56,7 @@ def test_a_failed_commit_stops_the_run_and_resume_finishes_it_bit_identical(tmp_
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     with_fault = (final_metrics(home), final_models(home))
 
-    clean_home = tmp_path / "clean"
-    with Store(clean_home) as store:
-        register_dataset(store, tiny_fs)
+    clean_home = registered_home(tmp_path / "clean", tiny_fs)
     clean = cli(clean_home, *TINY_RUN, *EPOCHS)
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert with_fault == (final_metrics(clean_home), final_models(clean_home))

@@ -14,7 +14,7 @@ import pytest
 
 from hierconsole.study.db.storage import HEADER_BYTES
 from tests.reliability.conftest import cli, one_line_error
-from tests.tui.fixtures import COMPLETE
+from tests.stores.fixed import COMPLETE
 
 pytestmark = pytest.mark.slow  # the CLI in subprocesses
 

@@ -19,7 +19,7 @@ from hierconsole.study.report.figures import KINDS, draw
 from hierconsole.styles import ARM_COLOURS
 from hierconsole.vocabulary import ARMS, BASELINES, LEVELS
 from tests.report.conftest import FAMILY, MEMBERS, TUNED
-from tests.tui.fixtures import COMPLETE, SEEDS
+from tests.stores.fixed import COMPLETE, SEEDS
 
 
 @pytest.fixture(scope="module")

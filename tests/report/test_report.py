@@ -20,7 +20,7 @@ from hierconsole.study.report.document import Document, Section, Table, Text, re
 from hierconsole.study.report.study_report import FAMILY_SECTION_IDS, SECTION_IDS, study_sections
 from tests.report.chromium import Browser
 from tests.report.conftest import FAMILY
-from tests.tui.fixtures import COMPLETE
+from tests.stores.fixed import COMPLETE
 
 PAGE_FACTS = """JSON.stringify({
   title: document.title,

@@ -1,6 +1,6 @@
 """Every audit fails when its evidence is tampered with, naming the cell (or job) and the value.
 
-The fabricated complete study (tests/tui/fixtures.py) passes every check but `update_budget`, whose
+The fabricated complete study (tests/stores/fixed.py) passes every check but `update_budget`, whose
 failure is built in; each test below tampers with one piece of evidence in a copy of its store.
 """
 
@@ -22,7 +22,7 @@ from hierconsole.study.db.storage import Store
 from hierconsole.study.run.ingest import JobRef, apply_events
 from hierconsole.study.run.rescoring import CHECK_NAME, reconcile
 from hierconsole.vocabulary import JobKind
-from tests.tui.fixtures import COMPLETE, PARAMS
+from tests.stores.fixed import COMPLETE, PARAMS
 
 
 @pytest.fixture

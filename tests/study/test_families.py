@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -16,8 +14,8 @@ import pytest
 from hierconsole.config import load_preset
 from hierconsole.config.family import load_family, sweep_family
 from hierconsole.errors import ConfigError
-from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import Store
+from tests.stores.real import cli, member_studies, registered_home, run_family
 from tests.tiny import TINY_VALUES
 
 pytestmark = pytest.mark.slow  # worker processes
@@ -50,12 +48,6 @@ arms = "H_S:E_S"
 """
 
 
-def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "hierconsole", "--home", str(home), *args], capture_output=True, text=True, timeout=300
-    )
-
-
 def _family_file(folder: Path) -> Path:
     values = {**TINY_VALUES, "training.epochs": 2, "training.seeds": [42, 2024], "compute.max_parallel_jobs": 2}
     lines = "\n".join(f'"{k}" = {json.dumps(v)}' for k, v in values.items())
@@ -67,23 +59,15 @@ def _family_file(folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def family_home(tmp_path_factory, tiny_fs):
     folder = tmp_path_factory.mktemp("family")
-    home = folder / "home"
-    with Store(home) as store:
-        register_dataset(store, tiny_fs)
-    out = _cli(home, "run", str(_family_file(folder)))
-    assert out.returncode == 0, out.stdout + out.stderr
-    return home, out.stdout
-
-
-def _member_studies(home: Path) -> dict[str, str]:
-    with Store(home) as store:
-        return dict(store.rows("SELECT member, study_id FROM family_members ORDER BY position"))
+    home = registered_home(folder / "home", tiny_fs)
+    # The file is written by hand: it spells a member's key both quoted and as dotted TOML keys.
+    return home, run_family(home, _family_file(folder)).stdout
 
 
 def _exported_per_seed(home: Path, study_id: str, tmp: Path) -> dict[tuple[str, int], dict[str, float]]:
     """(arm, seed) -> level -> mAP from the exported `metrics` table: perturbations averaged by hand."""
     path = tmp / f"{study_id}.csv"
-    out = _cli(home, "export", "metrics", "--study", study_id, "-o", str(path))
+    out = cli(home, "export", "metrics", "--study", study_id, "-o", str(path))
     assert out.returncode == 0, out.stderr
     sums: dict[tuple[str, int, str], list[float]] = defaultdict(list)
     for r in pl.read_csv(path).filter((pl.col("metric") == "mAP") & ~pl.col("posthoc")).iter_rows(named=True):
@@ -103,7 +87,7 @@ def _sample_sd(values: list[float]) -> float:
 
 def test_family_run_queues_every_member_with_shared_seeds(family_home):
     home, stdout = family_home
-    studies = _member_studies(home)
+    studies = member_studies(home)
     assert list(studies) == ["flat", "curved"]
     with Store(home) as store:
         seeds = store.rows(
@@ -114,16 +98,16 @@ def test_family_run_queues_every_member_with_shared_seeds(family_home):
     assert presets[studies["flat"]]["geometry"]["poincare"]["c"] == 0.5
     assert presets[studies["curved"]]["geometry"]["poincare"]["c"] == 2.0
     assert "curved - flat" in stdout
-    listing = _cli(home, "--wide", "families")
+    listing = cli(home, "--wide", "families")
     assert listing.returncode == 0 and "tinyfam" in listing.stdout and "2/2 complete" in listing.stdout
 
 
 def test_every_contrast_value_matches_a_plain_computation_from_exported_metrics(family_home, tmp_path):
     home, _ = family_home
-    studies = _member_studies(home)
+    studies = member_studies(home)
     flat = _exported_per_seed(home, studies["flat"], tmp_path)
     curved = _exported_per_seed(home, studies["curved"], tmp_path)
-    out = _cli(home, "contrast", "tinyfam", "--json")
+    out = cli(home, "contrast", "tinyfam", "--json")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     first, second = doc["contrasts"]
@@ -157,7 +141,7 @@ def test_every_contrast_value_matches_a_plain_computation_from_exported_metrics(
     assert any(r["mean"] != 0.0 for r in first["rows"] if r["arm_a"].startswith("H"))
 
     # Two studies by name and FAMILY:member, with --arms: the same numbers as the family's declaration.
-    pair = _cli(home, "contrast", "tinyfam:curved", studies["flat"], "--arms", "HS:ES", "--json")
+    pair = cli(home, "contrast", "tinyfam:curved", studies["flat"], "--arms", "HS:ES", "--json")
     assert pair.returncode == 0, pair.stderr
     single = json.loads(pair.stdout)
     assert set(single) == {"metric", "a", "b", "rows"}
@@ -165,21 +149,21 @@ def test_every_contrast_value_matches_a_plain_computation_from_exported_metrics(
 
     # The exported table holds the same values.
     csv = tmp_path / "contrasts.csv"
-    exported = _cli(home, "export", "contrasts", "--family", "tinyfam", "-o", str(csv))
+    exported = cli(home, "export", "contrasts", "--family", "tinyfam", "-o", str(csv))
     assert exported.returncode == 0, exported.stderr
     frame = pl.read_csv(csv)
     assert frame.height == len(first["rows"]) + len(second["rows"])
     assert frame["mean"].to_list() == pytest.approx([r["mean"] for r in first["rows"] + second["rows"]], abs=1e-12)
     md = tmp_path / "contrasts.md"
-    assert _cli(home, "export", "contrasts", "--family", "tinyfam", "-o", str(md)).returncode == 0
+    assert cli(home, "export", "contrasts", "--family", "tinyfam", "-o", str(md)).returncode == 0
     assert "± " in md.read_text()
     # Each row names the column it compares (the export once said hier_mAP on the leaf/middle/high rows).
-    assert list(zip(frame["level"], frame["metric"])) == [(lv, f"{lv}_mAP") for lv in frame["level"]]
+    assert list(zip(frame["level"], frame["metric"], strict=True)) == [(lv, f"{lv}_mAP") for lv in frame["level"]]
     for row in md.read_text().splitlines()[2:]:
         cells = [c.strip() for c in row.strip("|").split("|")]
         level = next(c for c in cells if c in ("leaf", "middle", "high", "hier"))
         assert f"{level}_mAP" in cells and all(c != "hier_mAP" or level == "hier" for c in cells), row
-    text = _cli(home, "contrast", "tinyfam")
+    text = cli(home, "contrast", "tinyfam")
     assert text.returncode == 0 and "H_S − E_S" in text.stdout
     assert "mAP per level and the hier score, paired by seed" in " ".join(text.stdout.split())
 
@@ -187,24 +171,24 @@ def test_every_contrast_value_matches_a_plain_computation_from_exported_metrics(
 def test_contrasts_refuse_unlocked_other_dataset_and_other_qg_protocol(family_home, tmp_path, tiny_fs):
     home = tmp_path / "home"
     shutil.copytree(family_home[0], home)
-    studies = _member_studies(home)
+    studies = member_studies(home)
     flat, curved = studies["flat"], studies["curved"]
     with Store(home) as store:
         store.execute("UPDATE splits SET sha256 = 'elsewhere' WHERE study_id = ? AND role = 'qg:42'", [flat])
-    out = _cli(home, "contrast", curved, flat)
+    out = cli(home, "contrast", curved, flat)
     assert out.returncode == 2 and "different Q/G protocols" in out.stderr and "qg:42" in out.stderr
     assert "Traceback" not in out.stderr
     with Store(home) as store:
         store.execute("UPDATE studies SET dataset_id = 'other' WHERE study_id = ?", [flat])
-    out = _cli(home, "contrast", curved, flat)
+    out = cli(home, "contrast", curved, flat)
     assert out.returncode == 2 and "different datasets (tiny vs other)" in out.stderr
     with Store(home) as store:
         store.execute("UPDATE studies SET locked_at = NULL, phase = 'training' WHERE study_id = ?", [flat])
-    out = _cli(home, "contrast", curved, flat)
+    out = cli(home, "contrast", curved, flat)
     assert out.returncode == 2 and f"study {flat} is not locked (phase training)" in out.stderr
-    out = _cli(home, "contrast", curved, "tinyfam:nope")
+    out = cli(home, "contrast", curved, "tinyfam:nope")
     assert out.returncode == 2 and "has no member 'nope'" in out.stderr
-    out = _cli(home, "contrast", curved, curved, "--metric", "bogus")
+    out = cli(home, "contrast", curved, curved, "--metric", "bogus")
     assert out.returncode == 2 and "not a contrast metric" in out.stderr
 
 
@@ -221,7 +205,7 @@ def test_family_files_are_validated_before_anything_runs(tmp_path):
     assert "members.flat: geometry.poincare.c = -1" in message
     assert "contrasts[1].arms = 'H_S:X'" in message
     home = tmp_path / "home"
-    out = _cli(home, "run", str(bad))
+    out = cli(home, "run", str(bad))
     assert out.returncode == 2 and "invalid family" in out.stderr
     assert not (home / "studies").exists()
 
@@ -260,17 +244,15 @@ def test_sweep_makes_one_member_per_grid_point():
 
 
 def test_sweep_runs_a_grid_as_a_family(tmp_path, tiny_fs):
-    home = tmp_path / "home"
-    with Store(home) as store:
-        register_dataset(store, tiny_fs)
+    home = registered_home(tmp_path / "home", tiny_fs)
     sets = [arg for k, v in TINY_VALUES.items() for arg in ("--set", f"{k}={json.dumps(v)}")]
-    out = _cli(
+    out = cli(
         home, "sweep", "demo", "--grid", "training.lr=1e-3,2e-3", "--name", "lrs", "--epochs", "1", "--seeds", "42",
         "--set", 'training.cells=["E_S"]', *sets,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert list(_member_studies(home)) == ["lr=0.001", "lr=0.002"]
-    doc = json.loads(_cli(home, "contrast", "lrs", "--json").stdout)
+    assert list(member_studies(home)) == ["lr=0.001", "lr=0.002"]
+    doc = json.loads(cli(home, "contrast", "lrs", "--json").stdout)
     [contrast] = doc["contrasts"]
     assert contrast["name"] == "lr=0.002 - lr=0.001"
     assert [r["n_seeds"] for r in contrast["rows"]] == [1] * 4 and all(r["sd"] is None for r in contrast["rows"])
@@ -278,13 +260,13 @@ def test_sweep_runs_a_grid_as_a_family(tmp_path, tiny_fs):
 
 def test_effects_of_a_family_pool_its_members_with_the_member_as_unit(family_home):
     home, _ = family_home
-    studies = _member_studies(home)
+    studies = member_studies(home)
     per_member = {}
     for member, study_id in studies.items():
-        out = _cli(home, "effects", study_id, "--metric", "hier_mAP", "--json")
+        out = cli(home, "effects", study_id, "--metric", "hier_mAP", "--json")
         assert out.returncode == 0, out.stderr
         per_member[member] = {name: e["mean"] for name, e in json.loads(out.stdout)["effects"]["hier_mAP"].items()}
-    out = _cli(home, "effects", "tinyfam", "--json")
+    out = cli(home, "effects", "tinyfam", "--json")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert list(doc["effects"]) == ["geom_R", "geom_S", "loss_E", "loss_H", "interaction"]
@@ -294,5 +276,5 @@ def test_effects_of_a_family_pool_its_members_with_the_member_as_unit(family_hom
         assert e["mean"] == pytest.approx(sum(values) / 2, abs=1e-12)
         assert e["sd"] == pytest.approx(_sample_sd(values), abs=1e-12)
         assert e["n_members"] == 2
-    text = _cli(home, "--wide", "effects", "tinyfam")
+    text = cli(home, "--wide", "effects", "tinyfam")
     assert text.returncode == 0 and "pooled over members" in text.stdout

@@ -16,8 +16,8 @@ from hierconsole.study.analysis.headline import headline, pooled_headline
 from hierconsole.study.analysis.statistics import EVIDENCE_KEYS, evidence
 from hierconsole.vocabulary import LEVELS
 from tests.paper_tables import SEEDS, cub_s7_table
-from tests.tui.fixtures import COMPLETE, metric_value
-from tests.tui.fixtures import SEEDS as FIXED_SEEDS
+from tests.stores.fixed import COMPLETE, metric_value
+from tests.stores.fixed import SEEDS as FIXED_SEEDS
 
 
 def test_headline_is_the_difference_of_magnitudes_seed_by_seed():

@@ -21,7 +21,7 @@ from hierconsole.study.read import (
     taxonomy_lines,
     unfinished_studies,
 )
-from tests.tui.fixtures import ARMS, COMPLETE, EPOCHS, LIVE, SEEDS, _loss
+from tests.stores.fixed import ARMS, COMPLETE, EPOCHS, LIVE, SEEDS, _loss
 
 
 def test_job_rows_progress_losses_and_eta(open_store):

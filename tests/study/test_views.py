@@ -10,7 +10,7 @@ from hierconsole.study.db.storage import Store
 from hierconsole.study.db.views import views_sql
 from hierconsole.study.read import per_seed
 from hierconsole.vocabulary import ARMS, HIER_METRIC, HIER_SCORE, LEVELS, MAP, RANKING_METRICS
-from tests.tui.fixtures import COMPLETE
+from tests.stores.fixed import COMPLETE
 
 
 def test_the_views_are_rendered_from_the_vocabulary():

@@ -28,8 +28,8 @@ from hierconsole.tui.screens.launch import LaunchDialog
 from hierconsole.tui.screens.redistribution import RedistributionScreen
 from hierconsole.tui.screens.run_detail import RunDetailScreen
 from hierconsole.tui.screens.runs import RunsScreen
+from tests.stores.fixed import COMPLETE
 from tests.tui.conftest import SIZE, make_app, settle, shown
-from tests.tui.fixtures import COMPLETE
 
 NODES = {
     "app": HierConsole,

@@ -3,31 +3,24 @@ domain computes it (or why it cannot be computed yet)."""
 
 from __future__ import annotations
 
-import json
+import pytest
 
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.contrasts import compare_studies
+from hierconsole.styles import EFFECT_DIGITS
+from tests.shown_numbers import assert_whole, effect_words
+from tests.stores.fixed import COMPLETE, LIVE, add_family
 from tests.tui.conftest import SIZE, make_app, settle, shown
-from tests.tui.fixtures import COMPLETE, LIVE
+from tests.tui.test_widths import drawn
 
 
 def _register_family(store: Store) -> None:
-    definition = {
-        "name": "fam",
-        "contrasts": [
-            {"name": "done - live", "a": "done", "b": "live", "arms": None},
-            {"name": "done HS - done ES", "a": "done", "b": "again", "arms": "H_S:E_S"},
-        ],
-    }
-    store.execute(
-        "INSERT INTO families (family_id, name, definition, sha256) VALUES ('fam-1', 'fam', ?, 'x')",
-        [json.dumps(definition)],
-    )
-    for i, (member, study) in enumerate((("done", COMPLETE), ("live", LIVE), ("again", COMPLETE))):
-        store.execute(
-            "INSERT INTO family_members VALUES ('fam-1', ?, ?, ?, ?)",
-            [member, i, study, json.dumps({"geometry.poincare.c": i + 1})],
-        )
+    contrasts = [
+        {"name": "done - live", "a": "done", "b": "live", "arms": None},
+        {"name": "done HS - done ES", "a": "done", "b": "again", "arms": "H_S:E_S"},
+    ]
+    members = {m: (study, {"geometry.poincare.c": i + 1}) for i, (m, study) in enumerate((("done", COMPLETE), ("live", LIVE), ("again", COMPLETE)))}
+    assert add_family(store, "fam", members, contrasts) == "fam-1"
 
 
 async def test_families_view_shows_members_and_contrasts(fixed_copy):
@@ -56,3 +49,19 @@ async def test_families_view_without_a_family_says_how_to_make_one(open_store):
         await settle(pilot, app)
         assert "No family yet" in shown(app)
         assert "7 Families" in shown(app)
+
+
+@pytest.mark.parametrize("size", [(60, 20), (80, 24), (120, 40), (200, 60)], ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_the_families_view_shows_every_contrast_number_whole(fixed_copy, size):
+    """The paper's contrasts at every terminal size: each mean, SD, per-seed value and interval whole."""
+    with Store(fixed_copy) as store:
+        _register_family(store)
+        expected = compare_studies(store, COMPLETE, COMPLETE, arms=[("H_S", "E_S")])
+        app = make_app(store, study=COMPLETE)
+        async with app.run_test(size=size) as pilot:
+            await pilot.press("7")
+            await settle(pilot, app)
+            text, width, visible = drawn(app, "#family")
+    words = [w for row in expected.to_json()["rows"] for w in effect_words(row, EFFECT_DIGITS)]
+    assert_whole(text, words, f"families view at {size}")
+    assert width <= visible

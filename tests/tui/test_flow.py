@@ -18,8 +18,8 @@ from hierconsole.study.read import per_seed, table_frame
 from hierconsole.tui.messages import JobEvents, OrchestratorStopped, QueueChanged, StudyLaunched
 from hierconsole.tui.screens.dialogs import QuitDialog
 from hierconsole.tui.screens.export import ExportScreen
+from tests.stores.fixed import LIVE
 from tests.tui.conftest import SIZE, make_app, settle, shown, tiny_demo
-from tests.tui.fixtures import LIVE
 
 pytestmark = pytest.mark.slow  # worker processes
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from textual.widgets import Label
 
+from tests.stores.fixed import COMPLETE
 from tests.tui.conftest import SIZE, make_app, screen_text, settle, shown
-from tests.tui.fixtures import COMPLETE
 
 
 async def test_the_focused_dialog_field_stands_out(open_store):

@@ -11,8 +11,8 @@ from rich.console import Console
 from hierconsole.study.analysis.effects import simple_effects
 from hierconsole.study.read import per_seed
 from hierconsole.tui.actions import VIEW_MODES, actions_for
+from tests.stores.fixed import COMPLETE
 from tests.tui.conftest import make_app, screen_text, settle
-from tests.tui.fixtures import COMPLETE
 
 SIZES = [(60, 20), (80, 24), (200, 60)]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hierconsole.locations import report_path
 from hierconsole.study.db.storage import Store
+from tests.stores.fixed import COMPLETE
 from tests.tui.conftest import SIZE, make_app, settle
-from tests.tui.fixtures import COMPLETE
 
 
 async def test_o_writes_the_report_and_says_where(fixed_copy):

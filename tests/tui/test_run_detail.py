@@ -10,8 +10,8 @@ from hierconsole.study.db.storage import Store
 from hierconsole.study.read import job_events
 from hierconsole.tui.messages import JobEvents
 from hierconsole.tui.screens.run_detail import LOG_LINES, RunDetailScreen
+from tests.stores.fixed import LIVE, T0, _apply
 from tests.tui.conftest import SIZE, make_app, settle
-from tests.tui.fixtures import LIVE, T0, _apply
 
 JOB = f"{LIVE}/final-s2024"
 

@@ -13,8 +13,8 @@ from hierconsole.study.read import job_rows, list_studies
 from hierconsole.tui.messages import QueueChanged, StudyLaunched
 from hierconsole.tui.screens.dialogs import ConfirmDialog
 from hierconsole.vocabulary import ARMS, JobState, Phase
+from tests.stores.fixed import COMPLETE, LIVE
 from tests.tui.conftest import SIZE, make_app, screen_text, settle, shown
-from tests.tui.fixtures import COMPLETE, LIVE
 
 
 async def test_each_loss_sits_under_its_arm(open_store):

@@ -18,8 +18,8 @@ from hierconsole.tui.screens.dialogs import ConfirmDialog
 from hierconsole.tui.screens.export import ExportScreen
 from hierconsole.tui.screens.import_dialog import ImportDialog
 from hierconsole.tui.screens.run_detail import RunDetailScreen
+from tests.stores.fixed import COMPLETE, LIVE, SEEDS
 from tests.tui.conftest import SIZE, make_app, settle, shown
-from tests.tui.fixtures import COMPLETE, LIVE, SEEDS
 
 
 def mean_sd(e) -> str:

@@ -11,8 +11,8 @@ from textual.widgets import Input
 
 from hierconsole.study.db.storage import Store
 from hierconsole.tui.screens.dialogs import QuitDialog
+from tests.stores.fixed import COMPLETE, LIVE
 from tests.tui.conftest import make_app, settle
-from tests.tui.fixtures import COMPLETE, LIVE
 
 pytestmark = pytest.mark.snapshot
 

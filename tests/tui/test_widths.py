@@ -16,8 +16,8 @@ from hierconsole.study.read import per_seed, stored_audits
 from hierconsole.study.read.effects import study_effects
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from tests.shown_numbers import assert_whole, effect_words, plain
+from tests.stores.fixed import COMPLETE
 from tests.tui.conftest import make_app, screen_text, settle
-from tests.tui.fixtures import COMPLETE
 
 SIZES = [(60, 20), (80, 24), (120, 40), (200, 60)]
 
@@ -77,7 +77,7 @@ async def test_the_runs_view_shows_each_loss_whole_or_names_it(open_store, size)
     from hierconsole.present.numbers import loss
     from hierconsole.study.read import job_rows
     from hierconsole.vocabulary import ARMS
-    from tests.tui.fixtures import LIVE
+    from tests.stores.fixed import LIVE
 
     app = make_app(open_store, study=LIVE)
     async with app.run_test(size=size) as pilot:

@@ -8,6 +8,7 @@ study reports a wrong update count, so the real `update_budget` audit fails on i
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from hierconsole.study.db.storage import Store
 from hierconsole.study.run.ingest import JobRef, apply_events
 from hierconsole.study.run.lifecycle import advance, create_study
 from hierconsole.vocabulary import LEVELS, JobKind
+from tests.tiny import tiny_preset
 
 COMPLETE = "demo-complete"
 LIVE = "demo-live"
@@ -223,3 +225,52 @@ def build_store(home: Path, tiny_fs: FeatureSet) -> None:
             "crashed",
             "worker PID 4242 is gone (orchestrator restarted); resume it with `hierconsole resume`",
         )
+
+
+def shifted_events(events: list, shift: float) -> list:
+    """Every metric + `shift`, and a little more for some seeds, so contrasts between members have a spread."""
+    out = []
+    for e in events:
+        if e["kind"] == "metrics" and shift:
+            s = shift + 0.0015 * (SEEDS.index(e["seed"]) % 2) * (1 if shift > 0 else -1)
+            e = {**e, "metrics": {lv: {m: (v + s if m != "valid_queries" else v) for m, v in ms.items()} for lv, ms in e["metrics"].items()}}
+        out.append(e)
+    return out
+
+
+def complete_study(store: Store, study_id: str, mp: pytest.MonkeyPatch, values: dict, shift: float = 0.0) -> str:
+    """A complete study like the fixed one, with extra preset values and every metric shifted."""
+    mp.setattr("hierconsole.study.run.lifecycle.new_study_id", lambda preset: study_id)
+    pinned = {
+        "evaluation.qg_seeds": list(SEEDS),
+        "evaluation.aggregation": "micro",
+        "temperature.euclidean": 0.2,
+        "temperature.poincare": 0.2,
+        "training.drop_last": True,
+        "compute.max_parallel_jobs": 2,
+        **values,
+    }
+    sid = create_study(store, tiny_preset(epochs=EPOCHS, seeds=SEEDS, **pinned), "tiny")
+    for seed in SEEDS:
+        job = f"{sid}/final-s{seed}"
+        _apply(store, job, sid, "final", seed, training_events(seed, EPOCHS))
+        _set_job(store, job, "finished")
+    assert advance(store, sid) == "evaluating"
+    _apply(store, f"{sid}/evaluate", sid, "evaluate", 0, shifted_events(evaluation_events(sid), shift))
+    _set_job(store, f"{sid}/evaluate", "finished")
+    assert advance(store, sid) == "complete"
+    return sid
+
+def add_family(store: Store, name: str, members: dict[str, tuple[str, dict]], contrasts: list[dict]) -> str:
+    """Record a family over complete studies: member -> (study id, its overrides), in order; its id."""
+    family_id = f"{name}-1"
+    definition = {"name": name, "base": "demo", "members": {}, "contrasts": contrasts}
+    store.execute(
+        "INSERT INTO families (family_id, name, definition, sha256) VALUES (?, ?, ?, 'x')",
+        [family_id, name, json.dumps(definition)],
+    )
+    for i, (member, (study_id, overrides)) in enumerate(members.items()):
+        store.execute(
+            "INSERT INTO family_members VALUES (?, ?, ?, ?, ?)", [family_id, member, i, study_id, json.dumps(overrides)]
+        )
+    return family_id
