@@ -7,6 +7,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+MESSAGE_CHARS = 2_000
+"""The most characters an error prints: a message quoting a 10^6-column header stays a line, not megabytes."""
+REASON_CHARS = 300
+"""The most characters of one problem, or of a library's reason quoted inside one."""
+
+
+def bounded(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """`text` cut to `limit` characters, saying how long it was, so a quoted value can never flood a terminal."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... (cut: {len(text):,} characters in all)"
+
 
 class HierconsoleError(Exception):
     """Base class of errors that are the user's to fix, not bugs."""
@@ -28,7 +40,7 @@ class InputError(HierconsoleError):
 
     def _render(self) -> str:
         shown = self.problems[:50]
-        lines = [f"{self.source}:"] + [f"  - {p}" for p in shown]
+        lines = [f"{bounded(self.source, REASON_CHARS)}:"] + [f"  - {bounded(p, REASON_CHARS)}" for p in shown]
         if len(self.problems) > len(shown):
             lines.append(f"  ... and {len(self.problems) - len(shown)} more problems")
         if self.hint:

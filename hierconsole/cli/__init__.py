@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from hierconsole import __version__
-from hierconsole.errors import HierconsoleError
+from hierconsole.errors import HierconsoleError, bounded
 
 # Modules under hierconsole.cli, each with register(subparsers). Order is the order in --help.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_app(home=args.home)
         return int(args.func(args) or 0)
     except HierconsoleError as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(bounded(str(exc)))}", highlight=False)
         return exc.exit_code
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/]")

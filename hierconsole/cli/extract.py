@@ -32,10 +32,11 @@ from rich.text import Text
 from hierconsole.cli.output import output_console
 from hierconsole.errors import InputError
 from hierconsole.extraction.architectures import ARCHITECTURES, DEFAULT_MODEL, architecture
-from hierconsole.extraction.preprocess import DINOV2_EVAL
+from hierconsole.extraction.preprocess import DINOV2_EVAL, MAX_PIXELS
 from hierconsole.extraction.shards import manifest_path
 from hierconsole.extraction.sources import (
     ImageList,
+    check_inside,
     dataset_images,
     folder_images,
     missing_files_error,
@@ -133,6 +134,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         )
         q.add_argument("--overwrite", action="store_true", help="replace an existing output file")
         q.add_argument(
+            "--max-pixels",
+            type=_positive,
+            default=MAX_PIXELS,
+            metavar="N",
+            help=f"an image whose header claims more pixels is listed as unreadable and skipped (default {MAX_PIXELS:,})",
+        )
+        q.add_argument(
+            "--allow-outside-paths",
+            action="store_true",
+            help="read listed paths that are absolute or climb out of the image folder (refused by default)",
+        )
+        q.add_argument(
             "--progress",
             choices=("bar", "json"),
             default="bar",
@@ -143,9 +156,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _images(args: argparse.Namespace) -> ImageList:
-    if args.source == "folder":
-        return folder_images(args.root, args.list)
-    return dataset_images(args.source, args.root)
+    images = folder_images(args.root, args.list) if args.source == "folder" else dataset_images(args.source, args.root)
+    if not args.allow_outside_paths:
+        check_inside(images)
+    return images
 
 
 def _check_output(args: argparse.Namespace) -> Path:
@@ -211,6 +225,7 @@ def _extract(args: argparse.Namespace) -> int:
         amp=torch.device(device).type == "cuda" and not args.no_amp,
         on_error=args.on_error,
         stop_after=args.stop_after,
+        max_pixels=args.max_pixels,
     )
     console = output_console()
     err = Console(stderr=True, highlight=False)

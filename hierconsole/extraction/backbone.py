@@ -9,6 +9,7 @@ a missing, unexpected or misshapen tensor is an error naming the architecture it
 from __future__ import annotations
 
 import os
+import pickle
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import torch  # noqa: E402
 from transformers import Dinov2Config, Dinov2Model  # noqa: E402
 
-from hierconsole.errors import InputError  # noqa: E402
+from hierconsole.errors import REASON_CHARS, InputError, bounded  # noqa: E402
 from hierconsole.extraction.architectures import (  # noqa: E402
     Architecture,
     config_file,
@@ -137,8 +138,16 @@ def read_state_dict(path: Path, kind: str) -> dict[str, torch.Tensor]:
             obj: object = load_file(str(path))
         else:
             obj = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        # torch's own message advises weights_only=False, i.e. running the file's code: never repeated here.
+        raise InputError(
+            path,
+            "the file holds Python objects beyond tensors, which are refused unread (loading them would run "
+            "code from the file)",
+            hint="save the weights as a plain state dict (torch.save(model.state_dict(), ...)) or .safetensors",
+        ) from None
     except Exception as exc:  # each format raises its own types for a damaged or foreign file
-        raise InputError(path, f"cannot read the weights: {exc}") from exc
+        raise InputError(path, f"cannot read the weights: {bounded(str(exc), REASON_CHARS)}") from exc
     if isinstance(obj, dict):
         for key in ("state_dict", "model", "teacher"):  # training checkpoints wrap the weights
             if (

@@ -12,6 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
+from hierconsole.errors import REASON_CHARS, bounded
+
+MAX_PIXELS = 89_478_485
+"""Pixels an image's header may claim (Pillow's default bomb limit, about 9,459 x 9,459): far above any
+photograph of a bird, far below what would exhaust the memory of a decoding worker."""
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
@@ -50,16 +55,28 @@ def crop_box(width: int, height: int, crop: int) -> tuple[int, int, int, int]:
     return left, top, left + crop, top + crop
 
 
-def load_image(path: str | Path, prep: Preprocessing = DINOV2_EVAL) -> np.ndarray:
-    """float32 [3, crop, crop] for one image file; UnreadableImage when it cannot be decoded."""
+def load_image(path: str | Path, prep: Preprocessing = DINOV2_EVAL, max_pixels: int = MAX_PIXELS) -> np.ndarray:
+    """float32 [3, crop, crop] for one image file; UnreadableImage when it cannot be decoded or its header
+    claims more than `max_pixels` pixels (checked before anything is decoded)."""
     from PIL import Image, UnidentifiedImageError
 
+    # Pillow's own bomb check raises (or only warns, below twice its limit) at open; the size is checked
+    # here instead, against the option's limit, so an oversized image is listed and skipped like any other.
+    limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None
     try:
         with Image.open(path) as img:
+            width, height = img.size
+            if width * height > max_pixels:
+                raise UnreadableImage(
+                    f"the image claims {width:,} x {height:,} = {width * height:,} pixels, over the limit of "
+                    f"{max_pixels:,} (--max-pixels)"
+                )
             img.load()  # decodes the whole file now, so a truncated one fails here
             rgb = img.convert("RGB")
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
-        raise UnreadableImage(f"cannot decode the image: {exc}") from exc
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+        raise UnreadableImage(f"cannot decode the image: {bounded(str(exc), REASON_CHARS)}") from exc
+    finally:
+        Image.MAX_IMAGE_PIXELS = limit
     if min(rgb.size) < 1:
         raise UnreadableImage(f"the image is empty ({rgb.size[0]}x{rgb.size[1]})")
     size = resized_size(*rgb.size, prep.resize_shorter)

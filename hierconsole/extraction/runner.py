@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,7 +25,7 @@ from torch.utils.data import DataLoader, Dataset
 from hierconsole import __version__
 from hierconsole.errors import InputError
 from hierconsole.extraction.backbone import POSITION_INTERPOLATION, Backbone
-from hierconsole.extraction.preprocess import Preprocessing, UnreadableImage, load_image
+from hierconsole.extraction.preprocess import MAX_PIXELS, Preprocessing, UnreadableImage, load_image
 from hierconsole.extraction.shards import Parts, Shard, shard_ranges, write_features
 from hierconsole.extraction.sources import ImageList
 
@@ -43,6 +44,7 @@ class Settings:
     amp: bool = False  # autocast to bfloat16 on a GPU
     on_error: str = "continue"
     stop_after: int | None = None  # stop at the first shard boundary past this many new images
+    max_pixels: int = MAX_PIXELS  # an image claiming more is listed and skipped
 
 
 @dataclass
@@ -57,9 +59,10 @@ class Outcome:
 
 
 class _Images(Dataset):
-    def __init__(self, images: ImageList, prep: Preprocessing):
+    def __init__(self, images: ImageList, prep: Preprocessing, max_pixels: int = MAX_PIXELS):
         self.images = images
         self.prep = prep
+        self.max_pixels = max_pixels
 
     def __len__(self) -> int:
         return len(self.images)
@@ -69,9 +72,31 @@ class _Images(Dataset):
         if not path.exists():
             return i, None, "the file does not exist"
         try:
-            return i, load_image(path, self.prep), None
+            return i, load_image(path, self.prep, self.max_pixels), None
         except UnreadableImage as exc:
             return i, None, str(exc)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(_worker: int = 0) -> None:
+    """Run in each decoding worker: the kernel kills it when the extraction process dies, however it dies.
+
+    DataLoader workers otherwise outlive a SIGKILL of their parent, reparented to PID 1 for good. Linux
+    only (prctl); elsewhere the DataLoader's own watchdog ends them when it next looks.
+    """
+    import ctypes
+    import ctypes.util
+
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
 
 
 def _collate(items: list[Item]) -> list[Item]:
@@ -99,6 +124,7 @@ def identity(images: ImageList, backbone: Backbone, prep: Preprocessing, setting
                 "shard_size": settings.shard_size,
                 "device_type": torch.device(settings.device).type,
                 "amp": settings.amp,
+                "max_pixels": settings.max_pixels,  # which images are skipped, so which rows exist
                 "torch": torch.__version__,
                 "transformers": transformers.__version__,
             }
@@ -132,11 +158,12 @@ def run_extraction(
         for start in range(0, len(shards[k]), settings.batch_size)
     ]
     loader = DataLoader(
-        _Images(images, prep),
+        _Images(images, prep, settings.max_pixels),
         batch_sampler=batches,
         num_workers=settings.workers,
         collate_fn=_collate,
         persistent_workers=False,
+        worker_init_fn=die_with_parent,
     )
     non_blocking = device.type == "cuda"
     done = sum(len(shards[k]) for k in resumed)

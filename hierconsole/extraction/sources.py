@@ -6,10 +6,11 @@ features file lines up with `hierconsole import` by id, in images.txt order.
 
 from __future__ import annotations
 
-import csv
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from hierconsole.csv_input import read_csv_records
 from hierconsole.datasets.cub import read_pair_file
 from hierconsole.errors import InputError
 
@@ -84,15 +85,8 @@ def folder_images(root: str | Path, listing: str | Path | None = None) -> ImageL
 
 
 def _read_list(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as fh:
-            reader = csv.reader(fh)
-            header = [h.strip().lower() for h in next(reader, [])]
-            records = [(reader.line_num, rec) for rec in reader]
-    except OSError as exc:
-        raise InputError(path, f"cannot read the list: {exc.strerror or exc}") from exc
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(path, f"not a UTF-8 CSV file: {exc}") from exc
+    raw, records = read_csv_records(path, "the image list", skip_blank=True)
+    header = [h.strip().lower() for h in raw or []]
     if "id" not in header or "path" not in header:
         raise InputError(
             path, f"line 1: the header must name the columns id and path (got {','.join(header)!r})"
@@ -103,8 +97,6 @@ def _read_list(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
     problems: list[str] = []
     first: dict[str, int] = {}
     for line, rec in records:
-        if not any(v.strip() for v in rec):
-            continue
         key = rec[at_id].strip() if at_id < len(rec) else ""
         rel = rec[at_path].strip() if at_path < len(rec) else ""
         if not key or not rel:
@@ -120,6 +112,29 @@ def _read_list(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if problems:
         raise InputError(path, problems, hint="one 'id,path' row per image, ids unique")
     return tuple(ids), tuple(paths)
+
+
+def outside_paths(ids: tuple[str, ...], paths: tuple[str, ...]) -> list[str]:
+    """The listed paths that leave the folder they are relative to: absolute ones, or ones whose `..`
+    climb out of it (read lexically, so a dataset's own symlinks inside the folder stay allowed)."""
+    out = []
+    for key, rel in zip(ids, paths, strict=True):
+        norm = os.path.normpath(rel)
+        if os.path.isabs(rel) or norm == ".." or norm.startswith(".." + os.sep):
+            out.append(f"id {key!r}: {rel!r} is outside the image folder")
+    return out
+
+
+def check_inside(images: ImageList) -> None:
+    """Refuse a list that names files outside its folder (an id,path list can otherwise make the
+    extraction open and decode any file the user can read); `--allow-outside-paths` lifts it."""
+    problems = outside_paths(images.ids, images.paths)
+    if problems:
+        raise InputError(
+            images.listing if images.listing != "images.txt" else images.root / "images.txt",
+            problems,
+            hint=f"list paths relative to {images.base}, or pass --allow-outside-paths to read them where they are",
+        )
 
 
 def missing_files_error(images: ImageList, missing: list[int]) -> InputError:

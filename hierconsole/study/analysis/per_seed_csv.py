@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
 
+from hierconsole.csv_input import read_csv_records
 from hierconsole.errors import InputError
 from hierconsole.study.analysis.per_seed import KEY_COLUMNS, as_seed, try_arm
 
@@ -29,15 +29,9 @@ def load_effects_csv(path: str | Path, metrics: Sequence[str] | str | None = Non
     """
     path = Path(path)
     source = str(path)
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as fh:
-            reader = csv.reader(fh)
-            header = next(reader, None)
-            body = [(reader.line_num, row) for row in reader if any(cell.strip() for cell in row)]
-    except FileNotFoundError:
-        raise InputError(source, "file not found", hint="check the path given to --from-csv") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(source, f"cannot read the file as CSV: {exc}") from None
+    if not path.exists():
+        raise InputError(source, "file not found", hint="check the path given to --from-csv")
+    header, body = read_csv_records(path, "the per-seed CSV", skip_blank=True)
     if header is None:
         raise InputError(source, "the file is empty", hint="expected a header row: arm,seed,<metric>,...")
 
