@@ -1,0 +1,125 @@
+"""The web server behind `hierconsole serve`: textual-serve's, one console process per browser session.
+
+Imported only by `hierconsole serve`, once it has found the serve extra. What it changes in textual-serve:
+
+- one session at a time, as the store admits one console: a second browser is told so and closed;
+- the page's own links (the websocket, the scripts) use the address the browser used, so a tunnel from any
+  local port works;
+- a websocket from another site's page (its Origin not this server) is refused, and on a loopback address a
+  request naming a host other than this machine (DNS rebinding) is refused: otherwise any web page open in
+  the user's browser could drive the console;
+- stopping the server (SIGINT, SIGTERM) ends every session's console first, killing one that does not quit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from aiohttp import web
+from rich.logging import RichHandler
+from textual_serve.app_service import AppService
+from textual_serve.server import Server, to_int
+from yarl import URL
+
+from hierconsole.tui import ORCHESTRATOR_STOP_SECONDS
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+STOP_SECONDS = ORCHESTRATOR_STOP_SECONDS + 10.0
+"""How long a session's console may take to quit (it lets its orchestrator finish a tick) before it is killed."""
+BUSY = (
+    "another browser session is using this console (the store admits one console at a time): "
+    "close that tab, then reload this page\r\n"
+)
+
+log = logging.getLogger("hierconsole.serve")
+
+
+class ConsoleServer(Server):
+    def __init__(self, command: str, *, host: str, port: int, loopback_only: bool) -> None:
+        super().__init__(command, host=host, port=port, title="hierconsole")
+        self.loopback_only = loopback_only
+        self.sessions: dict[web.WebSocketResponse, AppService] = {}
+
+    def initialize_logging(self) -> None:
+        # Warnings and errors only (a console that failed to start, a refused request): no access log.
+        logging.basicConfig(
+            level="WARNING",
+            format="%(message)s",
+            handlers=[RichHandler(show_path=False, show_time=False, console=self.console)],
+        )
+
+    async def on_startup(self, app: web.Application) -> None:
+        """`hierconsole serve` has said where it listens; textual-serve's banner is not repeated."""
+
+    async def on_shutdown(self, app: web.Application) -> None:
+        # aiohttp waits for open websockets before it stops; closing them ends each session's console.
+        for websocket in list(self.sessions):
+            with contextlib.suppress(Exception):
+                await websocket.close()
+
+    def refusal(self, request: web.Request) -> str | None:
+        """Why `request` may not reach the console, if it may not."""
+        host = URL(f"http://{request.host}").host or ""
+        if self.loopback_only and host.strip("[]") not in LOOPBACK_NAMES:
+            return f"this console serves only this machine's own addresses, not {request.host!r}"
+        origin = request.headers.get("Origin")
+        if origin is not None and URL(origin).raw_authority != request.host:
+            return f"a page from {origin} may not open this console"
+        return None
+
+    async def handle_index(self, request: web.Request) -> Any:
+        if (why := self.refusal(request)) is not None:
+            log.warning("refused %s: %s", request.path, why)
+            raise web.HTTPForbidden(text=why)
+        # The page's URLs, the websocket's included, are those the browser used (a tunnel's local port).
+        self.public_url = f"{request.scheme}://{request.host}"
+        return await super().handle_index(request)
+
+    async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        if (why := self.refusal(request)) is not None:
+            log.warning("refused %s: %s", request.path, why)
+            raise web.HTTPForbidden(text=why)
+        websocket = web.WebSocketResponse(heartbeat=15)
+        await websocket.prepare(request)
+        if self.sessions:
+            await websocket.send_bytes(BUSY.encode())
+            await websocket.close()
+            return websocket
+        async def close() -> None:
+            await websocket.close()
+
+        service = AppService(
+            self.command,
+            write_bytes=websocket.send_bytes,
+            write_str=websocket.send_str,
+            close=close,
+            download_manager=self.download_manager,
+        )
+        self.sessions[websocket] = service
+        try:
+            await service.start(to_int(request.query.get("width", "80"), 80), to_int(request.query.get("height", "24"), 24))
+            try:
+                await self._process_messages(websocket, service)
+            finally:
+                await end_session(service)
+        finally:
+            del self.sessions[websocket]
+        return websocket
+
+
+async def end_session(service: AppService) -> None:
+    """Ask the session's console to quit; kill it if it has not within STOP_SECONDS. Returns once it is gone."""
+    with contextlib.suppress(TimeoutError, ConnectionError):
+        await asyncio.wait_for(service.stop(), STOP_SECONDS)
+    process = service._process  # textual-serve keeps the console's process here
+    if process is None:
+        return
+    try:
+        await asyncio.wait_for(process.wait(), STOP_SECONDS)
+    except TimeoutError:
+        log.warning("the console (pid %s) did not quit in %.0f s: killed", process.pid, STOP_SECONDS)
+        process.kill()
+        await process.wait()

@@ -1,0 +1,154 @@
+"""`hierconsole serve`: the console in a real headless Chromium through textual-serve, and its refusals."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from hierconsole.cli import main
+from hierconsole.cli.serve import SERVE_EXTRA_HINT
+from tests.cli.served_console import (
+    FIRST_VIEW,
+    ServedPage,
+    descendants,
+    free_port,
+    start_server,
+    stop_server,
+    wait_until,
+)
+
+RUNS_HEADER = "study  dataset  phase  jobs"
+"""The runs view's study table header, which key 2 brings up."""
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, exited but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def cmdline(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+
+
+def the_console(server_pid: int, home: Path) -> int:
+    """The one process below the server, checked to be the console on `home` (not a shell around it)."""
+    (pid,) = wait_until(lambda: descendants(server_pid), "the session's console process")
+    assert cmdline(pid) == [sys.executable, "-m", "hierconsole", "--home", str(home)]
+    return pid
+
+
+async def handshake_status(url: str, headers: dict[str, str]) -> int:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+        try:
+            async with session.ws_connect(url, headers=headers):
+                return 101
+        except aiohttp.WSServerHandshakeError as exc:
+            return exc.status
+
+
+async def page_status(url: str, headers: dict[str, str]) -> int:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session, session.get(url, headers=headers) as response:
+        return response.status
+
+
+@pytest.mark.slow
+def test_the_console_in_headless_chromium(tmp_path):
+    pytest.importorskip("textual_serve", reason=SERVE_EXTRA_HINT)
+    home = tmp_path / "home"
+    port = free_port()
+    server, line = start_server(home, port)
+    page = ServedPage(tmp_path / "profile")
+    try:
+        assert f"on http://127.0.0.1:{port} " in line
+        assert "anyone who can reach this port can drive the console" in line
+        assert f"ssh -L {port}:127.0.0.1:{port} user@host" in line
+
+        # Another site's page may not open the console's websocket, nor may a rebound name reach it.
+        ws = f"ws://127.0.0.1:{port}/ws"
+        assert asyncio.run(handshake_status(ws, {"Origin": "http://evil.example"})) == 403
+        assert asyncio.run(page_status(f"http://127.0.0.1:{port}/", {"Host": f"evil.example:{port}"})) == 403
+        assert asyncio.run(handshake_status(ws, {"Host": f"evil.example:{port}"})) == 403
+        assert descendants(server.pid) == []
+
+        # The first view, then key 2 (the runs view), as the page paints them.
+        page.open(f"http://127.0.0.1:{port}/")
+        first = page.wait_for(FIRST_VIEW)
+        assert RUNS_HEADER not in first
+        console = the_console(server.pid, home)
+        page.press("2")
+        page.wait_for(RUNS_HEADER, gone=FIRST_VIEW)
+        shot = page.screenshot()
+        assert shot.startswith(b"\x89PNG\r\n\x1a\n") and len(shot) > 10_000
+
+        # A closed tab ends its console.
+        page.close_page()
+        wait_until(lambda: not alive(console), "the console to quit after its page closed")
+        assert descendants(server.pid) == []
+
+        # A new session runs a new console; a second one at once is told the store is taken and runs none.
+        page.open(f"http://127.0.0.1:{port}/")
+        page.wait_for(FIRST_VIEW)
+        second = the_console(server.pid, home)
+        assert second != console
+        page.open(f"http://127.0.0.1:{port}/")
+        assert "another browser session is using this console" in page.wait_for("another browser session")
+        assert descendants(server.pid) == [second]
+    finally:
+        # Stopping the server with a session still open ends that session's console, in bounded time.
+        rest = stop_server(server, signal.SIGINT, timeout=120)
+        page.close()
+    assert server.returncode == 0, rest
+    assert not alive(second)
+    assert "Traceback" not in rest
+
+
+def test_bad_ports_and_hosts_are_one_line_and_create_nothing(tmp_path, capsys):
+    pytest.importorskip("textual_serve", reason=SERVE_EXTRA_HINT)
+    home = tmp_path / "home"
+    for args, said in (
+        (["--port", "0"], "--port '0' is not a TCP port: pass a whole number from 1 to 65535"),
+        (["--port", "70000"], "--port '70000' is not a TCP port"),
+        (["--port", "eighty"], "--port 'eighty' is not a TCP port"),
+        (["--host", "no-such-host.invalid"], "--host 'no-such-host.invalid' is not an address of this machine"),
+        (["--host", "192.0.2.1"], "--host 192.0.2.1 --port 8000 cannot be bound"),
+    ):
+        assert main(["--home", str(home), "serve", *args]) == 2
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1, err
+        assert not home.exists()
+
+
+def test_a_taken_port_is_one_line(tmp_path, capsys):
+    import socket
+
+    pytest.importorskip("textual_serve", reason=SERVE_EXTRA_HINT)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["--home", str(tmp_path / "home"), "serve", "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"--host 127.0.0.1 --port {port} is in use by another program: pass another --port" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "home").exists()
+
+
+def test_without_the_extra_it_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "textual_serve", None)  # as if the serve extra were not installed
+    assert main(["--home", str(tmp_path / "home"), "serve"]) == 2
+    err = capsys.readouterr().err
+    assert "hierconsole serve needs textual-serve, which is not installed: pip install 'hierconsole[serve]'" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "home").exists()
