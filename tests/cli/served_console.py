@@ -145,12 +145,23 @@ class ServedPage:
         what = f"{text!r} on the page" + (f" without {gone!r}" if gone else "")
         return wait_until(shown, what, timeout)
 
+    def settle(self, quiet: float = 1.0) -> str:
+        """The screen once it has not changed for `quiet` seconds (the view has finished painting)."""
+        last, since = self.screen(), time.monotonic()
+        while time.monotonic() - since < quiet:
+            time.sleep(0.05)
+            now = self.screen()
+            if now != last:
+                last, since = now, time.monotonic()
+        return last
+
     def press(self, key: str) -> None:
         self.browser.evaluate(FOCUS_TERMINAL)
         self.browser.press(key)
 
     def screenshot(self) -> bytes:
-        return self.browser.screenshot()
+        # The viewport alone: the terminal fits itself to the window, and a larger capture would resize it.
+        return self.browser.screenshot(whole_page=False)
 
     def close_page(self) -> None:
         self.browser.close_page()

@@ -140,8 +140,10 @@ class Browser:
         result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
         return result["result"].get("value")
 
-    def screenshot(self) -> bytes:
-        data = self.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})["data"]
+    def screenshot(self, *, whole_page: bool = True) -> bytes:
+        """A PNG of the whole page, or of the viewport alone (a page that fits its content to the viewport
+        would otherwise be resized while it is captured)."""
+        data = self.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": whole_page})["data"]
         return base64.b64decode(data)
 
     def pdf(self) -> bytes:
