@@ -2,7 +2,8 @@
 
 Imported only by `hierconsole serve`, once it has found the serve extra. What it changes in textual-serve:
 
-- one session at a time, as the store admits one console: a second browser is told so and closed;
+- one session at a time, as the store admits one console: a second browser is told so on its page;
+- a console that ends without closing its page (it could not open the store, it failed) says why there;
 - the page's own links (the websocket, the scripts) use the address the browser used, so a tunnel from any
   local port works;
 - a websocket from another site's page (its Origin not this server) is refused, and on a loopback address a
@@ -16,6 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
+from asyncio.subprocess import Process
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -33,15 +37,78 @@ BUSY = (
     "another browser session is using this console (the store admits one console at a time): "
     "close that tab, then reload this page\r\n"
 )
+RELOAD = "\r\nreload this page to start a new console\r\n"
+ERROR_LINES = 20
+"""The last lines of what a console wrote to stderr shown on its page when it ended."""
 
 log = logging.getLogger("hierconsole.serve")
+
+
+class ConsoleSession(AppService):
+    """One browser session's console: textual-serve's AppService, keeping what the console writes to stderr,
+    so that a console that ends without closing its page can say why on it."""
+
+    def __init__(
+        self,
+        command: str,
+        websocket: web.WebSocketResponse,
+        server: Server,
+        on_end: Callable[[ConsoleSession], None],
+    ) -> None:
+        async def close() -> None:
+            await websocket.close()
+
+        super().__init__(
+            command,
+            write_bytes=websocket.send_bytes,
+            write_str=websocket.send_str,
+            close=close,
+            download_manager=server.download_manager,
+        )
+        self.websocket = websocket
+        self.on_end = on_end
+        self.errors = bytearray()
+        self._copying: asyncio.Task[None] | None = None
+
+    async def _open_app_process(self, width: int = 80, height: int = 24) -> Process:
+        process = await super()._open_app_process(width, height)
+        # textual-serve reads the console's stderr only to print it (twice when the console fails to start):
+        # it is read here instead, printed once on the server's terminal and shown on the page.
+        assert process.stderr is not None
+        real, empty = process.stderr, asyncio.StreamReader()
+        empty.feed_eof()
+        process.stderr = empty
+        self._copying = asyncio.create_task(self._read_errors(real))
+        return process
+
+    async def _read_errors(self, stderr: asyncio.StreamReader) -> None:
+        while data := await stderr.read(4096):
+            self.errors += data
+
+    async def run(self) -> None:
+        await super().run()  # until the console's output ends: it has quit, or could not start
+        if self._copying is not None:
+            await self._copying
+        self.on_end(self)
+        if self.errors:
+            sys.stdout.write(self.errors.decode("utf-8", "replace"))
+            sys.stdout.flush()
+        if self.websocket.closed:  # the console closed its page (it quit), or the page went first
+            return
+        lines = self.errors.decode("utf-8", "replace").strip().splitlines()[-ERROR_LINES:]
+        said = "\r\n".join(lines) if lines else "the console ended"
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await self.websocket.send_bytes((said + "\r\n" + RELOAD).encode())
 
 
 class ConsoleServer(Server):
     def __init__(self, command: str, *, host: str, port: int, loopback_only: bool) -> None:
         super().__init__(command, host=host, port=port, title="hierconsole")
         self.loopback_only = loopback_only
-        self.sessions: dict[web.WebSocketResponse, AppService] = {}
+        self.running: ConsoleSession | None = None
+        """The session whose console runs now (the store admits one)."""
+        self.pages: set[web.WebSocketResponse] = set()
+        """Every open page's websocket, closed when the server stops."""
 
     def initialize_logging(self) -> None:
         # Warnings and errors only (a console that failed to start, a refused request): no access log.
@@ -56,7 +123,7 @@ class ConsoleServer(Server):
 
     async def on_shutdown(self, app: web.Application) -> None:
         # aiohttp waits for open websockets before it stops; closing them ends each session's console.
-        for websocket in list(self.sessions):
+        for websocket in list(self.pages):
             with contextlib.suppress(Exception):
                 await websocket.close()
 
@@ -84,30 +151,31 @@ class ConsoleServer(Server):
             raise web.HTTPForbidden(text=why)
         websocket = web.WebSocketResponse(heartbeat=15)
         await websocket.prepare(request)
-        if self.sessions:
-            await websocket.send_bytes(BUSY.encode())
-            await websocket.close()
-            return websocket
-        async def close() -> None:
-            await websocket.close()
-
-        service = AppService(
-            self.command,
-            write_bytes=websocket.send_bytes,
-            write_str=websocket.send_str,
-            close=close,
-            download_manager=self.download_manager,
-        )
-        self.sessions[websocket] = service
+        self.pages.add(websocket)
         try:
-            await service.start(to_int(request.query.get("width", "80"), 80), to_int(request.query.get("height", "24"), 24))
+            if self.running is not None:
+                # Said on the page, which stays open (a closed page is covered by textual-serve's dialog).
+                await websocket.send_bytes(BUSY.encode())
+                async for _ in websocket:
+                    pass
+                return websocket
+            self.running = service = ConsoleSession(self.command, websocket, self, self.ended)
+            width = to_int(request.query.get("width", "80"), 80)
+            height = to_int(request.query.get("height", "24"), 24)
             try:
+                await service.start(width, height)
                 await self._process_messages(websocket, service)
             finally:
                 await end_session(service)
+                self.ended(service)
         finally:
-            del self.sessions[websocket]
+            self.pages.discard(websocket)
         return websocket
+
+    def ended(self, service: ConsoleSession) -> None:
+        """`service`'s console is gone: another page may start one."""
+        if self.running is service:
+            self.running = None
 
 
 async def end_session(service: AppService) -> None:

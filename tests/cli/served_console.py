@@ -155,6 +155,10 @@ class ServedPage:
                 last, since = now, time.monotonic()
         return last
 
+    def closed(self) -> bool:
+        """Whether the page's websocket has closed (textual-serve then covers the page with its dialog)."""
+        return bool(self.browser.evaluate("document.body.classList.contains('-closed')"))
+
     def press(self, key: str) -> None:
         self.browser.evaluate(FOCUS_TERMINAL)
         self.browser.press(key)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,6 +24,13 @@ from tests.cli.served_console import (
 
 RUNS_HEADER = "study  dataset  phase  jobs"
 """The runs view's study table header, which key 2 brings up."""
+HOLD_STORE = """
+import sys, time
+from hierconsole.study.db.storage import Store
+store = Store(sys.argv[1])
+print("held", flush=True)
+time.sleep(600)
+"""
 
 
 def alive(pid: int) -> bool:
@@ -82,6 +90,19 @@ def test_the_console_in_headless_chromium(tmp_path):
         assert asyncio.run(handshake_status(ws, {"Host": f"evil.example:{port}"})) == 403
         assert descendants(server.pid) == []
 
+        # A console that cannot open the store (another process holds it) says why on its page.
+        holder = subprocess.Popen([sys.executable, "-c", HOLD_STORE, str(home)], stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+            page.open(f"http://127.0.0.1:{port}/")
+            said = page.wait_for("reload this page to start a new console")
+            assert f"the store {home / 'hierconsole.duckdb'} is" in said.replace("\n", "")
+            assert not page.closed()
+            assert descendants(server.pid) == []
+        finally:
+            holder.kill()
+            holder.wait()
+
         # The first view, then key 2 (the runs view), as the page paints them.
         page.open(f"http://127.0.0.1:{port}/")
         first = page.wait_for(FIRST_VIEW)
@@ -104,6 +125,7 @@ def test_the_console_in_headless_chromium(tmp_path):
         assert second != console
         page.open(f"http://127.0.0.1:{port}/")
         assert "another browser session is using this console" in page.wait_for("another browser session")
+        assert not page.closed()  # the message stays readable (a closed page is covered by a dialog)
         assert descendants(server.pid) == [second]
     finally:
         # Stopping the server with a session still open ends that session's console, in bounded time.
@@ -112,6 +134,7 @@ def test_the_console_in_headless_chromium(tmp_path):
     assert server.returncode == 0, rest
     assert not alive(second)
     assert "Traceback" not in rest
+    assert rest.count("hierconsole.duckdb is in use by") == 1, rest  # the failed console's error, printed once
 
 
 def test_bad_ports_and_hosts_are_one_line_and_create_nothing(tmp_path, capsys):
