@@ -175,3 +175,31 @@ def test_without_the_extra_it_says_how_to_install_it(tmp_path, capsys, monkeypat
     assert "hierconsole serve needs textual-serve, which is not installed: pip install 'hierconsole[serve]'" in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "home").exists()
+
+
+@pytest.mark.slow
+def test_quitting_in_the_page_and_sigterm(tmp_path):
+    pytest.importorskip("textual_serve", reason=SERVE_EXTRA_HINT)
+    home = tmp_path / "home"
+    port = free_port()
+    server, _ = start_server(home, port)
+    page = ServedPage(tmp_path / "profile")
+    try:
+        # q in the console (no job running) quits it, and the page says the session ended.
+        page.open(f"http://127.0.0.1:{port}/")
+        page.wait_for(FIRST_VIEW)
+        console = the_console(server.pid, home)
+        page.press("q")
+        wait_until(page.closed, "the page to show the session ended")
+        wait_until(lambda: not alive(console), "the console to quit on q")
+        assert descendants(server.pid) == []
+        # SIGTERM with a session open ends its console, then the server.
+        page.open(f"http://127.0.0.1:{port}/")
+        page.wait_for(FIRST_VIEW)
+        second = the_console(server.pid, home)
+    finally:
+        rest = stop_server(server, signal.SIGTERM, timeout=120)
+        page.close()
+    assert server.returncode == 0, rest
+    assert not alive(second)
+    assert "Traceback" not in rest
