@@ -96,18 +96,28 @@ def console_command(home: Path) -> str:
     return f"exec {shlex.quote(sys.executable)} -m hierconsole --home {shlex.quote(str(home))}"
 
 
+def is_wildcard(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
 def url_of(host: str, port: int) -> str:
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}"
+    """Where a browser finds the server: on every address (0.0.0.0, ::) by this machine's name."""
+    if is_wildcard(host):
+        host = socket.gethostname()
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def announcement(host: str, port: int, home: Path) -> str:
     """The line `serve` prints once it listens: where to point a browser, and who else can."""
     reach = "anyone who can reach this port can drive the console"
     if is_loopback(host):
-        where = f"from another machine, tunnel instead of --host 0.0.0.0: ssh -L {port}:127.0.0.1:{port} user@host"
+        target = f"[{host}]" if ":" in host else host  # the tunnel ends where the server listens
+        where = f"from another machine, tunnel instead of --host 0.0.0.0: ssh -L {port}:{target}:{port} user@host"
     else:
-        where = f"prefer the default --host 127.0.0.1 and a tunnel: ssh -L {port}:127.0.0.1:{port} user@host"
+        where = f"prefer the default --host {DEFAULT_HOST} and a tunnel: ssh -L {port}:{DEFAULT_HOST}:{port} user@host"
     return f"serving the console of {home} on {url_of(host, port)} (Ctrl+C stops); warning: {reach}; {where}"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hierconsole.cli import main
-from hierconsole.cli.serve import SERVE_EXTRA_HINT
+from hierconsole.cli.serve import SERVE_EXTRA_HINT, announcement
 from tests.cli.served_console import (
     FIRST_VIEW,
     ServedPage,
@@ -203,3 +203,21 @@ def test_quitting_in_the_page_and_sigterm(tmp_path):
     assert server.returncode == 0, rest
     assert not alive(second)
     assert "Traceback" not in rest
+
+
+def test_the_announcement_names_the_url_the_risk_and_the_tunnel():
+    import socket
+
+    home = Path("/data/home")
+    local = announcement("127.0.0.1", 8000, home)
+    assert local.startswith("serving the console of /data/home on http://127.0.0.1:8000 ")
+    assert "warning: anyone who can reach this port can drive the console" in local
+    assert local.endswith("tunnel instead of --host 0.0.0.0: ssh -L 8000:127.0.0.1:8000 user@host")
+    # The tunnel ends where the server listens.
+    assert announcement("::1", 9000, home).endswith("ssh -L 9000:[::1]:9000 user@host")
+    assert " on http://[::1]:9000 " in announcement("::1", 9000, home)
+    # On every address: the machine's name to browse to, and the advice to listen on loopback instead.
+    everywhere = announcement("0.0.0.0", 8000, home)
+    assert f" on http://{socket.gethostname()}:8000 " in everywhere
+    assert "anyone who can reach this port can drive the console" in everywhere
+    assert everywhere.endswith("prefer the default --host 127.0.0.1 and a tunnel: ssh -L 8000:127.0.0.1:8000 user@host")
