@@ -5,7 +5,9 @@ Imported only by `hierconsole serve`, once it has found the serve extra. What it
 - one session at a time, as the store admits one console: a second browser is told so on its page;
 - a console that ends without closing its page (it could not open the store, it failed) says why there;
 - the page's own links (the websocket, the scripts) use the address the browser used, so a tunnel from any
-  local port works;
+  local port works, and it asks nothing of another server: its font, which textual-serve's page fetches
+  from Google Fonts, is the copy textual-serve ships (so it looks the same offline, and loads before the
+  terminal measures its cells);
 - a websocket from another site's page (its Origin not this server) is refused, and on a loopback address a
   request naming a host other than this machine (DNS rebinding) is refused: otherwise any web page open in
   the user's browser could drive the console;
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import sys
 from asyncio.subprocess import Process
 from collections.abc import Callable
@@ -41,7 +44,39 @@ RELOAD = "\r\nreload this page to start a new console\r\n"
 ERROR_LINES = 20
 """The last lines of what a console wrote to stderr shown on its page when it ended."""
 
+FONT_LINK = re.compile(r'<link\s+rel="stylesheet"\s+href="https://fonts\.googleapis\.com/[^"]*"\s*/>')
+LOCAL_FONT = """<style>
+      @font-face {{
+        font-family: "Roboto Mono";
+        src: url("{static}fonts/RobotoMono-VariableFont_wght.ttf") format("truetype");
+        font-weight: 100 700;
+        font-style: normal;
+      }}
+      @font-face {{
+        font-family: "Roboto Mono";
+        src: url("{static}fonts/RobotoMono-Italic-VariableFont_wght.ttf") format("truetype");
+        font-weight: 100 700;
+        font-style: italic;
+      }}
+    </style>
+    <script>
+      // textual-serve's script opens the terminal on load, which measures its cells in the font it has
+      // then: it waits for the font here.
+      addEventListener("DOMContentLoaded", () => {{
+        const open = window.onload;
+        window.onload = null;
+        addEventListener("load", (event) => {{
+          document.fonts.load('16px "Roboto Mono"').finally(() => open && open(event));
+        }});
+      }});
+    </script>"""
+
 log = logging.getLogger("hierconsole.serve")
+
+
+def self_contained(page: str, static: str) -> str:
+    """textual-serve's page with its web font served from `static` (textual-serve's own copy of it)."""
+    return FONT_LINK.sub(lambda _: LOCAL_FONT.format(static=static), page, count=1)
 
 
 class ConsoleSession(AppService):
@@ -143,7 +178,10 @@ class ConsoleServer(Server):
             raise web.HTTPForbidden(text=why)
         # The page's URLs, the websocket's included, are those the browser used (a tunnel's local port).
         self.public_url = f"{request.scheme}://{request.host}"
-        return await super().handle_index(request)
+        response = await super().handle_index(request)
+        if isinstance(response, web.Response) and response.text is not None:
+            response.text = self_contained(response.text, f"{self.public_url}/static/")
+        return response
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
         if (why := self.refusal(request)) is not None:

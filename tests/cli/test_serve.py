@@ -108,6 +108,12 @@ def test_the_console_in_headless_chromium(tmp_path):
         first = page.wait_for(FIRST_VIEW)
         assert RUNS_HEADER not in first
         console = the_console(server.pid, home)
+        # Self-contained: nothing asked of another server (textual-serve's page fetches a Google font), and
+        # the font it draws in is the copy it serves.
+        urls = page.browser.requested_urls()
+        assert urls and all(u.startswith(f"http://127.0.0.1:{port}/") for u in urls), urls
+        assert any(u.endswith("/static/fonts/RobotoMono-VariableFont_wght.ttf") for u in urls), urls
+        assert page.browser.evaluate("document.fonts.check('16px \"Roboto Mono\"')") is True
         page.press("2")
         page.wait_for(RUNS_HEADER, gone=FIRST_VIEW)
         shot = page.screenshot()
