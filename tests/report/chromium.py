@@ -67,6 +67,7 @@ class Browser:
         self._next_id = 0
         self.events: list[dict[str, Any]] = []
         self.session: str | None = None
+        self.target: str | None = None
 
     def send(self, method: str, params: dict | None = None, *, session: bool = True) -> dict[str, Any]:
         self._next_id += 1
@@ -105,21 +106,44 @@ class Browser:
                     raise RuntimeError("Chromium closed its pipe")
                 self._buffer += chunk
 
-    def open(self, url: str) -> None:
+    def open(
+        self, url: str, *, before_load: str | None = None, size: tuple[int, int] | None = None, wait: bool = True
+    ) -> None:
+        """Load `url` in a new page: `before_load` runs in it before the page's own scripts, `size` is its
+        viewport in CSS pixels; `wait` waits for its load event."""
         target = self.send("Target.createTarget", {"url": "about:blank"}, session=False)["targetId"]
+        self.target = target
         self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True}, session=False)["sessionId"]
         self.send("Network.enable")
         self.send("Page.enable")
+        if before_load is not None:
+            self.send("Page.addScriptToEvaluateOnNewDocument", {"source": before_load})
+        if size is not None:
+            width, height = size
+            self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
         self.events.clear()
         self.send("Page.navigate", {"url": url})
-        self.wait_event("Page.loadEventFired")
+        if wait:
+            self.wait_event("Page.loadEventFired")
+
+    def press(self, key: str) -> None:
+        """One printable key pressed and released in the focused element, as typed on a keyboard."""
+        self.send("Input.dispatchKeyEvent", {"type": "keyDown", "key": key, "text": key, "unmodifiedText": key})
+        self.send("Input.dispatchKeyEvent", {"type": "keyUp", "key": key})
+
+    def close_page(self) -> None:
+        """Close the page `open` opened (its connections end as a closed tab's do)."""
+        self.send("Target.closeTarget", {"targetId": self.target}, session=False)
+        self.session = None
 
     def evaluate(self, expression: str) -> Any:
         result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
         return result["result"].get("value")
 
-    def screenshot(self) -> bytes:
-        data = self.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})["data"]
+    def screenshot(self, *, whole_page: bool = True) -> bytes:
+        """A PNG of the whole page, or of the viewport alone (a page that fits its content to the viewport
+        would otherwise be resized while it is captured)."""
+        data = self.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": whole_page})["data"]
         return base64.b64decode(data)
 
     def pdf(self) -> bytes:
