@@ -22,7 +22,11 @@ from tests.tui.fixtures import ARMS, COMPLETE, EPOCHS, SEEDS, _apply, _loss
 mlflow = pytest.importorskip("mlflow")
 from mlflow.tracking import MlflowClient  # noqa: E402
 
-pytestmark = pytest.mark.slow  # the CLI in subprocesses
+pytestmark = [
+    pytest.mark.slow,  # the CLI in subprocesses
+    # MLflow's SQLAlchemy store, opened here by MlflowClient to read back: its warning, not ours to fix.
+    pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy is deprecated"),
+]
 
 RUN_KEY = "hierconsole.run_key"
 FROZEN_VALUE = {"leaf": 0.21, "middle": 0.32, "high": 0.43}  # a fabricated frozen baseline's mAP per level
@@ -112,10 +116,10 @@ def _csv(home: Path, *argv: str) -> pl.DataFrame:
     return pl.read_csv(io.StringIO(done.stdout))
 
 
-def _expected_test_numbers(home: Path) -> dict[str, dict[str, float]]:
+def _expected_test_numbers(home: Path, study: str = COMPLETE) -> dict[str, dict[str, float]]:
     """run id -> `test/<level>_mAP` and `test/hier_mAP`, from `export metrics` (one row per perturbation):
     each the mean over the seed's Q/G perturbations, hier_mAP the mean of middle and high per perturbation."""
-    rows = _csv(home, "export", "metrics", "--study", COMPLETE).filter(
+    rows = _csv(home, "export", "metrics", "--study", study).filter(
         (pl.col("metric") == "mAP") & (pl.col("aggregation") == "micro")
     )
     out: dict[str, dict[str, float]] = {}
@@ -261,6 +265,52 @@ def test_a_second_export_updates_the_same_runs(exported, tmp_path):
             continue
         assert len(client.get_metric_history(run.info.run_id, "train/loss")) == EPOCHS  # no step logged twice
         assert len(client.get_metric_history(run.info.run_id, "test/high_mAP")) == 1
+
+
+def test_a_trained_study_with_every_baseline(tmp_path_factory):
+    """A real study (2 seeds, 2 epochs, validation every epoch, the frozen, pca and HIER-style baselines)
+    trained by `run`, then exported: every cell and baseline once, numbers as the CLI prints them."""
+    from hierconsole.datasets import make_synthetic
+    from hierconsole.study.db.catalog import register_dataset
+    from tests.tiny import TINY
+
+    root = tmp_path_factory.mktemp("trained")
+    home, db = root / "home", root / "mlflow.db"
+    with Store(home) as store:
+        register_dataset(store, make_synthetic(TINY))
+    settings = [
+        "training.hidden=32", "training.out_dim=8", "training.batch_size=32", "training.lr=1e-3",
+        "evaluation.n_query=40", "compute.device='cpu'", "training.val_every=1",
+        'evaluation.baselines=["frozen","pca","hier"]',
+    ]  # fmt: skip
+    argv = ["run", "demo", "--dataset", "tiny", "--epochs", "2", "--seeds", "42,2024"]
+    done = cli(home, *argv, *(a for s in settings for a in ("--set", s)))
+    assert done.returncode == 0, done.stderr
+    with Store(home, read_only=True) as store:
+        study = store.value("SELECT study_id FROM studies")
+        losses = store.rows("SELECT run_id, epoch, train_loss FROM epochs ORDER BY run_id, epoch")
+    done = cli(home, "export", "mlflow", study, "--tracking-uri", f"sqlite:///{db}")
+    assert done.returncode == 0, done.stderr
+    runs = _runs(db, study)
+    cells = [f"{study}/final-s{seed}/{arm}" for seed in (42, 2024) for arm in (*ARMS, "hier")]
+    assert set(runs) == {*cells, baseline_run_id(study, "frozen"), baseline_run_id(study, "pca")}
+    assert runs[f"{study}/final-s42/hier"].data.tags["hierconsole.kind"] == "baseline"
+    assert runs[f"{study}/final-s42/hier"].data.params["loss"] == "hier"
+    expected = _expected_test_numbers(home, study)
+    assert set(expected) == set(runs)
+    for run_id, numbers in expected.items():
+        for key, value in numbers.items():
+            assert runs[run_id].data.metrics[key] == pytest.approx(value, rel=1e-12, abs=1e-15), (run_id, key)
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    for run_id in cells:
+        history = client.get_metric_history(runs[run_id].info.run_id, "train/loss")
+        assert sorted((m.step, m.value) for m in history) == [(e, v) for r, e, v in losses if r == run_id]
+        assert [m.step for m in client.get_metric_history(runs[run_id].info.run_id, "val/high_mAP")] == [1, 2]
+    effects = cli(home, "effects", study, "--json")
+    means = {(a["arm"], a["metric"]): a["mean"] for a in json.loads(effects.stdout)["arms"]}
+    for arm in (*ARMS, "hier", "frozen", "pca"):
+        values = [r.data.metrics["test/hier_mAP"] for k, r in runs.items() if k.endswith(f"/{arm}")]
+        assert statistics.fmean(values) == pytest.approx(means[(arm, "hier_mAP")], rel=1e-12), arm
 
 
 def test_a_bad_study_is_one_line_and_writes_nothing(fixed_home, tmp_path):
