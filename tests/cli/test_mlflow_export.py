@@ -17,7 +17,7 @@ import pytest
 
 from hierconsole.study.db.ids import baseline_run_id, evaluate_job_id
 from hierconsole.study.db.storage import Store
-from tests.tui.fixtures import ARMS, COMPLETE, EPOCHS, SEEDS, _apply, _loss
+from tests.tui.fixtures import ARMS, COMPLETE, EPOCHS, SEEDS, _apply, _loss, evaluation_events
 
 mlflow = pytest.importorskip("mlflow")
 from mlflow.tracking import MlflowClient  # noqa: E402
@@ -82,8 +82,21 @@ def _add_baseline_and_validation(home: Path) -> None:
         }
         for epoch in range(1, EPOCHS + 1)
     ]
+    # A post-hoc macro re-score of every cell (its values shifted, so it cannot pass for the micro ones).
+    macro = [
+        {
+            **e,
+            "key": e["key"].replace(":micro", ":macro"),
+            "aggregation": "macro",
+            "posthoc": True,
+            "metrics": {lv: {m: v + 0.01 for m, v in ms.items()} for lv, ms in e["metrics"].items()},
+        }
+        for e in evaluation_events(COMPLETE)
+        if e["kind"] == "metrics"
+    ]
     with Store(home) as store:
         _apply(store, evaluate_job_id(COMPLETE), COMPLETE, "evaluate", 0, metrics)
+        _apply(store, f"{COMPLETE}/rescore-macro", COMPLETE, "rescore", 0, macro)
         _apply(store, f"{COMPLETE}/final-s42", COMPLETE, "final", 42, validation)
 
 
@@ -116,11 +129,13 @@ def _csv(home: Path, *argv: str) -> pl.DataFrame:
     return pl.read_csv(io.StringIO(done.stdout))
 
 
-def _expected_test_numbers(home: Path, study: str = COMPLETE) -> dict[str, dict[str, float]]:
+def _expected_test_numbers(
+    home: Path, study: str = COMPLETE, aggregation: str = "micro", prefix: str = "test/"
+) -> dict[str, dict[str, float]]:
     """run id -> `test/<level>_mAP` and `test/hier_mAP`, from `export metrics` (one row per perturbation):
     each the mean over the seed's Q/G perturbations, hier_mAP the mean of middle and high per perturbation."""
     rows = _csv(home, "export", "metrics", "--study", study).filter(
-        (pl.col("metric") == "mAP") & (pl.col("aggregation") == "micro")
+        (pl.col("metric") == "mAP") & (pl.col("aggregation") == aggregation)
     )
     out: dict[str, dict[str, float]] = {}
     for (run_id,), group in rows.group_by(["run_id"]):
@@ -128,8 +143,10 @@ def _expected_test_numbers(home: Path, study: str = COMPLETE) -> dict[str, dict[
         for r in group.iter_rows(named=True):
             by_pert.setdefault(r["perturbation"], {})[r["level"]] = r["value"]
         perts = sorted(by_pert)
-        numbers = {f"test/{lv}_mAP": statistics.fmean(by_pert[p][lv] for p in perts) for lv in FROZEN_VALUE}
-        numbers["test/hier_mAP"] = statistics.fmean(
+        numbers = {
+            f"{prefix}{lv}_mAP": statistics.fmean(by_pert[p][lv] for p in perts) for lv in FROZEN_VALUE
+        }
+        numbers[f"{prefix}hier_mAP"] = statistics.fmean(
             (by_pert[p]["middle"] + by_pert[p]["high"]) / 2 for p in perts
         )
         out[str(run_id)] = numbers
@@ -177,6 +194,12 @@ def test_test_metrics_equal_the_cli_exports(exported):
         logged = runs[run_id].data.metrics
         for key, value in numbers.items():
             assert logged[key] == pytest.approx(value, rel=1e-12, abs=1e-15), (run_id, key)
+    macro = _expected_test_numbers(home, aggregation="macro", prefix="test/macro/")
+    assert len(macro) == len(SEEDS) * len(ARMS)
+    for run_id, numbers in macro.items():
+        for key, value in numbers.items():
+            assert runs[run_id].data.metrics[key] == pytest.approx(value, rel=1e-12, abs=1e-15), (run_id, key)
+            assert value != pytest.approx(runs[run_id].data.metrics[key.replace("/macro", "")])
     frozen = runs[baseline_run_id(COMPLETE, "frozen")].data.metrics
     assert frozen["test/leaf_mAP"] == pytest.approx(
         FROZEN_VALUE["leaf"] + 0.001 * statistics.fmean(p % 5 for p in SEEDS)
@@ -245,7 +268,8 @@ def test_a_second_export_updates_the_same_runs(exported, tmp_path):
     before = _runs(db)
     with Store(home) as store:  # a re-scored value: the next export must carry it
         store.execute(
-            "UPDATE metrics SET value = value + 0.05 WHERE run_id = ? AND level = 'leaf' AND metric = 'mAP'",
+            "UPDATE metrics SET value = value + 0.05 WHERE run_id = ? AND level = 'leaf' AND metric = 'mAP' "
+            "AND aggregation = 'micro'",
             [target],
         )
     done = cli(home, "export", "mlflow", COMPLETE, "--tracking-uri", f"sqlite:///{db}")

@@ -19,7 +19,7 @@ from hierconsole.study.db.ids import baseline_run_id, evaluate_job_id
 from hierconsole.study.db.records import get_study, resolve_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.audits import current_audits
-from hierconsole.study.read.results import aggregations, baselines, metrics_long, per_seed
+from hierconsole.study.read.results import aggregations, baselines, evaluated_per_seed, registered_aggregation
 from hierconsole.vocabulary import ARMS, BASELINE_SEED, TRAINED_BASELINES, UNTRAINED_BASELINES, JobKind
 
 TRAIN_METRICS: dict[str, str] = {
@@ -83,14 +83,13 @@ def _test_numbers(table: pl.DataFrame | None, prefix: str) -> dict[tuple[str, in
 
 def _all_test_numbers(store: Store, study_id: str) -> dict[tuple[str, int], dict[str, float]]:
     """Every aggregation with stored test metrics: the registered one as `test/<metric>`, a post-hoc
-    re-score as `test/<aggregation>/<metric>`."""
+    re-score as `test/<aggregation>/<metric>`. While an evaluation runs, only the seeds scored on every
+    Q/G perturbation (`evaluated_per_seed`): a half-scored seed gets its numbers on the next export."""
     out: dict[tuple[str, int], dict[str, float]] = {}
-    for i, agg in enumerate(aggregations(store, study_id)):
-        prefix = TEST_PREFIX if i == 0 else f"{TEST_PREFIX}{agg}/"
-        tables = [baselines(store, study_id, agg)]
-        if not metrics_long(store, study_id, agg).is_empty():
-            tables.append(per_seed(store, study_id, agg))
-        for table in tables:
+    registered = registered_aggregation(store, study_id)
+    for agg in aggregations(store, study_id):
+        prefix = TEST_PREFIX if agg == registered else f"{TEST_PREFIX}{agg}/"
+        for table in (baselines(store, study_id, agg), evaluated_per_seed(store, study_id, agg)):
             for cell, numbers in _test_numbers(table, prefix).items():
                 out.setdefault(cell, {}).update(numbers)
     return out
