@@ -14,6 +14,7 @@ import os
 import sys
 import textwrap
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from hierconsole.config.family import families_dir
@@ -59,12 +60,27 @@ def _never_failing(completer: Completer) -> Completer:
     return complete
 
 
-def _home_studies(prefix: str, parsed_args: argparse.Namespace | None) -> list[str]:
-    from hierconsole.locations import resolve_home, study_dir
-
-    home = resolve_home(getattr(parsed_args, "home", None), create=False)
-    folder = study_dir(home, "_").parent
+def _folders(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+
+
+def _home(parsed_args: argparse.Namespace | None) -> Path:
+    from hierconsole.locations import resolve_home
+
+    return resolve_home(getattr(parsed_args, "home", None), create=False)
+
+
+def _home_studies(prefix: str, parsed_args: argparse.Namespace | None) -> list[str]:
+    from hierconsole.locations import study_dir
+
+    return _folders(study_dir(_home(parsed_args), "_").parent)
+
+
+def _home_datasets(prefix: str, parsed_args: argparse.Namespace | None) -> list[str]:
+    """The home's registered datasets: each has its self-contained folder."""
+    from hierconsole.locations import dataset_dir
+
+    return _folders(dataset_dir(_home(parsed_args), "_").parent)
 
 
 def _studies_and_families(prefix: str, parsed_args: argparse.Namespace | None) -> list[str]:
@@ -102,6 +118,8 @@ def _completer_for(action: argparse.Action) -> Completer | None:
         return _presets
     if action.dest == "table":
         return _tables
+    if action.dest == "dataset":
+        return _home_datasets
     if "FAMILY" in str(action.metavar or ""):
         return _studies_and_families
     if names & {"study", "tracked_study", "--study"} or "STUDY" in str(action.metavar or ""):

@@ -80,6 +80,9 @@ def test_study_ids_come_from_the_home(fixed_home, tmp_path):
     assert complete(f"{home} export mlflow demo-l", tmp_path)[0] == {LIVE}
     assert complete(f"{home} export runs --study demo-c", tmp_path)[0] == {COMPLETE}
     assert FAMILIES[0] in complete(f"{home} report ", tmp_path)[0]  # STUDY|FAMILY: both
+    datasets = {p.name for p in (fixed_home / "datasets").iterdir()}
+    assert datasets and complete(f"{home} run demo --dataset ", tmp_path)[0] == datasets
+    assert complete(f"{home} datasets delete ", tmp_path)[0] == datasets
 
 
 def test_a_completion_never_fails_nor_imports_torch(fixed_home, tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -350,7 +351,17 @@ def test_a_bad_uri_is_one_line(fixed_home, tmp_path):
     assert done.returncode == 2 and "--tracking-uri bogus://nowhere" in done.stderr
     assert "Traceback" not in done.stderr
     assert len([ln for ln in done.stderr.splitlines() if "error:" in ln]) == 1
-    missing = cli(fixed_home, "export", "mlflow", COMPLETE)
+    from_env = cli(
+        fixed_home, "export", "mlflow", COMPLETE, env={**os.environ, "MLFLOW_TRACKING_URI": "bogus://env"}
+    )
+    assert from_env.returncode == 2 and "--tracking-uri bogus://env" in from_env.stderr
+    missing = cli(
+        fixed_home,
+        "export",
+        "mlflow",
+        COMPLETE,
+        env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
+    )
     assert (
         missing.returncode == 2 and "--tracking-uri" in missing.stderr and "Traceback" not in missing.stderr
     )
@@ -367,7 +378,7 @@ def test_without_the_extra_it_says_how_to_install(fixed_home, tmp_path):
         "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
         "sys.meta_path.insert(0, NoMlflow())\n"
     )
-    env = {**__import__("os").environ, "PYTHONPATH": str(blocker)}
+    env = {**os.environ, "PYTHONPATH": str(blocker)}
     db = tmp_path / "mlflow.db"
     done = cli(fixed_home, "export", "mlflow", COMPLETE, "--tracking-uri", f"sqlite:///{db}", env=env)
     assert done.returncode == 2 and "pip install 'hierconsole[mlflow]'" in done.stderr
