@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -40,10 +40,12 @@ STATUS: dict[str, str] = {
 TERMINAL = {"FINISHED", "FAILED", "KILLED"}
 
 # MLflow's own batch limits (mlflow.utils.validation): at most 100 params and 100 tags, 1000 metrics and
-# 1000 entities in all per log_batch call. Tag values beyond 5000 characters (MLflow 2's limit) are cut.
+# 1000 entities in all per log_batch call. Tag values beyond 5000 characters (MLflow 2's limit) and parameter
+# values beyond 6000 are cut here, as MLflow would store them, so that a second export compares like with like.
 BATCH_PARAMS_TAGS = 100
 BATCH_ENTITIES = 1000
 TAG_CHARS = 5000
+PARAM_CHARS = 6000
 
 T = TypeVar("T")
 
@@ -189,10 +191,11 @@ def export_study(study: TrackedStudy, tracking_uri: str) -> ExportSummary:
 def _export(client: MlflowClient, study: TrackedStudy, tracking_uri: str) -> ExportSummary:
     experiment_id = _experiment(client, study.study_id, tracking_uri)
     existing = _existing_runs(client, experiment_id)
-    _check_params(study.runs, existing, study.study_id)
+    runs = [replace(r, params={k: v[:PARAM_CHARS] for k, v in r.params.items()}) for r in study.runs]
+    _check_params(runs, existing, study.study_id)
     created = updated = logged = 0
     now = int(time.time() * 1000)
-    for run in study.runs:
+    for run in runs:
         found = existing.get(run.key)
         status = STATUS.get(run.state, "RUNNING")
         if found is None:
