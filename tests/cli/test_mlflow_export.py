@@ -292,6 +292,29 @@ def test_a_second_export_updates_the_same_runs(exported, tmp_path):
         assert len(client.get_metric_history(run.info.run_id, "test/high_mAP")) == 1
 
 
+def test_a_changed_parameter_is_refused_before_anything_is_written(exported, tmp_path):
+    home0, db0, _ = exported
+    home, db = tmp_path / "home", tmp_path / "mlflow.db"
+    shutil.copytree(home0, home)
+    shutil.copy(db0, db)
+    with Store(home) as store:  # a store that no longer says what was logged (MLflow keeps a param for good)
+        store.execute(
+            """UPDATE studies SET preset = replace(preset, '"lr":0.001', '"lr":0.002') WHERE study_id = ?""",
+            [COMPLETE],
+        )
+    before = db.read_bytes()
+    done = cli(home, "export", "mlflow", COMPLETE, "--tracking-uri", f"sqlite:///{db}")
+    assert (
+        done.returncode == 2
+        and "training.lr" in done.stderr
+        and "cannot change a logged parameter" in done.stderr
+    )
+    assert "Traceback" not in done.stderr and db.read_bytes() == before  # refused before any write
+    runs = _runs(db)
+    assert len(runs) == len(SEEDS) * len(ARMS) + 1
+    assert {r.data.params["training.lr"] for r in runs.values()} == {"0.001"}
+
+
 def test_a_trained_study_with_every_baseline(tmp_path_factory):
     """A real study (2 seeds, 2 epochs, validation every epoch, the frozen, pca and HIER-style baselines)
     trained by `run`, then exported: every cell and baseline once, numbers as the CLI prints them."""
