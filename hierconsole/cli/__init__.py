@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -16,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from hierconsole import __version__
+from hierconsole.cli.completion import COMPLETING, complete, shipped_listing
 from hierconsole.errors import HierconsoleError, bounded
 
 # Modules under hierconsole.cli, each with register(subparsers). Order is the order in --help.
@@ -31,6 +33,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "doctor",
     "replicate",
     "serve",
+    "completion",
 )
 
 
@@ -38,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hierconsole",
         description="Controlled hierarchy-aware retrieval studies on frozen image features.",
+        epilog=shipped_listing(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # the listing's lines as shipped_listing wraps them
     )
     parser.add_argument("--version", action="version", version=f"hierconsole {__version__}")
     parser.add_argument(
@@ -60,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    if COMPLETING in os.environ:  # the shell asks for completions (`hierconsole completion bash`): answer, exit
+        complete(parser)
     args = parser.parse_args(argv)
     err = Console(stderr=True, soft_wrap=True)
     from hierconsole.cli.output import set_wide

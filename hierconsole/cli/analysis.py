@@ -17,6 +17,7 @@ from rich.text import Text
 
 from hierconsole.cli.output import output_console, print_grid
 from hierconsole.cli.reading import open_for_reading, print_empty_levels
+from hierconsole.cli.tracker import TRACKERS, add_arguments, cmd_export_tracker, is_tracker_export
 from hierconsole.errors import HierconsoleError
 from hierconsole.factorial import BASELINE_EFFECTS, EFFECTS
 from hierconsole.plurals import counted
@@ -92,7 +93,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=f"Tables: {names}. Markdown and LaTeX show mean ± SD rounded to --precision; the "
         "other formats keep full precision.",
     )
-    e.add_argument("table", metavar="TABLE", help=f"one of: {names}")
+    e.add_argument("table", metavar="TABLE", help=f"one of: {names}; or {', '.join(TRACKERS)} (a study's runs)")
+    add_arguments(e)
     e.add_argument("--study", metavar="ID", help="study id (tables of one study)")
     e.add_argument("--family", metavar="ID", help="family id or name (family tables: contrasts)")
     e.add_argument(
@@ -109,7 +111,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"one of: {', '.join(FORMATS)} (default: from the suffix of -o; {STDOUT_FORMAT} for -o -)",
     )
     e.add_argument(
-        "-o", "--output", metavar="PATH", required=True,  # a str: Path("./-") would read as "-"
+        "-o", "--output", metavar="PATH",  # a str: Path("./-") would read as "-"; required of tables
         help="file to write, or - for standard output (csv unless --format says json, md or latex)",
     )
     e.add_argument("--force", action="store_true", help="overwrite PATH if it exists")
@@ -176,6 +178,10 @@ def print_effects(console: Console, view: EffectsView, arm_digits: int, effect_d
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if is_tracker_export(args):
+        return cmd_export_tracker(args)
+    if args.output is None:
+        raise HierconsoleError(f"export {args.table} needs -o PATH (a file, or - for standard output)")
     if args.table in FAMILY_TABLES or args.family:
         return _export_family_table(args)
     table = check_table(args.table)

@@ -535,6 +535,18 @@ def _all_paths(cls: type = Preset, prefix: str = "") -> list[str]:
     return out
 
 
+def option_keys(cls: type = Preset, prefix: str = "") -> list[str]:
+    """Every option's dotted key (`training.lr`), tables left out: what `--set KEY=VALUE` accepts."""
+    out = []
+    for f in fields(cls):
+        path = f"{prefix}.{f.name}" if prefix else f.name
+        if "section" in f.metadata:
+            out.extend(option_keys(f.metadata["section"], path))
+        elif "check" in f.metadata:
+            out.append(path)
+    return out
+
+
 def _suggest(key: str, prefix: str, local: list[str]) -> str:
     here = f"[{prefix}]" if prefix else "the top level"
     allowed = f"; allowed in {here}: {', '.join(local)}"
