@@ -35,8 +35,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     from hierconsole.datasets import make_synthetic
-    from tests.tiny import TINY
     from tests.stores.fixed import COMPLETE, build_store
+    from tests.tiny import TINY
 
     cli = [sys.executable, "-m", "hierconsole"]
     with tempfile.TemporaryDirectory() as tmp:
