@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from hierconsole.cli.reading import open_for_reading
 from hierconsole.errors import HierconsoleError
+from hierconsole.locations import resolve_home
 from hierconsole.study.run.input_hashes import file_sha256, folder_sha256, text_sha256
 from hierconsole.study.run.paper_stages import CUB, NABIRDS, paper_stages
 from hierconsole.study.run.replication import load_records
@@ -98,8 +99,11 @@ def cmd_replicate(args: argparse.Namespace) -> int:
     stages = paper_stages(datasets)
     rid = replication_id(args)
     out = Console(soft_wrap=True)
-    with open_for_reading(args.home) as store:
-        records = load_records(store, rid)
+    if resolve_home(args.home, create=False).is_dir():
+        with open_for_reading(args.home) as store:
+            records = load_records(store, rid)
+    else:  # a replication may start from no home at all: it will make one, and nothing is done yet
+        records = {}
     planned = plan(stages, external, records)
     out.print(f"replication {escape(rid)}", highlight=False)
     for p in planned:

@@ -100,6 +100,9 @@ def test_effects_missing_cell_is_a_clear_error(tmp_path, capsys):
 
 def test_effects_on_an_empty_store_says_how_to_get_a_study(tmp_path, capsys, cub_csv):
     code, _, err = run(tmp_path, capsys, "effects")
+    assert code == 2 and "no hierconsole home at" in err  # a home that does not exist is named as such
+    (tmp_path / "home").mkdir()
+    code, _, err = run(tmp_path, capsys, "effects")
     assert code == 2 and "no study yet" in err and "hierconsole run" in err
     code, _, err = run(tmp_path, capsys, "effects", "s1", "--from-csv", str(cub_csv))
     assert code == 2 and "not both" in err
