@@ -23,7 +23,13 @@ from hierconsole.study import read
 from hierconsole.study.analysis.audits import check_expected_counts
 from hierconsole.study.db.catalog import ensure_dataset
 from hierconsole.study.db.storage import Store
-from hierconsole.study.executors import LOCAL_RAY, JobExecutor, executor_name, ray_address
+from hierconsole.study.executors import (
+    LOCAL_RAY,
+    RAY_CONNECT_TIMEOUT,
+    JobExecutor,
+    executor_name,
+    ray_address,
+)
 from hierconsole.study.executors.devices import check_devices
 from hierconsole.study.run.lifecycle import advance, create_study, delete_study
 from hierconsole.study.run.orchestrator import Orchestrator
@@ -78,6 +84,23 @@ def add_executor_options(p: argparse.ArgumentParser) -> None:
         help="with --executor ray: auto, ray://HOST:PORT or HOST:PORT of an existing cluster (default: "
         "$HIERCONSOLE_RAY_ADDRESS, else a Ray instance started for this command)",
     )
+    p.add_argument(
+        "--ray-connect-timeout",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        default=RAY_CONNECT_TIMEOUT,
+        help=f"with --executor ray: give up on an address that does not answer after this long (default {RAY_CONNECT_TIMEOUT:g})",
+    )
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} must be more than 0 seconds")
+    return value
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -180,6 +203,7 @@ def open_executor(
         address,
         num_cpus=max(os.cpu_count() or 1, parallel * threads) if local else None,
         parallel=explicit if explicit is not None else (parallel if local else None),
+        connect_timeout=getattr(args, "ray_connect_timeout", RAY_CONNECT_TIMEOUT),
     )
     try:
         for device, source in devices:

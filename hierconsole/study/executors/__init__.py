@@ -28,6 +28,33 @@ LOCAL_RAY = "local"
 """The `--ray-address` that starts a Ray instance in this process (it ends with the process)."""
 
 
+RAY_CONNECT_TIMEOUT = 20.0
+"""Seconds `--executor ray` waits for a cluster's address to answer before it gives up with one line
+(`--ray-connect-timeout`); Ray's own connect retries for minutes on an address nobody listens at."""
+
+
+def check_reachable(address: str, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
+    """Refuse, in one line and within `timeout` seconds, a HOST:PORT (or ray://HOST:PORT) address whose
+    port does not accept a connection; `auto` and `local` name no address to try."""
+    import socket
+
+    if address in ("auto", LOCAL_RAY):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    host = host.strip("[]")  # an IPv6 literal, [::1]:6379
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return
+    except TimeoutError:
+        why = f"no answer within {timeout:g} s"
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+    raise ConfigError(
+        f"--ray-address {address}: cannot reach a Ray cluster there ({why}); check the head's address and "
+        f"port (`ray status` on the head prints it), or raise --ray-connect-timeout for a slow network"
+    )
+
+
 class Handle(Protocol):
     """One running attempt of one job, as the orchestrator drives it."""
 

@@ -30,7 +30,7 @@ from hierconsole.contract.durable import write_atomically
 from hierconsole.contract.jobspec import JobSpec
 from hierconsole.contract.liveness import pid_alive, process_start_time
 from hierconsole.errors import ConfigError, HierconsoleError
-from hierconsole.study.executors import LOCAL_RAY
+from hierconsole.study.executors import LOCAL_RAY, RAY_CONNECT_TIMEOUT, check_reachable
 from hierconsole.study.executors.ray_node import JobRunner, home_key
 from hierconsole.vocabulary import Executor
 
@@ -62,7 +62,13 @@ class RayExecutor:
     kind: Executor = Executor.RAY
 
     def __init__(
-        self, home: Path, address: str = LOCAL_RAY, *, num_cpus: int | None = None, parallel: int | None = None
+        self,
+        home: Path,
+        address: str = LOCAL_RAY,
+        *,
+        num_cpus: int | None = None,
+        parallel: int | None = None,
+        connect_timeout: float = RAY_CONNECT_TIMEOUT,
     ):
         """Connect to the cluster at `address` (LOCAL_RAY: start an instance of `num_cpus` CPUs here).
         `parallel`: jobs at once (None: as many as the cluster has CPUs)."""
@@ -70,6 +76,7 @@ class RayExecutor:
         self.parallel = parallel
         self.home_key = home_key(home)
         self.address = address
+        check_reachable(address, connect_timeout)  # before Ray, which waits for minutes on a dead address
         ray = self.ray = import_ray()
         self.started_here = False
         self.connected_here = False
