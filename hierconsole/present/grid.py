@@ -23,6 +23,9 @@ class Column:
     droppable: bool = False
     """A column a narrow form may leave out (a name the id already starts with, a hash); the form that
     leaves it out names it in a note, and the record form keeps it."""
+    spill: bool = False
+    """A droppable column of long text (an error): the form that leaves it out prints each of its
+    non-empty cells below the table, after its row's key, instead of naming it as left out."""
     foldable: bool = False
     """A label whose long words (a path, a hash list) may break mid-word to fit, rather than the table
     changing form for them; never set for an id that another command takes."""

@@ -172,14 +172,37 @@ def _split(grid: Grid) -> tuple[Grid, list[Grid], Text] | None:
     return main, moved, note
 
 
+def spilled(grid: Grid) -> list[RenderableType]:
+    """The non-empty cells of the spill columns as lines under the table: "<row key> <header>: <text>"."""
+    lines: list[RenderableType] = []
+    for i, column in enumerate(grid.columns):
+        if not column.spill:
+            continue
+        for row in grid.rows:
+            cell = row[i]
+            text = cell if isinstance(cell, Text) else Text(cell)
+            if text.plain.strip():
+                key = " ".join(str(c) for c in row[: grid.key_columns] if str(c))
+                lines.append(Text.assemble((f"{key} {column.header}: ", "bold"), text))
+    return lines
+
+
 def forms(grid: Grid, width: int, *, boxed: bool = True) -> Iterator[tuple[list[RenderableType], int]]:
     """Each form, fullest first, with the width it needs to show every number whole: one line per cell
     (boxed, then compact, then without the droppable columns) before labels wrap, before groups move
     out, before the record form."""
-    dropped = [c.header for c in grid.columns if c.droppable]
-    narrow = grid.select([i for i, c in enumerate(grid.columns) if not c.droppable], grid.title) if dropped else grid
-    left_out = Text(f"(left out at this width: {', '.join(dropped)}; a wider view shows every column)", style="dim")
-    variants: list[tuple[Grid, list[RenderableType]]] = [(grid, [])] + ([(narrow, [left_out])] if dropped else [])
+    dropped = [c.header for c in grid.columns if c.droppable and not c.spill]
+    narrow = (
+        grid.select([i for i, c in enumerate(grid.columns) if not c.droppable], grid.title)
+        if any(c.droppable for c in grid.columns)
+        else grid
+    )
+    left_out: list[RenderableType] = spilled(grid)
+    if dropped:
+        left_out.append(
+            Text(f"(left out at this width: {', '.join(dropped)}; a wider view shows every column)", style="dim")
+        )
+    variants: list[tuple[Grid, list[RenderableType]]] = [(grid, [])] + ([(narrow, left_out)] if narrow is not grid else [])
     if boxed:
         table = rich_table(grid, compact=False)
         yield [table], natural_width(table)
@@ -193,6 +216,7 @@ def forms(grid: Grid, width: int, *, boxed: bool = True) -> Iterator[tuple[list[
         main, moved, note = split
         # The table that keeps the rest must fit as a table; each moved group takes whatever form fits.
         parts: list[RenderableType] = [rich_table(main, compact=True, width=width)]
+        parts += spilled(grid)
         if dropped:
             parts.append(Text(f"(left out at this width: {', '.join(dropped)})", style="dim"))
         parts.append(note)

@@ -93,3 +93,15 @@ def test_export_to_standard_output_cuts_nothing(family, columns):
     home, members, _ = family
     text = _ok(cli(home, "export", "effects", "--study", members["flat"], "--format", "md", "-o", "-", columns=columns))
     assert ELLIPSIS not in text and "geom_S" in text
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_a_jobs_error_reads_as_a_sentence_at_any_width(fixed_home, columns):
+    """As the probe met it: at 80 columns the runs table wrapped a crashed job's error one word per line."""
+    from tests.stores.fixed import LIVE
+
+    text = _ok(cli(fixed_home, "runs", LIVE, columns=columns), columns)
+    error = "worker PID 4242 is gone (orchestrator restarted); resume it with `hierconsole resume`"
+    assert error in " ".join(text.split())
+    lines = [line for line in text.splitlines() if any(w in line for w in ("4242", "restarted", "resume`"))]
+    assert len(lines) <= max(2, len(error) // (columns // 2)), text

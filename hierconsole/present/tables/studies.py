@@ -52,7 +52,7 @@ def runs_grid(jobs: Sequence[JobRow], title: str, *, short: bool = False) -> Gri
             Column("progress"),
             Column("tries"),
             Column("where", numeric=False),
-            Column("error", numeric=False, foldable=True),
+            Column("error", numeric=False, droppable=True, spill=True),
         ],
     )
     for job in jobs:
