@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+INTERRUPTED_EXIT = 130
+"""The exit status of a command Ctrl-C ended (128 + SIGINT, as shells report it): a study's run, a family's
+and a resume alike (their jobs cancelled, resumable)."""
+
 MESSAGE_CHARS = 2_000
 """The most characters an error prints: a message quoting a 10^6-column header stays a line, not megabytes."""
 REASON_CHARS = 300

@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from hierconsole import __version__
 from hierconsole.cli.completion import COMPLETING, complete, shipped_listing
-from hierconsole.errors import HierconsoleError, bounded
+from hierconsole.errors import INTERRUPTED_EXIT, HierconsoleError, bounded
 
 # Modules under hierconsole.cli, each with register(subparsers). Order is the order in --help.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -83,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/]")
-        return 130
+        return INTERRUPTED_EXIT
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -117,8 +117,9 @@ def drive(
     console: Console,
     gpus: list[str] | None = None,
     orchestrator: Orchestrator | None = None,
-) -> None:
-    """Run the orchestrator until the studies' jobs are done. Ctrl-C cancels them (resumable)."""
+) -> bool:
+    """Run the orchestrator until the studies' jobs are done. Ctrl-C cancels them (resumable); True when
+    it did (the command then exits INTERRUPTED_EXIT, a study and a family alike)."""
     view = JobProgress(store, console)
     orch = orchestrator or Orchestrator(store, max_parallel=parallel, gpus=gpus)
     orch.on_problem = view.on_problem
@@ -160,5 +161,6 @@ def drive(
             view.refresh(study_ids)
     finally:
         signal.signal(signal.SIGINT, previous)
+    return interrupted
 
 

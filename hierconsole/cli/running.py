@@ -16,7 +16,7 @@ from hierconsole.cli.reading import print_empty_levels
 from hierconsole.config import Preset, load_preset
 from hierconsole.config.family import Family
 from hierconsole.config.overrides import AssignmentError, parse_assignment
-from hierconsole.errors import HierconsoleError
+from hierconsole.errors import INTERRUPTED_EXIT, HierconsoleError
 from hierconsole.plurals import counted
 from hierconsole.present.tables.studies import audits_grid
 from hierconsole.study import read
@@ -308,10 +308,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             store, max_parallel=_parallel(args, preset), gpus=args.gpus, studies=[study_id], executor=executor
         )
         try:
-            drive(store, [study_id], parallel=None, console=console, orchestrator=orch)
+            interrupted = drive(store, [study_id], parallel=None, console=console, orchestrator=orch)
         finally:
             orch.close_executors()
         code = summarize(store, study_id, console)
+        if interrupted:
+            return INTERRUPTED_EXIT
         next_steps(store, study_id, args.home is not None, console)
         return code
 
@@ -357,10 +359,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
                 return 0
             for study_id in studies:
                 advance(store, study_id)  # a study whose jobs all ended may have a phase to catch up on
-            drive(store, studies, parallel=args.parallel or 1, console=console, orchestrator=orch)
+            interrupted = drive(store, studies, parallel=args.parallel or 1, console=console, orchestrator=orch)
         finally:
             orch.close_executors()
-        return max(summarize(store, s, console) for s in studies)
+        code = max(summarize(store, s, console) for s in studies)
+        return INTERRUPTED_EXIT if interrupted else code
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -447,11 +450,13 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
         )
         orch = Orchestrator(store, max_parallel=parallel, gpus=gpus, studies=list(studies), executor=executor)
         try:
-            drive(store, studies, parallel=None, console=console, orchestrator=orch)
+            interrupted = drive(store, studies, parallel=None, console=console, orchestrator=orch)
         finally:
             orch.close_executors()
         codes = [summarize(store, s, console) for s in studies]
         print_grid(console, families_grid([get_family(store, family_id)]))
+        if interrupted:
+            return INTERRUPTED_EXIT
         if all(read.get_study(store, s).phase == Phase.COMPLETE for s in studies) and family.contrasts:
             _, contrasts = family_contrasts(store, family_id)
             for c in contrasts:

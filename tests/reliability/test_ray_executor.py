@@ -20,6 +20,7 @@ import pytest
 from hierconsole.contract import events as ev
 from hierconsole.contract import layout
 from hierconsole.contract.liveness import pid_alive
+from hierconsole.errors import INTERRUPTED_EXIT
 from hierconsole.study.db.storage import Store
 from hierconsole.study.executors.ray_node import SCRATCH_ENV
 from tests.reliability.conftest import TINY_RUN, cli, cli_argv, final_metrics, final_models, wait_for
@@ -167,7 +168,7 @@ def test_cancel_stops_the_ray_job_and_a_local_resume_finishes_it(ray_address, ti
         out, err = run.communicate(timeout=120)
     finally:
         run.kill()
-    assert run.returncode == 1 and "interrupted: cancelling jobs" in out, out + err
+    assert run.returncode == INTERRUPTED_EXIT and "interrupted: cancelling jobs" in out, out + err
     with Store(tiny_home, read_only=True) as store:
         state, done = store.one("SELECT state, epochs_done FROM jobs WHERE kind = 'final'")
     assert state == "cancelled" and 0 < done < 150
