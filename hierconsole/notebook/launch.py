@@ -68,6 +68,13 @@ def launch(
     **overrides: Any,
 ) -> RunHandle:
     """Validate, create the study, start its background driver; see `Home.run`."""
+    from hierconsole.config.family import is_family_file
+
+    if is_family_file(preset_ref):
+        raise HierconsoleError(
+            f"{preset_ref} is a family, and run() launches one study preset\n  fix: run the family with "
+            f"`hierconsole --home {home.path} run {preset_ref}`, then read it here with home.family(NAME)"
+        )
     preset = load_preset(preset_ref).with_overrides(
         epochs=overrides.get("epochs"),
         seeds=overrides.get("seeds"),
@@ -120,8 +127,8 @@ class RunHandle:
 
     @property
     def returncode(self) -> int | None:
-        """None while it runs; then 0 (complete, every audit passed), 1 (a job did not finish or an audit
-        failed), 2 (an error, in `output()`), 130 (cancelled)."""
+        """None while it runs; then `hierconsole resume`'s status: 0 (complete, every audit passed), 1 (a
+        job did not finish, e.g. cancelled, or an audit failed), 2 (an error, said in `output()`)."""
         return self.process.poll()
 
     def output(self) -> str:
