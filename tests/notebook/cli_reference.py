@@ -56,3 +56,18 @@ def assert_summary_equals(frame: pl.DataFrame, expected: dict[tuple, dict], keys
     for key, entry in expected.items():
         for k in summary_keys:
             assert rows[key][k] == entry[k], (key, k)
+
+
+def effect_entries(doc: dict) -> dict[tuple, dict]:
+    """(group, metric, effect) -> entry of `effects --json` (simple effects and baseline contrasts)."""
+    return {
+        (group, metric, name): entry
+        for group in ("effects", "baseline_contrasts")
+        for metric, by_name in doc[group].items()
+        for name, entry in by_name.items()
+    }
+
+
+def table_cells(line: str) -> list[str]:
+    """A table line's words, the box's rules dropped."""
+    return line.replace("│", " ").replace("┃", " ").split()

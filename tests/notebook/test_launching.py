@@ -13,8 +13,7 @@ import pytest
 import hierconsole as hc
 from hierconsole.errors import HierconsoleError, StoreBusyError
 from hierconsole.study.db.live import latest
-from tests.notebook.cli_reference import assert_long_equals, cli, cli_json
-from tests.notebook.test_reading import _effect_entries
+from tests.notebook.cli_reference import assert_long_equals, cli, cli_json, effect_entries
 from tests.reliability.conftest import wait_for
 from tests.tiny import TINY_VALUES
 
@@ -59,7 +58,7 @@ def test_a_study_launched_from_a_notebook_ends_with_the_numbers_of_the_cli(tiny_
     assert home.audits(job.study_id)["ok"].all()
 
     doc = cli_json(tiny_home, "effects", job.study_id, "--json")
-    assert_long_equals(home.effects(job.study_id), _effect_entries(doc), ("group", "metric", "effect"))
+    assert_long_equals(home.effects(job.study_id), effect_entries(doc), ("group", "metric", "effect"))
     assert home.arms(job.study_id).to_dicts() == doc["arms"]
 
     # The same study run by `hierconsole run` in another home: bit-identical effects (a run is a pure

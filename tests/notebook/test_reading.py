@@ -11,7 +11,14 @@ import pytest
 
 import hierconsole as hc
 from hierconsole.errors import HierconsoleError
-from tests.notebook.cli_reference import assert_long_equals, assert_summary_equals, cli, cli_json
+from tests.notebook.cli_reference import (
+    assert_long_equals,
+    assert_summary_equals,
+    cli,
+    cli_json,
+    effect_entries,
+    table_cells,
+)
 from tests.tui.fixtures import COMPLETE, LIVE
 
 
@@ -20,18 +27,9 @@ def home(fixed_home):
     return hc.open_home(fixed_home)
 
 
-def _effect_entries(doc: dict) -> dict[tuple, dict]:
-    return {
-        (group, metric, name): entry
-        for group in ("effects", "baseline_contrasts")
-        for metric, by_name in doc[group].items()
-        for name, entry in by_name.items()
-    }
-
-
 def test_effects_are_the_numbers_of_effects_json(home, fixed_home):
     doc = cli_json(fixed_home, "effects", COMPLETE, "--json")
-    expected = _effect_entries(doc)
+    expected = effect_entries(doc)
     long = home.effects(COMPLETE)
     assert_long_equals(long, expected, ("group", "metric", "effect"))
     assert set(long["seed"]) == {42, 2024, 3407}
@@ -44,7 +42,7 @@ def test_effects_narrowed_to_metrics_match_the_cli_narrowed(home, fixed_home):
     doc = cli_json(fixed_home, "effects", COMPLETE, "--json", "--metric", "hier_mAP", "--metric", "leaf_R@1")
     long = home.effects(COMPLETE, ["hier_mAP", "leaf_R@1"])
     assert set(long["metric"]) == {"hier_mAP", "leaf_R@1"}
-    assert_long_equals(long, _effect_entries(doc), ("group", "metric", "effect"))
+    assert_long_equals(long, effect_entries(doc), ("group", "metric", "effect"))
 
 
 def test_the_newest_study_is_the_default_as_in_the_cli(home):
@@ -58,11 +56,6 @@ def test_tables_are_the_rows_export_writes(home, fixed_home, table):
     frame = home.metrics(COMPLETE) if table == "metrics" else home.table(table, COMPLETE)
     # Through the same JSON writer, so dates and floats are written alike.
     assert json.loads(frame.write_json()) == rows
-
-
-def _cells(line: str) -> list[str]:
-    """A table line's words, the box's rules dropped."""
-    return line.replace("│", " ").replace("┃", " ").split()
 
 
 def test_studies_runs_and_audits_are_what_the_listings_show(home, fixed_home):
@@ -89,7 +82,7 @@ def test_studies_runs_and_audits_are_what_the_listings_show(home, fixed_home):
     assert audits.filter(ok=False)["check"].to_list() == ["update_budget"]
     assert audits["recorded"].all()
     for c in audits.iter_rows(named=True):
-        (cells,) = [cells for cells in map(_cells, done.stdout.splitlines()) if cells[:1] == [c["check"]]]
+        (cells,) = [cells for cells in map(table_cells, done.stdout.splitlines()) if cells[:1] == [c["check"]]]
         assert cells[1] == ("FAIL" if c["ok"] is False else "pass")
 
 
@@ -155,3 +148,19 @@ def test_the_package_and_open_home_import_no_torch():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_comparison_catches_one_changed_value_and_one_missing_row(home, fixed_home):
+    import polars as pl
+
+    expected = effect_entries(cli_json(fixed_home, "effects", COMPLETE, "--json"))
+    long = home.effects(COMPLETE)
+    nudged = long.with_columns(
+        pl.when(pl.int_range(pl.len()) == 7).then(pl.col("value") + 1e-12).otherwise(pl.col("value")).alias("value")
+    )
+    with pytest.raises(AssertionError):
+        assert_long_equals(nudged, expected, ("group", "metric", "effect"))
+    with pytest.raises(AssertionError):
+        assert_long_equals(long.slice(1), expected, ("group", "metric", "effect"))
+    with pytest.raises(AssertionError):
+        assert_long_equals(long.with_columns(pl.lit(0.0).alias("sd")), expected, ("group", "metric", "effect"))
