@@ -170,7 +170,7 @@ class Home:
         seeds to resolve), the same on each seed's row. `summary=True`: one row per effect, no seeds.
 
         >>> fx = home.effects("demo")                                        # doctest: +SKIP
-        >>> fx.filter(metric="hier_mAP", effect="loss_S")["value"].mean()   # doctest: +SKIP
+        >>> fx.filter(metric="hier_mAP", effect="loss_H")["value"].mean()   # doctest: +SKIP
         """
         view = self._effects_view(study, metrics)
         return frames.effects_long(
