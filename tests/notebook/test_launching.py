@@ -119,3 +119,19 @@ def test_bad_launch_options_are_refused_before_anything_is_created(tiny_home):
     with pytest.raises(HierconsoleError, match="is a family"):
         home.run(family)
     assert home.studies().is_empty()
+
+
+def test_a_launched_run_drives_its_own_study_and_leaves_other_queued_work_alone(tiny_home):
+    # Work a console left queued in the same home: `resume STUDY`, which drives the launched study, must
+    # not start it (it is the other study's owner's to run).
+    from hierconsole.study.db.storage import Store
+    from hierconsole.study.run.lifecycle import create_study
+    from tests.tiny import tiny_preset
+
+    with Store(tiny_home) as store:
+        left = create_study(store, tiny_preset(epochs=1, seeds=[7]), "tiny")
+    home = hc.open_home(tiny_home, writable=True)
+    with _stopped_at_the_end(home.run("demo", **{**TINY_RUN, "seeds": [42]})) as job:
+        assert job.wait(timeout=600) == 0, job.output()
+    assert set(home.runs(left)["state"]) == {"queued"}
+    assert set(home.runs(job.study_id)["state"]) == {"finished"}
