@@ -85,7 +85,7 @@ def launch(
         raise HierconsoleError(f"run(parallel={parallel}): give at least 1 worker process at once")
     workers = parallel if parallel is not None else preset.compute.max_parallel_jobs
     gpu_ids = [str(g) for g in gpus] if gpus else None
-    source = "device=" if overrides.get("device") else f"compute.device (preset {preset.source})"
+    source = "run(device=...): device" if overrides.get("device") else f"compute.device (preset {preset.source})"
     check_devices(preset.compute.device, gpu_ids, source=source)
     with Store(home.path) as store:
         study_id = create_study(store, preset, ensure_dataset(store, dataset or preset.data.dataset))

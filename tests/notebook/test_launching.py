@@ -135,3 +135,14 @@ def test_a_launched_run_drives_its_own_study_and_leaves_other_queued_work_alone(
         assert job.wait(timeout=600) == 0, job.output()
     assert set(home.runs(left)["state"]) == {"queued"}
     assert set(home.runs(job.study_id)["state"]) == {"finished"}
+
+
+def test_a_device_this_machine_lacks_is_refused_before_anything_is_created(tiny_home):
+    import torch
+
+    if torch.backends.mps.is_available():
+        pytest.skip("MPS is present: device='mps' is not a bad value here")
+    home = hc.open_home(tiny_home, writable=True)
+    with pytest.raises(HierconsoleError, match=r"run\(device=...\): device = 'mps', but this machine's torch"):
+        home.run("demo", **{**TINY_RUN, "device": "mps"})
+    assert home.studies().is_empty()
