@@ -164,3 +164,13 @@ def test_the_comparison_catches_one_changed_value_and_one_missing_row(home, fixe
         assert_long_equals(long.slice(1), expected, ("group", "metric", "effect"))
     with pytest.raises(AssertionError):
         assert_long_equals(long.with_columns(pl.lit(0.0).alias("sd")), expected, ("group", "metric", "effect"))
+
+
+def test_pandas_users_get_the_same_rows(home, fixed_home):
+    pytest.importorskip("pandas")  # the `notebook` extra
+    long = home.effects(COMPLETE)
+    frame = long.to_pandas()
+    assert list(frame.columns) == long.columns and len(frame) == long.height
+    expected = effect_entries(cli_json(fixed_home, "effects", COMPLETE, "--json"))
+    for row in frame.itertuples(index=False):
+        assert row.value == expected[(row.group, row.metric, row.effect)]["per_seed"][str(row.seed)]
