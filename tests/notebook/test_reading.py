@@ -174,3 +174,12 @@ def test_pandas_users_get_the_same_rows(home, fixed_home):
     expected = effect_entries(cli_json(fixed_home, "effects", COMPLETE, "--json"))
     for row in frame.itertuples(index=False):
         assert row.value == expected[(row.group, row.metric, row.effect)]["per_seed"][str(row.seed)]
+
+
+def test_create_starts_an_empty_writable_home_and_reading_it_creates_no_store(tmp_path):
+    path = tmp_path / "new" / "home"
+    home = hc.open_home(path, writable=True, create=True)
+    assert home.writable and path.is_dir()
+    assert home.studies().is_empty() and home.runs().is_empty() and home.families().is_empty()
+    assert list(path.iterdir()) == []  # a store is made by the first run, not by reading
+    assert "not created yet" in (home.source or "")
