@@ -347,6 +347,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
             gpus=args.gpus,
             on_problem=problem_printer(console),
             executor=executor,
+            studies=[only] if only else None,  # `resume STUDY` launches that study's jobs, no other's
         )
         try:
             requeue = read.resumable_jobs(store, only)
