@@ -4,7 +4,7 @@ colour of a sign. Plain dicts of colour names and hex codes, so the terminal (Ri
 
 from __future__ import annotations
 
-from hierconsole.vocabulary import ARMS, BASELINES, ORPHANED, JobState, Phase
+from hierconsole.vocabulary import ARMS, BASELINES, ORPHANED, STOPPED, JobState, Phase
 
 STATE_STYLE: dict[str, str] = {
     JobState.FINISHED: "green",
@@ -14,6 +14,7 @@ STATE_STYLE: dict[str, str] = {
     JobState.CRASHED: "bold red",
     JobState.CANCELLED: "yellow",
     ORPHANED: "bold yellow",
+    STOPPED: "yellow",
 }
 
 PHASE_STYLE: dict[str, str] = {

@@ -112,6 +112,9 @@ class JobState(StrEnum):
 ORPHANED = "orphaned"
 """How a job stored as running is shown when no orchestrator holds the store: nobody ingests its events
 (its worker may still run, to be adopted by the next console, `run` or `resume`, or be gone)."""
+STOPPED = "stopped"
+"""How a job stored as running is shown when its orchestrator stopped the worker but could not record it
+(the store could not be written, e.g. a full disk): the worker is gone, `resume` runs the job again."""
 
 ACTIVE_STATES: tuple[JobState, ...] = (JobState.QUEUED, JobState.RUNNING)
 """States of a job that still holds a place in the queue."""

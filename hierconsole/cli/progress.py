@@ -16,6 +16,7 @@ from rich.text import Text
 
 from hierconsole.contract import events as ev
 from hierconsole.errors import StoreWriteError
+from hierconsole.plurals import counted
 from hierconsole.study import read
 from hierconsole.study.db.storage import Store
 from hierconsole.study.run.orchestrator import Orchestrator, ProblemCallback
@@ -147,7 +148,12 @@ def drive(
                     # Nothing more can be saved: stop the workers (they keep their checkpoints and
                     # event logs) and leave at once, rather than wait for commits that never come.
                     stopped = orch.abandon(str(exc), cancel=True)
-                    console.print(f"[red]stopped {len(stopped)} running jobs[/]")
+                    names = ", ".join(job_id.split("/", 1)[-1] for job_id in stopped)
+                    console.print(
+                        f"[red]stopped {counted(len(stopped), 'running job')}[/]"
+                        + (f" ({names}; their checkpoints are kept)" if stopped else ""),
+                        highlight=False,
+                    )
                     raise
                 # The progress is read back from the store (a query over the study's jobs, runs and
                 # epochs); once a second is enough to watch, where every 0.2 s tick took CPU from the

@@ -42,15 +42,18 @@ def test_a_failed_commit_stops_the_run_and_resume_finishes_it_bit_identical(tmp_
     (error,) = [line for line in err.splitlines() if line.startswith("error:")]
     assert "could not save changes" in error and "File too large" in error and "hierconsole resume" in error
     assert "Traceback" not in err
+    assert "stopped 1 running job (final-s42; their checkpoints are kept)" in " ".join(out.split())
 
-    # Nothing holds the store now: the job is shown orphaned, with the reason its orchestrator gave.
+    # Nothing holds the store now, and the worker was stopped: the job is shown stopped (not orphaned, as
+    # it once was: nothing runs), with the reason its orchestrator gave.
     runs = cli(home, "runs")
     assert runs.returncode == 0, runs.stderr
     line = next(line for line in runs.stdout.splitlines() if "final-s42" in line)
-    assert "orphaned" in line
+    assert "stopped" in line and "orphaned" not in line
     with Store(home, read_only=True) as store:
         (job,) = [j for j in read.job_rows(store) if j.kind == "final"]
-    assert job.orphaned and job.error is not None and job.error.startswith("stopped: ") and "File too large" in job.error
+    assert job.stopped and job.shown_state == "stopped"
+    assert job.error is not None and job.error.startswith("stopped: ") and "File too large" in job.error
 
     resumed = cli(home, "resume")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr

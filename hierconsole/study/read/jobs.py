@@ -16,6 +16,7 @@ from hierconsole.vocabulary import (
     ORPHANED,
     RESUMABLE_STATES,
     SCORING_KINDS,
+    STOPPED,
     TRAINING_KINDS,
     UNTRAINED_BASELINES,
     Executor,
@@ -48,6 +49,8 @@ class JobRow:
     """(arm, SupCon temperature) of each cell the job trains, by arm name."""
     orphaned: bool = False
     """Stored as running, but no orchestrator holds the store (see `vocabulary.ORPHANED`)."""
+    stopped: bool = False
+    """Orphaned because its orchestrator stopped the worker without the store (`vocabulary.STOPPED`)."""
     executor: Executor | None = None
     """Where its last attempt was launched (None: never launched)."""
     node: str | None = None
@@ -64,8 +67,9 @@ class JobRow:
 
     @property
     def shown_state(self) -> str:
-        """The state to show: `orphaned` for a running job nobody orchestrates."""
-        return ORPHANED if self.orphaned else self.state
+        """The state to show: `stopped` for a running job its orchestrator stopped without the store,
+        `orphaned` for another running job nobody orchestrates."""
+        return STOPPED if self.stopped else ORPHANED if self.orphaned else self.state
 
     @property
     def short_id(self) -> str:
@@ -161,10 +165,13 @@ def job_rows(store: Store, study_id: str | None = None) -> list[JobRow]:
         scoring = kind in SCORING_KINDS
         losses = dict(r["losses"] or {})
         orphaned = r["state"] == JobState.RUNNING and not store.held
-        if orphaned and r["error"] is None:
+        stopped = False
+        if orphaned:
             # Why its orchestrator stopped it (e.g. the store could not be written), if it said.
             note = job_dir(store.home, r["job_id"]) / layout.STOPPED
-            r["error"] = note.read_text(errors="replace").strip() if note.exists() else None
+            stopped = note.exists()
+            if stopped and r["error"] is None:
+                r["error"] = note.read_text(errors="replace").strip()
         out.append(
             JobRow(
                 job_id=r["job_id"],
@@ -182,6 +189,7 @@ def job_rows(store: Store, study_id: str | None = None) -> list[JobRow]:
                 epoch_seconds=r["epoch_seconds"],
                 cells=tuple((arm, None if tau is None else float(tau)) for arm, tau in r["cells"] or ()),
                 orphaned=orphaned,
+                stopped=stopped,
                 executor=None if r["executor"] is None else Executor(r["executor"]),
                 node=r["node"],
             )
