@@ -11,7 +11,7 @@ import signal
 import pytest
 
 import hierconsole as hc
-from hierconsole.errors import HierconsoleError, StoreBusyError
+from hierconsole.errors import INTERRUPTED_EXIT, HierconsoleError, StoreBusyError
 from hierconsole.study.db.live import latest
 from tests.notebook.cli_reference import assert_long_equals, cli, cli_json, effect_entries
 from tests.reliability.conftest import wait_for
@@ -97,7 +97,7 @@ def test_the_home_reads_while_a_launched_run_holds_it_and_cancel_stops_it(tiny_h
         assert reader.studies().height == 1
 
         code = job.cancel()
-    assert code == 1 and not job.running  # the CLI's status for a study left incomplete
+    assert code == INTERRUPTED_EXIT and not job.running  # the CLI's status for an interrupted run
     jobs = home.runs(job.study_id)
     assert jobs["state"].to_list() == ["cancelled"]
     assert "live snapshot" not in (home.source or "")

@@ -88,9 +88,13 @@ def test_a_read_only_home_is_listed_exported_and_audited(archived_home):
 
 def test_a_read_command_on_a_missing_home_creates_nothing(tmp_path, capsys):
     missing = tmp_path / "typo"
+    assert main(["--home", str(missing), "runs"]) == 2  # named, not read as an empty store
+    assert "no hierconsole home at" in capsys.readouterr().err
+    assert not missing.exists()
+    missing.mkdir()  # an empty home reads as an empty store, still creating nothing
     assert main(["--home", str(missing), "runs"]) == 0
     assert "not created yet" in capsys.readouterr().err
-    assert not missing.exists()
+    assert list(missing.iterdir()) == []
 
 
 def _width_in_a_thread(store: Store) -> int:
@@ -103,6 +107,7 @@ def _width_in_a_thread(store: Store) -> int:
 
 def test_every_reading_thread_sees_this_versions_views(fixed_home, tmp_path):
     """TEMP views belong to one cursor; a read-only store gives each thread its own, file or memory."""
+    (tmp_path / "empty").mkdir()
     for home in (fixed_home, tmp_path / "empty"):
         with Store(home, read_only=True) as store:
             width = _width_in_a_thread(store)
