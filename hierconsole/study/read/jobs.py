@@ -255,28 +255,20 @@ def job_threads(store: Store) -> int:
     return int(store.value("SELECT coalesce(max(threads), 1) FROM jobs"))
 
 
+def _jobs_in(store: Store, states: tuple[str, ...], study_id: str | None) -> list[tuple[str, str]]:
+    where, params = _only(study_id)
+    sql = f"SELECT job_id, study_id FROM jobs WHERE state IN ({sql_list(states)}) {where} ORDER BY job_id"
+    return [(str(j), str(s)) for j, s in store.rows(sql, params)]
+
+
 def resumable_jobs(store: Store, study_id: str | None = None) -> list[tuple[str, str]]:
     """(job_id, study_id) of the jobs a resume puts back in the queue (RESUMABLE_STATES), of one study or all."""
-    where, params = _only(study_id)
-    return [
-        (str(j), str(s))
-        for j, s in store.rows(
-            f"SELECT job_id, study_id FROM jobs WHERE state IN ({sql_list(RESUMABLE_STATES)}) {where} ORDER BY job_id",
-            params,
-        )
-    ]
+    return _jobs_in(store, RESUMABLE_STATES, study_id)
 
 
 def active_jobs(store: Store, study_id: str | None = None) -> list[tuple[str, str]]:
     """(job_id, study_id) of the queued and running jobs (ACTIVE_STATES), of one study or all."""
-    where, params = _only(study_id)
-    return [
-        (str(j), str(s))
-        for j, s in store.rows(
-            f"SELECT job_id, study_id FROM jobs WHERE state IN ({sql_list(ACTIVE_STATES)}) {where} ORDER BY job_id",
-            params,
-        )
-    ]
+    return _jobs_in(store, ACTIVE_STATES, study_id)
 
 
 def unfinished_studies(store: Store, study_id: str | None = None) -> list[str]:
