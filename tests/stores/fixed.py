@@ -177,9 +177,8 @@ def _set_job(store: Store, job_id: str, state: str, error: str | None = None) ->
     )
 
 
-def _study(store: Store, study_id: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    from tests.tui.conftest import tiny_preset
-
+def _study(store: Store, study_id: str, monkeypatch: pytest.MonkeyPatch, values: dict | None = None) -> str:
+    """A new study of the tiny dataset under a fixed id, with `values` over the pinned preset values."""
     monkeypatch.setattr("hierconsole.study.run.lifecycle.new_study_id", lambda preset: study_id)
     # Everything the fabricated evidence relies on is pinned here, not inherited from the shipped preset.
     pinned = {
@@ -189,6 +188,7 @@ def _study(store: Store, study_id: str, monkeypatch: pytest.MonkeyPatch) -> str:
         "temperature.poincare": 0.2,
         "training.drop_last": True,
         "compute.max_parallel_jobs": 2,
+        **(values or {}),
     }
     return create_study(store, tiny_preset(epochs=EPOCHS, seeds=SEEDS, **pinned), "tiny")
 
@@ -240,17 +240,7 @@ def shifted_events(events: list, shift: float) -> list:
 
 def complete_study(store: Store, study_id: str, mp: pytest.MonkeyPatch, values: dict, shift: float = 0.0) -> str:
     """A complete study like the fixed one, with extra preset values and every metric shifted."""
-    mp.setattr("hierconsole.study.run.lifecycle.new_study_id", lambda preset: study_id)
-    pinned = {
-        "evaluation.qg_seeds": list(SEEDS),
-        "evaluation.aggregation": "micro",
-        "temperature.euclidean": 0.2,
-        "temperature.poincare": 0.2,
-        "training.drop_last": True,
-        "compute.max_parallel_jobs": 2,
-        **values,
-    }
-    sid = create_study(store, tiny_preset(epochs=EPOCHS, seeds=SEEDS, **pinned), "tiny")
+    sid = _study(store, study_id, mp, values)
     for seed in SEEDS:
         job = f"{sid}/final-s{seed}"
         _apply(store, job, sid, "final", seed, training_events(seed, EPOCHS))
