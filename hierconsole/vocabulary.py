@@ -149,6 +149,16 @@ Aggregation = Literal["micro", "macro"]
 AGGREGATIONS: tuple[Aggregation, ...] = get_args(Aggregation)
 MICRO, MACRO = AGGREGATIONS
 """Query-micro (mean over valid queries) or group-macro (mean over groups of per-group means), paper S2."""
+POSTHOC = "post-hoc"
+POSTHOC_NOTE = "re-scored after the study was frozen; not the registered endpoint, which is unchanged"
+
+
+def aggregation_label(aggregation: str, posthoc: bool) -> str:
+    """How every table, JSON document and view names the aggregation it reports: a re-score under
+    another aggregation than the registered one is always marked, e.g. `macro (post-hoc)`."""
+    return f"{aggregation} ({POSTHOC})" if posthoc else aggregation
+
+
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
 """`auto` picks cuda, then mps, then cpu."""
 OPTIMIZERS: tuple[str, ...] = ("adamw",)

@@ -35,6 +35,7 @@ from hierconsole.study.analysis.effects_view import EffectsView, effects_view
 from hierconsole.study.analysis.frames import (
     ANALYSIS_TABLES,
     FAMILY_TABLES,
+    POSTHOC_TABLES,
     TABLES,
     analysis_frame,
     check_table,
@@ -51,7 +52,10 @@ from hierconsole.study.report.writers import (
     write_table,
 )
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
-from hierconsole.vocabulary import ARM_LEGEND, BASELINE_LEGEND
+from hierconsole.vocabulary import AGGREGATIONS, ARM_LEGEND, BASELINE_LEGEND, POSTHOC_NOTE
+
+AGGREGATE_HELP = "report a post-hoc re-score's aggregation (after `hierconsole rescore STUDY --aggregate AGG`), labelled post-hoc"
+NO_AGGREGATE = "--aggregate reads one study's re-score in the store\n  fix: give a STUDY, or leave out --aggregate"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -77,6 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="metric column to analyse (repeatable; default: every numeric column)",
     )
     p.add_argument("--json", action="store_true", help="print the effects as JSON only")
+    p.add_argument("--aggregate", choices=AGGREGATIONS, help=AGGREGATE_HELP)
     p.add_argument(
         "--precision",
         type=int,
@@ -104,6 +109,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"compute {', '.join(ANALYSIS_TABLES)} from a per-seed CSV instead of the store",
     )
     e.add_argument("--metric", metavar="NAME", action="append", help="metric column(s) for --from-csv tables")
+    e.add_argument("--aggregate", choices=AGGREGATIONS, help=f"{AGGREGATE_HELP} ({', '.join(POSTHOC_TABLES)})")
     e.add_argument(
         "--format",
         dest="fmt",
@@ -128,6 +134,8 @@ def cmd_effects(args: argparse.Namespace) -> int:
         raise HierconsoleError("give either a STUDY or --from-csv FILE, not both")
     if args.precision is not None and not 0 <= args.precision <= MAX_PRECISION:
         raise HierconsoleError(f"--precision {args.precision} is out of range\n  fix: use 0 to {MAX_PRECISION}")
+    if args.aggregate and args.from_csv:
+        raise HierconsoleError(NO_AGGREGATE)
     if args.from_csv:
         per_seed = load_effects_csv(args.from_csv, args.metric)
         return _show_effects(args, effects_view(per_seed, source=str(args.from_csv), metrics=args.metric))
@@ -135,9 +143,11 @@ def cmd_effects(args: argparse.Namespace) -> int:
     # whose note is printed once).
     with open_for_reading(args.home) as store:
         if args.study and _is_family_only(store, args.study):
+            if args.aggregate:
+                raise HierconsoleError(NO_AGGREGATE)
             return _family_effects(args, store)
         study_id = read.resolve_study(store, args.study)  # no STUDY: the newest; an empty store says how
-        code = _show_effects(args, read.study_effects(store, study_id, args.metric))
+        code = _show_effects(args, read.study_effects(store, study_id, args.metric, aggregation=args.aggregate))
         if not args.json:
             print_empty_levels(store, study_id, output_console())
         return code
@@ -158,6 +168,8 @@ def print_effects(console: Console, view: EffectsView, arm_digits: int, effect_d
     """The arm table with the baselines, the simple effects, the cells against the baselines and (with
     every level's mAP) the redistribution, each in the fullest form that fits, then the legends and what
     was left out."""
+    if view.posthoc:
+        console.print(f"[bold yellow]aggregation {view.aggregation}:[/] {POSTHOC_NOTE}", highlight=False)
     print_grid(console, arms_grid(view.arms, arm_digits, view.source))
     if has_effects(view.effects, EFFECTS):  # a study without the cells of any effect shows none
         print_grid(console, effects_grid(view.effects, effect_digits))
@@ -188,6 +200,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.from_csv:
         if args.study:
             raise HierconsoleError("give either --study or --from-csv FILE, not both")
+        if args.aggregate:
+            raise HierconsoleError(NO_AGGREGATE)
         if table not in ANALYSIS_TABLES:
             raise HierconsoleError(
                 f"table {table!r} comes from the study store and cannot be computed from a CSV\n"
@@ -204,7 +218,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise HierconsoleError("--metric applies to --from-csv tables only")
         def provider(name: str, study: str | None) -> pl.DataFrame:
             with open_for_reading(args.home) as store:
-                return read.table_frame(store, name, read.resolve_study(store, study))
+                return read.table_frame(store, name, read.resolve_study(store, study), args.aggregate)
 
     path, frame = export_table(
         table,
@@ -228,6 +242,8 @@ def _export_family_table(args: argparse.Namespace) -> int:
         )
     if not args.family or args.study or args.from_csv:
         raise HierconsoleError(f"table {args.table!r} needs --family FAMILY (and neither --study nor --from-csv)")
+    if args.aggregate:
+        raise HierconsoleError(NO_AGGREGATE)
     if args.metric and len(args.metric) > 1:
         raise HierconsoleError("--metric: give one metric for the contrasts table")
     from hierconsole.study.analysis.contrasts import DEFAULT_METRIC, contrasts_frame, metric_columns

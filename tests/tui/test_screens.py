@@ -115,7 +115,7 @@ async def test_aggregation_switch_shows_the_rescored_table(fixed_copy):
             await pilot.press("a")
             await settle(pilot, app)
             text = shown(app)
-            assert "aggregation macro (post hoc)" in text
+            assert "aggregation macro (post-hoc)" in text
             macro = simple_effects(per_seed(store, COMPLETE, "macro"), ["hier_mAP"])["hier_mAP"]
             assert mean_sd(macro["loss_E"]) in text
 

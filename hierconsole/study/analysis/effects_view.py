@@ -33,11 +33,17 @@ class EffectsView:
     """mAP at every level, H − E per loss; None without every level's mAP or a geometry pair."""
     omitted: str | None
     """Which effects a study training a subset of the cells cannot have, and why."""
+    aggregation: str | None = None
+    """The aggregation reported (`vocabulary.aggregation_label`: `macro (post-hoc)` for a re-score);
+    None for a per-seed CSV, whose aggregation the tool does not know."""
+    posthoc: bool = False
+    """Whether `aggregation` is a post-hoc re-score rather than the study's registered endpoint."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON shape of `hierconsole effects --json`: every number the text form shows."""
         return {
             "source": self.source,
+            "aggregation": self.aggregation,
             "arms": self.arms.to_dicts(),
             "effects": effects_json(self.effects),
             "baseline_contrasts": effects_json(self.baseline_contrasts),
@@ -58,6 +64,8 @@ def effects_view(
     metrics: Sequence[str] | None = None,
     effect_metrics: Sequence[str] | None = None,
     baselines: pl.DataFrame | None = None,
+    aggregation: str | None = None,
+    posthoc: bool = False,
 ) -> EffectsView:
     """`metrics` for the arm table (default: every metric column), `effect_metrics` for the effects
     (default: `metrics`)."""
@@ -78,4 +86,6 @@ def effects_view(
             else None
         ),
         omitted=omitted_text(per_seed["arm"].to_list()),
+        aggregation=aggregation,
+        posthoc=posthoc,
     )

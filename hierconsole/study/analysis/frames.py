@@ -40,6 +40,8 @@ FAMILY_TABLES: dict[str, str] = {
 """Tables of a family (`export TABLE --family F`) rather than of one study."""
 
 ANALYSIS_TABLES: tuple[str, ...] = ("arms", "effects", "recall", "deviation", "redistribution", "headline")
+POSTHOC_TABLES: tuple[str, ...] = (*ANALYSIS_TABLES, "variance")
+"""The tables computed from one aggregation's metrics, hence the ones a post-hoc re-score can report."""
 """Tables computed from a per-seed wide table (see :func:`analysis_frame`)."""
 
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     )
     from hierconsole.study.read.results import (
         RAW_TABLES,
+        ReportedAggregation,
         aggregations,
         baselines,
         empty_levels,
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
         metrics_long,
         per_seed,
         registered_aggregation,
+        reported_aggregation,
         selected_epochs,
         table_frame,
         variance,
@@ -64,6 +66,7 @@ _MODULES = {
     ),
     "results": (
         "RAW_TABLES",
+        "ReportedAggregation",
         "aggregations",
         "baselines",
         "empty_levels",
@@ -71,6 +74,7 @@ _MODULES = {
         "metrics_long",
         "per_seed",
         "registered_aggregation",
+        "reported_aggregation",
         "selected_epochs",
         "table_frame",
         "variance",
@@ -106,6 +110,7 @@ __all__ = [
     "EventRow",
     "JobRow",
     "RAW_TABLES",
+    "ReportedAggregation",
     "StudyInfo",
     "StudyProgress",
     "StudyRow",
@@ -128,6 +133,7 @@ __all__ = [
     "metrics_long",
     "per_seed",
     "registered_aggregation",
+    "reported_aggregation",
     "resolve_study",
     "resumable_jobs",
     "selected_epochs",

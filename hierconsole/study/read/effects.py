@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from hierconsole.study.analysis.effects_view import EffectsView, effects_view
 from hierconsole.study.db.storage import Store
-from hierconsole.study.read.results import baselines, per_seed
+from hierconsole.study.read.results import baselines, per_seed, reported_aggregation
 
 
 def study_effects(
@@ -16,13 +16,18 @@ def study_effects(
     metrics: Sequence[str] | None = None,
     *,
     effect_metrics: Sequence[str] | None = None,
+    aggregation: str | None = None,
 ) -> EffectsView:
     """`metrics` for the arm table (default: every metric), `effect_metrics` for the effects (default:
-    `metrics`); the redistribution whenever every level's mAP is among them."""
+    `metrics`); the redistribution whenever every level's mAP is among them. `aggregation` (default: the
+    registered one) may name a finished post-hoc re-score: its view says so in its source and label."""
+    reported = reported_aggregation(store, study_id, aggregation)
     return effects_view(
-        per_seed(store, study_id),
-        source=f"study {study_id}",
+        per_seed(store, study_id, reported.name),
+        source=f"study {study_id}, {reported.label}" if reported.posthoc else f"study {study_id}",
         metrics=metrics,
         effect_metrics=effect_metrics,
-        baselines=baselines(store, study_id),
+        baselines=baselines(store, study_id, reported.name),
+        aggregation=reported.label,
+        posthoc=reported.posthoc,
     )

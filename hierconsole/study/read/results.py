@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import polars as pl
 
 from hierconsole.datasets import splits
 from hierconsole.errors import HierconsoleError, NotFoundError
-from hierconsole.study.analysis.frames import ANALYSIS_TABLES, analysis_frame
+from hierconsole.study.analysis.frames import ANALYSIS_TABLES, POSTHOC_TABLES, analysis_frame
 from hierconsole.study.analysis.per_seed import (
     baseline_perturbations_from_long,
     baselines_from_long,
@@ -17,10 +18,19 @@ from hierconsole.study.analysis.per_seed import (
 )
 from hierconsole.study.analysis.variance import arm_variance
 from hierconsole.study.db import split_files
+from hierconsole.study.db.ids import rescore_job_id
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.db.views import sql_list
-from hierconsole.vocabulary import ARMS, BASELINES, RANKING_METRICS, JobKind
+from hierconsole.vocabulary import (
+    AGGREGATIONS,
+    ARMS,
+    BASELINES,
+    RANKING_METRICS,
+    JobKind,
+    JobState,
+    aggregation_label,
+)
 
 
 def empty_levels(store: Store, study_id: str) -> tuple[str, ...]:
@@ -47,6 +57,38 @@ def aggregations(store: Store, study_id: str) -> list[str]:
     ]
     reg = registered_aggregation(store, study_id)
     return sorted(found, key=lambda a: (a != reg, a))
+
+
+@dataclass(frozen=True)
+class ReportedAggregation:
+    """The aggregation a table reports: the registered one, or a finished post-hoc re-score's."""
+
+    name: str
+    posthoc: bool
+
+    @property
+    def label(self) -> str:
+        return aggregation_label(self.name, self.posthoc)
+
+
+def reported_aggregation(store: Store, study_id: str, aggregation: str | None = None) -> ReportedAggregation:
+    """`aggregation` (default: the registered one) checked against the store: another aggregation is
+    reported only from a finished re-score, and always as post-hoc (it never replaces the endpoint)."""
+    registered = registered_aggregation(store, study_id)
+    if aggregation is None or aggregation == registered:
+        return ReportedAggregation(registered, posthoc=False)
+    if aggregation not in AGGREGATIONS:
+        raise HierconsoleError(f"--aggregate {aggregation!r} is not one of {', '.join(AGGREGATIONS)}")
+    fix = f"  fix: hierconsole rescore {study_id} --aggregate {aggregation}"
+    found = store.rows("SELECT state FROM jobs WHERE job_id = ?", [rescore_job_id(study_id, aggregation)])
+    state = found[0][0] if found else None
+    if state is None:
+        raise HierconsoleError(
+            f"study {study_id} has no {aggregation} re-score (its registered aggregation is {registered})\n{fix}"
+        )
+    if state != JobState.FINISHED:
+        raise HierconsoleError(f"the {aggregation} re-score of study {study_id} is {state}, not finished\n{fix}")
+    return ReportedAggregation(aggregation, posthoc=True)
 
 
 def metrics_long(
@@ -149,14 +191,32 @@ RAW_TABLES = {
 """The exportable tables read straight from the store."""
 
 
-def table_frame(store: Store, table: str, study_id: str) -> pl.DataFrame:
-    """An exportable table of a study (`study.analysis.frames.TABLES`): analysis tables or raw store rows."""
-    if table in ANALYSIS_TABLES:
-        return analysis_frame(
-            table, per_seed(store, study_id), source=f"study {study_id}", baselines=baselines(store, study_id)
+def table_frame(store: Store, table: str, study_id: str, aggregation: str | None = None) -> pl.DataFrame:
+    """An exportable table of a study (`study.analysis.frames.TABLES`): analysis tables or raw store rows.
+
+    With a post-hoc `aggregation` (`reported_aggregation`) an analysis table leads with an `aggregation`
+    column naming it so (`macro (post-hoc)`), so no copy of it can pass for the registered endpoint.
+    """
+    if aggregation is not None and table not in POSTHOC_TABLES:
+        raise HierconsoleError(
+            f"table {table!r} is read straight from the store (every aggregation it holds); --aggregate "
+            f"applies to {', '.join(POSTHOC_TABLES)}\n  fix: leave out --aggregate"
         )
-    if table == "variance":
-        return variance(store, study_id)
-    if table in RAW_TABLES:
+    reported = reported_aggregation(store, study_id, aggregation)
+    agg = reported.name
+    if table in ANALYSIS_TABLES:
+        frame = analysis_frame(
+            table,
+            per_seed(store, study_id, agg),
+            source=f"study {study_id}",
+            baselines=baselines(store, study_id, agg),
+        )
+    elif table == "variance":
+        frame = variance(store, study_id, agg)
+    elif table in RAW_TABLES:
         return store.frame(RAW_TABLES[table], [study_id])
-    raise NotFoundError(f"unknown table {table!r}")
+    else:
+        raise NotFoundError(f"unknown table {table!r}")
+    if reported.posthoc:
+        frame = frame.select(pl.lit(reported.label).alias("aggregation"), pl.all())
+    return frame

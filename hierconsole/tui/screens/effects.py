@@ -50,6 +50,7 @@ from hierconsole.vocabulary import (
     LEVELS,
     MAP,
     RANKING_METRICS,
+    aggregation_label,
     empty_level_note,
 )
 
@@ -176,7 +177,7 @@ class AnalysisScreen(ConsoleScreen):
         if agg is not None:
             text.append("aggregation ", style="dim")
             posthoc = message.progress is not None and message.progress.posthoc.get(agg, False)
-            text.append(agg + (" (post hoc)" if posthoc else ""), style="bold yellow" if posthoc else "bold")
+            text.append(aggregation_label(agg, posthoc), style="bold yellow" if posthoc else "bold")
             if len(message.aggregations) > 1:
                 text.append(f" of {'/'.join(message.aggregations)}", style="dim")
         if message.per_seed is not None:
