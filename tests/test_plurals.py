@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[1] / "hierconsole"
         (2, "class", "2 classes"),
         (1204, "image", "1,204 images"),
         (2, "day", "2 days"),
+        (2, "epoch", "2 epochs"),  # `run` printed "2 epoches"
+        (2, "batch", "2 batches"),
     ],
 )
 def test_counted(n, word, expected):
