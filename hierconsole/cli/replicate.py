@@ -1,48 +1,90 @@
-"""`hierconsole replicate --dry-run`: the paper's replication as its stage graph, each stage's decision
-(done, run, stale, waiting) from the store and the inputs' content hashes, and the time left from the
-stages' recorded wall times. Opens the store read-only and creates nothing."""
+"""`hierconsole replicate`: the paper from the dataset folders to every table beside the paper's values.
+
+The replication is a stage graph (`study.run.paper_stages`) recorded in the store; each stage is keyed by
+its inputs' content hashes, so a re-run continues where the last one stopped, a finished stage is never
+redone, and a changed input is named (its stage and dependents re-run with `--redo STAGE`). `--dry-run`
+prints the plan and the time left from the stages' recorded wall times, and creates nothing.
+"""
 
 from __future__ import annotations
 
 import argparse
+import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
 from hierconsole.cli.reading import open_for_reading
-from hierconsole.errors import HierconsoleError
+from hierconsole.errors import HierconsoleError, InputError
+from hierconsole.extraction.architectures import ARCHITECTURES, DEFAULT_MODEL
 from hierconsole.locations import resolve_home
+from hierconsole.plurals import counted
 from hierconsole.study.run.input_hashes import file_sha256, folder_sha256, text_sha256
-from hierconsole.study.run.paper_stages import CUB, NABIRDS, paper_stages
+from hierconsole.study.run.paper_stages import (
+    CUB,
+    DATASETS,
+    NABIRDS,
+    PAPER,
+    SCALES,
+    SMOKE,
+    paper_stages,
+)
 from hierconsole.study.run.replication import load_records
-from hierconsole.study.run.stage_graph import estimate_seconds, plan
+from hierconsole.study.run.stage_graph import Decision, Planned, estimate_seconds, plan
 
-SCALES = ("smoke", "paper")
-MODELS = ("vits14", "vitb14", "vitl14")
+PAPER_VALUES_VERSION = "v1"
+"""Part of the tables stage's key: a new transcription of the paper's values rebuilds the tables."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "replicate",
-        help="the paper's replication as a stage graph: what is done, what is left (--dry-run)",
-        description="Plan the paper's pipeline (extract, taxonomy, import, factorials, families, baselines, "
-        "re-scoring, tables, report) from the dataset folders; each stage is keyed by its inputs' content "
-        "hashes. Either dataset may be left out.",
+        help="reproduce the paper: extract, import, every study and family, the tables and the report",
+        description="Run the paper's pipeline (extract, taxonomy, import, factorials with tuning, families, "
+        "baselines, post-hoc re-scoring, tables, report) from the dataset folders. Each stage is keyed by its "
+        "inputs' content hashes and recorded in the store: a re-run continues where the last stopped and never "
+        "redoes a finished stage. Either dataset may be left out (its tables are then named as omitted).",
     )
     p.add_argument("--cub", metavar="DIR", type=Path, help="the CUB_200_2011 folder")
     p.add_argument("--nabirds", metavar="DIR", type=Path, help="the nabirds folder")
     p.add_argument("--weights", metavar="PATH|none", required=True, help="backbone weights, or none (random)")
-    p.add_argument("--seed", type=int, default=0, help="the replication's base seed (default 0)")
-    p.add_argument("--model", choices=MODELS, default="vits14")
+    p.add_argument("--seed", type=int, default=0, help="seed of random weights with --weights none (default 0)")
+    p.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        metavar="MODEL",
+        help=f"{', '.join(ARCHITECTURES)} (default {DEFAULT_MODEL}, the paper's), or a .json of Dinov2Config fields",
+    )
     taxonomy = p.add_mutually_exclusive_group()
     taxonomy.add_argument(
-        "--checklist", metavar="CSV", type=Path, help="a bird checklist CSV for CUB's taxonomy"
+        "--checklist", metavar="CSV", type=Path, help="a bird checklist CSV to build CUB's taxonomy from"
     )
     taxonomy.add_argument("--cub-taxonomy", metavar="CSV", type=Path, help="a ready CUB taxonomy CSV")
-    p.add_argument("--scale", choices=SCALES, default="paper")
+    p.add_argument("--aliases", metavar="JSON", type=Path, help="with --checklist: CUB class name aliases")
+    p.add_argument(
+        "--scale",
+        choices=SCALES,
+        default=PAPER,
+        help="paper: the protocol unchanged (default); smoke: every stage and table with budgets cut to minutes",
+    )
+    p.add_argument("--out", metavar="DIR", type=Path, help="where the tables go (default: inside the home)")
+    p.add_argument(
+        "--redo",
+        metavar="STAGE",
+        action="append",
+        default=[],
+        help="run this stage again, and every stage after it (repeatable)",
+    )
+    p.add_argument("--executor", choices=("local", "ray"), help="where the studies' jobs run (as for `run`)")
+    p.add_argument("--ray-address", metavar="ADDRESS", help="with --executor ray: the cluster (as for `run`)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
     p.set_defaults(func=cmd_replicate)
+
+
+def _datasets(args: argparse.Namespace) -> frozenset[str]:
+    return frozenset(d for d, given in ((CUB, args.cub), (NABIRDS, args.nabirds)) if given is not None)
 
 
 def _external(args: argparse.Namespace) -> dict[str, str]:
@@ -51,74 +93,169 @@ def _external(args: argparse.Namespace) -> dict[str, str]:
         raise HierconsoleError(
             "replicate: give --cub DIR, --nabirds DIR or both (the datasets to replicate on)"
         )
-    external = {"scale": args.scale, "seed": str(args.seed), "model": args.model, "paper_values": "v1"}
+    external = {"scale": args.scale, "seed": str(args.seed), "paper_values": PAPER_VALUES_VERSION}
+    model = Path(args.model)
+    if args.model in ARCHITECTURES:
+        external["model"] = args.model
+    elif model.suffix == ".json" and model.is_file():
+        external["model"] = file_sha256(model)
+        args.model = str(model.resolve())
+    else:
+        raise InputError(
+            "--model", f"{args.model!r} is neither an architecture nor a .json file",
+            hint=f"use one of {', '.join(ARCHITECTURES)}, or a .json file of Dinov2Config fields",
+        )
     for option, folder, key in (
         ("--cub", args.cub, "cub_images"),
         ("--nabirds", args.nabirds, "nabirds_images"),
     ):
-        if folder is not None and not (folder / "images").is_dir():
+        if folder is None:
+            continue
+        if not (folder / "images").is_dir() or not (folder / "images.txt").is_file():
             raise HierconsoleError(
-                f"{option} {folder}: no images/ folder in it; pass the dataset's root folder"
+                f"{option} {folder}: no images/ folder and images.txt in it; pass the dataset's root folder"
             )
-        if folder is not None:
-            external[key] = folder_sha256(folder / "images")
+        external[key] = folder_sha256(folder / "images")
     if args.cub is not None:
-        labels = [args.cub / n for n in ("classes.txt", "image_class_labels.txt") if (args.cub / n).is_file()]
-        external["cub_labels"] = text_sha256("".join(file_sha256(f) for f in labels))
         source = args.checklist or args.cub_taxonomy
-        if source is not None and not source.is_file():
+        if source is None:
             raise HierconsoleError(
-                f"{'--checklist' if args.checklist else '--cub-taxonomy'} {source}: no such file"
+                "replicate --cub needs CUB's taxonomy: --checklist CSV (a bird checklist to build it from) "
+                "or --cub-taxonomy CSV (a ready Class,Genus,Family file)"
             )
-        external["taxonomy_source"] = file_sha256(source) if source else "none"
+        option = "--checklist" if args.checklist else "--cub-taxonomy"
+        if not source.is_file():
+            raise HierconsoleError(f"{option} {source}: no such file")
+        labels = [args.cub / n for n in ("classes.txt", "image_class_labels.txt") if (args.cub / n).is_file()]
+        aliases = ""
+        if args.aliases is not None:
+            if args.checklist is None:
+                raise HierconsoleError("--aliases goes with --checklist (it names checklist entries)")
+            if not args.aliases.is_file():
+                raise HierconsoleError(f"--aliases {args.aliases}: no such file")
+            aliases = file_sha256(args.aliases)
+        external["cub_labels"] = text_sha256("".join(file_sha256(f) for f in labels))
+        external["taxonomy_source"] = text_sha256(f"{option}:{file_sha256(source)}:{aliases}")
+    elif args.checklist or args.cub_taxonomy or args.aliases:
+        raise HierconsoleError("--checklist, --cub-taxonomy and --aliases are CUB's: give --cub DIR with them")
     if args.nabirds is not None:
         hierarchy = args.nabirds / "hierarchy.txt"
-        external["nabirds_hierarchy"] = file_sha256(hierarchy) if hierarchy.is_file() else "none"
+        if not hierarchy.is_file():
+            raise HierconsoleError(f"--nabirds {args.nabirds}: no hierarchy.txt in it; pass the nabirds/ folder")
+        external["nabirds_hierarchy"] = file_sha256(hierarchy)
     if args.weights == "none":
         external["weights"] = "none"
-    elif not Path(args.weights).is_file():
-        raise HierconsoleError(f"--weights {args.weights}: no such file; pass a weights file or none")
+    elif not Path(args.weights).exists():
+        raise HierconsoleError(f"--weights {args.weights}: no such file or folder; pass the weights, or none")
     else:
-        external["weights"] = file_sha256(Path(args.weights))
+        weights = Path(args.weights)
+        external["weights"] = file_sha256(weights) if weights.is_file() else folder_sha256(weights)
     return external
 
 
 def replication_id(args: argparse.Namespace) -> str:
-    datasets = "+".join(d for d, given in ((CUB, args.cub), (NABIRDS, args.nabirds)) if given is not None)
-    return f"{datasets}-{args.model}-{args.scale}-seed{args.seed}"
+    datasets = "+".join(d for d in DATASETS if d in _datasets(args))
+    model = args.model if args.model in ARCHITECTURES else Path(args.model).stem
+    return f"{datasets}-{model}-{args.scale}-seed{args.seed}"
 
 
-def cmd_replicate(args: argparse.Namespace) -> int:
-    if not args.dry_run:
-        raise HierconsoleError(
-            "replicate: only --dry-run is available in this version (running the stages is not wired yet); "
-            "run the studies with extract, import and run, or add --dry-run to see the plan"
-        )
-    external = _external(args)
-    datasets = frozenset(d for d, given in ((CUB, args.cub), (NABIRDS, args.nabirds)) if given is not None)
-    stages = paper_stages(datasets)
-    rid = replication_id(args)
-    out = Console(soft_wrap=True)
-    if resolve_home(args.home, create=False).is_dir():
-        with open_for_reading(args.home) as store:
-            records = load_records(store, rid)
-    else:  # a replication may start from no home at all: it will make one, and nothing is done yet
-        records = {}
-    planned = plan(stages, external, records)
+def _print_plan(out: Console, rid: str, planned: list[Planned], records: Mapping, datasets: frozenset[str]) -> None:
     out.print(f"replication {escape(rid)}", highlight=False)
     for p in planned:
         record = records.get(p.stage.name)
         took = f"  (last {record.seconds:.1f}s)" if record and record.seconds is not None else ""
-        out.print(f"  {p.stage.name:<16} {p.decision.value:<8}{took}", highlight=False)
-    omitted = sorted({CUB, NABIRDS} - datasets)
+        out.print(f"  {p.stage.name:<18} {p.decision.value:<8}{took}", highlight=False)
+    omitted = sorted(set(DATASETS) - datasets)
     if omitted:
         out.print(f"omitted: the tables of {', '.join(omitted)} (no folder given)", highlight=False)
-    timed = {name: r.seconds for name, r in records.items() if r.seconds is not None}
-    if timed:
+    stale = [p.stage.name for p in planned if p.decision == Decision.STALE]
+    if stale:
         out.print(
-            f"time left (from the stages' recorded times): {estimate_seconds(planned, timed):.0f}s",
+            f"changed inputs: {', '.join(stale)} finished under other inputs; kept until --redo names them",
             highlight=False,
         )
+    timed = {name: r.seconds for name, r in records.items() if r.seconds is not None}
+    if timed:
+        out.print(f"time left (from the stages' recorded times): {estimate_seconds(planned, timed):.0f}s", highlight=False)
     else:
         out.print("time left: unknown (no stage has run on this machine yet)", highlight=False)
+
+
+def cmd_replicate(args: argparse.Namespace) -> int:
+    external = _external(args)
+    datasets = _datasets(args)
+    stages = paper_stages(datasets)
+    names = {s.name for s in stages}
+    unknown = sorted(set(args.redo) - names)
+    if unknown:
+        raise HierconsoleError(f"--redo {', '.join(unknown)}: not a stage of this replication ({', '.join(sorted(names))})")
+    rid = replication_id(args)
+    out = Console(soft_wrap=True)
+    if args.dry_run:
+        if resolve_home(args.home, create=False).is_dir():
+            with open_for_reading(args.home) as store:
+                records = load_records(store, rid)
+        else:  # a replication may start from no home at all: it will make one, and nothing is done yet
+            records = {}
+        _print_plan(out, rid, plan(stages, external, records), records, datasets)
+        return 0
+    return _run(args, stages, external, rid, out)
+
+
+def _run(args: argparse.Namespace, stages: list, external: dict[str, str], rid: str, out: Console) -> int:
+    from hierconsole.cli.replicate_progress import StageProgress
+    from hierconsole.cli.replicate_stages import Replication
+    from hierconsole.study.db.storage import Store
+    from hierconsole.study.report.replication_tables import write_tables
+    from hierconsole.study.run.replication import run_replication
+
+    home = resolve_home(args.home)
+    with Store(home):  # made (or migrated) before the first record, so every read below finds a store
+        pass
+    folder = home / "replications" / rid
+    tables_out = (args.out or folder / "tables").resolve()
+    rep = Replication(args, home, rid, folder, tables_out)
+
+    def tables(upstream: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+        with Store(home, read_only=True) as store:
+            written = write_tables(store, upstream, tables_out, comparable=args.scale != SMOKE)
+        return {name: file_sha256(path) for name, path in sorted(written.files.items())}
+
+    def report(_: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+        from hierconsole.cli.report import write_report
+
+        made: dict[str, str] = {}
+        with Store(home, read_only=True) as store:
+            records = load_records(store, rid)
+        for dataset in sorted(datasets_of(stages)):
+            factorial = records.get(f"factorial-{dataset}")
+            if factorial is None:
+                continue
+            (study_id,) = factorial.outputs.values()
+            path = write_report(study_id, tables_out / f"report-{dataset}.html", home=str(home), force=True)
+            made[path.name] = file_sha256(path)
+        return made
+
+    actions = rep.actions([s.name for s in stages], tables, report)
+    progress = StageProgress(out, [s.name for s in stages], rep)
+    rep.on_line = progress.line
+    started = time.monotonic()
+    with progress:
+        outcome = run_replication(
+            lambda: Store(home), rid, stages, external, actions, redo=args.redo, on_stage=progress.stage
+        )
+    ran = counted(len(outcome.ran), "stage")
+    out.print(f"replication {escape(rid)}: {ran} ran in {time.monotonic() - started:.0f}s", highlight=False)
+    if outcome.stale:
+        out.print(
+            f"changed inputs: {', '.join(outcome.stale)} (and what follows them) kept; "
+            f"run again with --redo {outcome.stale[0]} to rebuild",
+            highlight=False,
+        )
+    out.print(f"tables: {escape(str(tables_out))} (index.md lists them)", highlight=False)
     return 0
+
+
+def datasets_of(stages: list) -> set[str]:
+    return {s.name.partition("-")[2] for s in stages if s.name.startswith("import-")}
+

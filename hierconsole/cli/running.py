@@ -129,6 +129,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "preset", help="a shipped preset or family name (demo, cub, nabirds-curvature-control, ...) or a TOML file"
     )
     r.add_argument("--dataset", help="dataset id in the store (overrides data.dataset)")
+    r.add_argument("--name", help="the study's name (study.name) or the family's name, shown in every table")
     add_run_options(r)
     r.set_defaults(func=cmd_run)
 
@@ -287,9 +288,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     from hierconsole.config.family import is_family_file
 
     if is_family_file(args.preset):
+        from dataclasses import replace
+
         from hierconsole.config.family import load_family
 
-        return run_family(args, load_family(args.preset))
+        family = load_family(args.preset)
+        return run_family(args, replace(family, name=args.name) if args.name else family)
+    if args.name is not None:
+        args.overrides.append(("study.name", args.name))
     console = output_console()
     with Store(args.home) as store:
         study_id, preset, executor = start_study(store, args, args.preset, args.dataset)
@@ -326,6 +332,7 @@ def _on(executor: JobExecutor | None) -> str:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     args.dataset = None
+    args.name = None
     args.preset = "demo"
     return cmd_run(args)
 

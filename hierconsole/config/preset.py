@@ -177,7 +177,7 @@ class SplitConfig:
     protocol: str = option(Choice(*SPLIT_PROTOCOLS), "official", doc="which samples train, validate and test")
     level: str = option(Choice(*LEVELS), "middle", doc="hierarchy_disjoint: level whose groups are disjoint")
     counts: tuple[int, int, int] | None = option(
-        Optional(ListOf(_COUNT, length=3, what="train, val, test group counts")), None
+        Clearable(ListOf(_COUNT, length=3, what="train, val, test group counts")), None
     )
     fractions: tuple[float, float, float] | None = option(
         Optional(ListOf(_FRACTION, length=3, what="train, val, test group fractions summing to 1")), None

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,6 +27,7 @@ from hierconsole.extraction.backbone import POSITION_INTERPOLATION, Backbone
 from hierconsole.extraction.preprocess import MAX_PIXELS, Preprocessing, UnreadableImage, load_image
 from hierconsole.extraction.shards import Parts, Shard, shard_ranges, write_features
 from hierconsole.extraction.sources import ImageList
+from hierconsole.orphans import die_with_parent
 
 ON_ERROR = ("continue", "stop")
 FEATURE = "pooler_output: the final-LayerNorm CLS token, as the official DINOv2 models return it"
@@ -75,28 +75,6 @@ class _Images(Dataset):
             return i, load_image(path, self.prep, self.max_pixels), None
         except UnreadableImage as exc:
             return i, None, str(exc)
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(_worker: int = 0) -> None:
-    """Run in each decoding worker: the kernel kills it when the extraction process dies, however it dies.
-
-    DataLoader workers otherwise outlive a SIGKILL of their parent, reparented to PID 1 for good. Linux
-    only (prctl); elsewhere the DataLoader's own watchdog ends them when it next looks.
-    """
-    import ctypes
-    import ctypes.util
-
-    parent = os.getppid()
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent died before the request took effect
-        os._exit(1)
 
 
 def _collate(items: list[Item]) -> list[Item]:

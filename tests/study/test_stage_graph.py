@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import nullcontext
 
 import pytest
 
@@ -91,7 +92,7 @@ def test_plan_decisions():
 
 def test_paper_stages_for_either_dataset():
     both = {s.name for s in paper_stages(frozenset({"cub", "nabirds"}))}
-    assert {"extract-cub", "extract-nabirds", "taxonomy-cub", "factorials", "tables", "report"} <= both
+    assert {"extract-cub", "extract-nabirds", "taxonomy-cub", "factorial-cub", "factorial-nabirds", "tables", "report"} <= both
     cub_only = ordered(paper_stages(frozenset({"cub"})))
     assert "extract-nabirds" not in {s.name for s in cub_only}
     assert cub_only[-1].name == "report"
@@ -123,10 +124,10 @@ def test_store_loop_resumes_skips_and_redoes(tmp_path):
     (work / "src.txt").write_text("one")
     calls: list[str] = []
     with Store(home) as store:
-        first = run_replication(store, "r1", GRAPH, EXT, _actions(work, calls))
+        first = run_replication(lambda: nullcontext(store), "r1", GRAPH, EXT, _actions(work, calls))
         assert first.ran == ("a", "b", "c") and calls == ["a", "b", "c"]
         outputs = (work / "c.out").read_text()
-        again = run_replication(store, "r1", GRAPH, EXT, _actions(work, calls))
+        again = run_replication(lambda: nullcontext(store), "r1", GRAPH, EXT, _actions(work, calls))
         assert again.ran == () and calls == ["a", "b", "c"]  # a second run does no work
 
         # A stage interrupted mid-way: the next run starts it (and what follows) again, same result.
@@ -135,22 +136,22 @@ def test_store_loop_resumes_skips_and_redoes(tmp_path):
 
         store.execute("UPDATE replication_stages SET state = 'running' WHERE stage = 'b'")
         with pytest.raises(KeyboardInterrupt):
-            run_replication(store, "r1", GRAPH, EXT, {**_actions(work, calls), "b": killed})
+            run_replication(lambda: nullcontext(store), "r1", GRAPH, EXT, {**_actions(work, calls), "b": killed})
         assert load_records(store, "r1")["b"].state == StageState.FAILED
         calls.clear()
-        resumed = run_replication(store, "r1", GRAPH, EXT, _actions(work, calls))
+        resumed = run_replication(lambda: nullcontext(store), "r1", GRAPH, EXT, _actions(work, calls))
         assert resumed.ran == ("b",) and (work / "c.out").read_text() == outputs
 
         # A changed input is named, not re-run, until --redo names it; then its dependents follow.
         changed = {**EXT, "y": "changed"}
-        kept = run_replication(store, "r1", GRAPH, changed, _actions(work, calls))
+        kept = run_replication(lambda: nullcontext(store), "r1", GRAPH, changed, _actions(work, calls))
         assert kept.ran == () and kept.stale == ("b",)
         (work / "src.txt").write_text("two")
-        redone = run_replication(store, "r1", GRAPH, changed, _actions(work, calls), redo=["b"])
+        redone = run_replication(lambda: nullcontext(store), "r1", GRAPH, changed, _actions(work, calls), redo=["b"])
         assert redone.ran == ("b", "c") and redone.stale == ()
         assert (work / "c.out").read_text() != outputs
         with pytest.raises(ValueError, match="'nope'"):
-            run_replication(store, "r1", GRAPH, changed, {}, redo=["nope"])
+            run_replication(lambda: nullcontext(store), "r1", GRAPH, changed, {}, redo=["nope"])
         assert store.value("SELECT count(*) FROM replication_stages WHERE replication_id = 'r1'") == 3
 
 

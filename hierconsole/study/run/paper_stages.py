@@ -1,46 +1,169 @@
-"""The paper's replication as stages: which exist for the datasets given, and what each reads.
+"""The paper's replication as stages: which exist for the datasets given, what each reads, and which
+studies and families each runs at each scale.
 
 Either dataset may be left out; its stages are then absent and the paper tables that need it are named
 as omitted. A stage's external inputs are content hashes the front end computes (image folders, weights,
-taxonomy, the scale and seed) before anything is created.
+taxonomy, the scale and seed) before anything is created. Everything here is plain data: the front end
+turns a `StudyRun` into a `run` of the shipped preset or family, so a replication is made of the same
+studies a user would start by hand.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from hierconsole.config.preset import ExpectedConfig
 from hierconsole.study.run.stage_graph import Stage
 
 CUB = "cub"
 NABIRDS = "nabirds"
+DATASETS = (CUB, NABIRDS)
+
+SMOKE = "smoke"
+PAPER = "paper"
+SCALES = (SMOKE, PAPER)
+"""paper: the protocol unchanged; smoke: every stage and table, with budgets cut to run in minutes."""
+
+TABLES_STAGE = "tables"
+REPORT_STAGE = "report"
+
+
+@dataclass(frozen=True)
+class StudyRun:
+    """One study or family a stage runs: a shipped preset or family with the replication's overrides."""
+
+    name: str
+    """Its name within the replication; the store's study or family is named `<replication>.<name>`."""
+    preset: str
+    dataset: str
+    family: bool = False
+    overrides: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    """Paper-scale overrides of the shipped preset (the paper's protocol where the preset alone is not)."""
+
+
+_TUNE_BOTH = {"temperature.euclidean": "tune", "temperature.poincare": "tune"}
+
+STAGE_RUNS: dict[str, tuple[StudyRun, ...]] = {
+    # S6 then the factorial: the temperatures are selected on validation, then every cell is retrained.
+    "factorial-cub": (StudyRun("factorial", "cub-tune", CUB),),
+    "factorial-nabirds": (StudyRun("factorial", "nabirds-parent-disjoint", NABIRDS, overrides=_TUNE_BOTH),),
+    # Sec. 5.5 (CUB outer splits); S9, S10 and Sec. 5.5 (NABirds).
+    "families-cub": (StudyRun("genus-disjoint", "cub-genus-disjoint", CUB, family=True),),
+    "families-nabirds": (
+        StudyRun("semantic-control", "nabirds-semantic-control", NABIRDS, family=True),
+        StudyRun("curvature-control", "nabirds-curvature-control", NABIRDS, family=True),
+        StudyRun("outer-splits", "nabirds-parent-disjoint-outer", NABIRDS, family=True),
+    ),
+    # Sec. 5.1's context: frozen features, the HIER-style arm and a 32-D Euclidean regression projector on
+    # CUB; the seen-class (official split) HIER-style arm and a Taxonomy-SupCon projector on NABirds.
+    "baselines-cub": (
+        StudyRun(
+            "baselines",
+            "cub",
+            CUB,
+            overrides={"training.cells": ["E_R"], "evaluation.baselines": ["frozen", "pca", "hier"]},
+        ),
+    ),
+    "baselines-nabirds": (
+        StudyRun(
+            "seen-class",
+            "nabirds-parent-disjoint",
+            NABIRDS,
+            overrides={
+                "split.protocol": "official",
+                "split.counts": None,
+                "split.leaf_counts": None,
+                "split.image_counts": None,
+                "evaluation.aggregation": "micro",
+                "training.cells": ["E_S"],
+                "evaluation.baselines": ["frozen", "hier"],
+                **{f"expected.{f.name}": None for f in dataclasses.fields(ExpectedConfig)},
+            },
+        ),
+    ),
+}
+"""The studies and families each stage runs (stages not named here run commands, not studies)."""
+
+RESCORED: dict[str, tuple[str, str]] = {"rescore-cub": ("factorial-cub", "macro")}
+"""S11: the stage that re-scores a factorial's frozen test embeddings, with the aggregation it uses."""
+
+SMOKE_OVERRIDES: dict[str, Any] = {
+    "training.epochs": 2,
+    "training.seeds": [42, 2024],
+    "training.batch_size": 16,
+    "training.val_every": 1,
+    "evaluation.n_query": 10,
+    "temperature.tuning.candidates": [0.1, 0.5],
+    "temperature.tuning.epochs": 1,
+    "baselines.hier.proxies": 8,
+    "baselines.hier.triplets_per_anchor": 5,
+    **{f"expected.{f.name}": None for f in dataclasses.fields(ExpectedConfig)},
+}
+"""Budgets cut for a smoke replication: two seeds (an SD needs two), two epochs, small batches and query
+sets, and no declared counts (a laptop's sample of a dataset does not have the paper's)."""
+
+SMOKE_DISJOINT_SPLIT: dict[str, Any] = {
+    "split.counts": None,
+    "split.fractions": [0.6, 0.2, 0.2],
+    "split.leaf_counts": None,
+    "split.image_counts": None,
+    "temperature.tuning.n_query": None,
+}
+"""NABirds' Parent counts (242 / 81 / 81) as the fractions they are near, for a dataset of another size."""
+
+
+def run_overrides(run: StudyRun, scale: str) -> dict[str, Any]:
+    """The overrides a study or family run takes at a scale (smoke budgets over the paper's protocol)."""
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, not {scale!r}")
+    values = dict(run.overrides)
+    if scale == SMOKE:
+        if run.dataset == NABIRDS:
+            values = {**SMOKE_DISJOINT_SPLIT, **values}
+        values.update(SMOKE_OVERRIDES)
+    return values
+
+
+def assignment(key: str, value: Any) -> str:
+    """`key=value` as `--set` reads it (a TOML literal; None clears an optional option)."""
+    return f"{key}={'none' if value is None else json.dumps(value)}"
 
 
 def paper_stages(datasets: frozenset[str]) -> list[Stage]:
     """The stage graph for the datasets given (a non-empty subset of {cub, nabirds})."""
-    if not datasets or not datasets <= {CUB, NABIRDS}:
+    if not datasets or not datasets <= set(DATASETS):
         raise ValueError(
             f"datasets must be a non-empty subset of {{{CUB}, {NABIRDS}}}, not {sorted(datasets)}"
         )
     stages: list[Stage] = []
-    imports: list[str] = []
+    study_stages: list[str] = []
     if CUB in datasets:
         stages += [
-            Stage("extract-cub", (), ("cub_images", "weights", "model")),
+            Stage("extract-cub", (), ("cub_images", "weights", "model", "seed")),
             Stage("taxonomy-cub", (), ("cub_labels", "taxonomy_source")),
             Stage("import-cub", ("extract-cub", "taxonomy-cub"), ()),
+            Stage("factorial-cub", ("import-cub",), ("scale",)),
+            Stage("families-cub", ("import-cub",), ("scale",)),
+            Stage("baselines-cub", ("import-cub",), ("scale",)),
+            Stage("rescore-cub", ("factorial-cub",), ()),
         ]
-        imports.append("import-cub")
+        study_stages += ["factorial-cub", "families-cub", "baselines-cub", "rescore-cub"]
     if NABIRDS in datasets:
         stages += [
-            Stage("extract-nabirds", (), ("nabirds_images", "weights", "model")),
+            Stage("extract-nabirds", (), ("nabirds_images", "weights", "model", "seed")),
             Stage("import-nabirds", ("extract-nabirds",), ("nabirds_hierarchy",)),
+            Stage("factorial-nabirds", ("import-nabirds",), ("scale",)),
+            Stage("families-nabirds", ("import-nabirds",), ("scale",)),
+            Stage("baselines-nabirds", ("import-nabirds",), ("scale",)),
         ]
-        imports.append("import-nabirds")
-    deps = tuple(imports)
+        study_stages += ["factorial-nabirds", "families-nabirds", "baselines-nabirds"]
     stages += [
-        Stage("factorials", deps, ("scale", "seed")),
-        Stage("families", deps, ("scale", "seed")),
-        Stage("baselines", deps, ("scale", "seed")),
-        Stage("rescore", ("factorials", "families"), ("scale",)),
-        Stage("tables", ("factorials", "families", "baselines", "rescore"), ("scale", "paper_values")),
-        Stage("report", ("tables",), ()),
+        Stage(TABLES_STAGE, tuple(study_stages), ("scale", "paper_values")),
+        Stage(REPORT_STAGE, (TABLES_STAGE,), ()),
     ]
     return stages

@@ -4,13 +4,16 @@ stage that the next run starts again, and a finished one is never redone.
 
 The stages' work is the caller's: ``actions`` maps a stage name to a function that takes the outputs of
 its upstream stages and returns its own outputs (name -> content hash). That keeps this loop one
-definition for the CLI and the tests.
+definition for the CLI and the tests. The store is opened only for each record (``open_store``), never
+while a stage works: a stage's own commands (`run`, `import`) write the store themselves, and the store
+has one writer at a time.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from hierconsole.study.db.replications import put_stage, stage_rows
@@ -47,8 +50,12 @@ class Outcome:
     """The final plan, after the run."""
 
 
+StoreOpener = Callable[[], AbstractContextManager[Store]]
+"""Opens the store for one read or write and closes it after (e.g. ``lambda: Store(home)``)."""
+
+
 def run_replication(
-    store: Store,
+    open_store: StoreOpener,
     replication_id: str,
     stages: Iterable[Stage],
     external: Mapping[str, str],
@@ -69,8 +76,13 @@ def run_replication(
         )
     forced = dependents(graph, redo)
     ran: list[str] = []
+    def put(name: str, state: StageState, key: str, outputs: Mapping[str, str], seconds: float | None) -> None:
+        with open_store() as store:
+            put_stage(store, replication_id, name, state, key, outputs, seconds)
+
     while True:
-        records = load_records(store, replication_id)
+        with open_store() as store:
+            records = load_records(store, replication_id)
         planned = plan(graph, external, records, forced)
         ready = runnable(planned)
         if not ready:
@@ -79,17 +91,17 @@ def run_replication(
         assert step.key is not None  # RUN is decided only once every input exists
         name = step.stage.name
         upstream = {n: records[n].outputs for n in step.stage.needs}
-        put_stage(store, replication_id, name, StageState.RUNNING, step.key, {}, None)
+        put(name, StageState.RUNNING, step.key, {}, None)
         if on_stage is not None:
             on_stage(name, "start")
         started = time.perf_counter()
         try:
             outputs = dict(actions[name](upstream))
         except BaseException:
-            put_stage(store, replication_id, name, StageState.FAILED, step.key, {}, None)
+            put(name, StageState.FAILED, step.key, {}, None)
             raise
         seconds = time.perf_counter() - started
-        put_stage(store, replication_id, name, StageState.DONE, step.key, outputs, seconds)
+        put(name, StageState.DONE, step.key, outputs, seconds)
         forced.discard(name)
         ran.append(name)
         if on_stage is not None:
