@@ -206,6 +206,7 @@ def _run(args: argparse.Namespace, stages: list, external: dict[str, str], rid: 
     from hierconsole.cli.replicate_progress import StageProgress
     from hierconsole.cli.replicate_stages import Replication
     from hierconsole.study.db.storage import Store
+    from hierconsole.study.read.paper_tables import replication_tables
     from hierconsole.study.report.replication_tables import write_tables
     from hierconsole.study.run.replication import run_replication
 
@@ -217,9 +218,12 @@ def _run(args: argparse.Namespace, stages: list, external: dict[str, str], rid: 
     rep = Replication(args, home, rid, folder, tables_out)
 
     def tables(upstream: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+        comparable = args.scale != SMOKE
         with Store(home, read_only=True) as store:
-            written = write_tables(store, upstream, tables_out, comparable=args.scale != SMOKE)
-        return {name: file_sha256(path) for name, path in sorted(written.files.items())}
+            measured, omitted = replication_tables(store, upstream, comparable=comparable)
+        rows = [(t.table_id, t.title, t.frame) for t in measured]
+        written = write_tables(rows, omitted, tables_out, comparable=comparable)
+        return {name: file_sha256(path) for name, path in sorted(written.items())}
 
     def report(_: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
         from hierconsole.cli.report import write_report

@@ -1,280 +1,42 @@
-"""The paper's tables as a replication measured them, each value beside the paper's published one.
-
-Every table is one long frame with the same columns — which table, dataset, row and column of the paper's
-table it fills, the measured value, its seed SD and count, the published value, the difference and whether
-the two are comparable (not at smoke scale: the budgets differ) — so CSV, Markdown and LaTeX are written by
-the one table writer and a reader can join any two tables. Values are read through `study.read` from the
-studies and families the replication's stages recorded; nothing here runs anything.
-"""
+"""The replication's tables on disk: each measured table (`study.read.paper_tables`) as CSV, Markdown and
+LaTeX named after the paper's numbering, and an index naming every table written and every one omitted."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
 
-from hierconsole.study import read
-from hierconsole.study.analysis.paper_values import CUB_S7_EFFECTS, CUB_S11, SOURCES
-from hierconsole.study.db.storage import Store
-from hierconsole.study.read.families import get_family
+from hierconsole.study.analysis.paper_values import SOURCES
 from hierconsole.study.report.writers import write_table
-from hierconsole.vocabulary import HIER_METRIC, LEVELS, MAP
 
-COLUMNS = (
-    "table",
-    "dataset",
-    "row",
-    "column",
-    "measured",
-    "seed_sd",
-    "n",
-    "published",
-    "difference",
-    "comparable",
-)
-LEVEL_METRICS = (*(f"{level}_{MAP}" for level in LEVELS), HIER_METRIC)
-FORMATS = ("csv", "md", "tex")
-"""Each table is written in these, named `<table id>.<format>`."""
-
-
-@dataclass(frozen=True)
-class Row:
-    dataset: str
-    row: str
-    column: str
-    measured: float | None
-    seed_sd: float | None = None
-    n: int | None = None
-
-
-Published = Callable[[str, str, str, str], float | None]
-"""(table, dataset, row, column) -> the paper's value, or None where the paper has none."""
-
-
-def published_value(table: str, dataset: str, row: str, column: str) -> float | None:
-    """The paper's value at one cell of one of its tables (the transcribed ones)."""
-    if dataset == "cub" and column == HIER_METRIC:
-        source = {"sec-5.2": CUB_S7_EFFECTS, "S11": CUB_S11}.get(table)
-        if source is not None and row in source:
-            return source[row][1]
-    return None
-
-
-@dataclass(frozen=True)
-class TableSpec:
-    table_id: str
-    title: str
-    build: Callable[[Store, Mapping[str, Mapping[str, str]]], Iterator[Row]]
-    needs: tuple[str, ...]
-    """The stages whose outputs it reads; a table is omitted (and named) when one is absent."""
-
-
-def _arm_rows(store: Store, dataset: str, study_id: str, aggregation: str | None = None) -> Iterator[Row]:
-    # A level without a valid query in this split has no column: it is left out, the others reported.
-    view = read.study_effects(store, study_id, effect_metrics=[HIER_METRIC], aggregation=aggregation)
-    arms = view.arms.filter(pl.col("metric").is_in(LEVEL_METRICS))
-    for arm, metric, mean, sd, n in arms.select("arm", "metric", "mean", "sd", "n").iter_rows():
-        yield Row(dataset, arm, metric, mean, sd, n)  # the baselines (frozen, pca, hier) are arms here too
-
-
-def _effect_rows(store: Store, dataset: str, study_id: str, aggregation: str | None = None) -> Iterator[Row]:
-    view = read.study_effects(store, study_id, effect_metrics=[HIER_METRIC], aggregation=aggregation)
-    for name, effect in view.effects.get(HIER_METRIC, {}).items():
-        yield Row(dataset, name, HIER_METRIC, effect.mean, effect.sd, effect.n_seeds)
-
-
-def _per_seed_rows(store: Store, dataset: str, study_id: str) -> Iterator[Row]:
-    frame = read.per_seed(store, study_id)
-    for rec in frame.sort("arm", "seed").to_dicts():
-        for metric in LEVEL_METRICS:
-            if metric in rec:
-                yield Row(dataset, f"{rec['arm']} seed {rec['seed']}", metric, rec[metric], None, 1)
-
-
-def _member_rows(store: Store, dataset: str, family_id: str) -> Iterator[Row]:
-    for member in get_family(store, family_id).members:
-        for row in _arm_rows(store, dataset, member.study_id):
-            yield Row(dataset, f"{member.member} {row.row}", row.column, row.measured, row.seed_sd, row.n)
-
-
-def _across_splits(store: Store, dataset: str, family_id: str) -> Iterator[Row]:
-    """Each arm's mean over the outer splits (the split is the unit), with the SD over splits."""
-    values: dict[tuple[str, str], list[float]] = {}
-    for member in get_family(store, family_id).members:
-        for row in _arm_rows(store, dataset, member.study_id):
-            if row.measured is not None:
-                values.setdefault((row.row, row.column), []).append(row.measured)
-    for (arm, metric), xs in sorted(values.items()):
-        mean = sum(xs) / len(xs)
-        sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else None
-        yield Row(dataset, arm, metric, mean, sd, len(xs))
-
-
-def _taxonomy_rows(store: Store, dataset: str, study_id: str) -> Iterator[Row]:
-    info = read.get_dataset(store, read.get_study(store, study_id).dataset_id)
-    counts = {"images": info.n_samples, "leaf": info.n_leaf, "middle": info.n_middle, "high": info.n_high}
-    for name, value in counts.items():
-        yield Row(dataset, name, "count", float(value), None, None)
-
-
-def _one(stage: str, run: str, rows: Callable[[Store, str, str], Iterator[Row]], dataset: str):  # noqa: ANN202
-    def build(store: Store, outputs: Mapping[str, Mapping[str, str]]) -> Iterator[Row]:
-        yield from rows(store, dataset, outputs[stage][run])
-
-    return build
-
-
-def _both(kind: str, run: str, rows: Callable[[Store, str, str], Iterator[Row]]):  # noqa: ANN202
-    def build(store: Store, outputs: Mapping[str, Mapping[str, str]]) -> Iterator[Row]:
-        for dataset in ("cub", "nabirds"):
-            stage = f"{kind}-{dataset}"
-            if stage in outputs:
-                yield from rows(store, dataset, outputs[stage][run])
-
-    return build
-
-
-def _rescored(store: Store, outputs: Mapping[str, Mapping[str, str]]) -> Iterator[Row]:
-    study_id, _, aggregation = outputs["rescore-cub"]["rescored"].rpartition(":")
-    yield from _effect_rows(store, "cub", study_id, aggregation)
-
-
-TABLES: tuple[TableSpec, ...] = (
-    TableSpec("S1", "Dataset and taxonomy counts", _both("factorial", "factorial", _taxonomy_rows), ()),
-    TableSpec(
-        "main-1",
-        "Controlled Geometry x Loss factorial: mAP per level, mean and SD over training seeds",
-        _both("factorial", "factorial", _arm_rows),
-        (),
-    ),
-    TableSpec(
-        "sec-5.2",
-        "Simple effects on the hier score, paired within training seed",
-        _both("factorial", "factorial", _effect_rows),
-        (),
-    ),
-    TableSpec("S3", "CUB per-seed arm mAP", _one("factorial-cub", "factorial", _per_seed_rows, "cub"), ("factorial-cub",)),
-    TableSpec(
-        "S5",
-        "NABirds Parent-disjoint per-seed arm mAP",
-        _one("factorial-nabirds", "factorial", _per_seed_rows, "nabirds"),
-        ("factorial-nabirds",),
-    ),
-    TableSpec("S11", "CUB group-macro effects on the hier score (post hoc re-score)", _rescored, ("rescore-cub",)),
-    TableSpec(
-        "sec-5.1",
-        "Baseline context: frozen features, the HIER-style arm and matched projectors",
-        _both("baselines", "baselines", _arm_rows),
-        (),
-    ),
-    TableSpec(
-        "main-2",
-        "Semantic-supervision control on NABirds Parent-disjoint (S9)",
-        _one("families-nabirds", "semantic-control", _member_rows, "nabirds"),
-        ("families-nabirds",),
-    ),
-    TableSpec(
-        "S10",
-        "NABirds curvature / radius control",
-        _one("families-nabirds", "curvature-control", _member_rows, "nabirds"),
-        ("families-nabirds",),
-    ),
-    TableSpec(
-        "sec-5.5-cub",
-        "CUB Genus-disjoint outer splits: arm means and SD over splits",
-        _one("families-cub", "genus-disjoint", _across_splits, "cub"),
-        ("families-cub",),
-    ),
-    TableSpec(
-        "sec-5.5-nabirds",
-        "NABirds Parent-disjoint outer splits: arm means and SD over splits",
-        _one("families-nabirds", "outer-splits", _across_splits, "nabirds"),
-        ("families-nabirds",),
-    ),
-)
-
-
-def _fix(value: float | None) -> float | None:
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
-
-
-def table_frame(spec: TableSpec, rows: Sequence[Row], *, comparable: bool, published: Published) -> pl.DataFrame:
-    records = []
-    for r in rows:
-        paper = published(spec.table_id, r.dataset, r.row, r.column)
-        measured = _fix(r.measured)
-        records.append(
-            (
-                spec.table_id,
-                r.dataset,
-                r.row,
-                r.column,
-                measured,
-                _fix(r.seed_sd),
-                r.n,
-                paper,
-                None if paper is None or measured is None else measured - paper,
-                comparable and paper is not None,
-            )
-        )
-    schema = {
-        "table": pl.Utf8,
-        "dataset": pl.Utf8,
-        "row": pl.Utf8,
-        "column": pl.Utf8,
-        "measured": pl.Float64,
-        "seed_sd": pl.Float64,
-        "n": pl.Int64,
-        "published": pl.Float64,
-        "difference": pl.Float64,
-        "comparable": pl.Boolean,
-    }
-    return pl.DataFrame(records, schema=schema, orient="row")
-
-
-@dataclass(frozen=True)
-class Written:
-    files: dict[str, Path]
-    """file name -> path, every table in every format, plus the index."""
-    omitted: dict[str, str]
-    """table id -> why it is not written (a dataset left out)."""
+FORMATS = {"csv": "csv", "md": "md", "tex": "latex"}
+"""File suffix -> the table writer's format; each table is written in all of them."""
+INDEX = "index.md"
 
 
 def write_tables(
-    store: Store,
-    outputs: Mapping[str, Mapping[str, str]],
-    out: Path,
-    *,
-    comparable: bool,
-    published: Published = published_value,
-) -> Written:
-    """Every table whose stages ran, in CSV, Markdown and LaTeX, and an index naming the omitted ones."""
+    tables: Sequence[tuple[str, str, pl.DataFrame]], omitted: Mapping[str, str], out: Path, *, comparable: bool
+) -> dict[str, Path]:
+    """Write every table (id, title, frame) and the index (each through a temporary file, so a killed run leaves none half
+    written); returns file name -> path."""
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}
-    omitted: dict[str, str] = {}
-    index = [f"# Replication tables\n\nsources: {'; '.join(SOURCES.values())}\n"]
-    for spec in TABLES:
-        absent = [stage for stage in spec.needs if stage not in outputs]
-        rows = [] if absent else list(spec.build(store, outputs))
-        if absent or not rows:
-            omitted[spec.table_id] = f"needs {', '.join(absent)}" if absent else "no stage of it ran"
-            continue
-        frame = table_frame(spec, rows, comparable=comparable, published=published)
-        for fmt in FORMATS:
-            name = f"{spec.table_id}.{fmt}"
-            write_table(frame, out / name, "latex" if fmt == "tex" else fmt, force=True, precision=6)
+    index = [f"# Replication tables\n\nthe paper's values: {'; '.join(SOURCES.values())}\n"]
+    for table_id, title, frame in tables:
+        for suffix, fmt in FORMATS.items():
+            name = f"{table_id}.{suffix}"
+            write_table(frame, out / name, fmt, force=True, precision=6)
             files[name] = out / name
-        index.append(f"- {spec.table_id}: {spec.title} ({frame.height} values)")
+        index.append(f"- {table_id}: {title} ({frame.height} values)")
     for table_id, why in omitted.items():
         index.append(f"- {table_id}: omitted ({why})")
     if not comparable:
-        index.append("\nSmoke scale: budgets are cut, so no value is comparable with the paper's.")
-    index_path = out / "index.md"
-    tmp = index_path.with_name(index_path.name + ".tmp")
+        index.append("\nSmoke scale: the budgets are cut, so no value is comparable with the paper's.")
+    path = out / INDEX
+    tmp = path.with_name(path.name + ".tmp")
     tmp.write_text("\n".join(index) + "\n", encoding="utf-8")
-    tmp.replace(index_path)
-    files["index.md"] = index_path
-    return Written(files, omitted)
+    tmp.replace(path)
+    files[INDEX] = path
+    return files

@@ -76,6 +76,7 @@ STAGE_RUNS: dict[str, tuple[StudyRun, ...]] = {
             NABIRDS,
             overrides={
                 "split.protocol": "official",
+                "split.images": "all",
                 "split.counts": None,
                 "split.leaf_counts": None,
                 "split.image_counts": None,
@@ -123,7 +124,7 @@ def run_overrides(run: StudyRun, scale: str) -> dict[str, Any]:
         raise ValueError(f"scale must be one of {SCALES}, not {scale!r}")
     values = dict(run.overrides)
     if scale == SMOKE:
-        if run.dataset == NABIRDS:
+        if run.dataset == NABIRDS and values.get("split.protocol") != "official":
             values = {**SMOKE_DISJOINT_SPLIT, **values}
         values.update(SMOKE_OVERRIDES)
     return values

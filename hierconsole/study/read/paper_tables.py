@@ -1,0 +1,262 @@
+"""The paper's tables as a replication measured them, each value beside the paper's published one (written
+to files by `study.report.replication_tables`).
+
+Every table is one long frame with the same columns — which table, dataset, row and column of the paper's
+table it fills, the measured value, its seed SD and count, the published value, the difference and whether
+the two are comparable (not at smoke scale: the budgets differ) — so CSV, Markdown and LaTeX are written by
+the one table writer and a reader can join any two tables. Values are read from the studies and families
+the replication's stages recorded; nothing here runs or writes anything.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+from hierconsole.study.analysis.paper_values import CUB_S7_EFFECTS, CUB_S11
+from hierconsole.study.db.catalog import get_dataset
+from hierconsole.study.db.records import get_study
+from hierconsole.study.db.storage import Store
+from hierconsole.study.read.effects import study_effects
+from hierconsole.study.read.families import get_family
+from hierconsole.study.read.results import per_seed
+from hierconsole.vocabulary import HIER_METRIC, LEVELS, MAP
+
+COLUMNS = (
+    "table",
+    "dataset",
+    "row",
+    "column",
+    "measured",
+    "seed_sd",
+    "n",
+    "published",
+    "difference",
+    "comparable",
+)
+LEVEL_METRICS = (*(f"{level}_{MAP}" for level in LEVELS), HIER_METRIC)
+
+
+@dataclass(frozen=True)
+class Row:
+    dataset: str
+    row: str
+    column: str
+    measured: float | None
+    seed_sd: float | None = None
+    n: int | None = None
+
+
+Published = Callable[[str, str, str, str], float | None]
+"""(table, dataset, row, column) -> the paper's value, or None where the paper has none."""
+
+
+def published_value(table: str, dataset: str, row: str, column: str) -> float | None:
+    """The paper's value at one cell of one of its tables (the transcribed ones)."""
+    if dataset == "cub" and column == HIER_METRIC:
+        source = {"sec-5.2": CUB_S7_EFFECTS, "S11": CUB_S11}.get(table)
+        if source is not None and row in source:
+            return source[row][1]
+    return None
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    table_id: str
+    title: str
+    build: Callable[[Store, Mapping[str, Mapping[str, str]]], Iterator[Row]]
+    needs: tuple[str, ...]
+    """The stages whose outputs it reads; a table is omitted (and named) when one is absent."""
+
+
+def _arm_rows(store: Store, dataset: str, study_id: str, aggregation: str | None = None) -> Iterator[Row]:
+    # A level without a valid query in this split has no column: it is left out, the others reported.
+    view = study_effects(store, study_id, effect_metrics=[HIER_METRIC], aggregation=aggregation)
+    arms = view.arms.filter(pl.col("metric").is_in(LEVEL_METRICS))
+    for arm, metric, mean, sd, n in arms.select("arm", "metric", "mean", "sd", "n").iter_rows():
+        yield Row(dataset, arm, metric, mean, sd, n)  # the baselines (frozen, pca, hier) are arms here too
+
+
+def _effect_rows(store: Store, dataset: str, study_id: str, aggregation: str | None = None) -> Iterator[Row]:
+    view = study_effects(store, study_id, effect_metrics=[HIER_METRIC], aggregation=aggregation)
+    for name, effect in view.effects.get(HIER_METRIC, {}).items():
+        yield Row(dataset, name, HIER_METRIC, effect.mean, effect.sd, effect.n_seeds)
+
+
+def _per_seed_rows(store: Store, dataset: str, study_id: str) -> Iterator[Row]:
+    frame = per_seed(store, study_id)
+    for rec in frame.sort("arm", "seed").to_dicts():
+        for metric in LEVEL_METRICS:
+            if metric in rec:
+                yield Row(dataset, f"{rec['arm']} seed {rec['seed']}", metric, rec[metric], None, 1)
+
+
+def _member_rows(store: Store, dataset: str, family_id: str) -> Iterator[Row]:
+    for member in get_family(store, family_id).members:
+        for row in _arm_rows(store, dataset, member.study_id):
+            yield Row(dataset, f"{member.member} {row.row}", row.column, row.measured, row.seed_sd, row.n)
+
+
+def _across_splits(store: Store, dataset: str, family_id: str) -> Iterator[Row]:
+    """Each arm's mean over the outer splits (the split is the unit), with the SD over splits."""
+    values: dict[tuple[str, str], list[float]] = {}
+    for member in get_family(store, family_id).members:
+        for row in _arm_rows(store, dataset, member.study_id):
+            if row.measured is not None:
+                values.setdefault((row.row, row.column), []).append(row.measured)
+    for (arm, metric), xs in sorted(values.items()):
+        mean = sum(xs) / len(xs)
+        sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else None
+        yield Row(dataset, arm, metric, mean, sd, len(xs))
+
+
+def _taxonomy_rows(store: Store, dataset: str, study_id: str) -> Iterator[Row]:
+    info = get_dataset(store, get_study(store, study_id).dataset_id)
+    counts = {"images": info.n_samples, "leaf": info.n_leaf, "middle": info.n_middle, "high": info.n_high}
+    for name, value in counts.items():
+        yield Row(dataset, name, "count", float(value), None, None)
+
+
+def _one(stage: str, run: str, rows: Callable[[Store, str, str], Iterator[Row]], dataset: str):  # noqa: ANN202
+    def build(store: Store, outputs: Mapping[str, Mapping[str, str]]) -> Iterator[Row]:
+        yield from rows(store, dataset, outputs[stage][run])
+
+    return build
+
+
+def _both(kind: str, run: str, rows: Callable[[Store, str, str], Iterator[Row]]):  # noqa: ANN202
+    def build(store: Store, outputs: Mapping[str, Mapping[str, str]]) -> Iterator[Row]:
+        for dataset in ("cub", "nabirds"):
+            stage = f"{kind}-{dataset}"
+            if stage in outputs:
+                yield from rows(store, dataset, outputs[stage][run])
+
+    return build
+
+
+def _rescored(store: Store, outputs: Mapping[str, Mapping[str, str]]) -> Iterator[Row]:
+    study_id, _, aggregation = outputs["rescore-cub"]["rescored"].rpartition(":")
+    yield from _effect_rows(store, "cub", study_id, aggregation)
+
+
+TABLES: tuple[TableSpec, ...] = (
+    TableSpec("S1", "Dataset and taxonomy counts", _both("factorial", "factorial", _taxonomy_rows), ()),
+    TableSpec(
+        "main-1",
+        "Controlled Geometry x Loss factorial: mAP per level, mean and SD over training seeds",
+        _both("factorial", "factorial", _arm_rows),
+        (),
+    ),
+    TableSpec(
+        "sec-5.2",
+        "Simple effects on the hier score, paired within training seed",
+        _both("factorial", "factorial", _effect_rows),
+        (),
+    ),
+    TableSpec("S3", "CUB per-seed arm mAP", _one("factorial-cub", "factorial", _per_seed_rows, "cub"), ("factorial-cub",)),
+    TableSpec(
+        "S5",
+        "NABirds Parent-disjoint per-seed arm mAP",
+        _one("factorial-nabirds", "factorial", _per_seed_rows, "nabirds"),
+        ("factorial-nabirds",),
+    ),
+    TableSpec("S11", "CUB group-macro effects on the hier score (post hoc re-score)", _rescored, ("rescore-cub",)),
+    TableSpec(
+        "sec-5.1",
+        "Baseline context: frozen features, the HIER-style arm and matched projectors",
+        _both("baselines", "baselines", _arm_rows),
+        (),
+    ),
+    TableSpec(
+        "main-2",
+        "Semantic-supervision control on NABirds Parent-disjoint (S9)",
+        _one("families-nabirds", "semantic-control", _member_rows, "nabirds"),
+        ("families-nabirds",),
+    ),
+    TableSpec(
+        "S10",
+        "NABirds curvature / radius control",
+        _one("families-nabirds", "curvature-control", _member_rows, "nabirds"),
+        ("families-nabirds",),
+    ),
+    TableSpec(
+        "sec-5.5-cub",
+        "CUB Genus-disjoint outer splits: arm means and SD over splits",
+        _one("families-cub", "genus-disjoint", _across_splits, "cub"),
+        ("families-cub",),
+    ),
+    TableSpec(
+        "sec-5.5-nabirds",
+        "NABirds Parent-disjoint outer splits: arm means and SD over splits",
+        _one("families-nabirds", "outer-splits", _across_splits, "nabirds"),
+        ("families-nabirds",),
+    ),
+)
+
+
+def _fix(value: float | None) -> float | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def table_frame(spec: TableSpec, rows: Sequence[Row], *, comparable: bool, published: Published) -> pl.DataFrame:
+    records = []
+    for r in rows:
+        paper = published(spec.table_id, r.dataset, r.row, r.column)
+        measured = _fix(r.measured)
+        records.append(
+            (
+                spec.table_id,
+                r.dataset,
+                r.row,
+                r.column,
+                measured,
+                _fix(r.seed_sd),
+                r.n,
+                paper,
+                None if paper is None or measured is None else measured - paper,
+                comparable and paper is not None,
+            )
+        )
+    schema = {
+        "table": pl.Utf8,
+        "dataset": pl.Utf8,
+        "row": pl.Utf8,
+        "column": pl.Utf8,
+        "measured": pl.Float64,
+        "seed_sd": pl.Float64,
+        "n": pl.Int64,
+        "published": pl.Float64,
+        "difference": pl.Float64,
+        "comparable": pl.Boolean,
+    }
+    return pl.DataFrame(records, schema=schema, orient="row")
+
+
+@dataclass(frozen=True)
+class MeasuredTable:
+    table_id: str
+    title: str
+    frame: pl.DataFrame
+
+
+def replication_tables(
+    store: Store,
+    outputs: Mapping[str, Mapping[str, str]],
+    *,
+    comparable: bool,
+    published: Published = published_value,
+) -> tuple[list[MeasuredTable], dict[str, str]]:
+    """Every table whose stages ran, and table id -> why for the ones omitted (a dataset left out)."""
+    tables: list[MeasuredTable] = []
+    omitted: dict[str, str] = {}
+    for spec in TABLES:
+        absent = [stage for stage in spec.needs if stage not in outputs]
+        rows = [] if absent else list(spec.build(store, outputs))
+        if absent or not rows:
+            omitted[spec.table_id] = f"needs {', '.join(absent)}" if absent else "no stage of it ran"
+            continue
+        tables.append(MeasuredTable(spec.table_id, spec.title, table_frame(spec, rows, comparable=comparable, published=published)))
+    return tables, omitted

@@ -1,0 +1,129 @@
+"""`hierconsole replicate --scale smoke` end to end on generated CUB- and NABirds-layout folders (images made
+here, a tiny random-weight backbone, a generated checklist): every stage runs, the tables are written
+beside the paper's values, a second run does no work, a changed image is named, and a replication killed
+during extraction, during a factorial and during the tables ends with byte-identical tables."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.stores.layouts import make_cub, make_nabirds, tiny_model
+
+pytest.importorskip("transformers", reason="the 'extract' extra is not installed")
+pytest.importorskip("matplotlib", reason="the 'plot' extra is not installed (the report stage needs it)")
+
+pytestmark = pytest.mark.slow
+
+
+def _argv(home: Path, base: Path, *datasets: str, extra: tuple[str, ...] = ()) -> list[str]:
+    argv = [sys.executable, "-m", "hierconsole", "--home", str(home), "replicate"]
+    if "cub" in datasets:
+        argv += ["--cub", str(base / "CUB_200_2011"), "--checklist", str(base / "checklist.csv")]
+    if "nabirds" in datasets:
+        argv += ["--nabirds", str(base / "nabirds")]
+    return [*argv, "--weights", "none", "--model", str(base / "tiny-dinov2.json"), "--scale", "smoke", *extra]
+
+
+def _replicate(home: Path, base: Path, *datasets: str, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    return subprocess.run(_argv(home, base, *datasets, extra=extra), capture_output=True, text=True, timeout=1200)
+
+
+def _tables(home: Path) -> dict[str, bytes]:
+    (folder,) = (home / "replications").iterdir()
+    # The report names the home's study ids, which differ between homes; the tables name none.
+    return {p.name: p.read_bytes() for p in sorted((folder / "tables").iterdir()) if p.suffix != ".html"}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("replicate-data")
+    make_cub(base)
+    make_nabirds(base, supergroups=3, parents=6, leaves=2, per_class=4)
+    tiny_model(base)
+    return base
+
+
+def test_smoke_replication_end_to_end_then_nothing_to_do(data, tmp_path):
+    home = tmp_path / "home"
+    done = _replicate(home, data, "cub", "nabirds")
+    assert done.returncode == 0, done.stdout + done.stderr
+    tables = _tables(home)
+    for table in ("S1", "main-1", "sec-5.1", "sec-5.2", "S3", "S5", "S11", "main-2", "S10", "sec-5.5-cub", "sec-5.5-nabirds"):
+        assert {f"{table}.csv", f"{table}.md", f"{table}.tex"} <= set(tables), table
+    main = pl.read_csv(home / "replications" / "cub+nabirds-tiny-dinov2-smoke-seed0" / "tables" / "main-1.csv")
+    assert set(main["dataset"]) == {"cub", "nabirds"}
+    assert set(main.filter(pl.col("column") == "hier_mAP")["row"]) >= {"E_R", "H_R", "E_S", "H_S"}
+    assert not main["comparable"].any()  # smoke budgets: shown beside the paper's, never compared
+    effects = pl.read_csv(home / "replications" / "cub+nabirds-tiny-dinov2-smoke-seed0" / "tables" / "sec-5.2.csv")
+    cub = effects.filter(pl.col("dataset") == "cub").sort("row")
+    assert cub["published"].null_count() == 0  # the paper's CUB effects stand beside the measured ones
+    assert ((cub["measured"] - cub["published"]) - cub["difference"]).abs().max() < 1e-12
+
+    again = _replicate(home, data, "cub", "nabirds")
+    assert again.returncode == 0 and "0 stages ran" in again.stdout, again.stdout + again.stderr
+    assert _tables(home) == tables
+
+    image = next((data / "CUB_200_2011" / "images").rglob("*.png"))
+    original = image.read_bytes()
+    try:
+        image.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
+        plan = _replicate(home, data, "cub", "nabirds", extra=("--dry-run",))
+        assert plan.returncode == 0, plan.stderr
+        assert "extract-cub        stale" in plan.stdout and "extract-nabirds    done" in plan.stdout
+        assert "changed inputs: extract-cub" in plan.stdout
+    finally:
+        image.write_bytes(original)
+
+
+def _kill_when(home: Path, base: Path, ready) -> None:  # noqa: ANN001
+    """Start a CUB replication and SIGKILL it (it alone: its commands die with it) once `ready(home)`."""
+    proc = subprocess.Popen(_argv(home, base, "cub"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 600
+        while not ready(home) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None, "the replication ended before the point it was to be killed at"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+
+
+def _log_has(stage: str, text: str):  # noqa: ANN202
+    def ready(home: Path) -> bool:
+        logs = list((home / "replications").glob(f"*/logs/{stage}.log"))
+        return bool(logs) and text in logs[0].read_text(errors="replace")
+
+    return ready
+
+
+def _final_runs_started(home: Path) -> bool:
+    return any(home.glob("studies/*.cub-factorial-*/jobs/final-*/events.jsonl"))
+
+
+def _tables_started(home: Path) -> bool:
+    return any((home / "replications").glob("*/tables/*.csv"))
+
+
+def test_killed_during_extraction_a_factorial_and_the_tables_ends_with_identical_tables(data, tmp_path):
+    clean = tmp_path / "clean"
+    done = _replicate(clean, data, "cub")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    home = tmp_path / "killed"
+    _kill_when(home, data, _log_has("extract-cub", "$ hierconsole extract"))
+    _kill_when(home, data, _final_runs_started)
+    _kill_when(home, data, _tables_started)
+    finished = _replicate(home, data, "cub")
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert _tables(home) == _tables(clean)
+    # Nothing the replication started is left running.
+    leftover = subprocess.run(["pgrep", "-f", str(home)], capture_output=True, text=True)
+    assert leftover.stdout.strip() == "", leftover.stdout
