@@ -96,10 +96,14 @@ def outer_members(
     if not splits:
         problems.append("[splits] is empty: an outer-split family needs at least one [splits.NAME] table")
     members = []
+    # Without [configurations] every split is one study, named for the split alone.
+    crossed: list[tuple[str | None, Mapping[str, Any]]] = [(None, {})]
+    if configurations:
+        crossed = list(configurations)
     for split, split_values in splits:
         if split in RESERVED_SPLIT_NAMES:
             problems.append(f"splits.{split}: {split!r} names a column of the arms and gains tables; rename the split")
-        for configuration, config_values in configurations or [(None, {})]:
+        for configuration, config_values in crossed:
             both = sorted(set(split_values) & set(config_values))
             for key in both:
                 problems.append(
