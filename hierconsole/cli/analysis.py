@@ -299,6 +299,13 @@ def _family_effects(args: argparse.Namespace, store: Store) -> int:
         raise HierconsoleError("--metric: give one metric for a family's pooled effects")
     metric = args.metric[0] if args.metric else HIER_METRIC
     family, pooled = family_effects(store, args.study, metric=metric)
+    if not pooled:  # e.g. members training different cells (an outer-split family with arms)
+        where = (
+            f"its arms over outer splits: `hierconsole families {family.name}`"
+            if family.definition.get("outer") is not None
+            else f"compare members with `hierconsole contrast {family.name}` or `contrast FAMILY:A FAMILY:B --arms`"
+        )
+        raise HierconsoleError(f"family {family.name}: its members have no effect of {metric} in common; {where}")
     if args.json:
         doc = {
             "family": family.family_id,

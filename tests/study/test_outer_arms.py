@@ -105,6 +105,9 @@ def _mean_sd(values: list[float]) -> tuple[float, float]:
 def test_arms_and_gains_match_a_hand_computation_from_exported_metrics(arms_home, tmp_path):
     home = arms_home
     studies = member_studies(home)
+    # Its members train different cells: `effects FAMILY` has no pooled effect and points here.
+    effects = cli(home, "effects", "tinyarms")
+    assert effects.returncode == 2 and "`hierconsole families tinyarms`" in effects.stderr
     assert list(studies) == [f"{s}.{c}" for s in SPLITS for c in CONFIGURATIONS]
     with Store(home, read_only=True) as store:
         seeds = {json.loads(p)["split"]["seed"] for (p,) in store.rows("SELECT preset FROM studies")}
@@ -252,7 +255,16 @@ def test_shipped_outer_arms_family_loads_with_the_papers_arms():
     assert (matched.training.lr, matched.geometry.poincare.c, matched.geometry.poincare.r) == (5e-5, 0.1, 0.4)
     supcon = family.member("split-1.supcon").preset
     assert (supcon.training.lr, supcon.temperature.euclidean, supcon.training.level_weights) == (1e-4, 0.3, (0.25, 0.5, 1.0))
-    # The factorial-per-split family stays, and says which it is.
-    factorial = load_family("nabirds-parent-disjoint-outer")
-    assert factorial.outer is None and "2x2 factorial" in factorial.description
+    # The factorial-per-split families stay, and say which they are.
+    for name in ("nabirds-parent-disjoint-outer", "cub-genus-disjoint"):
+        factorial = load_family(name)
+        assert factorial.outer is None and "2x2 factorial" in factorial.description
+        assert f"{name.removesuffix('-outer')}-outer-arms" in factorial.description
     assert family.definition()["outer"]["members"]["split-2.supcon"] == ["split-2", "supcon"]
+    cub = load_family("cub-genus-disjoint-outer-arms")
+    assert cub.outer is not None and [a.arm for a in cub.outer.arms] == ["frozen", "E_R", "H_R", "E_S"]
+    assert {(m.preset.geometry.poincare.c, m.preset.evaluation.aggregation) for m in cub.members} == {(2.0, "macro")}
+    assert [m.preset.split.seed for m in cub.members] == [1, 1, 2, 2, 3, 3]
+    # The splits are the Genus-disjoint family's.
+    genus = load_family("cub-genus-disjoint").members[0].preset.split
+    assert (cub.members[0].preset.split.level, cub.members[0].preset.split.fractions) == (genus.level, genus.fractions)
