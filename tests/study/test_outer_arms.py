@@ -71,7 +71,10 @@ def arms_family_file(path: Path, name: str = "tinyarms", arms: dict | None = Non
 def arms_home(tmp_path_factory, tiny_fs):
     folder = tmp_path_factory.mktemp("outer-arms")
     home = registered_home(folder / "home", tiny_fs)
-    run_family(home, arms_family_file(folder / "tinyarms.toml"))
+    done = run_family(home, arms_family_file(folder / "tinyarms.toml"), columns=200)
+    # The run ends with the arms and the gains, as `families FAMILY` shows them.
+    flat = " ".join(done.stdout.split())
+    assert "arms per outer split" in flat and "paired gains per outer split" in flat
     return home
 
 
