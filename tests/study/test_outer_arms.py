@@ -15,6 +15,7 @@ import pytest
 from hierconsole.config.family import load_family
 from hierconsole.errors import ConfigError
 from hierconsole.study.db.storage import Store
+from tests.shown_numbers import assert_whole, plain, signed
 from tests.stores.real import cli, member_studies, registered_home, run_family
 from tests.tiny import TINY_VALUES
 
@@ -271,3 +272,18 @@ def test_shipped_outer_arms_family_loads_with_the_papers_arms():
     # The splits are the Genus-disjoint family's.
     genus = load_family("cub-genus-disjoint").members[0].preset.split
     assert (cub.members[0].preset.split.level, cub.members[0].preset.split.fractions) == (genus.level, genus.fractions)
+
+
+@pytest.mark.parametrize("columns", [60, 100, 200])
+def test_every_arm_and_gain_number_is_shown_whole_at_any_width(arms_home, columns):
+    doc = json.loads(cli(arms_home, "families", "tinyarms", "--json").stdout)["outer"]
+    words = []
+    for arm in doc["arms"].values():
+        for m in arm["metrics"].values():
+            words += [plain(v, 4) for v in m["per_split"].values()] + [plain(m["mean"], 4), plain(m["sd"], 4)]
+    for gain in doc["gains"].values():
+        for m in gain["metrics"].values():
+            words += [signed(v, 6) for v in m["per_split"].values()] + [signed(m["mean"], 6), plain(m["sd"], 6)]
+    out = cli(arms_home, "families", "tinyarms", columns=columns)
+    assert out.returncode == 0, out.stderr
+    assert_whole(out.stdout, words, f"families tinyarms at {columns} columns")
