@@ -287,3 +287,13 @@ def test_every_arm_and_gain_number_is_shown_whole_at_any_width(arms_home, column
     out = cli(arms_home, "families", "tinyarms", columns=columns)
     assert out.returncode == 0, out.stderr
     assert_whole(out.stdout, words, f"families tinyarms at {columns} columns")
+
+
+def test_the_notebook_reads_the_same_tables_as_the_export(arms_home, tmp_path):
+    import hierconsole as hc
+
+    home = hc.open_home(arms_home)
+    for table, gains in (("outer-arms", False), ("outer-gains", True)):
+        path = tmp_path / f"{table}.parquet"
+        assert cli(arms_home, "export", table, "--family", "tinyarms", "-o", str(path)).returncode == 0
+        assert home.outer_arms("tinyarms", gains=gains).equals(pl.read_parquet(path))
