@@ -24,20 +24,17 @@ from hierconsole.present.tables.families import (
     outer_gains_grid,
 )
 from hierconsole.study.analysis.contrasts import DEFAULT_METRIC, StudyContrast, metric_columns, parse_arm_pair
-from hierconsole.study.analysis.outer_arms import OuterArmsView
-from hierconsole.study.db.storage import Store
 from hierconsole.study.read.contrasts import compare_studies
 from hierconsole.study.read.families import (
     FamilyRow,
     family_contrasts,
-    family_outer_arms,
     get_family,
     is_family,
     list_families,
+    outer_arms_so_far,
     resolve_reference,
 )
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
-from hierconsole.vocabulary import Phase
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -174,7 +171,7 @@ def cmd_families(args: argparse.Namespace) -> int:
     with open_for_reading(args.home) as store:
         families = [get_family(store, args.family)] if args.family else list_families(store)
         # Only one named family shows its arms: a listing of every family never fails on one of them.
-        outer = _outer_arms(store, families[0]) if args.family else None
+        outer = outer_arms_so_far(store, families[0]) if args.family else None
     if args.json:
         docs = [_family_json(f) for f in families]
         if args.family:
@@ -195,17 +192,6 @@ def cmd_families(args: argparse.Namespace) -> int:
         if outer.gains:
             print_grid(console, outer_gains_grid(outer, EFFECT_DIGITS if args.precision is None else args.precision))
     return 0
-
-
-def _outer_arms(store: Store, family: FamilyRow) -> OuterArmsView | str | None:
-    """The family's arms over outer splits; why not yet (a member still running); None for a family
-    without outer-split arms. Results that do not hold the declared arms are an error."""
-    if family.definition.get("outer") is None:
-        return None
-    waiting = [m.member for m in family.members if m.phase != Phase.COMPLETE]
-    if waiting:
-        return f"shown once every member is complete ({', '.join(waiting)} not yet)"
-    return family_outer_arms(store, family.family_id)[1]
 
 
 def _family_json(family: FamilyRow) -> dict[str, Any]:

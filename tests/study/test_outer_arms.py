@@ -297,3 +297,16 @@ def test_the_notebook_reads_the_same_tables_as_the_export(arms_home, tmp_path):
         path = tmp_path / f"{table}.parquet"
         assert cli(arms_home, "export", table, "--family", "tinyarms", "-o", str(path)).returncode == 0
         assert home.outer_arms("tinyarms", gains=gains).equals(pl.read_parquet(path))
+
+
+def test_the_family_report_has_the_arms_and_gains(arms_home, tmp_path):
+    out = tmp_path / "family.md"
+    done = cli(arms_home, "report", "tinyarms", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    text = out.read_text(encoding="utf-8")
+    section = text.split("## Arms over outer splits", 1)[1].split("\n## ", 1)[0]
+    doc = json.loads(cli(arms_home, "families", "tinyarms", "--json").stdout)["outer"]
+    supcon = doc["arms"]["taxonomy-supcon"]["metrics"]["hier_mAP"]
+    gain = doc["gains"]["SupCon - matched H"]["metrics"]["hier_mAP"]
+    assert all(f"{v:.4f}" in section for v in supcon["per_split"].values())
+    assert all(f"{v:.6f}" in section for v in gain["per_split"].values())

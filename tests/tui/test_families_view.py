@@ -97,7 +97,7 @@ async def test_families_view_shows_an_outer_split_familys_arms_once_complete(fix
             await pilot.press("7")
             await settle(pilot, app)
             text = shown(app)
-            assert "arms over outer splits: family outer (outer-1): member(s) s3 are not complete" in text
+            assert "arms over outer splits: shown once every member is complete (s3 not yet)" in text
         store.execute("DELETE FROM family_members WHERE member = 's3'")
         definition = json.loads(store.one("SELECT definition FROM families")[0])
         definition["outer"] = {**definition["outer"], "splits": ["s1", "s2"], "members": {"s1": ["s1", None], "s2": ["s2", None]}}

@@ -205,3 +205,15 @@ def family_outer_arms(store: Store, ref: str) -> tuple[FamilyRow, OuterArmsView]
         scored = baselines(store, m.study_id)
         tables[m.member] = cells if scored is None else pl.concat([cells, scored], how="diagonal")
     return family, outer_arms_view(family.name, outer, tables)
+
+
+def outer_arms_so_far(store: Store, family: FamilyRow) -> OuterArmsView | str | None:
+    """A family's arms over outer splits as far as they go now: the view, why not yet (a member still
+    running), or None for a family without outer-split arms. Stored results that lack a declared arm
+    raise, as `family_outer_arms` does."""
+    if family.definition.get("outer") is None:
+        return None
+    waiting = [m.member for m in family.members if m.phase != Phase.COMPLETE]
+    if waiting:
+        return f"shown once every member is complete ({', '.join(waiting)} not yet)"
+    return family_outer_arms(store, family.family_id)[1]

@@ -25,7 +25,7 @@ from hierconsole.present.tables.families import contrast_grid, outer_arms_grid, 
 from hierconsole.study.analysis.contrasts import StudyContrast
 from hierconsole.study.analysis.outer_arms import OuterArmsView
 from hierconsole.study.db.storage import Store
-from hierconsole.study.read.families import FamilyRow, contrasts_so_far, family_outer_arms, list_families
+from hierconsole.study.read.families import FamilyRow, contrasts_so_far, list_families, outer_arms_so_far
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen, view_width
@@ -47,11 +47,9 @@ def members_table(family: FamilyRow) -> Table:
 
 
 def outer_so_far(store: Store, family: FamilyRow) -> OuterArmsView | str | None:
-    """An outer-split family's arms and gains, or why not yet; None for a family without outer arms."""
-    if family.definition.get("outer") is None:
-        return None
+    """An outer-split family's arms and gains, or why not (yet); None for a family without outer arms."""
     try:
-        return family_outer_arms(store, family.family_id)[1]
+        return outer_arms_so_far(store, family)
     except HierconsoleError as exc:
         return str(exc).splitlines()[0]
 
