@@ -101,7 +101,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("table", metavar="TABLE", help=f"one of: {names}; or {', '.join(TRACKERS)} (a study's runs)")
     add_arguments(e)
     e.add_argument("--study", metavar="ID", help="study id (tables of one study)")
-    e.add_argument("--family", metavar="ID", help="family id or name (family tables: contrasts)")
+    e.add_argument("--family", metavar="ID", help=f"family id or name (family tables: {', '.join(FAMILY_TABLES)})")
     e.add_argument(
         "--from-csv",
         metavar="FILE",
@@ -244,6 +244,8 @@ def _export_family_table(args: argparse.Namespace) -> int:
         raise HierconsoleError(f"table {args.table!r} needs --family FAMILY (and neither --study nor --from-csv)")
     if args.aggregate:
         raise HierconsoleError(NO_AGGREGATE)
+    if args.table != "contrasts":
+        return _export_outer_table(args)
     if args.metric and len(args.metric) > 1:
         raise HierconsoleError("--metric: give one metric for the contrasts table")
     from hierconsole.study.analysis.contrasts import DEFAULT_METRIC, contrasts_frame, metric_columns
@@ -256,6 +258,24 @@ def _export_family_table(args: argparse.Namespace) -> int:
     with open_for_reading(args.home) as store:
         _, contrasts = family_contrasts(store, args.family, metric=metric)
     frame = contrasts_frame(contrasts)
+    path = write_table(frame, args.output, args.fmt, force=args.force, precision=args.precision)
+    if path is not None:  # standard output holds the table itself, nothing else
+        print(f"wrote table {args.table} ({counted(frame.height, 'row')}) to {path}")
+    return 0
+
+
+def _export_outer_table(args: argparse.Namespace) -> int:
+    """outer-arms or outer-gains of an outer-split family: every mAP level and the hier score, per split."""
+    from hierconsole.study.analysis.outer_arms import outer_arms_frame, outer_gains_frame
+    from hierconsole.study.read.families import family_outer_arms
+
+    if args.metric:
+        raise HierconsoleError(f"--metric: table {args.table} holds every mAP level and the hier score; leave it out")
+    if args.output != STDOUT:
+        check_format(args.fmt, args.output)
+    with open_for_reading(args.home) as store:
+        _, view = family_outer_arms(store, args.family)
+    frame = outer_arms_frame(view) if args.table == "outer-arms" else outer_gains_frame(view)
     path = write_table(frame, args.output, args.fmt, force=args.force, precision=args.precision)
     if path is not None:  # standard output holds the table itself, nothing else
         print(f"wrote table {args.table} ({counted(frame.height, 'row')}) to {path}")
@@ -279,6 +299,13 @@ def _family_effects(args: argparse.Namespace, store: Store) -> int:
         raise HierconsoleError("--metric: give one metric for a family's pooled effects")
     metric = args.metric[0] if args.metric else HIER_METRIC
     family, pooled = family_effects(store, args.study, metric=metric)
+    if not pooled:  # e.g. members training different cells (an outer-split family with arms)
+        where = (
+            f"its arms over outer splits: `hierconsole families {family.name}`"
+            if family.definition.get("outer") is not None
+            else f"compare members with `hierconsole contrast {family.name}` or `contrast FAMILY:A FAMILY:B --arms`"
+        )
+        raise HierconsoleError(f"family {family.name}: its members have no effect of {metric} in common; {where}")
     if args.json:
         doc = {
             "family": family.family_id,

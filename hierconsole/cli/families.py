@@ -9,23 +9,32 @@ import tomllib
 from collections.abc import Sequence
 from typing import Any
 
+from rich.text import Text
+
 from hierconsole.cli.output import output_console, print_grid
 from hierconsole.cli.reading import open_for_reading
 from hierconsole.cli.running import add_run_options, run_family
 from hierconsole.config import load_preset
 from hierconsole.config.family import sweep_family
 from hierconsole.errors import HierconsoleError
-from hierconsole.present.tables.families import contrast_grid, families_grid
+from hierconsole.present.tables.families import (
+    contrast_grid,
+    families_grid,
+    outer_arms_grid,
+    outer_gains_grid,
+)
 from hierconsole.study.analysis.contrasts import DEFAULT_METRIC, StudyContrast, metric_columns, parse_arm_pair
 from hierconsole.study.read.contrasts import compare_studies
 from hierconsole.study.read.families import (
+    FamilyRow,
     family_contrasts,
     get_family,
     is_family,
     list_families,
+    outer_arms_so_far,
     resolve_reference,
 )
-from hierconsole.styles import EFFECT_DIGITS
+from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,8 +53,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--precision", type=int, default=EFFECT_DIGITS, metavar="N", help="decimals shown")
     c.set_defaults(func=cmd_contrast)
 
-    f = sub.add_parser("families", help="families and their members' phases and progress")
+    f = sub.add_parser(
+        "families",
+        help="families and their members' phases and progress; an outer-split family's arms and gains",
+        description="Every family with its members' studies, phases and jobs. With one FAMILY that declares "
+        "outer-split arms ([splits] and [[arms]], e.g. nabirds-parent-disjoint-outer-arms), also each arm's "
+        "value per outer split (mean over its seeds), mean ± SD over splits, and the paired gains per split.",
+    )
     f.add_argument("family", nargs="?", help="one family (id or name)")
+    f.add_argument("--json", action="store_true", help="print JSON only")
+    f.add_argument(
+        "--precision",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"decimals shown (default {ARM_DIGITS} for arms, {EFFECT_DIGITS} for gains)",
+    )
     f.set_defaults(func=cmd_families)
 
     s = sub.add_parser(
@@ -143,13 +166,52 @@ def _dropped_to_stderr(contrasts: Sequence[StudyContrast]) -> None:
 
 
 def cmd_families(args: argparse.Namespace) -> int:
+    if args.precision is not None:
+        _check_precision(args.precision)
     with open_for_reading(args.home) as store:
         families = [get_family(store, args.family)] if args.family else list_families(store)
-        if not families:
-            output_console().print("no families yet: `hierconsole run FAMILY.toml` or `hierconsole sweep PRESET --grid ...`")
-            return 0
-        print_grid(output_console(), families_grid(families))
+        # Only one named family shows its arms: a listing of every family never fails on one of them.
+        outer = outer_arms_so_far(store, families[0]) if args.family else None
+    if args.json:
+        docs = [_family_json(f) for f in families]
+        if args.family:
+            docs[0]["outer"] = outer if outer is None or isinstance(outer, str) else outer.to_json()
+        doc = docs[0] if args.family else {"families": docs}
+        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+        return 0
+    console = output_console()
+    if not families:
+        console.print("no families yet: `hierconsole run FAMILY.toml` or `hierconsole sweep PRESET --grid ...`")
+        return 0
+    print_grid(console, families_grid(families))
+    if isinstance(outer, str):
+        console.print(Text(f"arms over outer splits: {outer}", style="yellow"))
+    elif outer is not None:
+        arm_digits = ARM_DIGITS if args.precision is None else args.precision
+        print_grid(console, outer_arms_grid(outer, arm_digits))
+        if outer.gains:
+            print_grid(console, outer_gains_grid(outer, EFFECT_DIGITS if args.precision is None else args.precision))
     return 0
+
+
+def _family_json(family: FamilyRow) -> dict[str, Any]:
+    return {
+        "family_id": family.family_id,
+        "name": family.name,
+        "created_at": family.created_at.isoformat(),
+        "description": family.definition.get("description", ""),
+        "members": [
+            {
+                "member": m.member,
+                "study_id": m.study_id,
+                "phase": str(m.phase),
+                "jobs": m.jobs,
+                "jobs_finished": m.jobs_finished,
+                "overrides": m.overrides,
+            }
+            for m in family.members
+        ],
+    }
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

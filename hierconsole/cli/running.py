@@ -428,9 +428,15 @@ def _cli_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_family(args: argparse.Namespace, family: Family) -> int:
-    """Queue every member of a family, drive them to the end, then show members and declared contrasts."""
-    from hierconsole.present.tables.families import contrast_grid, families_grid
-    from hierconsole.study.read.families import family_contrasts, get_family
+    """Queue every member of a family, drive them to the end, then show members, declared contrasts and
+    (an outer-split family with arms) the arms over splits and their gains."""
+    from hierconsole.present.tables.families import (
+        contrast_grid,
+        families_grid,
+        outer_arms_grid,
+        outer_gains_grid,
+    )
+    from hierconsole.study.read.families import family_contrasts, family_outer_arms, get_family
     from hierconsole.study.run.families import create_family
 
     family = family.with_overrides(_cli_overrides(args))
@@ -465,8 +471,14 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
         print_grid(console, families_grid([get_family(store, family_id)]))
         if interrupted:
             return INTERRUPTED_EXIT
-        if all(read.get_study(store, s).phase == Phase.COMPLETE for s in studies) and family.contrasts:
+        complete = all(read.get_study(store, s).phase == Phase.COMPLETE for s in studies)
+        if complete and family.contrasts:
             _, contrasts = family_contrasts(store, family_id)
             for c in contrasts:
                 print_grid(console, contrast_grid(c, EFFECT_DIGITS))
+        if complete and family.outer is not None:
+            _, view = family_outer_arms(store, family_id)
+            print_grid(console, outer_arms_grid(view, ARM_DIGITS))
+            if view.gains:
+                print_grid(console, outer_gains_grid(view, EFFECT_DIGITS))
         return max(codes)

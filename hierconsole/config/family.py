@@ -20,6 +20,9 @@ A family file is TOML:
     b = "near-flat"
     arms = "H_R:H_R"                      # optional; default: every arm both train, with itself
 
+An outer-split family with arms (paper Sec. 5.5) gives [splits.NAME], optional [configurations.NAME],
+[[arms]] and [[gains]] instead of [members.NAME] (see `hierconsole.config.outer_arms`).
+
 Every member's preset is validated when the family is loaded, so a bad member fails before any study
 is created. Members share the training seeds: a member may not override them.
 """
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from hierconsole.config.files import presets_dir, read_toml, resolve_preset, resolve_toml
+from hierconsole.config.outer_arms import OUTER_TABLES, OuterArms, build_outer, outer_members
 from hierconsole.config.preset import Preset
 from hierconsole.errors import ConfigError, HierconsoleError, NotFoundError
 from hierconsole.vocabulary import ARMS
@@ -72,6 +76,8 @@ class Family:
     members: tuple[Member, ...]
     contrasts: tuple[ContrastSpec, ...]
     source: str = "<dict>"
+    outer: OuterArms | None = None
+    """The outer splits and their arms, for an outer-split family with arms (else None)."""
 
     def member(self, name: str) -> Member:
         for m in self.members:
@@ -82,8 +88,9 @@ class Family:
         )
 
     def definition(self) -> dict[str, Any]:
-        """What the store records: the base, every member's overrides and full preset, the contrasts."""
-        return {
+        """What the store records: the base, every member's overrides and full preset, the contrasts
+        (and, for an outer-split family with arms, its splits, arms and gains under `outer`)."""
+        doc: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
             "base": self.base,
@@ -96,6 +103,9 @@ class Family:
                 for c in self.contrasts
             ],
         }
+        if self.outer is not None:
+            doc["outer"] = self.outer.definition()
+        return doc
 
     def sha256(self) -> str:
         text = json.dumps(self.definition(), sort_keys=True, separators=(",", ":"), default=str)
@@ -116,6 +126,7 @@ class Family:
             members=members,
             contrasts=self.contrasts,
             source=self.source,
+            outer=self.outer,
         )
 
 
@@ -149,12 +160,21 @@ def build_family(
     members: Sequence[tuple[str, Mapping[str, Any]]],
     contrasts: Sequence[Mapping[str, Any]],
     source: str,
+    outer: Mapping[str, Any] | None = None,
 ) -> Family:
-    """Validate a family (every member preset, every contrast) and build it; ConfigError lists all problems."""
+    """Validate a family (every member preset, every contrast) and build it; ConfigError lists all problems.
+
+    `outer` (an outer-split family with arms) holds `splits` and `configurations` as (name, overrides)
+    pairs and the raw `arms` and `gains`; the members are then every split crossed with every configuration.
+    """
     problems: list[str] = []
+    if outer is not None:
+        if members:
+            problems.append("give either [members.NAME] or [splits.NAME] (an outer-split family), not both")
+        members = outer_members(outer["splits"], outer["configurations"], problems)
     if not MEMBER_NAME.match(name):
         problems.append(f"family.name = {name!r}: use letters, digits and . _ = + - (it names studies)")
-    if not members:
+    if not members and outer is None:
         problems.append("no [members.NAME] table: a family needs at least one member")
     for key in SHARED_KEYS:
         for member, values in members:
@@ -213,6 +233,16 @@ def build_family(
                 problems.append(f"{where}: members {a} and {b} train no arm in common; give arms = \"ARM_A:ARM_B\"")
         cname = c.get("name", f"{a} - {b}")
         specs.append(ContrastSpec(str(cname), str(a), str(b), arms))
+    outer_arms = None
+    if outer is not None:
+        outer_arms = build_outer(
+            [n for n, _ in outer["splits"]],
+            [n for n, _ in outer["configurations"]],
+            outer.get("arms"),
+            outer.get("gains", []),
+            {m.name: (m.preset.cells, m.preset.evaluation.baselines) for m in built},
+            problems,
+        )
     if problems:
         lines = [f"{source}: invalid family ({len(problems)} problem{'s' if len(problems) != 1 else ''})"]
         raise ConfigError("\n".join([*lines, *(f"  - {p}" for p in problems)]))
@@ -224,6 +254,7 @@ def build_family(
         members=tuple(built),
         contrasts=tuple(specs),
         source=source,
+        outer=outer_arms,
     )
 
 
@@ -250,9 +281,10 @@ def load_family(path_or_name: str | Path) -> Family:
     head = data.get(FAMILY_TABLE)
     if not isinstance(head, Mapping):
         raise ConfigError(f"{path}: not a family preset: it has no [family] table (a study preset runs as it is)")
-    unknown = sorted(set(data) - {FAMILY_TABLE, "overrides", "members", "contrasts"})
+    allowed = (FAMILY_TABLE, "overrides", "members", "contrasts", *OUTER_TABLES)
+    unknown = sorted(set(data) - set(allowed))
     if unknown:
-        raise ConfigError(f"{path}: unknown table(s) {', '.join(unknown)}; allowed: family, overrides, members, contrasts")
+        raise ConfigError(f"{path}: unknown table(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
     missing = [k for k in ("name", "base") if not isinstance(head.get(k), str) or not head.get(k)]
     if missing:
         raise ConfigError(f"{path}: [family] needs {' and '.join(missing)} (strings)")
@@ -276,6 +308,16 @@ def load_family(path_or_name: str | Path) -> Family:
     contrasts = data.get("contrasts", [])
     if not isinstance(contrasts, list):
         raise ConfigError(f"{path}: contrasts must be an array of tables [[contrasts]]")
+    outer = None
+    if any(table in data for table in OUTER_TABLES):
+        if "splits" not in data:
+            raise ConfigError(f"{path}: [[arms]], [[gains]] and [configurations] need [splits.NAME] tables (the outer splits)")
+        outer = {
+            "splits": _named_tables(path, data, "splits"),
+            "configurations": _named_tables(path, data, "configurations"),
+            "arms": data.get("arms"),
+            "gains": data.get("gains", []),
+        }
     return build_family(
         name=str(head["name"]),
         description=str(head.get("description", "")),
@@ -285,7 +327,21 @@ def load_family(path_or_name: str | Path) -> Family:
         members=members,
         contrasts=contrasts,
         source=str(path),
+        outer=outer,
     )
+
+
+def _named_tables(path: Path, data: Mapping[str, Any], table: str) -> list[tuple[str, dict[str, Any]]]:
+    """`[TABLE.NAME]` tables as (name, dotted overrides), in file order."""
+    found = data.get(table, {})
+    if not isinstance(found, Mapping):
+        raise ConfigError(f"{path}: {table} must be tables [{table}.NAME]")
+    out = []
+    for name, values in found.items():
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"{path}: {table}.{name} must be a table of overrides")
+        out.append((str(name), flatten(values)))
+    return out
 
 
 def list_families() -> list[tuple[str, Path, str]]:

@@ -251,6 +251,17 @@ class Home:
             family, pooled = family_effects(store, name, metric=metric)
         return frames.pooled_long(family.family_id, pooled, summary=summary)
 
+    def outer_arms(self, name: str, *, gains: bool = False) -> pl.DataFrame:
+        """An outer-split family's arms, one row per (arm, metric) with a column per split, mean and SD
+        over splits (`hierconsole export outer-arms --family NAME`); `gains=True`: its paired gains per
+        split (`export outer-gains`)."""
+        from hierconsole.study.analysis.outer_arms import outer_arms_frame, outer_gains_frame
+        from hierconsole.study.read.families import family_outer_arms
+
+        with self._reading() as store:
+            _, view = family_outer_arms(store, name)
+        return outer_gains_frame(view) if gains else outer_arms_frame(view)
+
     # -- launching -----------------------------------------------------------------------------------
     def run(
         self,

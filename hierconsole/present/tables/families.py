@@ -1,4 +1,5 @@
-"""Families, cross-study contrasts and a family's pooled effects as `Grid`s."""
+"""Families, cross-study contrasts, a family's pooled effects and an outer-split family's arms and gains
+as `Grid`s."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from hierconsole.present.grid import Column, Grid
 from hierconsole.present.tables.effects import PER_SEED
 from hierconsole.present.tables.evidence import EVIDENCE_COLUMNS, evidence_cells
 from hierconsole.study.analysis.contrasts import StudyContrast, contrast_caption
+from hierconsole.study.analysis.outer_arms import UNIT, OuterArmsView
 from hierconsole.study.analysis.pooled import PooledEffect
 from hierconsole.study.read.families import FamilyRow
 
@@ -113,4 +115,78 @@ def families_grid(families: Sequence[FamilyRow]) -> Grid:
                 ", ".join(f"{k}={json.dumps(v)}" for k, v in m.overrides.items()),
             )
         grid.end_section()
+    return grid
+
+
+PER_SPLIT = "per outer split"
+
+
+def _omitted_note(grid: Grid, view: OuterArmsView) -> None:
+    if view.omitted:
+        grid.note(
+            Text(f"note: {', '.join(view.omitted)} left out: some arm on some split has no value (no valid queries)", style="yellow")
+        )
+
+
+def outer_arms_grid(view: OuterArmsView, digits: int) -> Grid:
+    """Each arm's value on every outer split (its mean over the split's training seeds), then mean ± SD
+    over splits, per metric: the split is the unit."""
+    grid = Grid(
+        f"{view.family}: arms per {UNIT} (mean over its seeds), mean ± SD over splits",
+        [
+            Column("arm", numeric=False),
+            Column("metric", numeric=False),
+            Column("trains", numeric=False, droppable=True, style="dim"),
+            *(Column(s, group=PER_SPLIT, record_header=f"split {s}") for s in view.splits),
+            Column("mean ± SD"),
+        ],
+        key_columns=2,
+    )
+    previous = None
+    for a in view.arms:
+        if previous is not None and a.name != previous:
+            grid.end_section()
+        where = a.arm if a.configuration is None else f"{a.arm} ({a.configuration})"
+        grid.add_row(
+            a.label if a.name != previous else "",
+            a.metric,
+            where if a.name != previous else "",
+            *(numbers.plain(a.per_split[s], digits) for s in view.splits),
+            numbers.mean_sd(a.mean, a.sd, digits),
+        )
+        previous = a.name
+    grid.note(f"the {UNIT} is the unit: SD over {len(view.splits)} splits; a baseline has one value per split")
+    _omitted_note(grid, view)
+    return grid
+
+
+def outer_gains_grid(view: OuterArmsView, digits: int) -> Grid:
+    """Each declared gain A − B on every outer split, then mean ± SD over splits and the positive splits."""
+    grid = Grid(
+        f"{view.family}: paired gains per {UNIT}",
+        [
+            Column("gain", numeric=False),
+            Column("metric", numeric=False),
+            *(Column(s, group=PER_SPLIT, record_header=f"split {s}") for s in view.splits),
+            Column("mean ± SD"),
+            Column(">0 splits"),
+            *EVIDENCE_COLUMNS,
+        ],
+        key_columns=2,
+    )
+    previous = None
+    for g in view.gains:
+        if previous is not None and g.name != previous:
+            grid.end_section()
+        grid.add_row(
+            g.name if g.name != previous else "",
+            g.metric,
+            *(numbers.signed(g.per_split[s], digits) for s in view.splits),
+            numbers.mean_sd(g.mean, g.sd, digits, sign=True),
+            numbers.count(g.positive, g.n),
+            *evidence_cells(g.evidence, digits),
+        )
+        previous = g.name
+    grid.note("paired by split (the same split's A and B); seeds to resolve counts splits here")
+    _omitted_note(grid, view)
     return grid

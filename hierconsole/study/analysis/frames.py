@@ -36,6 +36,8 @@ TABLES: dict[str, str] = {
 
 FAMILY_TABLES: dict[str, str] = {
     "contrasts": "a family's declared contrasts: per arm pair and level, per seed, mean ± SD, positive seeds",
+    "outer-arms": "an outer-split family's arms: per arm and mAP level, per split (mean over seeds), mean ± SD",
+    "outer-gains": "an outer-split family's paired gains A - B: per split, mean ± SD, positive splits, tests",
 }
 """Tables of a family (`export TABLE --family F`) rather than of one study."""
 

@@ -15,6 +15,7 @@ from hierconsole.study.analysis.audits import Check
 from hierconsole.study.analysis.contrasts import StudyContrast
 from hierconsole.study.analysis.effects import SimpleEffects
 from hierconsole.study.analysis.headline import Headline
+from hierconsole.study.analysis.outer_arms import OuterArmsView
 from hierconsole.study.analysis.pooled import PooledEffect
 from hierconsole.study.analysis.redistribution import Redistribution
 from hierconsole.vocabulary import LEVELS
@@ -105,3 +106,5 @@ class FamilyInputs:
     level_names: tuple[str, str, str]
     provenance: dict[str, Any]
     metric: str
+    outer: OuterArmsView | str | None = None
+    """An outer-split family's arms over splits and paired gains, why not (yet), or None (no arms)."""

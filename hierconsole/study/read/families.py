@@ -1,5 +1,6 @@
 """Families as the front ends show them: each family's members with their study's phase and progress, the
-contrasts the family declares between its members (paper S9, S10) and its members' pooled effects."""
+contrasts the family declares between its members (paper S9, S10), its members' pooled effects and, for an
+outer-split family with arms, the arms over splits and their paired gains (Sec. 5.5)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import polars as pl
+
 from hierconsole.errors import HierconsoleError, NotFoundError
 from hierconsole.study.analysis.contrasts import DEFAULT_METRIC, StudyContrast, parse_arm_pair
+from hierconsole.study.analysis.outer_arms import OuterArmsView, outer_arms_view
 from hierconsole.study.analysis.pooled import PooledEffect, pooled_effects
 from hierconsole.study.db.records import resolve_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.contrasts import compare_studies
-from hierconsole.study.read.results import per_seed
+from hierconsole.study.read.results import baselines, per_seed
 from hierconsole.vocabulary import HIER_METRIC, JobState, Phase
 
 
@@ -177,3 +181,39 @@ def family_effects(store: Store, ref: str, *, metric: str = HIER_METRIC) -> tupl
         )
     tables = {m.member: per_seed(store, m.study_id) for m in family.members}
     return family, pooled_effects(tables, metric)
+
+
+def family_outer_arms(store: Store, ref: str) -> tuple[FamilyRow, OuterArmsView]:
+    """An outer-split family's arms (mean ± SD over splits) and paired gains per split (paper Sec. 5.5)."""
+    family = get_family(store, ref)
+    outer = family.definition.get("outer")
+    if outer is None:
+        raise HierconsoleError(
+            f"family {family.name} ({family.family_id}) declares no outer-split arms ([splits] and [[arms]]): "
+            "run one that does (e.g. nabirds-parent-disjoint-outer-arms), or pool this family's effects with "
+            "`hierconsole effects FAMILY`"
+        )
+    waiting = [m.member for m in family.members if m.phase != Phase.COMPLETE]
+    if waiting:
+        raise HierconsoleError(
+            f"family {family.name} ({family.family_id}): member(s) {', '.join(waiting)} are not complete; "
+            "the arms over outer splits need every member evaluated"
+        )
+    tables = {}
+    for m in family.members:
+        cells = per_seed(store, m.study_id)
+        scored = baselines(store, m.study_id)
+        tables[m.member] = cells if scored is None else pl.concat([cells, scored], how="diagonal")
+    return family, outer_arms_view(family.name, outer, tables)
+
+
+def outer_arms_so_far(store: Store, family: FamilyRow) -> OuterArmsView | str | None:
+    """A family's arms over outer splits as far as they go now: the view, why not yet (a member still
+    running), or None for a family without outer-split arms. Stored results that lack a declared arm
+    raise, as `family_outer_arms` does."""
+    if family.definition.get("outer") is None:
+        return None
+    waiting = [m.member for m in family.members if m.phase != Phase.COMPLETE]
+    if waiting:
+        return f"shown once every member is complete ({', '.join(waiting)} not yet)"
+    return family_outer_arms(store, family.family_id)[1]

@@ -16,12 +16,13 @@ from hierconsole.errors import ConfigError, HierconsoleError, NotFoundError
 from hierconsole.study.analysis.arms import arm_table
 from hierconsole.study.analysis.effects import SimpleEffects, omitted_text, simple_effects
 from hierconsole.study.analysis.headline import headline
+from hierconsole.study.analysis.outer_arms import OuterArmsView
 from hierconsole.study.analysis.redistribution import Redistribution, can_redistribute, redistribution
 from hierconsole.study.analysis.report_inputs import FamilyInputs, MemberInputs, StudyInputs
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.audits import current_audits
-from hierconsole.study.read.families import contrasts_so_far, family_effects, get_family
+from hierconsole.study.read.families import contrasts_so_far, family_effects, get_family, outer_arms_so_far
 from hierconsole.study.read.results import (
     RAW_TABLES,
     aggregations,
@@ -249,6 +250,11 @@ def family_inputs(store: Store, ref: str, *, metric: str = HIER_METRIC) -> Famil
         pooled = family_effects(store, family.family_id, metric=metric)[1]
     except HierconsoleError as exc:
         pooled = str(exc).splitlines()[0]
+    outer: OuterArmsView | str | None
+    try:
+        outer = outer_arms_so_far(store, family)
+    except HierconsoleError as exc:
+        outer = str(exc).splitlines()[0]
     first = family.members[0].study_id if family.members else None
     names = (
         store.one(
@@ -267,6 +273,7 @@ def family_inputs(store: Store, ref: str, *, metric: str = HIER_METRIC) -> Famil
         level_names=tuple(names[0]) if names else LEVELS,
         provenance={"hierconsole": __version__, **({"members": {m.member: provenance(store, m.study_id) for m in family.members}})},
         metric=metric,
+        outer=outer,
     )
 
 

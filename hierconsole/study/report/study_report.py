@@ -19,6 +19,7 @@ from hierconsole.study.analysis.contrasts import StudyContrast, contrasts_frame
 from hierconsole.study.analysis.effects import SimpleEffects
 from hierconsole.study.analysis.frames import arms_frame, effects_frame, recall_frame, redistribution_frame
 from hierconsole.study.analysis.headline import headline_frame
+from hierconsole.study.analysis.outer_arms import outer_arms_frame, outer_gains_frame
 from hierconsole.study.analysis.report_inputs import FamilyInputs, StudyInputs, level_label
 from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA, STATISTICS_LEGEND
 from hierconsole.study.report.document import Block, Code, Document, Facts, Figure, Section, Table, Text
@@ -47,6 +48,7 @@ FAMILY_SECTION_IDS: dict[str, str] = {
     "members": "Members",
     "contrasts": "Declared contrasts",
     "pooled": "Effects pooled over members",
+    "outer": "Arms over outer splits",
     "curvature": "Operating points",
     "provenance": "Provenance",
     "commands": "Regenerate",
@@ -359,6 +361,7 @@ def family_sections(inputs: FamilyInputs) -> list[Section]:
             _figure("effects", inputs, "Pooled effects: one point per member."),
         ]
     sections.append(Section("pooled", FAMILY_SECTION_IDS["pooled"], pooled_blocks))
+    sections.append(Section("outer", FAMILY_SECTION_IDS["outer"], _outer_blocks(inputs)))
     sections.append(Section("curvature", FAMILY_SECTION_IDS["curvature"], [_figure("curvature", inputs, "Each member's Poincaré operating point (c, r) against its hier mAP; dashed: a Euclidean member.")]))
     member_prov = inputs.provenance.get("members", {})
     prov_blocks: list[Block] = [Facts([("hierconsole", str(inputs.provenance.get("hierconsole")))])]
@@ -384,6 +387,24 @@ def family_sections(inputs: FamilyInputs) -> list[Section]:
     ]
     sections.append(Section("commands", FAMILY_SECTION_IDS["commands"], [Code("\n".join(commands), "With the same --home:")]))
     return sections
+
+
+def _outer_blocks(inputs: FamilyInputs) -> list[Block]:
+    """An outer-split family's arms (mean ± SD over splits) and paired gains per split (paper Sec. 5.5)."""
+    if inputs.outer is None:
+        return [Text("The family declares no outer-split arms ([splits] and [[arms]]).", note=True)]
+    if isinstance(inputs.outer, str):
+        return [Text(f"Not yet: {inputs.outer}", note=True)]
+    arms = outer_arms_frame(inputs.outer)
+    blocks: list[Block] = [
+        Table(arms, "Each arm's value on every outer split (its mean over the split's training seeds), then mean ± SD with the split as the unit"),
+    ]
+    if inputs.outer.gains:
+        gains = outer_gains_frame(inputs.outer).drop("ci95_boot_seed")
+        blocks.append(Table(gains, "Each gain A − B paired by outer split, mean ± SD over splits and the splits where it is positive", EFFECT_DIGITS))
+    if inputs.outer.omitted:
+        blocks.append(Text(f"Left out (a level without valid queries on some split): {', '.join(inputs.outer.omitted)}.", note=True))
+    return blocks
 
 
 def family_document(inputs: FamilyInputs) -> Document:

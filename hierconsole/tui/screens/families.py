@@ -1,5 +1,6 @@
-"""Families: each family's members with their phase and progress, and its declared contrasts per seed,
-mean ± SD, seed directions and a level-wise bar per arm pair (as the redistribution view draws them)."""
+"""Families: each family's members with their phase and progress, its declared contrasts per seed,
+mean ± SD, seed directions and a level-wise bar per arm pair (as the redistribution view draws them),
+and an outer-split family's arms over splits and paired gains."""
 
 from __future__ import annotations
 
@@ -17,12 +18,15 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
 
+from hierconsole.errors import HierconsoleError
 from hierconsole.present import numbers as fmt
 from hierconsole.present.render import render
-from hierconsole.present.tables.families import contrast_grid
+from hierconsole.present.tables.families import contrast_grid, outer_arms_grid, outer_gains_grid
 from hierconsole.study.analysis.contrasts import StudyContrast
-from hierconsole.study.read.families import FamilyRow, contrasts_so_far, list_families
-from hierconsole.styles import EFFECT_DIGITS
+from hierconsole.study.analysis.outer_arms import OuterArmsView
+from hierconsole.study.db.storage import Store
+from hierconsole.study.read.families import FamilyRow, contrasts_so_far, list_families, outer_arms_so_far
+from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen, view_width
 
@@ -42,15 +46,36 @@ def members_table(family: FamilyRow) -> Table:
     return table
 
 
+def outer_so_far(store: Store, family: FamilyRow) -> OuterArmsView | str | None:
+    """An outer-split family's arms and gains, or why not (yet); None for a family without outer arms."""
+    try:
+        return outer_arms_so_far(store, family)
+    except HierconsoleError as exc:
+        return str(exc).splitlines()[0]
+
+
 def family_view(
-    family: FamilyRow, contrasts: list[tuple[str, StudyContrast | str]], index: int, count: int, width: int
+    family: FamilyRow,
+    contrasts: list[tuple[str, StudyContrast | str]],
+    index: int,
+    count: int,
+    width: int,
+    outer: OuterArmsView | str | None = None,
 ) -> RenderableType:
     head = Text(f"{family.name}", style="bold")
     head.append(f"  {family.family_id} · {family.complete}/{len(family.members)} members complete", style="dim")
     if count > 1:
         head.append(f" · family {index + 1} of {count} (n: next)", style="dim")
     blocks: list[RenderableType] = [head, members_table(family), Text("")]
-    if not contrasts:
+    if isinstance(outer, str):
+        line = Text("arms over outer splits: ", style="bold")
+        line.append(outer, style="yellow")
+        blocks += [line, Text("")]
+    elif outer is not None:
+        blocks += [*render(outer_arms_grid(outer, ARM_DIGITS), width, boxed=False), Text("")]
+        if outer.gains:
+            blocks += [*render(outer_gains_grid(outer, EFFECT_DIGITS), width, boxed=False), Text("")]
+    if not contrasts and outer is None:
         blocks.append(Text("this family declares no contrasts; its members are read side by side", style="dim"))
     for name, result in contrasts:
         if isinstance(result, str):
@@ -72,6 +97,7 @@ class FamiliesScreen(ConsoleScreen):
         families: list[FamilyRow]
         index: int
         contrasts: list[tuple[str, StudyContrast | str]]
+        outer: OuterArmsView | str | None = None
 
     def __init__(self) -> None:
         super().__init__()
@@ -99,7 +125,8 @@ class FamiliesScreen(ConsoleScreen):
             self.post_message(self.Loaded([], 0, []))
             return
         i = index % len(families)
-        self.post_message(self.Loaded(families, i, contrasts_so_far(store, families[i])))
+        family = families[i]
+        self.post_message(self.Loaded(families, i, contrasts_so_far(store, family), outer_so_far(store, family)))
 
     @on(Loaded)
     def _loaded(self, message: Loaded) -> None:
@@ -124,7 +151,9 @@ class FamiliesScreen(ConsoleScreen):
         width = view_width(self.query_one("#scroll", ScrollableContainer), self.size.width)
         family = message.families[message.index]
         body = self.query_one("#family", Static)
-        body.update(family_view(family, message.contrasts, message.index, len(message.families), width))
+        body.update(
+            family_view(family, message.contrasts, message.index, len(message.families), width, message.outer)
+        )
 
     def on_resize(self) -> None:
         self._show_family()
