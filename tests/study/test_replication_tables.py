@@ -100,7 +100,7 @@ def test_outer_split_arms_are_means_over_splits_with_the_sd_over_splits(outer_fa
     effects = by_id["sec-5.2"].filter(pl.col("dataset") == "cub")
     assert effects["published"].null_count() == 0 and effects["comparable"].all()
     # A dataset left out: its tables are named, not written.
-    assert omitted["S5"] == "needs factorial-nabirds" and "S5" not in by_id
+    assert omitted["supp-5"] == "needs factorial-nabirds" and "supp-5" not in by_id
     assert {spec.table_id for spec in TABLES} == set(by_id) | set(omitted)
 
 

@@ -22,8 +22,8 @@ from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.effects import study_effects
 from hierconsole.study.read.families import get_family
-from hierconsole.study.read.results import per_seed
-from hierconsole.vocabulary import HIER_METRIC, LEVELS, MAP
+from hierconsole.study.read.results import per_seed, table_frame
+from hierconsole.vocabulary import HIER_METRIC, LEVELS, MAP, RECALL_KS
 
 COLUMNS = (
     "table",
@@ -38,6 +38,7 @@ COLUMNS = (
     "comparable",
 )
 LEVEL_METRICS = (*(f"{level}_{MAP}" for level in LEVELS), HIER_METRIC)
+RECALL_METRICS = tuple(f"{level}_R@{k}" for level in LEVELS for k in RECALL_KS)
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ Published = Callable[[str, str, str, str], float | None]
 def published_value(table: str, dataset: str, row: str, column: str) -> float | None:
     """The paper's value at one cell of one of its tables (the transcribed ones)."""
     if dataset == "cub" and column == HIER_METRIC:
-        source = {"sec-5.2": CUB_S7_EFFECTS, "S11": CUB_S11}.get(table)
+        source = {"sec-5.2": CUB_S7_EFFECTS, "supp-11": CUB_S11}.get(table)
         if source is not None and row in source:
             return source[row][1]
     return None
@@ -72,10 +73,12 @@ class TableSpec:
     """The stages whose outputs it reads; a table is omitted (and named) when one is absent."""
 
 
-def _arm_rows(store: Store, dataset: str, study_id: str, aggregation: str | None = None) -> Iterator[Row]:
+def _arm_rows(
+    store: Store, dataset: str, study_id: str, aggregation: str | None = None, metrics: Sequence[str] = LEVEL_METRICS
+) -> Iterator[Row]:
     # A level without a valid query in this split has no column: it is left out, the others reported.
     view = study_effects(store, study_id, effect_metrics=[HIER_METRIC], aggregation=aggregation)
-    arms = view.arms.filter(pl.col("metric").is_in(LEVEL_METRICS))
+    arms = view.arms.filter(pl.col("metric").is_in(list(metrics)))
     for arm, metric, mean, sd, n in arms.select("arm", "metric", "mean", "sd", "n").iter_rows():
         yield Row(dataset, arm, metric, mean, sd, n)  # the baselines (frozen, pca, hier) are arms here too
 
@@ -84,6 +87,29 @@ def _effect_rows(store: Store, dataset: str, study_id: str, aggregation: str | N
     view = study_effects(store, study_id, effect_metrics=[HIER_METRIC], aggregation=aggregation)
     for name, effect in view.effects.get(HIER_METRIC, {}).items():
         yield Row(dataset, name, HIER_METRIC, effect.mean, effect.sd, effect.n_seeds)
+
+
+def _recall_rows(store: Store, dataset: str, study_id: str) -> Iterator[Row]:
+    yield from _arm_rows(store, dataset, study_id, metrics=RECALL_METRICS)
+
+
+def _seed_effect_rows(store: Store, dataset: str, study_id: str) -> Iterator[Row]:
+    view = study_effects(store, study_id, effect_metrics=[HIER_METRIC])
+    for name, effect in view.effects.get(HIER_METRIC, {}).items():
+        for seed, value in sorted(effect.per_seed.items()):
+            yield Row(dataset, f"{name} seed {seed}", HIER_METRIC, value, None, 1)
+        yield Row(dataset, f"{name} mean", HIER_METRIC, effect.mean, effect.sd, effect.n_seeds)
+
+
+def _tuning_rows(store: Store, dataset: str, study_id: str) -> Iterator[Row]:
+    for rec in table_frame(store, "tuning", study_id).to_dicts():
+        for column in ("middle_mAP", "high_mAP", "score"):
+            yield Row(dataset, f"{rec['geometry']} tau={rec['tau']:g}", column, rec[column], None, None)
+
+
+def _audit_rows(store: Store, dataset: str, study_id: str) -> Iterator[Row]:
+    for rec in table_frame(store, "audits", study_id).to_dicts():
+        yield Row(dataset, rec["check_name"], "passed", 1.0 if rec["ok"] else 0.0, None, None)
 
 
 def _per_seed_rows(store: Store, dataset: str, study_id: str) -> Iterator[Row]:
@@ -142,45 +168,72 @@ def _rescored(store: Store, outputs: Mapping[str, Mapping[str, str]]) -> Iterato
     yield from _effect_rows(store, "cub", study_id, aggregation)
 
 
+_FACTORIAL = ("factorial", "factorial")
+
 TABLES: tuple[TableSpec, ...] = (
-    TableSpec("S1", "Dataset and taxonomy counts", _both("factorial", "factorial", _taxonomy_rows), ()),
+    TableSpec("S1-counts", "Dataset and taxonomy counts (S1)", _both(*_FACTORIAL, _taxonomy_rows), ()),
     TableSpec(
         "main-1",
         "Controlled Geometry x Loss factorial: mAP per level, mean and SD over training seeds",
-        _both("factorial", "factorial", _arm_rows),
+        _both(*_FACTORIAL, _arm_rows),
         (),
     ),
+    TableSpec("sec-5.2", "Simple effects on the hier score, paired within training seed", _both(*_FACTORIAL, _effect_rows), ()),
+    TableSpec("supp-1", "CUB temperature selection (validation only)", _one("factorial-cub", "factorial", _tuning_rows, "cub"), ("factorial-cub",)),
     TableSpec(
-        "sec-5.2",
-        "Simple effects on the hier score, paired within training seed",
-        _both("factorial", "factorial", _effect_rows),
-        (),
+        "supp-2",
+        "NABirds Parent-disjoint temperature selection (validation only)",
+        _one("factorial-nabirds", "factorial", _tuning_rows, "nabirds"),
+        ("factorial-nabirds",),
     ),
-    TableSpec("S3", "CUB per-seed arm mAP", _one("factorial-cub", "factorial", _per_seed_rows, "cub"), ("factorial-cub",)),
+    TableSpec("supp-3", "CUB per-seed arm mAP", _one("factorial-cub", "factorial", _per_seed_rows, "cub"), ("factorial-cub",)),
     TableSpec(
-        "S5",
+        "supp-4", "CUB simple effects by training seed", _one("factorial-cub", "factorial", _seed_effect_rows, "cub"), ("factorial-cub",)
+    ),
+    TableSpec(
+        "supp-5",
         "NABirds Parent-disjoint per-seed arm mAP",
         _one("factorial-nabirds", "factorial", _per_seed_rows, "nabirds"),
         ("factorial-nabirds",),
     ),
-    TableSpec("S11", "CUB group-macro effects on the hier score (post hoc re-score)", _rescored, ("rescore-cub",)),
+    TableSpec(
+        "supp-6",
+        "NABirds simple effects by training seed",
+        _one("factorial-nabirds", "factorial", _seed_effect_rows, "nabirds"),
+        ("factorial-nabirds",),
+    ),
+    TableSpec("supp-7", "CUB factorial Recall@K", _one("factorial-cub", "factorial", _recall_rows, "cub"), ("factorial-cub",)),
+    TableSpec(
+        "supp-8",
+        "NABirds Parent-disjoint factorial Recall@K",
+        _one("factorial-nabirds", "factorial", _recall_rows, "nabirds"),
+        ("factorial-nabirds",),
+    ),
+    TableSpec(
+        "main-2",
+        "Semantic-supervision control on NABirds Parent-disjoint",
+        _one("families-nabirds", "semantic-control", _member_rows, "nabirds"),
+        ("families-nabirds",),
+    ),
+    TableSpec(
+        "supp-9",
+        "NABirds semantic-alignment control, mean and SD over seeds",
+        _one("families-nabirds", "semantic-control", _member_rows, "nabirds"),
+        ("families-nabirds",),
+    ),
+    TableSpec(
+        "supp-10",
+        "NABirds curvature / radius control",
+        _one("families-nabirds", "curvature-control", _member_rows, "nabirds"),
+        ("families-nabirds",),
+    ),
+    TableSpec("supp-11", "CUB group-macro effects on the hier score (post hoc re-score)", _rescored, ("rescore-cub",)),
+    TableSpec("supp-12", "Final factorial fairness and leakage checks", _both(*_FACTORIAL, _audit_rows), ()),
     TableSpec(
         "sec-5.1",
         "Baseline context: frozen features, the HIER-style arm and matched projectors",
         _both("baselines", "baselines", _arm_rows),
         (),
-    ),
-    TableSpec(
-        "main-2",
-        "Semantic-supervision control on NABirds Parent-disjoint (S9)",
-        _one("families-nabirds", "semantic-control", _member_rows, "nabirds"),
-        ("families-nabirds",),
-    ),
-    TableSpec(
-        "S10",
-        "NABirds curvature / radius control",
-        _one("families-nabirds", "curvature-control", _member_rows, "nabirds"),
-        ("families-nabirds",),
     ),
     TableSpec(
         "sec-5.5-cub",
@@ -201,7 +254,7 @@ def _fix(value: float | None) -> float | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
-def table_frame(spec: TableSpec, rows: Sequence[Row], *, comparable: bool, published: Published) -> pl.DataFrame:
+def measured_frame(spec: TableSpec, rows: Sequence[Row], *, comparable: bool, published: Published) -> pl.DataFrame:
     records = []
     for r in rows:
         paper = published(spec.table_id, r.dataset, r.row, r.column)
@@ -258,5 +311,5 @@ def replication_tables(
         if absent or not rows:
             omitted[spec.table_id] = f"needs {', '.join(absent)}" if absent else "no stage of it ran"
             continue
-        tables.append(MeasuredTable(spec.table_id, spec.title, table_frame(spec, rows, comparable=comparable, published=published)))
+        tables.append(MeasuredTable(spec.table_id, spec.title, measured_frame(spec, rows, comparable=comparable, published=published)))
     return tables, omitted
