@@ -12,6 +12,7 @@ import polars as pl
 
 from hierconsole.errors import NotFoundError
 from hierconsole.study.analysis.paper_tables import main, supplement, supplement_text
+from hierconsole.study.analysis.paper_tables.compare import BESIDE_COLUMNS, beside_paper
 from hierconsole.study.analysis.paper_tables.model import Cell, Key, Pair, PaperTable, Row
 
 PAPER_TABLES: dict[str, PaperTable] = {
@@ -37,4 +38,16 @@ def paper_long(table_id: str) -> pl.DataFrame:
     return get_paper_table(table_id).long()
 
 
-__all__ = ["PAPER_TABLES", "Cell", "Key", "Pair", "PaperTable", "Row", "get_paper_table", "paper_long", "paper_table"]
+__all__ = [
+    "BESIDE_COLUMNS",
+    "PAPER_TABLES",
+    "beside_paper",
+    "Cell",
+    "Key",
+    "Pair",
+    "PaperTable",
+    "Row",
+    "get_paper_table",
+    "paper_long",
+    "paper_table",
+]

@@ -74,7 +74,9 @@ class PaperTable:
                 data[f"{column}_sd"] = [None if c is None else c[1] for c in cells]  # type: ignore[index]
             else:
                 data[column] = cells  # type: ignore[assignment]
-        return pl.DataFrame({name: pl.Series(name, values, dtype=_dtype(values)) for name, values in data.items()})
+        return pl.DataFrame(
+            {name: pl.Series(name, values, dtype=_dtype(values)) for name, values in data.items()}
+        )
 
     def long(self) -> pl.DataFrame:
         """One row per printed number: keys, ``column`` (the value column it is printed in), ``value`` and
@@ -103,6 +105,27 @@ class PaperTable:
             pl.Series("sd", sd, dtype=pl.Float64),
         ]
         return pl.DataFrame(series)
+
+    def long_of(self, wide: pl.DataFrame) -> pl.DataFrame:
+        """A frame of this table's printed shape (`frame`: keys, then ``<column>`` or ``<column>_mean``
+        and ``<column>_sd``), e.g. a measured arms or recall frame with its keys added, in the long shape
+        (`long`) that `beside_paper` takes. Null cells have no row."""
+        parts = []
+        for column in self.columns:
+            mean, sd = (f"{column}_mean", f"{column}_sd") if self.with_sd else (column, None)
+            if mean not in wide.columns:
+                continue
+            parts.append(
+                wide.select(
+                    *self.keys,
+                    pl.lit(column).alias("column"),
+                    pl.col(mean).alias("value"),
+                    (pl.col(sd) if sd in wide.columns else pl.lit(None, dtype=pl.Float64)).alias("sd"),
+                ).filter(pl.col("value").is_not_null())
+            )
+        if not parts:
+            raise ValueError(f"{self.id}: the frame has none of the columns {', '.join(self.columns)}")
+        return pl.concat(parts, how="vertical_relaxed")
 
 
 def _dtype(values: list[Scalar]) -> type[pl.DataType]:
