@@ -378,3 +378,17 @@ def test_beside_paper_keeps_text_cells_and_null_keys_and_rejects_bad_frames():
         beside_paper(PAPER_TABLES["S3"], paper_long("S3").drop("value"), comparable=True)
     with pytest.raises(InputError, match="share their keys"):
         beside_paper(PAPER_TABLES["S3"], pl.concat([paper_long("S3"), paper_long("S3").head(1)]), comparable=True)
+
+
+def test_the_digest_follows_the_numbers_not_the_prose():
+    import dataclasses
+
+    from hierconsole.study.analysis.paper_tables import PAPER_TABLES_DIGEST, tables_digest
+
+    tables = list(PAPER_TABLES.values())
+    assert tables_digest(tables) == PAPER_TABLES_DIGEST and len(PAPER_TABLES_DIGEST) == 64
+    s3 = PAPER_TABLES["S3"]
+    reworded = [dataclasses.replace(s3, title="another title", note="another note")]
+    assert tables_digest(reworded) == tables_digest([s3])
+    fixed = (s3.rows[0][:-1] + (0.532473,), *s3.rows[1:])
+    assert tables_digest([dataclasses.replace(s3, rows=fixed)]) != tables_digest([s3])

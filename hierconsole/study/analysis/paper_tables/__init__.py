@@ -8,6 +8,9 @@ transcription against itself wherever the paper's numbers determine one another.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
+
 import polars as pl
 
 from hierconsole.errors import NotFoundError
@@ -19,6 +22,19 @@ PAPER_TABLES: dict[str, PaperTable] = {
     t.id: t for t in (*main.TABLES, *supplement.TABLES, *supplement_text.TABLES)
 }
 """Table id -> table, in the paper's order (main paper, its text, the supplement's tables, its text)."""
+
+
+def tables_digest(tables: Iterable[PaperTable]) -> str:
+    """SHA-256 of the tables' ids, keys, columns, rounding and rows: what a stage that sets measured values
+    beside them is keyed by, so a corrected transcription re-runs it (titles and notes do not count)."""
+    h = hashlib.sha256()
+    for t in tables:
+        h.update(repr((t.id, t.keys, t.columns, t.decimals, t.with_sd, t.rows)).encode())
+    return h.hexdigest()
+
+
+PAPER_TABLES_DIGEST = tables_digest(PAPER_TABLES.values())
+"""The digest of the whole transcription (:func:`tables_digest`)."""
 
 
 def get_paper_table(table_id: str) -> PaperTable:
@@ -41,6 +57,7 @@ def paper_long(table_id: str) -> pl.DataFrame:
 __all__ = [
     "BESIDE_COLUMNS",
     "PAPER_TABLES",
+    "PAPER_TABLES_DIGEST",
     "beside_paper",
     "Cell",
     "Key",
@@ -50,4 +67,5 @@ __all__ = [
     "get_paper_table",
     "paper_long",
     "paper_table",
+    "tables_digest",
 ]
