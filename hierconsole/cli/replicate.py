@@ -21,6 +21,7 @@ from hierconsole.errors import HierconsoleError, InputError
 from hierconsole.extraction.architectures import ARCHITECTURES, DEFAULT_MODEL
 from hierconsole.locations import resolve_home
 from hierconsole.plurals import counted
+from hierconsole.study.analysis.paper_tables import PAPER_TABLES_DIGEST
 from hierconsole.study.run.input_hashes import file_sha256, folder_sha256, text_sha256
 from hierconsole.study.run.paper_stages import (
     CUB,
@@ -33,9 +34,6 @@ from hierconsole.study.run.paper_stages import (
 )
 from hierconsole.study.run.replication import load_records
 from hierconsole.study.run.stage_graph import Decision, Planned, estimate_seconds, plan
-
-PAPER_VALUES_VERSION = "v1"
-"""Part of the tables stage's key: a new transcription of the paper's values rebuilds the tables."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -93,7 +91,7 @@ def _external(args: argparse.Namespace) -> dict[str, str]:
         raise HierconsoleError(
             "replicate: give --cub DIR, --nabirds DIR or both (the datasets to replicate on)"
         )
-    external = {"scale": args.scale, "seed": str(args.seed), "paper_values": PAPER_VALUES_VERSION}
+    external = {"scale": args.scale, "seed": str(args.seed), "paper_values": PAPER_TABLES_DIGEST}
     model = Path(args.model)
     if args.model in ARCHITECTURES:
         external["model"] = args.model

@@ -56,8 +56,8 @@ def test_smoke_replication_end_to_end_then_nothing_to_do(data, tmp_path):
     done = _replicate(home, data, "cub", "nabirds")
     assert done.returncode == 0, done.stdout + done.stderr
     tables = _tables(home)
-    every = ("S1-counts", "main-1", "main-2", "sec-5.1", "sec-5.2", "sec-5.5-cub", "sec-5.5-nabirds")
-    for table in (*every, *(f"supp-{n}" for n in range(1, 13))):
+    every = ("sec-S1", "main-1", "main-2", "sec-5.1", "sec-5.2", "sec-5.5-cub", "sec-5.5-nabirds", "sec-5.5-cub-factorial")
+    for table in (*every, *(f"S{n}" for n in range(1, 13))):
         assert {f"{table}.csv", f"{table}.md", f"{table}.tex"} <= set(tables), table
     main = pl.read_csv(home / "replications" / "cub+nabirds-tiny-dinov2-smoke-seed0" / "tables" / "main-1.csv")
     assert set(main["dataset"]) == {"cub", "nabirds"}

@@ -12,6 +12,7 @@ import pytest
 from hierconsole.config.family import load_family
 from hierconsole.config.files import load_preset
 from hierconsole.config.overrides import parse_assignment
+from hierconsole.study.analysis.paper_tables import paper_long
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.paper_tables import TABLES, replication_tables
 from hierconsole.study.read.results import per_seed
@@ -85,7 +86,7 @@ def test_outer_split_arms_are_means_over_splits_with_the_sd_over_splits(outer_fa
         members = [per_seed(store, f"outer-{name}") for name in SPLITS]
         factorial = per_seed(store, COMPLETE)
     by_id = {t.table_id: t.frame for t in tables}
-    outer = by_id["sec-5.5-cub"]
+    outer = by_id["sec-5.5-cub-factorial"]
     for arm in ("E_R", "H_R", "E_S", "H_S"):
         # Hand computation: each split's arm mean over its seeds, then mean and sample SD over the splits.
         split_means = [m.filter(pl.col("arm") == arm)["hier_mAP"].mean() for m in members]
@@ -99,8 +100,16 @@ def test_outer_split_arms_are_means_over_splits_with_the_sd_over_splits(outer_fa
         assert main["seed_sd"] == pytest.approx(statistics.stdev(seeds), abs=1e-12)
     effects = by_id["sec-5.2"].filter(pl.col("dataset") == "cub")
     assert effects["published"].null_count() == 0 and effects["comparable"].all()
+    # Beside each value, the paper's (its registered query-micro CUB endpoint, not the post-hoc macro).
+    paper = paper_long("main-1").filter((pl.col("dataset") == "cub") & (pl.col("column") == "hier_mAP"))
+    for arm, value in paper.select("arm", "value").iter_rows():
+        shown = by_id["main-1"].filter((pl.col("row") == arm) & (pl.col("column") == "hier_mAP")).row(0, named=True)
+        assert shown["published"] == value and shown["difference"] == pytest.approx(shown["measured"] - value, abs=1e-15)
+    s4 = paper_long("S4").filter((pl.col("effect") == "loss_E") & (pl.col("column") == "seed_42"))
+    shown = by_id["S4"].filter(pl.col("row") == "loss_E seed 42").row(0, named=True)
+    assert shown["published"] == s4["value"][0]
     # A dataset left out: its tables are named, not written.
-    assert omitted["supp-5"] == "needs factorial-nabirds" and "supp-5" not in by_id
+    assert omitted["S5"] == "needs factorial-nabirds" and "S5" not in by_id
     assert {spec.table_id for spec in TABLES} == set(by_id) | set(omitted)
 
 
@@ -115,5 +124,5 @@ def test_written_tables_are_byte_identical_and_name_what_is_omitted(outer_family
     assert all(first[n].read_bytes() == second[n].read_bytes() for n in first)
     assert {"main-1.csv", "main-1.md", "main-1.tex", "index.md"} <= set(first)
     index = first["index.md"].read_text()
-    assert "- sec-5.5-cub: omitted (needs families-cub)" in index and "Smoke scale" in index
+    assert "- sec-5.5-cub-factorial: omitted (needs families-cub)" in index and "Smoke scale" in index
     assert not pl.read_csv(first["main-1.csv"])["comparable"].any()

@@ -10,20 +10,21 @@ the replication's stages recorded; nothing here runs or writes anything.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import polars as pl
 
-from hierconsole.study.analysis.paper_values import CUB_S7_EFFECTS, CUB_S11
+from hierconsole.study.analysis.paper_tables import PAPER_TABLES, paper_long
 from hierconsole.study.db.catalog import get_dataset
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.effects import study_effects
-from hierconsole.study.read.families import get_family
+from hierconsole.study.read.families import family_outer_arms, get_family
 from hierconsole.study.read.results import per_seed, table_frame
-from hierconsole.vocabulary import HIER_METRIC, LEVELS, MAP, RECALL_KS
+from hierconsole.vocabulary import ARMS, HIER_METRIC, LEVELS, MAP, RECALL_KS
 
 COLUMNS = (
     "table",
@@ -55,13 +56,69 @@ Published = Callable[[str, str, str, str], float | None]
 """(table, dataset, row, column) -> the paper's value, or None where the paper has none."""
 
 
-def published_value(table: str, dataset: str, row: str, column: str) -> float | None:
-    """The paper's value at one cell of one of its tables (the transcribed ones)."""
-    if dataset == "cub" and column == HIER_METRIC:
-        source = {"sec-5.2": CUB_S7_EFFECTS, "supp-11": CUB_S11}.get(table)
-        if source is not None and row in source:
-            return source[row][1]
+REGISTERED = {"cub": "micro", "nabirds": "macro"}
+"""Each dataset's registered aggregation in the paper (S2): the one its factorial tables report."""
+_REGISTERED_ONLY = ("main-1", "sec-5.2", "S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8")
+
+_MEMBER_TABLES = ("main-2", "S9", "S10")
+"""Tables whose rows are `<member> <arm>`: the paper names the member only (each trains one cell)."""
+
+
+def _paper_key(table: str, rec: dict) -> tuple[str, str, str] | None:
+    """A published value's (dataset, row, column) in this module's naming, or None if no table row has it."""
+    dataset, column = rec["dataset"], rec["column"]
+    if table in _REGISTERED_ONLY and rec.get("aggregation") not in (None, REGISTERED[dataset]):
+        return None  # e.g. the text's post-hoc CUB group-macro effects: those are S11's
+    if table in ("main-1", "S3", "S5", "sec-5.1", "sec-5.5"):
+        row = rec["arm"] if "seed" not in rec else f"{rec['arm']} seed {rec['seed']}"
+        return dataset, row, column
+    if table in ("sec-5.2", "S11"):
+        return (dataset, rec["effect"], rec["metric"]) if column == "mean" else None
+    if table in ("S4", "S6"):
+        if column.startswith("seed_"):
+            return dataset, f"{rec['effect']} seed {column[len('seed_'):]}", rec["metric"]
+        return (dataset, f"{rec['effect']} mean", rec["metric"]) if column == "mean" else None
+    if table in ("S1", "S2"):
+        return dataset, f"{rec['geometry']} tau={rec['tau']:g}", column
+    if table in ("S7", "S8"):
+        return dataset, rec["arm"], f"{rec['level']}_{column}"
+    if table in _MEMBER_TABLES:
+        return dataset, rec["member"], column
+    if table == "sec-5.5-gains":
+        return (dataset, rec["contrast"], rec["metric"]) if column == "mean" else None
+    if table == "sec-S1":
+        return dataset, rec["quantity"], column
     return None
+
+
+@functools.cache
+def _published(table: str) -> dict[tuple[str, str, str], float]:
+    found: dict[tuple[str, str, str], float] = {}
+    for rec in paper_long(table).to_dicts():
+        key = _paper_key(table, rec)
+        if key is not None and isinstance(rec["value"], int | float) and key not in found:
+            found[key] = float(rec["value"])
+    return found
+
+
+_SOURCE_TABLE = {
+    "sec-5.5-cub": "sec-5.5",
+    "sec-5.5-nabirds": "sec-5.5",
+}
+"""This module's table -> the paper's table it stands beside, where the two ids differ."""
+
+
+def published_value(table: str, dataset: str, row: str, column: str) -> float | None:
+    """The paper's value at one cell of one of its tables (`study.analysis.paper_tables`), or None."""
+    source = _SOURCE_TABLE.get(table, table)
+    if source not in PAPER_TABLES:
+        return None
+    if table in _MEMBER_TABLES:
+        member, _, arm = row.partition(" ")
+        row = member if arm in ARMS else row
+    if source == "sec-5.5" and row.count(" - ") == 1:
+        source = "sec-5.5-gains"
+    return _published(source).get((dataset, row, column))
 
 
 @dataclass(frozen=True)
@@ -139,16 +196,50 @@ def _across_splits(store: Store, dataset: str, family_id: str) -> Iterator[Row]:
         yield Row(dataset, arm, metric, mean, sd, len(xs))
 
 
+def _outer_arm_rows(store: Store, dataset: str, family_id: str) -> Iterator[Row]:
+    """The paper's outer-split arms (frozen, matched Euclidean and Hyperbolic, Taxonomy-SupCon): each arm's
+    mean and SD over splits, then the paired gains (split by split, mean and SD over splits)."""
+    _, view = family_outer_arms(store, family_id)
+    for arm in view.arms:
+        if arm.metric in LEVEL_METRICS:
+            yield Row(dataset, _PAPER_ARM.get(arm.name, arm.name), arm.metric, arm.mean, arm.sd, arm.n)
+    for gain in view.gains:
+        if gain.metric in LEVEL_METRICS:
+            name = f"{_PAPER_ARM.get(gain.a, gain.a)} - {_PAPER_ARM.get(gain.b, gain.b)}"
+            yield Row(dataset, name, gain.metric, gain.mean, gain.sd, gain.n)
+
+
+_PAPER_ARM = {
+    "matched-euclidean": "matched_euclidean",
+    "matched-hyperbolic": "matched_hyperbolic",
+    "taxonomy-supcon": "supcon",
+    "E_R": "euclidean_regression",  # Sec. 5.1's 32-D Euclidean regression projector
+    "E_S": "supcon",  # Sec. 5.1's Taxonomy-SupCon projector (NABirds seen-class)
+}
+"""The shipped outer-arms families' and baseline studies' arm names -> the paper's names in its tables."""
+
+
+def _baseline_rows(store: Store, dataset: str, study_id: str) -> Iterator[Row]:
+    for row in _arm_rows(store, dataset, study_id):
+        yield Row(dataset, _PAPER_ARM.get(row.row, row.row), row.column, row.measured, row.seed_sd, row.n)
+
+
 def _taxonomy_rows(store: Store, dataset: str, study_id: str) -> Iterator[Row]:
     info = get_dataset(store, get_study(store, study_id).dataset_id)
-    counts = {"images": info.n_samples, "leaf": info.n_leaf, "middle": info.n_middle, "high": info.n_high}
+    counts = {
+        "images": info.n_samples,
+        "leaf_classes": info.n_leaf,
+        "middle_groups": info.n_middle,
+        "high_groups": info.n_high,
+    }
     for name, value in counts.items():
-        yield Row(dataset, name, "count", float(value), None, None)
+        yield Row(dataset, name, "value", float(value), None, None)
 
 
 def _one(stage: str, run: str, rows: Callable[[Store, str, str], Iterator[Row]], dataset: str):  # noqa: ANN202
     def build(store: Store, outputs: Mapping[str, Mapping[str, str]]) -> Iterator[Row]:
-        yield from rows(store, dataset, outputs[stage][run])
+        if run in outputs[stage]:  # a stage recorded by an earlier version may lack a later run
+            yield from rows(store, dataset, outputs[stage][run])
 
     return build
 
@@ -171,7 +262,7 @@ def _rescored(store: Store, outputs: Mapping[str, Mapping[str, str]]) -> Iterato
 _FACTORIAL = ("factorial", "factorial")
 
 TABLES: tuple[TableSpec, ...] = (
-    TableSpec("S1-counts", "Dataset and taxonomy counts (S1)", _both(*_FACTORIAL, _taxonomy_rows), ()),
+    TableSpec("sec-S1", "Dataset and taxonomy counts (S1)", _both(*_FACTORIAL, _taxonomy_rows), ()),
     TableSpec(
         "main-1",
         "Controlled Geometry x Loss factorial: mAP per level, mean and SD over training seeds",
@@ -179,32 +270,32 @@ TABLES: tuple[TableSpec, ...] = (
         (),
     ),
     TableSpec("sec-5.2", "Simple effects on the hier score, paired within training seed", _both(*_FACTORIAL, _effect_rows), ()),
-    TableSpec("supp-1", "CUB temperature selection (validation only)", _one("factorial-cub", "factorial", _tuning_rows, "cub"), ("factorial-cub",)),
+    TableSpec("S1", "CUB temperature selection (validation only)", _one("factorial-cub", "factorial", _tuning_rows, "cub"), ("factorial-cub",)),
     TableSpec(
-        "supp-2",
+        "S2",
         "NABirds Parent-disjoint temperature selection (validation only)",
         _one("factorial-nabirds", "factorial", _tuning_rows, "nabirds"),
         ("factorial-nabirds",),
     ),
-    TableSpec("supp-3", "CUB per-seed arm mAP", _one("factorial-cub", "factorial", _per_seed_rows, "cub"), ("factorial-cub",)),
+    TableSpec("S3", "CUB per-seed arm mAP", _one("factorial-cub", "factorial", _per_seed_rows, "cub"), ("factorial-cub",)),
     TableSpec(
-        "supp-4", "CUB simple effects by training seed", _one("factorial-cub", "factorial", _seed_effect_rows, "cub"), ("factorial-cub",)
+        "S4", "CUB simple effects by training seed", _one("factorial-cub", "factorial", _seed_effect_rows, "cub"), ("factorial-cub",)
     ),
     TableSpec(
-        "supp-5",
+        "S5",
         "NABirds Parent-disjoint per-seed arm mAP",
         _one("factorial-nabirds", "factorial", _per_seed_rows, "nabirds"),
         ("factorial-nabirds",),
     ),
     TableSpec(
-        "supp-6",
+        "S6",
         "NABirds simple effects by training seed",
         _one("factorial-nabirds", "factorial", _seed_effect_rows, "nabirds"),
         ("factorial-nabirds",),
     ),
-    TableSpec("supp-7", "CUB factorial Recall@K", _one("factorial-cub", "factorial", _recall_rows, "cub"), ("factorial-cub",)),
+    TableSpec("S7", "CUB factorial Recall@K", _one("factorial-cub", "factorial", _recall_rows, "cub"), ("factorial-cub",)),
     TableSpec(
-        "supp-8",
+        "S8",
         "NABirds Parent-disjoint factorial Recall@K",
         _one("factorial-nabirds", "factorial", _recall_rows, "nabirds"),
         ("factorial-nabirds",),
@@ -216,34 +307,46 @@ TABLES: tuple[TableSpec, ...] = (
         ("families-nabirds",),
     ),
     TableSpec(
-        "supp-9",
+        "S9",
         "NABirds semantic-alignment control, mean and SD over seeds",
         _one("families-nabirds", "semantic-control", _member_rows, "nabirds"),
         ("families-nabirds",),
     ),
     TableSpec(
-        "supp-10",
+        "S10",
         "NABirds curvature / radius control",
         _one("families-nabirds", "curvature-control", _member_rows, "nabirds"),
         ("families-nabirds",),
     ),
-    TableSpec("supp-11", "CUB group-macro effects on the hier score (post hoc re-score)", _rescored, ("rescore-cub",)),
-    TableSpec("supp-12", "Final factorial fairness and leakage checks", _both(*_FACTORIAL, _audit_rows), ()),
+    TableSpec("S11", "CUB group-macro effects on the hier score (post hoc re-score)", _rescored, ("rescore-cub",)),
+    TableSpec("S12", "Final factorial fairness and leakage checks", _both(*_FACTORIAL, _audit_rows), ()),
     TableSpec(
         "sec-5.1",
         "Baseline context: frozen features, the HIER-style arm and matched projectors",
-        _both("baselines", "baselines", _arm_rows),
+        _both("baselines", "baselines", _baseline_rows),
         (),
     ),
     TableSpec(
         "sec-5.5-cub",
-        "CUB Genus-disjoint outer splits: arm means and SD over splits",
-        _one("families-cub", "genus-disjoint", _across_splits, "cub"),
+        "CUB Genus-disjoint outer splits: the paper's arms (mean and SD over splits) and paired gains",
+        _one("families-cub", "outer-arms", _outer_arm_rows, "cub"),
         ("families-cub",),
     ),
     TableSpec(
         "sec-5.5-nabirds",
-        "NABirds Parent-disjoint outer splits: arm means and SD over splits",
+        "NABirds Parent-disjoint outer splits: the paper's arms (mean and SD over splits) and paired gains",
+        _one("families-nabirds", "outer-arms", _outer_arm_rows, "nabirds"),
+        ("families-nabirds",),
+    ),
+    TableSpec(
+        "sec-5.5-cub-factorial",
+        "CUB Genus-disjoint outer splits, the 2x2 factorial per split: arm means and SD over splits",
+        _one("families-cub", "genus-disjoint", _across_splits, "cub"),
+        ("families-cub",),
+    ),
+    TableSpec(
+        "sec-5.5-nabirds-factorial",
+        "NABirds Parent-disjoint outer splits, the 2x2 factorial per split: arm means and SD over splits",
         _one("families-nabirds", "outer-splits", _across_splits, "nabirds"),
         ("families-nabirds",),
     ),

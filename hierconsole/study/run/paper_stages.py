@@ -53,10 +53,16 @@ STAGE_RUNS: dict[str, tuple[StudyRun, ...]] = {
     "factorial-cub": (StudyRun("factorial", "cub-tune", CUB),),
     "factorial-nabirds": (StudyRun("factorial", "nabirds-parent-disjoint", NABIRDS, overrides=_TUNE_BOTH),),
     # Sec. 5.5 (CUB outer splits); S9, S10 and Sec. 5.5 (NABirds).
-    "families-cub": (StudyRun("genus-disjoint", "cub-genus-disjoint", CUB, family=True),),
+    # Sec. 5.5's outer splits are run twice: with the paper's validation-frozen arms (its reading), and as
+    # the fixed-budget 2x2 factorial per split (the same question under the factorial's protocol).
+    "families-cub": (
+        StudyRun("outer-arms", "cub-genus-disjoint-outer-arms", CUB, family=True),
+        StudyRun("genus-disjoint", "cub-genus-disjoint", CUB, family=True),
+    ),
     "families-nabirds": (
         StudyRun("semantic-control", "nabirds-semantic-control", NABIRDS, family=True),
         StudyRun("curvature-control", "nabirds-curvature-control", NABIRDS, family=True),
+        StudyRun("outer-arms", "nabirds-parent-disjoint-outer-arms", NABIRDS, family=True),
         StudyRun("outer-splits", "nabirds-parent-disjoint-outer", NABIRDS, family=True),
     ),
     # Sec. 5.1's context: frozen features, the HIER-style arm and a 32-D Euclidean regression projector on
