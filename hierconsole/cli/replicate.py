@@ -17,6 +17,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from hierconsole.cli.reading import open_for_reading
+from hierconsole.config.family import load_family, resolve_family
+from hierconsole.config.files import resolve_preset
 from hierconsole.errors import HierconsoleError, InputError
 from hierconsole.extraction.architectures import ARCHITECTURES, DEFAULT_MODEL
 from hierconsole.locations import resolve_home
@@ -30,7 +32,9 @@ from hierconsole.study.run.paper_stages import (
     PAPER,
     SCALES,
     SMOKE,
+    StudyRun,
     paper_stages,
+    run_plans,
 )
 from hierconsole.study.run.replication import load_records
 from hierconsole.study.run.stage_graph import Decision, Planned, estimate_seconds, plan
@@ -141,6 +145,7 @@ def _external(args: argparse.Namespace) -> dict[str, str]:
         if not hierarchy.is_file():
             raise HierconsoleError(f"--nabirds {args.nabirds}: no hierarchy.txt in it; pass the nabirds/ folder")
         external["nabirds_hierarchy"] = file_sha256(hierarchy)
+    external.update(run_plans(args.scale, _preset_sha256))
     if args.weights == "none":
         external["weights"] = "none"
     elif not Path(args.weights).exists():
@@ -149,6 +154,14 @@ def _external(args: argparse.Namespace) -> dict[str, str]:
         weights = Path(args.weights)
         external["weights"] = file_sha256(weights) if weights.is_file() else folder_sha256(weights)
     return external
+
+
+def _preset_sha256(run: StudyRun) -> str:
+    """The bytes a study run reads: its preset file, or its family file and that family's base preset."""
+    if not run.family:
+        return file_sha256(resolve_preset(run.preset))
+    family = resolve_family(run.preset)
+    return text_sha256(file_sha256(family) + file_sha256(resolve_preset(load_family(family).base)))
 
 
 def replication_id(args: argparse.Namespace) -> str:
@@ -213,7 +226,7 @@ def _run(args: argparse.Namespace, stages: list, external: dict[str, str], rid: 
         pass
     folder = home / "replications" / rid
     tables_out = (args.out or folder / "tables").resolve()
-    rep = Replication(args, home, rid, folder, tables_out)
+    rep = Replication(args, home, rid, folder, tables_out, external)
 
     def tables(upstream: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
         comparable = args.scale != SMOKE

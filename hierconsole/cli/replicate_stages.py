@@ -14,6 +14,7 @@ running; the study workers a `run` started are the store's usual orphans, which 
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,7 @@ from hierconsole.study.run.paper_stages import (
     STAGE_RUNS,
     StudyRun,
     assignment,
+    plan_key,
     run_overrides,
 )
 from hierconsole.study.run.replication import StageAction
@@ -60,6 +62,8 @@ class Replication:
     folder: Path
     """HOME/replications/<id>: features, taxonomy, logs, and the tables unless --out says otherwise."""
     out: Path
+    external: Mapping[str, str]
+    """The replication's input hashes (`plan:<stage>` among them)."""
     logs: dict[str, StageLog] = field(default_factory=dict)
     on_line: Callable[[str, str], None] | None = None
 
@@ -74,9 +78,12 @@ class Replication:
     def root(self, dataset: str) -> Path:
         return Path(self.args.cub if dataset == CUB else self.args.nabirds)
 
-    def name(self, run: StudyRun) -> str:
-        """The store name of a stage's study or family: unique to this replication."""
-        return f"{self.replication_id}.{run.dataset}-{run.name}"
+    def name(self, stage: str, run: StudyRun, dataset_id: str) -> str:
+        """The store name of a stage's study or family: unique to this replication, its dataset and what
+        the stage runs, so a changed input or plan (then `--redo`) starts new studies, and a re-run with
+        the same ones finds and resumes (or keeps) its own."""
+        tag = text_sha256(f"{dataset_id}:{self.external[plan_key(stage)]}")[:6]
+        return f"{self.replication_id}.{run.dataset}-{run.name}-{tag}"
 
     # --- child commands ------------------------------------------------------------------------------
 
@@ -87,7 +94,7 @@ class Replication:
         log.path.parent.mkdir(parents=True, exist_ok=True)
         full = [sys.executable, "-m", "hierconsole", "--home", str(self.home), *argv]
         with log.path.open("a", encoding="utf-8") as sink:
-            sink.write(f"$ hierconsole {' '.join(argv)}\n")
+            sink.write(f"$ hierconsole {shlex.join(argv)}\n")
             sink.flush()
             child = subprocess.Popen(
                 full,
@@ -197,7 +204,7 @@ class Replication:
 
     def _study_run(self, stage: str, run: StudyRun, dataset_id: str) -> str:
         """Run (or resume, or keep) one study or family; returns its id once every study is complete."""
-        name = self.name(run)
+        name = self.name(stage, run, dataset_id)
         found = self._find(name, run.family)
         if found is None:
             argv = ["run", run.preset, "--dataset", dataset_id, "--name", name]

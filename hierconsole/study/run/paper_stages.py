@@ -11,8 +11,9 @@ studies a user would start by hand.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -107,6 +108,7 @@ SMOKE_OVERRIDES: dict[str, Any] = {
     "evaluation.n_query": 10,
     "temperature.tuning.candidates": [0.1, 0.5],
     "temperature.tuning.epochs": 1,
+    "temperature.tuning.n_query": None,
     "baselines.hier.proxies": 8,
     "baselines.hier.triplets_per_anchor": 5,
     **{f"expected.{f.name}": None for f in dataclasses.fields(ExpectedConfig)},
@@ -119,7 +121,6 @@ SMOKE_DISJOINT_SPLIT: dict[str, Any] = {
     "split.fractions": [0.6, 0.2, 0.2],
     "split.leaf_counts": None,
     "split.image_counts": None,
-    "temperature.tuning.n_query": None,
 }
 """NABirds' Parent counts (242 / 81 / 81) as the fractions they are near, for a dataset of another size."""
 
@@ -138,7 +139,29 @@ def run_overrides(run: StudyRun, scale: str) -> dict[str, Any]:
 
 def assignment(key: str, value: Any) -> str:
     """`key=value` as `--set` reads it (a TOML literal; None clears an optional option)."""
-    return f"{key}={'none' if value is None else json.dumps(value)}"
+    return f"{key}={'none' if value is None else json.dumps(value, separators=(',', ':'))}"
+
+
+def plan_key(stage: str) -> str:
+    """The external input naming what a study stage runs (`run_plans`)."""
+    return f"plan:{stage}"
+
+
+def run_plans(scale: str, preset_sha256: Callable[[StudyRun], str]) -> dict[str, str]:
+    """stage -> a hash of what it runs at this scale: each study run's preset or family (the files' bytes,
+    from ``preset_sha256``) and overrides. A changed preset, override or budget makes the stage stale."""
+    plans: dict[str, str] = {}
+    for stage, runs in STAGE_RUNS.items():
+        described = [
+            [run.name, run.preset, run.family, preset_sha256(run), assignment_list(run_overrides(run, scale))]
+            for run in runs
+        ]
+        plans[plan_key(stage)] = hashlib.sha256(json.dumps(described).encode()).hexdigest()
+    return plans
+
+
+def assignment_list(values: Mapping[str, Any]) -> list[str]:
+    return [assignment(key, value) for key, value in values.items()]
 
 
 def paper_stages(datasets: frozenset[str]) -> list[Stage]:
@@ -154,9 +177,9 @@ def paper_stages(datasets: frozenset[str]) -> list[Stage]:
             Stage("extract-cub", (), ("cub_images", "weights", "model", "seed")),
             Stage("taxonomy-cub", (), ("cub_labels", "taxonomy_source")),
             Stage("import-cub", ("extract-cub", "taxonomy-cub"), ()),
-            Stage("factorial-cub", ("import-cub",), ("scale",)),
-            Stage("families-cub", ("import-cub",), ("scale",)),
-            Stage("baselines-cub", ("import-cub",), ("scale",)),
+            Stage("factorial-cub", ("import-cub",), ("scale", plan_key("factorial-cub"))),
+            Stage("families-cub", ("import-cub",), ("scale", plan_key("families-cub"))),
+            Stage("baselines-cub", ("import-cub",), ("scale", plan_key("baselines-cub"))),
             Stage("rescore-cub", ("factorial-cub",), ()),
         ]
         study_stages += ["factorial-cub", "families-cub", "baselines-cub", "rescore-cub"]
@@ -164,9 +187,9 @@ def paper_stages(datasets: frozenset[str]) -> list[Stage]:
         stages += [
             Stage("extract-nabirds", (), ("nabirds_images", "weights", "model", "seed")),
             Stage("import-nabirds", ("extract-nabirds",), ("nabirds_hierarchy",)),
-            Stage("factorial-nabirds", ("import-nabirds",), ("scale",)),
-            Stage("families-nabirds", ("import-nabirds",), ("scale",)),
-            Stage("baselines-nabirds", ("import-nabirds",), ("scale",)),
+            Stage("factorial-nabirds", ("import-nabirds",), ("scale", plan_key("factorial-nabirds"))),
+            Stage("families-nabirds", ("import-nabirds",), ("scale", plan_key("families-nabirds"))),
+            Stage("baselines-nabirds", ("import-nabirds",), ("scale", plan_key("baselines-nabirds"))),
         ]
         study_stages += ["factorial-nabirds", "families-nabirds", "baselines-nabirds"]
     stages += [

@@ -98,7 +98,8 @@ def recall_figure(inputs: StudyInputs) -> Figure:
         ax.set_xlabel("K")
         ax.set_title(level_label(level, inputs.level_names), loc="left")
     fig.axes[0].set_ylabel("Recall@K (strict)")
-    fig.axes[-1].legend(ncols=2, loc="lower right")
+    if fig.axes[-1].get_legend_handles_labels()[0]:  # a level with no valid query draws no curve there
+        fig.axes[-1].legend(ncols=2, loc="lower right")
     return fig
 
 
