@@ -17,6 +17,8 @@ def _cub(root):
         (images / f"img_{i}.jpg").write_bytes(bytes([i]) * 64)
     (root / "classes.txt").write_text("1 001.Black_footed_Albatross\n")
     (root / "image_class_labels.txt").write_text("1 1\n2 1\n3 1\n")
+    (root / "images.txt").write_text("".join(f"{i + 1} 001.Black_footed_Albatross/img_{i}.jpg\n" for i in range(3)))
+    (root.parent / "taxonomy.csv").write_text("leaf,middle,high\n001.Black_footed_Albatross,Phoebastria,Diomedeidae\n")
     return root
 
 
@@ -45,16 +47,19 @@ def test_folder_hash_sees_a_changed_added_or_renamed_image_only(tmp_path):
 def test_dry_run_lists_every_stage_and_creates_nothing(tmp_path):
     cub = _cub(tmp_path / "CUB_200_2011")
     home = tmp_path / "home"
-    done = _cli(home, "--cub", str(cub), "--weights", "none", "--scale", "smoke", "--dry-run")
+    done = _cli(
+        home, "--cub", str(cub), "--cub-taxonomy", str(tmp_path / "taxonomy.csv"), "--weights", "none",
+        "--scale", "smoke", "--dry-run",
+    )
     assert done.returncode == 0, done.stderr
     for stage in (
         "extract-cub",
         "taxonomy-cub",
         "import-cub",
-        "factorials",
-        "families",
-        "baselines",
-        "rescore",
+        "factorial-cub",
+        "families-cub",
+        "baselines-cub",
+        "rescore-cub",
         "tables",
         "report",
     ):
@@ -69,8 +74,12 @@ def test_dry_run_lists_every_stage_and_creates_nothing(tmp_path):
     [
         (["--weights", "none", "--dry-run"], "give --cub DIR"),
         (["--cub", "{tmp}/nowhere", "--weights", "none", "--dry-run"], "no images/ folder"),
-        (["--cub", "{cub}", "--weights", "{tmp}/w.pt", "--dry-run"], "--weights"),
-        (["--cub", "{cub}", "--weights", "none"], "only --dry-run"),
+        (["--cub", "{cub}", "--cub-taxonomy", "{tmp}/taxonomy.csv", "--weights", "{tmp}/w.pt"], "--weights"),
+        (["--cub", "{cub}", "--weights", "none"], "needs CUB's taxonomy"),
+        (["--cub", "{cub}", "--cub-taxonomy", "{tmp}/nope.csv", "--weights", "none"], "--cub-taxonomy"),
+        (["--cub", "{cub}", "--cub-taxonomy", "{tmp}/taxonomy.csv", "--weights", "none", "--model", "vitz9"], "--model"),
+        (["--cub", "{cub}", "--cub-taxonomy", "{tmp}/taxonomy.csv", "--weights", "none", "--redo", "nope"], "--redo nope"),
+        (["--nabirds", "{cub}", "--weights", "none", "--checklist", "{tmp}/taxonomy.csv"], "CUB's"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, said):

@@ -82,6 +82,14 @@ def test_smoke_replication_end_to_end_then_nothing_to_do(data, tmp_path):
         assert "changed inputs: extract-cub" in plan.stdout
     finally:
         image.write_bytes(original)
+    checklist = data / "checklist.csv"
+    listed = checklist.read_text()
+    try:
+        checklist.write_text(listed.replace("Familyidae0 (Birds 0)", "Otheridae (Birds 0)"))
+        plan = _replicate(home, data, "cub", "nabirds", extra=("--dry-run",))
+        assert "taxonomy-cub       stale" in plan.stdout and "extract-cub        done" in plan.stdout, plan.stdout
+    finally:
+        checklist.write_text(listed)
 
 
 def _kill_when(home: Path, base: Path, ready) -> None:  # noqa: ANN001
