@@ -1,61 +1,80 @@
-"""What `replicate` does today, timed: hashing a generated CUB-layout folder (the stages' input keys) and
-the `replicate --dry-run` command end to end, on this machine.
+"""`replicate --scale smoke` timed end to end as a user waits, on generated CUB- and NABirds-layout folders
+(images made here, a tiny random-weight backbone), with the per-stage breakdown from the store, against
+the naive baseline measured in the same run: the same stages' commands typed one after another by hand
+(each stage's logged commands replayed in a fresh home), and the re-run with nothing to do.
 
-    .venv/bin/python benchmarks/replicate_smoke.py [--images 2000] [--kib 20]
-
-Running the stages themselves is not wired into `replicate` yet, so there is no per-stage pipeline time.
+    .venv/bin/python benchmarks/replicate_smoke.py [--datasets cub,nabirds]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from hierconsole.study.run.input_hashes import folder_sha256
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the layouts the tests use
+
+from hierconsole.study.db.storage import Store  # noqa: E402
+from hierconsole.study.run.replication import load_records  # noqa: E402
+from tests.stores.layouts import make_cub, make_nabirds, tiny_model  # noqa: E402
+
+
+def _replicate(home: Path, base: Path, datasets: list[str]) -> float:
+    argv = [sys.executable, "-m", "hierconsole", "--home", str(home), "replicate"]
+    if "cub" in datasets:
+        argv += ["--cub", str(base / "CUB_200_2011"), "--checklist", str(base / "checklist.csv")]
+    if "nabirds" in datasets:
+        argv += ["--nabirds", str(base / "nabirds")]
+    argv += ["--weights", "none", "--model", str(base / "tiny-dinov2.json"), "--scale", "smoke"]
+    started = time.perf_counter()
+    subprocess.run(argv, check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def _by_hand(home: Path, replica: Path) -> float:
+    """Every command the stages ran, from their logs, one after another in a fresh home."""
+    commands = []
+    for log in sorted((replica / "logs").glob("*.log"), key=lambda p: p.stat().st_mtime):
+        commands += [line[len("$ hierconsole ") :] for line in log.read_text().splitlines() if line.startswith("$ hierconsole ")]
+    started = time.perf_counter()
+    for command in commands:
+        argv = [a.replace(str(replica.parents[1]), str(home)) for a in shlex.split(command)]
+        subprocess.run([sys.executable, "-m", "hierconsole", "--home", str(home), *argv], capture_output=True)
+    return time.perf_counter() - started
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--images", type=int, default=2000)
-    parser.add_argument("--kib", type=int, default=20)
-    args = parser.parse_args()
+    parser.add_argument("--datasets", default="cub,nabirds")
+    datasets = parser.parse_args().datasets.split(",")
     with tempfile.TemporaryDirectory() as tmp:
-        cub = Path(tmp) / "CUB_200_2011"
-        for i in range(args.images):
-            folder = cub / "images" / f"{i % 200:03d}.class"
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"{i}.jpg").write_bytes(os.urandom(args.kib * 1024))
-        (cub / "classes.txt").write_text("".join(f"{c + 1} {c:03d}.class\n" for c in range(200)))
-        started = time.perf_counter()
-        folder_sha256(cub / "images")
-        hashed = time.perf_counter() - started
-        started = time.perf_counter()
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "hierconsole",
-                "--home",
-                f"{tmp}/home",
-                "replicate",
-                "--cub",
-                str(cub),
-                "--weights",
-                "none",
-                "--scale",
-                "smoke",
-                "--dry-run",
-            ],
-            check=True,
-            capture_output=True,
-        )
-        dry = time.perf_counter() - started
-    print(f"{args.images} images x {args.kib} KiB: folder hash {hashed:.2f}s; replicate --dry-run {dry:.2f}s")
+        base = Path(tmp)
+        make_cub(base)
+        make_nabirds(base, supergroups=3, parents=6, leaves=2, per_class=4)
+        tiny_model(base)
+        home = base / "home"
+        whole = _replicate(home, base, datasets)
+        again = _replicate(home, base, datasets)
+        (replica,) = (home / "replications").iterdir()
+        with Store(home, read_only=True) as store:
+            records = load_records(store, replica.name)
+        # The hand-typed baseline writes its files where the stages did, inside its own home.
+        hand_home = base / "by-hand"
+        (hand_home / "replications" / replica.name / "features").mkdir(parents=True)
+        (hand_home / "replications" / replica.name / "taxonomy").mkdir(parents=True)
+        hand = _by_hand(hand_home, replica)
+    load = os.getloadavg()[0]
+    print(f"replicate --scale smoke ({'+'.join(datasets)}), load average {load:.1f} on {os.cpu_count()} CPUs")
+    print(f"  whole pipeline          {whole:7.1f} s")
+    for name, record in sorted(records.items(), key=lambda kv: -(kv[1].seconds or 0)):
+        print(f"    {name:<20} {record.seconds or 0:7.1f} s")
+    print(f"  the same commands by hand {hand:5.1f} s  (replicate / by hand = {whole / hand:.2f}x)")
+    print(f"  re-run, nothing to do   {again:7.1f} s")
 
 
 if __name__ == "__main__":
