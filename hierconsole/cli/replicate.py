@@ -240,6 +240,8 @@ def _run(args: argparse.Namespace, stages: list, external: dict[str, str], rid: 
         from hierconsole.cli.report import write_report
 
         made: dict[str, str] = {}
+        for leftover in tables_out.glob(".report-*.tmp"):  # a report killed mid-write
+            leftover.unlink()
         with Store(home, read_only=True) as store:
             records = load_records(store, rid)
         for dataset in sorted(datasets_of(stages)):

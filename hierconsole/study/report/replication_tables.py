@@ -22,6 +22,11 @@ def write_tables(
     """Write every table (id, title, frame) and the index (each through a temporary file, so a killed run leaves none half
     written); returns file name -> path."""
     out.mkdir(parents=True, exist_ok=True)
+    names = [f"{table_id}.{suffix}" for table_id, _, _ in tables for suffix in FORMATS]
+    for name in [*names, INDEX]:
+        # A run killed mid-write leaves its temporary file beside the table; the rerun removes it.
+        for leftover in [*out.glob(f".{name}.*.tmp"), out / f"{name}.tmp"]:
+            leftover.unlink(missing_ok=True)
     files: dict[str, Path] = {}
     index = [f"# Replication tables\n\nthe paper's values: {'; '.join(SOURCES.values())}\n"]
     for table_id, title, frame in tables:
