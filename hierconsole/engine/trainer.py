@@ -608,6 +608,13 @@ class FactorialTrainer:
                 assert c.model is not None
                 metrics = validation_scores(c.model, self.features, self.true_labels, q, g, self.spec.aggregation)
             score = selection_value(metrics, self.spec.selection_score)
+            if self.spec.selects_epoch:
+                # Kept, not retrained: with a constant learning rate (the only schedule; one that read the
+                # ceiling would have to retrain instead) nothing in epochs 1..E depends on the ceiling, so
+                # this state is bit-identical to a fresh run of E epochs (tests/engine/test_lockstep.py).
+                checkpoints.save_payload(
+                    self.out / layout.candidate_model(c.spec, epoch), {"model": self._model_state(i, c), "epoch": epoch}
+                )
             # Strictly better only: a tie keeps the earlier epoch, so the choice never depends on noise order.
             if score > c.best_score:
                 c.best_score, c.best_epoch = score, epoch

@@ -7,7 +7,6 @@ failing check's evidence names the offending cells (as `<job>/<arm>`, e.g. `fina
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -22,14 +21,13 @@ from hierconsole.contract.events import EventKind
 from hierconsole.contract.jobspec import JobSpec
 from hierconsole.datasets.splits import index_sha256
 from hierconsole.locations import job_dir, resolve
+from hierconsole.plurals import counted
+from hierconsole.study.analysis.durations import arm_durations, stored_durations
 from hierconsole.study.db import ids, split_files
 from hierconsole.study.db.catalog import load_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.taxonomy import Taxonomy
 from hierconsole.vocabulary import (
-    HIER_METRIC,
-    HIER_SCORE,
-    MAP,
     PCA,
     POINCARE,
     TRAINING_KINDS,
@@ -37,7 +35,6 @@ from hierconsole.vocabulary import (
     JobKind,
     JobState,
     arm_parts,
-    hier_score,
 )
 
 NORM_TOLERANCE = 1e-6  # float32 rounding of the analytic bound
@@ -474,17 +471,10 @@ def check_taxonomy_shuffle(store: Store, study_id: str) -> Check:
     return Check(name, not bad, _evidence(summary, bad))
 
 
-def _selection_score(levels: dict[str, float | None], level: str) -> float:
-    """The stored validation mAP of one level, or the hier score; NaN when it has no value."""
-    if level == HIER_SCORE:
-        return hier_score(levels)
-    value = levels.get(level)
-    return math.nan if value is None else float(value)
-
-
 def check_epoch_selection(store: Store, study_id: str) -> Check:
-    """A study that selects epochs picked, per cell, the best candidate by validation score alone, and
-    test scores that checkpoint; a fixed-endpoint study scores its last epoch."""
+    """A study that selects its epoch froze one duration per arm, the candidate epoch with the best mean
+    over seeds of the stored validation score (recomputed here), and test scored every seed of the arm at
+    that epoch; a fixed-endpoint study scores its last epoch."""
     name = "epoch_selected_on_validation"
     preset = _registered(store, study_id)
     training = preset.training
@@ -493,30 +483,36 @@ def check_epoch_selection(store: Store, study_id: str) -> Check:
     runs = _final_runs(store, study_id)
     if not runs or any(r["final_sha256"] is None for r in runs):
         return Check(name, None, "final runs not finished")
-    score = training.selection_score
-    level, _, metric = (HIER_SCORE, "", MAP) if score == HIER_METRIC else score.partition("_")
-    rows = store.rows(
-        "SELECT run_id, epoch, level, value FROM val_metrics WHERE run_id IN "
-        "(SELECT run_id FROM runs WHERE study_id = ? AND kind = ?) AND aggregation = ? AND metric = ?",
-        [study_id, JobKind.FINAL, preset.evaluation.aggregation, MAP if level == HIER_SCORE else metric],
-    )
-    by_run: dict[str, dict[int, dict[str, float | None]]] = defaultdict(lambda: defaultdict(dict))
-    for run_id, epoch, lv, value in rows:
-        by_run[run_id][epoch][lv] = value
-    bad, shown = [], []
+    stored = stored_durations(store, study_id)
+    if not stored:
+        return Check(name, None, "no duration frozen yet (the study is not locked)")
+    recomputed, missing = arm_durations(store, study_id, preset)
+    bad = list(missing)
+    arms = sorted({r["arm"] for r in runs})
+    for arm in arms:
+        got, want = stored.get(arm), recomputed.get(arm)
+        if got is None:
+            bad.append(f"{arm} has no frozen duration")
+        elif want is not None and (got.epoch, got.score) != (want.epoch, want.score):
+            bad.append(
+                f"{arm} was frozen at epoch {got.epoch} (seed mean {got.score:.6f}), but the stored validation "
+                f"scores put the best seed mean at epoch {want.epoch} ({want.score:.6f})"
+            )
+    bad += [f"{arm} has a frozen duration but no final run" for arm in sorted(set(stored).difference(arms))]
+    # Every seed of an arm trained through the same frozen epoch: one update count there across seeds.
+    reached: dict[str, set[int]] = defaultdict(set)
+    for arm, updates in store.rows(
+        "SELECT r.arm, e.updates FROM epochs e JOIN runs r USING (run_id) JOIN arm_durations d "
+        "ON d.study_id = r.study_id AND d.arm = r.arm AND d.epoch = e.epoch WHERE r.study_id = ? AND r.kind = ?",
+        [study_id, JobKind.FINAL],
+    ):
+        reached[arm].add(updates)
     for r in runs:
-        epochs = by_run.get(r["run_id"], {})
-        scores = {e: _selection_score(levels, level) for e, levels in epochs.items()}
-        candidates = {e: v for e, v in scores.items() if training.validates_at(e) and not math.isnan(v)}
-        cell = cell_name(r["run_id"])
-        if not candidates:
-            bad.append(f"{cell} has no validation score at a candidate epoch")
-            continue
-        best = max(candidates.values())
-        first_best = min(e for e, v in candidates.items() if v == best)
-        if r["best_epoch"] != first_best:
-            bad.append(f"{cell} selected epoch {r['best_epoch']}, but the best {score} is at epoch {first_best}")
-        shown.append(f"{cell} epoch {r['best_epoch']} ({best:.4f})")
+        if r["arm"] in stored and not store.value(
+            "SELECT count(*) FROM epochs WHERE run_id = ? AND epoch = ?", [r["run_id"], stored[r["arm"]].epoch]
+        ):
+            bad.append(f"{cell_name(r['run_id'])} never reached its arm's frozen epoch {stored[r['arm']].epoch}")
+    bad += [f"{arm}: the seeds made {sorted(u)} updates by the frozen epoch" for arm, u in sorted(reached.items()) if len(u) > 1]
     # Selection saw no test sample: final runs fit the train part and validate on the validation split.
     with np.load(_split_path(store, study_id, split_files.VAL)) as z:
         val = set(np.concatenate([z["query"], z["gallery"]]).tolist())
@@ -527,10 +523,20 @@ def check_epoch_selection(store: Store, study_id: str) -> Check:
     evaluate = store.one("SELECT job_id FROM jobs WHERE study_id = ? AND kind = ?", [study_id, JobKind.EVALUATE])
     if evaluate is not None:
         spec = JobSpec.read(layout.spec_path(job_dir(store.home, evaluate[0])))
-        wrong = [m.run_id for m in spec.models if not m.weights.endswith(layout.best_model(m.cell))]
-        if wrong:
-            bad.append(f"evaluation scores {len(wrong)} cells at another checkpoint than the selected one")
-    summary = f"selected by validation {score} ({preset.evaluation.aggregation}), no test read: {_listed(shown)}"
+        for m in spec.models:
+            frozen = stored.get(m.cell.key)
+            if frozen is not None and not m.weights.endswith("/" + layout.candidate_model(m.cell, frozen.epoch)):
+                bad.append(
+                    f"evaluation scores {cell_name(m.run_id)} from {m.weights.rsplit('/', 1)[-1]}, not its arm's "
+                    f"frozen epoch {frozen.epoch}"
+                )
+    shown = [
+        f"{d.arm} epoch {d.epoch} (seed mean {d.score:.4f} over {counted(d.seeds, 'seed')})" for d in stored.values()
+    ]
+    summary = (
+        f"one duration per arm from the seed-mean validation {training.selection_score} "
+        f"({preset.evaluation.aggregation}), every seed scored at it, no test read: {_listed(shown)}"
+    )
     return Check(name, not bad, _evidence(summary, bad))
 
 

@@ -5,6 +5,7 @@ are relative to the home.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,10 +124,10 @@ def final_cells(preset: Preset, temperatures: dict[str, float]) -> tuple[CellSpe
 
 
 
-def evaluated_model(preset: Preset, cell: CellSpec) -> str:
-    """The checkpoint official test scores (a job-folder path): the fixed endpoint, or the epoch the cell
-    selected on validation, frozen before the lock."""
-    return layout.best_model(cell) if preset.training.select_epoch else layout.final_model(cell)
+def evaluated_model(preset: Preset, cell: CellSpec, durations: Mapping[str, int]) -> str:
+    """The checkpoint official test scores (a job-folder path): the fixed endpoint, or the candidate at the
+    duration frozen for the cell's arm at the lock (`durations`: arm -> epoch; every seed the same)."""
+    return layout.candidate_model(cell, durations[cell.key]) if preset.training.select_epoch else layout.final_model(cell)
 
 
 
@@ -166,15 +167,18 @@ def scoring_job(
     temperatures: dict[str, float],
     *,
     rescore: Aggregation | None = None,
+    durations: Mapping[str, int] | None = None,
 ) -> JobSpec:
     """The evaluation of every final model on every official-test perturbation, or (`rescore`) the
-    re-scoring of its stored embeddings under another aggregation."""
+    re-scoring of its stored embeddings under another aggregation. `durations` (arm -> epoch) is what the
+    lock froze for a study that selects its epoch."""
+    durations = durations or {}
     models = tuple(
         ModelRef(
             run_id=f"{final_job_id(paths.study_id, seed)}/{cell.key}",
             seed=seed,
             cell=cell,
-            weights=f"{paths.job(final_job_id(paths.study_id, seed))}/{evaluated_model(preset, cell)}",
+            weights=f"{paths.job(final_job_id(paths.study_id, seed))}/{evaluated_model(preset, cell, durations)}",
         )
         for seed in preset.training.seeds
         for cell in final_cells(preset, temperatures)
