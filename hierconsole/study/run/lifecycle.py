@@ -8,7 +8,6 @@ first read.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import secrets
 import shutil
@@ -20,7 +19,7 @@ import numpy as np
 
 from hierconsole.config.preset import TUNE, Preset
 from hierconsole.contract import layout
-from hierconsole.contract.jobspec import CellSpec, JobSpec
+from hierconsole.contract.jobspec import JobSpec
 from hierconsole.datasets import FeatureSet
 from hierconsole.datasets.splits import (
     Split,
@@ -31,9 +30,10 @@ from hierconsole.datasets.splits import (
     tuning_split,
 )
 from hierconsole.errors import HierconsoleError, SealError
-from hierconsole.locations import job_dir, relative, resolve, study_dir
+from hierconsole.locations import relative, resolve, study_dir
 from hierconsole.study.analysis.audits import run_audits
 from hierconsole.study.analysis.durations import Duration, arm_durations, stored_durations
+from hierconsole.study.analysis.lock import lock_digest
 from hierconsole.study.db import split_files
 from hierconsole.study.db.catalog import get_dataset
 from hierconsole.study.db.records import StudyInfo, get_study
@@ -336,47 +336,25 @@ def select_temperatures(store: Store, study: StudyInfo) -> dict[str, float]:
 
 
 def lock_study(store: Store, study_id: str) -> str:
-    """Freeze the study: the lock hash covers the preset, every split and every final model state."""
+    """Freeze the study: a study that selects its epoch freezes each arm's duration here, and the lock hash
+    (`analysis.lock.lock_digest`) covers the preset, every split, every final model state and what test
+    will score."""
     study = get_study(store, study_id)
     states = _job_states(store, study_id, JobKind.FINAL)
     if not _all_finished(states):
         raise SealError(f"study {study_id} cannot be locked: final jobs are {sorted(set(states))}")
-    runs = store.rows(
-        "SELECT run_id, final_sha256 FROM runs WHERE study_id = ? AND kind = ? ORDER BY run_id",
-        [study_id, JobKind.FINAL],
-    )
-    if any(sha is None for _, sha in runs):
-        raise SealError(f"study {study_id} cannot be locked: a final run has no recorded final state")
-    splits = store.rows("SELECT role, sha256 FROM splits WHERE study_id = ? ORDER BY role", [study_id])
-    h = hashlib.sha256(study.preset_sha256.encode())
-    for role, sha in splits:
-        h.update(f"{role}={sha}".encode())
-    for run_id, sha in runs:
-        h.update(f"{run_id}={sha}".encode())
     durations: dict[str, Duration] = {}
     if study.preset.training.select_epoch:
         # Every seed has finished: each arm's duration is frozen now from all its seeds' validation curves,
         # and the checkpoints test will score (one epoch per arm, every seed) are frozen with it.
-        durations, missing = arm_durations(store, study_id, study.preset)
-        if missing:
-            raise SealError(f"study {study_id} cannot be locked: no duration can be frozen for {'; '.join(missing)}")
-        epochs = {arm: d.epoch for arm, d in durations.items()}
-        for arm, d in sorted(durations.items()):
-            h.update(f"{arm}@epoch={d.epoch}".encode())
-        for job_id, arm in store.rows(
-            "SELECT job_id, arm FROM runs WHERE study_id = ? AND kind = ? ORDER BY run_id", [study_id, JobKind.FINAL]
-        ):
-            path = job_dir(store.home, job_id) / plan.evaluated_model(study.preset, CellSpec.of(arm), epochs)
-            if not path.is_file():
-                raise SealError(
-                    f"study {study_id} cannot be locked: {job_id}/{arm} has no checkpoint at its arm's frozen "
-                    f"epoch {epochs[arm]}"
-                )
-            h.update(f"{job_id}/{arm}@selected={hashlib.sha256(path.read_bytes()).hexdigest()}".encode())
-    shuffle = store.one("SELECT sha256 FROM taxonomy_shuffles WHERE study_id = ?", [study_id])
-    if shuffle is not None:
-        h.update(f"train_taxonomy={shuffle[0]}".encode())
-    digest = h.hexdigest()
+        durations, unfrozen = arm_durations(store, study_id, study.preset)
+        if unfrozen:
+            raise SealError(f"study {study_id} cannot be locked: no duration can be frozen for {'; '.join(unfrozen)}")
+    digest, missing = lock_digest(
+        store, study_id, study.preset, study.preset_sha256, {arm: d.epoch for arm, d in durations.items()}
+    )
+    if missing:
+        raise SealError(f"study {study_id} cannot be locked: {'; '.join(missing)}")
 
     def write(con: duckdb.DuckDBPyConnection) -> None:
         con.execute("DELETE FROM arm_durations WHERE study_id = ?", [study_id])

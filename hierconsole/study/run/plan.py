@@ -13,6 +13,7 @@ from hierconsole.config.preset import Preset
 from hierconsole.contract import layout
 from hierconsole.contract.jobspec import BaselineRef, CellSpec, JobSpec, ModelRef, Rescore, TestSplit
 from hierconsole.locations import job_dir, relative
+from hierconsole.study.analysis.lock import evaluated_model
 from hierconsole.study.db import split_files
 from hierconsole.study.db.ids import baseline_run_id, evaluate_job_id, final_job_id, rescore_job_id
 from hierconsole.study.db.split_files import final_train_role
@@ -120,14 +121,6 @@ def final_cells(preset: Preset, temperatures: dict[str, float]) -> tuple[CellSpe
         # The HIER-style baseline trains beside the cells, in lockstep: same init, batches and budget.
         cells.append(CellSpec(HIER_STYLE, POINCARE, HIER_STYLE_LOSS))
     return tuple(cells)
-
-
-
-
-def evaluated_model(preset: Preset, cell: CellSpec, durations: Mapping[str, int]) -> str:
-    """The checkpoint official test scores (a job-folder path): the fixed endpoint, or the candidate at the
-    duration frozen for the cell's arm at the lock (`durations`: arm -> epoch; every seed the same)."""
-    return layout.candidate_model(cell, durations[cell.key]) if preset.training.select_epoch else layout.final_model(cell)
 
 
 
