@@ -20,6 +20,7 @@ from tests.tiny import TINY_VALUES
 pytestmark = pytest.mark.slow  # worker processes
 
 NEW_CHECKS = (
+    "final_runs_complete",
     "tuning_same_init",
     "tuning_same_batch_order",
     "tuning_same_parameters",
@@ -69,6 +70,7 @@ def test_the_tuned_run_passes_every_new_check(study, tmp_path):
     assert set(rows) == set(NEW_CHECKS)
     assert all(result == "pass" for result, _ in rows.values()), rows
     assert "4 candidate runs" in rows["tuning_same_init"][1]
+    assert "6/6 final runs verified (2 seeds x 3 cells" in rows["final_runs_complete"][1]
     assert "seed 42 starts from the tuning candidates' fresh state" in rows["finals_retrained_from_scratch"][1]
 
 
@@ -134,6 +136,11 @@ TAMPERS: dict[str, tuple[str, Callable, str]] = {
             "UPDATE epochs SET updates = updates + 100 WHERE run_id = ?", [f"{sid}/final-s42/H_S"]
         ),
         "final-s42/H_S had made",
+    ),
+    "missing run": (
+        "final_runs_complete",
+        lambda home, sid, con, run: con.execute("DELETE FROM runs WHERE run_id = ?", [f"{sid}/final-s2024/H_S"]),
+        "seed 2024 has no final run of H_S",
     ),
     "changed after lock": (
         "lock_hash_matches",

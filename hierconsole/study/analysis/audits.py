@@ -29,6 +29,7 @@ from hierconsole.study.db.catalog import load_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.taxonomy import Taxonomy
 from hierconsole.vocabulary import (
+    HIER_STYLE,
     PCA,
     POINCARE,
     TRAINING_KINDS,
@@ -595,6 +596,33 @@ def _tuning(store: Store, study_id: str, name: str) -> tuple[list[dict[str, Any]
     return runs, None
 
 
+def check_final_runs_complete(store: Store, study_id: str) -> Check:
+    """Every training seed x trained cell of the preset has exactly one final run, finished with a recorded
+    final state that reloads exactly; no other final run exists."""
+    name = "final_runs_complete"
+    states = [s for (s,) in store.rows("SELECT state FROM jobs WHERE study_id = ? AND kind = ?", [study_id, JobKind.FINAL])]
+    if not states or any(s != JobState.FINISHED for s in states):
+        return Check(name, None, "final runs not finished")
+    preset = _registered(store, study_id)
+    cells = [*preset.cells, *([HIER_STYLE] if HIER_STYLE in preset.evaluation.baselines else [])]
+    expected = {(seed, arm) for seed in preset.training.seeds for arm in cells}
+    runs = _final_runs(store, study_id)
+    have = {(r["seed"], r["arm"]): r for r in runs}
+    bad = [f"seed {seed} has no final run of {arm}" for seed, arm in sorted(expected.difference(have))]
+    bad += [f"{cell_name(r['run_id'])} is not a cell of the preset" for k, r in sorted(have.items()) if k not in expected]
+    bad += [f"{cell_name(r['run_id'])} has no recorded final state" for r in runs if r["final_sha256"] is None]
+    verified = sum(
+        1 for k, r in have.items() if k in expected and r["final_sha256"] is not None and r["reload_max_diff"] == 0.0
+    )
+    summary = (
+        f"{verified}/{len(expected)} final runs verified ({counted(len(preset.training.seeds), 'seed')} x "
+        f"{counted(len(cells), 'cell')}: final state recorded, reload exact)"
+    )
+    if verified < len(expected) and not bad:
+        bad.append("a final run does not reload exactly (see checkpoint_reload_exact)")
+    return Check(name, not bad, _evidence(summary, bad))
+
+
 def check_tuning_init(store: Store, study_id: str) -> Check:
     """Every temperature candidate (of either geometry) starts from one trainable initial state."""
     name = "tuning_same_init"
@@ -877,6 +905,7 @@ CHECKS: tuple[Callable[[Store, str], Check], ...] = (
     check_taxonomy_shuffle,
     check_epoch_selection,
     check_pca_fit,
+    check_final_runs_complete,
     check_tuning_init,
     check_tuning_batch_order,
     check_tuning_parameters,
