@@ -220,3 +220,15 @@ CREATE TABLE IF NOT EXISTS replication_stages (
     updated_at     TIMESTAMP NOT NULL DEFAULT current_timestamp,
     PRIMARY KEY (replication_id, stage)
 );
+
+-- Version 5: the training duration each arm of a study that selects its epoch (training.select_epoch) was
+-- frozen at when the study was locked: the candidate epoch with the best mean over seeds of the validation
+-- score; every seed of the arm is scored at it.
+CREATE TABLE IF NOT EXISTS arm_durations (
+    study_id VARCHAR NOT NULL,
+    arm      VARCHAR NOT NULL,
+    epoch    INTEGER NOT NULL,
+    score    DOUBLE NOT NULL,              -- mean over seeds of the validation selection score at epoch
+    seeds    INTEGER NOT NULL,
+    PRIMARY KEY (study_id, arm)
+);

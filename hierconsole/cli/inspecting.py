@@ -11,7 +11,7 @@ from hierconsole.cli.output import output_console, print_grid
 from hierconsole.cli.reading import open_for_reading
 from hierconsole.errors import StoreBusyError, StoreReadOnlyError
 from hierconsole.present.render import fits
-from hierconsole.present.tables.studies import audits_grid, runs_grid, studies_grid
+from hierconsole.present.tables.studies import audits_grid, runs_grid, selection_grid, studies_grid
 from hierconsole.study import read
 from hierconsole.study.analysis.audits import record, run_audits
 from hierconsole.study.db.storage import Store
@@ -42,14 +42,19 @@ def cmd_runs(args: argparse.Namespace) -> int:
     with open_for_reading(args.home) as store:
         study_id = read.resolve_study(store, args.study) if args.study else None
         jobs = read.job_rows(store, study_id)
+        durations = read.selected_epochs(store, study_id) if study_id else []
+        score = read.get_study(store, study_id).preset.training.selection_score if durations and study_id else ""
     console = output_console()
     full = runs_grid(jobs, "runs")
     if fits(full, console.width) or not jobs:
         print_grid(console, full)
-        return 0
-    # Too wide for the terminal: one table per study, titled by it, its jobs by their ids within it.
-    for sid in dict.fromkeys(j.study_id for j in jobs):
-        print_grid(console, runs_grid([j for j in jobs if j.study_id == sid], f"runs of {sid}", short=True))
+    else:
+        # Too wide for the terminal: one table per study, titled by it, its jobs by their ids within it.
+        for sid in dict.fromkeys(j.study_id for j in jobs):
+            print_grid(console, runs_grid([j for j in jobs if j.study_id == sid], f"runs of {sid}", short=True))
+    if durations:
+        # A study that selects its epoch: the one duration each arm's seeds were all scored at.
+        print_grid(console, selection_grid(durations, score))
     return 0
 
 

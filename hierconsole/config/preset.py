@@ -323,13 +323,15 @@ class TrainingConfig:
     select_epoch: bool = option(
         Bool(),
         False,
-        doc="each cell selects its epoch on the development validation split (paper S9) instead of the fixed "
-        "endpoint; it then fits the train part only, and test scores the selected checkpoint after the lock",
+        doc="each arm freezes one duration on the development validation split (paper S9) instead of the fixed "
+        "endpoint: the candidate epoch with the best mean over seeds (ties: the earliest); runs fit the train "
+        "part only, keep each candidate epoch's state, and test scores every seed of the arm at that epoch",
     )
     selection_epochs: tuple[int, ...] | None = option(
         Optional(ListOf(_COUNT, unique=True, sort=True, what="candidate epochs")),
         None,
-        doc="select_epoch: the candidate epochs (default: every val_every epoch and the last)",
+        doc="select_epoch: the candidate epochs (default: every val_every epoch and the last); "
+        "each keeps a model checkpoint per cell",
     )
     selection_score: str = option(
         Choice(*SELECTION_SCORES), HIER_METRIC, doc="select_epoch: the validation score that picks the epoch"

@@ -36,5 +36,11 @@ def best_model(cell: CellSpec) -> str:
     return f"best-{cell.key}.pt"
 
 
+def candidate_model(cell: CellSpec, epoch: int) -> str:
+    """A cell's model at one candidate epoch of a run that selects its duration: the study freezes one
+    epoch per arm from every seed's validation curve, after all seeds finish, and test scores this file."""
+    return f"candidate-{cell.key}-e{epoch}.pt"
+
+
 def spec_path(job_folder: Path) -> Path:
     return job_folder / SPEC

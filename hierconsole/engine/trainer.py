@@ -608,12 +608,22 @@ class FactorialTrainer:
                 assert c.model is not None
                 metrics = validation_scores(c.model, self.features, self.true_labels, q, g, self.spec.aggregation)
             score = selection_value(metrics, self.spec.selection_score)
+            if self.spec.selects_epoch:
+                # Kept, not retrained: with a constant learning rate (the only schedule; one that read the
+                # ceiling would have to retrain instead) nothing in epochs 1..E depends on the ceiling, so
+                # this state is bit-identical to a fresh run of E epochs (tests/engine/test_lockstep.py).
+                checkpoints.save_payload(
+                    self.out / layout.candidate_model(c.spec, epoch), {"model": self._model_state(i, c), "epoch": epoch}
+                )
             # Strictly better only: a tie keeps the earlier epoch, so the choice never depends on noise order.
+            # The seed's own best is a record only (the study freezes one epoch per arm); a selecting run
+            # already holds that state among its candidates, so no copy of it is written.
             if score > c.best_score:
                 c.best_score, c.best_epoch = score, epoch
-                checkpoints.save_payload(
-                    self.out / layout.best_model(c.spec), {"model": self._model_state(i, c), "epoch": epoch}
-                )
+                if not self.spec.selects_epoch:
+                    checkpoints.save_payload(
+                        self.out / layout.best_model(c.spec), {"model": self._model_state(i, c), "epoch": epoch}
+                    )
             self.emit(
                 events.Validation(
                     cell=c.spec.key,

@@ -8,8 +8,9 @@ import torch
 
 from hierconsole.engine.checkpoints import load_payload
 from hierconsole.engine.trainer import FactorialTrainer
+from tests.tiny import tiny_preset
 
-from .conftest import make_spec, recorded
+from .conftest import make_spec, recorded, spec_preset
 
 
 def _train(spec) -> list[dict]:
@@ -78,3 +79,23 @@ def test_validation_best_is_an_auxiliary_record(tmp_path, tiny_fs, tiny_dir):
     assert final["best_epoch"] == best["epoch"]
     # The endpoint is the last epoch's model, whichever epoch validated best.
     assert (Path(spec.out_dir) / "final-E_S.pt").exists() and (Path(spec.out_dir) / "best-E_S.pt").exists()
+
+
+def test_a_kept_candidate_equals_a_run_retrained_to_that_duration(tmp_path, tiny_fs, tiny_dir):
+    """A selecting run keeps each candidate epoch's state instead of retraining every seed to the frozen
+    duration: the state at epoch 2 of a 3-epoch run is bit-identical to a fresh 2-epoch run's endpoint."""
+    selecting = spec_preset(**{"training.select_epoch": True, "training.selection_epochs": [1, 2, 3]})
+    long = make_spec(tmp_path / "long", tiny_fs, tiny_dir, arms=("H_S", "E_R"), preset=selecting)
+    _train(long)
+    short = make_spec(tmp_path / "short", tiny_fs, tiny_dir, arms=("H_S", "E_R"), preset=tiny_preset(epochs=2, **{"training.val_every": 2}))
+    _train(short)
+    for arm in ("H_S", "E_R"):
+        kept = load_payload(Path(long.out_dir) / f"candidate-{arm}-e2.pt")
+        assert kept["epoch"] == 2
+        retrained = _final_state(short, arm)
+        assert kept["model"].keys() == retrained.keys()
+        for k in retrained:
+            assert torch.equal(kept["model"][k], retrained[k]), f"{arm}: {k} differs"
+        assert sorted(p.name for p in Path(long.out_dir).glob(f"candidate-{arm}-*.pt")) == [
+            f"candidate-{arm}-e{e}.pt" for e in (1, 2, 3)
+        ]

@@ -118,60 +118,6 @@ def test_effects_command_says_what_it_omits(single_arm):
     assert "geom_R (H_R - E_R) needs E_R, H_R" in " ".join(out.stdout.split())
 
 
-@pytest.mark.slow
-def test_per_arm_epoch_selection_on_validation(tmp_path, tiny_fs):
-    preset = tiny_preset(
-        epochs=4,
-        **{
-            "training.cells": ["E_R", "E_S"],
-            "training.select_epoch": True,
-            "training.selection_epochs": [1, 3, 4],
-            "training.selection_score": "middle_mAP",
-        },
-    )
-    home = tmp_path / "home"
-    with Store(home) as store:
-        register_dataset(store, tiny_fs)
-        study_id = create_study(store, preset, "tiny")
-        Orchestrator(store, max_parallel=2).run_until_idle()
-        assert get_study(store, study_id).phase == "complete"
-        checks = {c.name: c for c in stored_audits(store, study_id)}
-        assert all(c.ok for c in checks.values()), [c for c in checks.values() if not c.ok]
-        assert "selected by validation middle_mAP" in checks["epoch_selected_on_validation"].evidence
-        # Validation ran at the candidate epochs only; each cell picked the first best by middle mAP.
-        for run_id, best in store.rows(
-            "SELECT run_id, best_epoch FROM runs WHERE study_id = ? AND kind = 'final'", [study_id]
-        ):
-            scores = dict(
-                store.rows(
-                    "SELECT epoch, value FROM val_metrics WHERE run_id = ? AND level = 'middle' AND metric = 'mAP' "
-                    "AND aggregation = 'micro' ORDER BY epoch",
-                    [run_id],
-                )
-            )
-            assert sorted(scores) == [1, 3, 4]
-            assert best == min(e for e, v in scores.items() if v == max(scores.values()))
-        # The final runs fit the train part only, and test scores the selected checkpoints.
-        specs = store.rows("SELECT job_id, kind FROM jobs WHERE study_id = ?", [study_id])
-    from hierconsole.contract import layout
-    from hierconsole.contract.jobspec import JobSpec
-    from hierconsole.locations import job_dir
-
-    for job_id, kind in specs:
-        spec = JobSpec.read(layout.spec_path(job_dir(home, job_id)))
-        if kind == "final":
-            assert spec.train_split is not None and spec.train_split.endswith("tune_train.npz")
-        if kind == "evaluate":
-            assert all(m.weights.split("/")[-1].startswith("best-") for m in spec.models)
-    out = subprocess.run(
-        [sys.executable, "-m", "hierconsole", "--home", str(home), "audit", study_id],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-
-
 def test_selection_options_are_checked():
     with pytest.raises(ConfigError, match="exceed training.epochs"):
         tiny_preset(epochs=3, **{"training.select_epoch": True, "training.selection_epochs": [2, 5]})

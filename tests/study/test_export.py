@@ -156,6 +156,7 @@ def test_tables_registry_names():
         "variance",
         "audits",
         "tuning",
+        "durations",
     ]
     assert all(isinstance(v, str) and v for v in TABLES.values())
 

@@ -72,13 +72,14 @@ def runs_grid(jobs: Sequence[JobRow], title: str, *, short: bool = False) -> Gri
 
 
 def selection_grid(rows: Sequence[dict], score: str, digits: int = numbers.ARM_DIGITS) -> Grid:
-    """The epoch each cell selected on development validation, frozen before the test was read."""
+    """The duration frozen per arm from the seed-mean development validation score, before the test was
+    read; every seed of the arm is scored at that epoch."""
     grid = Grid(
-        f"epochs selected on validation ({score})",
-        [Column("seed"), Column("arm", numeric=False), Column("epoch"), Column(f"validation {score}")],
+        f"durations frozen per arm on validation ({score}, mean over seeds)",
+        [Column("arm", numeric=False), Column("epoch"), Column("seeds"), Column(f"validation {score}")],
     )
     for r in rows:
-        grid.add_row(str(r["seed"]), r["arm"], str(r["epoch"]), numbers.plain(r["score"], digits))
+        grid.add_row(r["arm"], str(r["epoch"]), str(r["seeds"]), numbers.plain(r["score"], digits))
     return grid
 
 

@@ -7,7 +7,6 @@ failing check's evidence names the offending cells (as `<job>/<arm>`, e.g. `fina
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -22,14 +21,15 @@ from hierconsole.contract.events import EventKind
 from hierconsole.contract.jobspec import JobSpec
 from hierconsole.datasets.splits import index_sha256
 from hierconsole.locations import job_dir, resolve
+from hierconsole.plurals import counted
+from hierconsole.study.analysis.durations import arm_durations, stored_durations
+from hierconsole.study.analysis.lock import lock_digest
 from hierconsole.study.db import ids, split_files
 from hierconsole.study.db.catalog import load_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.taxonomy import Taxonomy
 from hierconsole.vocabulary import (
-    HIER_METRIC,
-    HIER_SCORE,
-    MAP,
+    HIER_STYLE,
     PCA,
     POINCARE,
     TRAINING_KINDS,
@@ -37,7 +37,6 @@ from hierconsole.vocabulary import (
     JobKind,
     JobState,
     arm_parts,
-    hier_score,
 )
 
 NORM_TOLERANCE = 1e-6  # float32 rounding of the analytic bound
@@ -474,17 +473,10 @@ def check_taxonomy_shuffle(store: Store, study_id: str) -> Check:
     return Check(name, not bad, _evidence(summary, bad))
 
 
-def _selection_score(levels: dict[str, float | None], level: str) -> float:
-    """The stored validation mAP of one level, or the hier score; NaN when it has no value."""
-    if level == HIER_SCORE:
-        return hier_score(levels)
-    value = levels.get(level)
-    return math.nan if value is None else float(value)
-
-
 def check_epoch_selection(store: Store, study_id: str) -> Check:
-    """A study that selects epochs picked, per cell, the best candidate by validation score alone, and
-    test scores that checkpoint; a fixed-endpoint study scores its last epoch."""
+    """A study that selects its epoch froze one duration per arm, the candidate epoch with the best mean
+    over seeds of the stored validation score (recomputed here), and test scored every seed of the arm at
+    that epoch; a fixed-endpoint study scores its last epoch."""
     name = "epoch_selected_on_validation"
     preset = _registered(store, study_id)
     training = preset.training
@@ -493,30 +485,36 @@ def check_epoch_selection(store: Store, study_id: str) -> Check:
     runs = _final_runs(store, study_id)
     if not runs or any(r["final_sha256"] is None for r in runs):
         return Check(name, None, "final runs not finished")
-    score = training.selection_score
-    level, _, metric = (HIER_SCORE, "", MAP) if score == HIER_METRIC else score.partition("_")
-    rows = store.rows(
-        "SELECT run_id, epoch, level, value FROM val_metrics WHERE run_id IN "
-        "(SELECT run_id FROM runs WHERE study_id = ? AND kind = ?) AND aggregation = ? AND metric = ?",
-        [study_id, JobKind.FINAL, preset.evaluation.aggregation, MAP if level == HIER_SCORE else metric],
-    )
-    by_run: dict[str, dict[int, dict[str, float | None]]] = defaultdict(lambda: defaultdict(dict))
-    for run_id, epoch, lv, value in rows:
-        by_run[run_id][epoch][lv] = value
-    bad, shown = [], []
+    stored = stored_durations(store, study_id)
+    if not stored:
+        return Check(name, None, "no duration frozen yet (the study is not locked)")
+    recomputed, missing = arm_durations(store, study_id, preset)
+    bad = list(missing)
+    arms = sorted({r["arm"] for r in runs})
+    for arm in arms:
+        got, want = stored.get(arm), recomputed.get(arm)
+        if got is None:
+            bad.append(f"{arm} has no frozen duration")
+        elif want is not None and (got.epoch, got.score) != (want.epoch, want.score):
+            bad.append(
+                f"{arm} was frozen at epoch {got.epoch} (seed mean {got.score:.6f}), but the stored validation "
+                f"scores put the best seed mean at epoch {want.epoch} ({want.score:.6f})"
+            )
+    bad += [f"{arm} has a frozen duration but no final run" for arm in sorted(set(stored).difference(arms))]
+    # Every seed of an arm trained through the same frozen epoch: one update count there across seeds.
+    reached: dict[str, set[int]] = defaultdict(set)
+    for arm, updates in store.rows(
+        "SELECT r.arm, e.updates FROM epochs e JOIN runs r USING (run_id) JOIN arm_durations d "
+        "ON d.study_id = r.study_id AND d.arm = r.arm AND d.epoch = e.epoch WHERE r.study_id = ? AND r.kind = ?",
+        [study_id, JobKind.FINAL],
+    ):
+        reached[arm].add(updates)
     for r in runs:
-        epochs = by_run.get(r["run_id"], {})
-        scores = {e: _selection_score(levels, level) for e, levels in epochs.items()}
-        candidates = {e: v for e, v in scores.items() if training.validates_at(e) and not math.isnan(v)}
-        cell = cell_name(r["run_id"])
-        if not candidates:
-            bad.append(f"{cell} has no validation score at a candidate epoch")
-            continue
-        best = max(candidates.values())
-        first_best = min(e for e, v in candidates.items() if v == best)
-        if r["best_epoch"] != first_best:
-            bad.append(f"{cell} selected epoch {r['best_epoch']}, but the best {score} is at epoch {first_best}")
-        shown.append(f"{cell} epoch {r['best_epoch']} ({best:.4f})")
+        if r["arm"] in stored and not store.value(
+            "SELECT count(*) FROM epochs WHERE run_id = ? AND epoch = ?", [r["run_id"], stored[r["arm"]].epoch]
+        ):
+            bad.append(f"{cell_name(r['run_id'])} never reached its arm's frozen epoch {stored[r['arm']].epoch}")
+    bad += [f"{arm}: the seeds made {sorted(u)} updates by the frozen epoch" for arm, u in sorted(reached.items()) if len(u) > 1]
     # Selection saw no test sample: final runs fit the train part and validate on the validation split.
     with np.load(_split_path(store, study_id, split_files.VAL)) as z:
         val = set(np.concatenate([z["query"], z["gallery"]]).tolist())
@@ -527,10 +525,20 @@ def check_epoch_selection(store: Store, study_id: str) -> Check:
     evaluate = store.one("SELECT job_id FROM jobs WHERE study_id = ? AND kind = ?", [study_id, JobKind.EVALUATE])
     if evaluate is not None:
         spec = JobSpec.read(layout.spec_path(job_dir(store.home, evaluate[0])))
-        wrong = [m.run_id for m in spec.models if not m.weights.endswith(layout.best_model(m.cell))]
-        if wrong:
-            bad.append(f"evaluation scores {len(wrong)} cells at another checkpoint than the selected one")
-    summary = f"selected by validation {score} ({preset.evaluation.aggregation}), no test read: {_listed(shown)}"
+        for m in spec.models:
+            frozen = stored.get(m.cell.key)
+            if frozen is not None and not m.weights.endswith("/" + layout.candidate_model(m.cell, frozen.epoch)):
+                bad.append(
+                    f"evaluation scores {cell_name(m.run_id)} from {m.weights.rsplit('/', 1)[-1]}, not its arm's "
+                    f"frozen epoch {frozen.epoch}"
+                )
+    shown = [
+        f"{d.arm} epoch {d.epoch} (seed mean {d.score:.4f} over {counted(d.seeds, 'seed')})" for d in stored.values()
+    ]
+    summary = (
+        f"one duration per arm from the seed-mean validation {training.selection_score} "
+        f"({preset.evaluation.aggregation}), every seed scored at it, no test read: {_listed(shown)}"
+    )
     return Check(name, not bad, _evidence(summary, bad))
 
 
@@ -569,6 +577,244 @@ def check_pca_fit(store: Store, study_id: str) -> Check:
         f"(index hash {fit['fitted_sha256'][:12]}), none of the {len(test)} official-test samples"
     )
     return Check(name, not bad, _evidence(summary, bad))
+
+
+def _tuning(store: Store, study_id: str, name: str) -> tuple[list[dict[str, Any]], Check | None]:
+    """The tuning candidates' runs, or the check's result when there is nothing (yet) to compare: a study
+    whose temperatures the preset fixes passes vacuously; one whose tuning has not finished is pending."""
+    preset = _registered(store, study_id)
+    tuned = preset.temperature.tuned_geometries
+    if not tuned:
+        return [], Check(name, True, "no temperature tuning: the preset fixes every temperature")
+    states = [s for (s,) in store.rows("SELECT state FROM jobs WHERE study_id = ? AND kind = ?", [study_id, JobKind.TUNE])]
+    runs = store.dicts(
+        "SELECT * FROM runs WHERE study_id = ? AND kind = ? ORDER BY tau, arm", [study_id, JobKind.TUNE]
+    )
+    expected = len(preset.temperature.tuning.candidates) * len(tuned)
+    if not states or any(s != JobState.FINISHED for s in states) or len(runs) < expected:
+        return [], Check(name, None, f"temperature tuning not finished ({len(runs)} of {expected} candidate runs)")
+    return runs, None
+
+
+def check_final_runs_complete(store: Store, study_id: str) -> Check:
+    """Every training seed x trained cell of the preset has exactly one final run, finished with a recorded
+    final state that reloads exactly; no other final run exists."""
+    name = "final_runs_complete"
+    states = [s for (s,) in store.rows("SELECT state FROM jobs WHERE study_id = ? AND kind = ?", [study_id, JobKind.FINAL])]
+    if not states or any(s != JobState.FINISHED for s in states):
+        return Check(name, None, "final runs not finished")
+    preset = _registered(store, study_id)
+    cells = [*preset.cells, *([HIER_STYLE] if HIER_STYLE in preset.evaluation.baselines else [])]
+    expected = {(seed, arm) for seed in preset.training.seeds for arm in cells}
+    runs = _final_runs(store, study_id)
+    have = {(r["seed"], r["arm"]): r for r in runs}
+    bad = [f"seed {seed} has no final run of {arm}" for seed, arm in sorted(expected.difference(have))]
+    bad += [f"{cell_name(r['run_id'])} is not a cell of the preset" for k, r in sorted(have.items()) if k not in expected]
+    bad += [f"{cell_name(r['run_id'])} has no recorded final state" for r in runs if r["final_sha256"] is None]
+    verified = sum(
+        1 for k, r in have.items() if k in expected and r["final_sha256"] is not None and r["reload_max_diff"] == 0.0
+    )
+    summary = (
+        f"{verified}/{len(expected)} final runs verified ({counted(len(preset.training.seeds), 'seed')} x "
+        f"{counted(len(cells), 'cell')}: final state recorded, reload exact)"
+    )
+    if verified < len(expected) and not bad:
+        bad.append("a final run does not reload exactly (see checkpoint_reload_exact)")
+    return Check(name, not bad, _evidence(summary, bad))
+
+
+def check_tuning_init(store: Store, study_id: str) -> Check:
+    """Every temperature candidate (of either geometry) starts from one trainable initial state."""
+    name = "tuning_same_init"
+    runs, early = _tuning(store, study_id, name)
+    if early is not None:
+        return early
+    common, odd = _majority(runs, itemgetter("init_sha256"))
+    bad = [
+        f"{cell_name(r['run_id'])} starts from {str(r['init_sha256'])[:12]}, the other candidates from {common[:12]}"
+        for r in odd
+    ]
+    summary = f"{len(runs)} candidate runs: initial-state SHA256s {sorted({str(r['init_sha256'])[:12] for r in runs})}"
+    return Check(name, not bad, _evidence(summary, bad))
+
+
+def check_tuning_batch_order(store: Store, study_id: str) -> Check:
+    """Every temperature candidate sees the same batches in the same order, with the same update count."""
+    name = "tuning_same_batch_order"
+    runs, early = _tuning(store, study_id, name)
+    if early is not None:
+        return early
+    rows = store.dicts(
+        "SELECT e.epoch, r.run_id, e.batch_sha256, e.updates FROM epochs e JOIN runs r USING (run_id) "
+        "WHERE r.study_id = ? AND r.kind = ? ORDER BY e.epoch, r.run_id",
+        [study_id, JobKind.TUNE],
+    )
+    by_epoch: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by_epoch[r["epoch"]].append(r)
+    bad = [f"{cell_name(r['run_id'])} recorded no training epoch" for r in runs if not any(
+        x["run_id"] == r["run_id"] for x in rows
+    )]  # fmt: skip
+    for epoch, cells in sorted(by_epoch.items()):
+        if len(cells) != len(runs):
+            bad.append(f"epoch {epoch}: {len(cells)} of {len(runs)} candidate runs recorded it")
+        for column, what in (("batch_sha256", "batch order"), ("updates", "update count")):
+            common, odd = _majority(cells, itemgetter(column))
+            bad += [
+                f"epoch {epoch}: {cell_name(r['run_id'])} {what} {str(r[column])[:12]}, the other candidates "
+                f"{str(common)[:12]}"
+                for r in odd
+            ]
+    summary = (
+        f"{len(runs)} candidate runs over {counted(len(by_epoch), 'epoch')}: one batch-order SHA256 and one "
+        "update count per epoch"
+    )
+    return Check(name, not bad, _evidence(summary, bad))
+
+
+def check_tuning_parameters(store: Store, study_id: str) -> Check:
+    """Every temperature candidate trains the same number of parameters, the final cells' count."""
+    name = "tuning_same_parameters"
+    runs, early = _tuning(store, study_id, name)
+    if early is not None:
+        return early
+    row = store.one(
+        "SELECT d.dim FROM studies s JOIN datasets d USING (dataset_id) WHERE s.study_id = ?", [study_id]
+    )
+    assert row is not None  # a study with tuning runs has its dataset
+    training = _preset(store, study_id)["training"]
+    expected = expected_trainable(row[0], training["hidden"], training["out_dim"])
+    bad = [f"{cell_name(r['run_id'])} has {r['trainable_params']:,}" for r in runs if r["trainable_params"] != expected]
+    summary = (
+        f"{len(runs)} candidate runs: {sorted({r['trainable_params'] for r in runs})} trainable parameters; "
+        f"expected {expected:,} for {row[0]}-D input"
+    )
+    return Check(name, not bad, _evidence(summary, bad))
+
+
+def _job_name(job_id: str) -> str:
+    return job_id.split("/", 1)[1]
+
+
+def check_tuning_checkpoints_not_reused(store: Store, study_id: str) -> Check:
+    """No tuning state reaches a final or the test: no final job is handed a file of a tuning job's
+    folder, no final run ends in a candidate's end state, and evaluation loads final jobs' files only."""
+    name = "tuning_checkpoints_not_reused"
+    finals = _final_runs(store, study_id)
+    if not finals or any(r["final_sha256"] is None for r in finals):
+        return Check(name, None, "final runs not finished")
+    tune_dirs = {
+        job_id: str(job_dir(store.home, job_id))
+        for (job_id,) in store.rows("SELECT job_id FROM jobs WHERE study_id = ? AND kind = ?", [study_id, JobKind.TUNE])
+    }
+    ends = {r["final_sha256"]: r["run_id"] for r in store.dicts(
+        "SELECT run_id, final_sha256 FROM runs WHERE study_id = ? AND kind = ? AND final_sha256 IS NOT NULL",
+        [study_id, JobKind.TUNE],
+    )}  # fmt: skip
+    bad = []
+
+    def tuning_folder(path: str | None) -> str | None:
+        if path is None:
+            return None
+        full = str(resolve(store.home, path))
+        return next((_job_name(j) for j, d in tune_dirs.items() if full == d or full.startswith(d + "/")), None)
+
+    final_jobs = sorted({r["job_id"] for r in finals})
+    for job_id in final_jobs:
+        spec = JobSpec.read(layout.spec_path(job_dir(store.home, job_id)))
+        for what, path in (("output folder", spec.out_dir), ("train split", spec.train_split), ("val split", spec.val_split)):
+            source = tuning_folder(path)
+            if source is not None:
+                bad.append(f"{_job_name(job_id)} was given its {what} in tuning job {source}'s folder")
+    bad += [
+        f"{cell_name(r['run_id'])} ends in the state of tuning run {cell_name(ends[r['final_sha256']])}"
+        for r in finals
+        if r["final_sha256"] in ends
+    ]
+    scored = 0
+    evaluate = store.one("SELECT job_id FROM jobs WHERE study_id = ? AND kind = ?", [study_id, JobKind.EVALUATE])
+    if evaluate is not None:
+        spec = JobSpec.read(layout.spec_path(job_dir(store.home, evaluate[0])))
+        own = {str(job_dir(store.home, j)) for j in final_jobs}
+        for m in spec.models:
+            scored += 1
+            weights = str(resolve(store.home, m.weights))
+            source = tuning_folder(m.weights)
+            if source is not None:
+                bad.append(f"evaluation scores {cell_name(m.run_id)} from tuning job {source}'s folder")
+            elif not any(weights.startswith(d + "/") for d in own):
+                bad.append(f"evaluation scores {cell_name(m.run_id)} from {m.weights}, outside the final jobs' folders")
+    summary = (
+        f"{len(tune_dirs)} tuning and {len(final_jobs)} final jobs: no final job reads a tuning folder, no final "
+        f"state equals one of {counted(len(ends), 'candidate end state')}"
+        + (f", all {counted(scored, 'scored model')} load final jobs' files" if evaluate is not None else "")
+    )
+    return Check(name, not bad, _evidence(summary, bad))
+
+
+def check_finals_from_scratch(store: Store, study_id: str) -> Check:
+    """Every final run trained from a fresh initialisation: its epochs run from 1 with one epoch's updates
+    each (none continues a run that had already trained), and a final run of the tuning seed starts from the
+    candidates' own fresh initial state."""
+    name = "finals_retrained_from_scratch"
+    finals = _final_runs(store, study_id)
+    if not finals or any(r["final_sha256"] is None for r in finals):
+        return Check(name, None, "final runs not finished")
+    preset = _registered(store, study_id)
+    with np.load(_split_path(store, study_id, split_files.final_train_role(preset))) as z:
+        n = len(z["fit"])
+    t = preset.training
+    per_epoch = n // t.batch_size if t.drop_last else -(-n // t.batch_size)
+    epochs: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for run_id, epoch, updates in store.rows(
+        "SELECT e.run_id, e.epoch, e.updates FROM epochs e JOIN runs r USING (run_id) WHERE r.study_id = ? "
+        "AND r.kind = ? ORDER BY e.run_id, e.epoch",
+        [study_id, JobKind.FINAL],
+    ):
+        epochs[run_id].append((epoch, updates))
+    bad = []
+    for r in finals:
+        seen = epochs.get(r["run_id"], [])
+        if [e for e, _ in seen] != list(range(1, t.epochs + 1)):
+            bad.append(f"{cell_name(r['run_id'])} recorded epochs {[e for e, _ in seen][:3]}..., not 1 to {t.epochs}")
+            continue
+        off = [(e, u) for e, u in seen if u != e * per_epoch]
+        if off:
+            e, u = off[0]
+            bad.append(f"{cell_name(r['run_id'])} had made {u} updates by epoch {e}, not {e} x {per_epoch}")
+    tuning = store.rows(
+        "SELECT DISTINCT init_sha256 FROM runs WHERE study_id = ? AND kind = ?", [study_id, JobKind.TUNE]
+    )
+    seed = preset.temperature.tuning.seed
+    shared = ""
+    if len(tuning) == 1 and seed in t.seeds:
+        fresh = tuning[0][0]
+        bad += [
+            f"{cell_name(r['run_id'])} starts from {str(r['init_sha256'])[:12]}, not the fresh seed-{seed} state "
+            f"{fresh[:12]} the tuning candidates started from"
+            for r in finals
+            if r["seed"] == seed and r["init_sha256"] != fresh
+        ]
+        shared = f"; seed {seed} starts from the tuning candidates' fresh state {fresh[:12]}"
+    summary = f"{len(finals)} final cells trained epochs 1 to {t.epochs} from zero updates ({per_epoch} per epoch){shared}"
+    return Check(name, not bad, _evidence(summary, bad))
+
+
+def check_lock_hash(store: Store, study_id: str) -> Check:
+    """The lock hash recomputed from what the store and the job folders hold now equals the one recorded at
+    the lock: no final state, split, frozen duration or scored checkpoint changed after it."""
+    name = "lock_hash_matches"
+    row = store.one("SELECT lock_sha256, preset_sha256 FROM studies WHERE study_id = ?", [study_id])
+    assert row is not None  # audits run on a registered study
+    locked, preset_sha = row
+    if locked is None:
+        return Check(name, None, "the study is not locked")
+    durations = {arm: d.epoch for arm, d in stored_durations(store, study_id).items()}
+    digest, missing = lock_digest(store, study_id, _registered(store, study_id), preset_sha, durations)
+    bad = list(missing)
+    if digest != locked:
+        bad.append(f"recomputed {digest[:12]}, recorded at the lock {locked[:12]}")
+    return Check(name, not bad, _evidence(f"lock hash {locked[:12]} over the preset, splits and final states", bad))
 
 
 def _split_rows(store: Store, study_id: str) -> dict[str, dict[str, Any]]:
@@ -659,6 +905,13 @@ CHECKS: tuple[Callable[[Store, str], Check], ...] = (
     check_taxonomy_shuffle,
     check_epoch_selection,
     check_pca_fit,
+    check_final_runs_complete,
+    check_tuning_init,
+    check_tuning_batch_order,
+    check_tuning_parameters,
+    check_tuning_checkpoints_not_reused,
+    check_finals_from_scratch,
+    check_lock_hash,
 )
 
 if TYPE_CHECKING:

@@ -31,6 +31,7 @@ TABLES: dict[str, str] = {
     "variance": "per arm and metric, the between-seed and within-seed (Q/G) variance and the seeds' share",
     "audits": "fairness and leakage checks with their result and evidence",
     "tuning": "temperature tuning candidates per geometry with validation scores and the winner",
+    "durations": "per arm of a study that selects its epoch: the frozen epoch and the seed-mean validation score",
 }
 """Exportable table names and what each holds."""
 

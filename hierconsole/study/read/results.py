@@ -27,7 +27,6 @@ from hierconsole.vocabulary import (
     ARMS,
     BASELINES,
     RANKING_METRICS,
-    JobKind,
     JobState,
     aggregation_label,
 )
@@ -168,12 +167,10 @@ def evaluated_per_seed(store: Store, study_id: str, aggregation: str | None = No
 
 
 def selected_epochs(store: Store, study_id: str) -> list[dict]:
-    """Per final cell: seed, arm, the epoch it selected on validation and that validation score (for a
-    study with `training.select_epoch`; the validation-best record otherwise)."""
+    """Per arm of a study with `training.select_epoch`: the duration frozen at the lock (one epoch for every
+    seed), the seed-mean validation score that chose it and the number of seeds; empty before the lock."""
     return store.dicts(
-        "SELECT seed, arm, best_epoch AS epoch, best_score AS score FROM runs WHERE study_id = ? AND kind = ? "
-        "ORDER BY seed, arm",
-        [study_id, JobKind.FINAL],
+        "SELECT arm, epoch, score, seeds FROM arm_durations WHERE study_id = ? ORDER BY arm", [study_id]
     )
 
 
@@ -187,6 +184,7 @@ RAW_TABLES = {
     "ORDER BY check_name",
     "tuning": "SELECT study_id, geometry, tau, middle_mAP, high_mAP, score, status FROM tuning "
     "WHERE study_id = ? ORDER BY geometry, tau",
+    "durations": "SELECT study_id, arm, epoch, score, seeds FROM arm_durations WHERE study_id = ? ORDER BY arm",
 }
 """The exportable tables read straight from the store."""
 

@@ -8,7 +8,6 @@ first read.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import secrets
 import shutil
@@ -20,7 +19,7 @@ import numpy as np
 
 from hierconsole.config.preset import TUNE, Preset
 from hierconsole.contract import layout
-from hierconsole.contract.jobspec import CellSpec, JobSpec
+from hierconsole.contract.jobspec import JobSpec
 from hierconsole.datasets import FeatureSet
 from hierconsole.datasets.splits import (
     Split,
@@ -31,8 +30,10 @@ from hierconsole.datasets.splits import (
     tuning_split,
 )
 from hierconsole.errors import HierconsoleError, SealError
-from hierconsole.locations import job_dir, relative, resolve, study_dir
+from hierconsole.locations import relative, resolve, study_dir
 from hierconsole.study.analysis.audits import run_audits
+from hierconsole.study.analysis.durations import Duration, arm_durations, stored_durations
+from hierconsole.study.analysis.lock import lock_digest
 from hierconsole.study.db import split_files
 from hierconsole.study.db.catalog import get_dataset
 from hierconsole.study.db.records import StudyInfo, get_study
@@ -335,40 +336,39 @@ def select_temperatures(store: Store, study: StudyInfo) -> dict[str, float]:
 
 
 def lock_study(store: Store, study_id: str) -> str:
-    """Freeze the study: the lock hash covers the preset, every split and every final model state."""
+    """Freeze the study: a study that selects its epoch freezes each arm's duration here, and the lock hash
+    (`analysis.lock.lock_digest`) covers the preset, every split, every final model state and what test
+    will score."""
     study = get_study(store, study_id)
     states = _job_states(store, study_id, JobKind.FINAL)
     if not _all_finished(states):
         raise SealError(f"study {study_id} cannot be locked: final jobs are {sorted(set(states))}")
-    runs = store.rows(
-        "SELECT run_id, final_sha256 FROM runs WHERE study_id = ? AND kind = ? ORDER BY run_id",
-        [study_id, JobKind.FINAL],
-    )
-    if any(sha is None for _, sha in runs):
-        raise SealError(f"study {study_id} cannot be locked: a final run has no recorded final state")
-    splits = store.rows("SELECT role, sha256 FROM splits WHERE study_id = ? ORDER BY role", [study_id])
-    h = hashlib.sha256(study.preset_sha256.encode())
-    for role, sha in splits:
-        h.update(f"{role}={sha}".encode())
-    for run_id, sha in runs:
-        h.update(f"{run_id}={sha}".encode())
+    durations: dict[str, Duration] = {}
     if study.preset.training.select_epoch:
-        # The checkpoints test will score are frozen here too: the epoch each cell selected on validation.
-        for job_id, arm in store.rows(
-            "SELECT job_id, arm FROM runs WHERE study_id = ? AND kind = ? ORDER BY run_id", [study_id, JobKind.FINAL]
-        ):
-            path = job_dir(store.home, job_id) / plan.evaluated_model(study.preset, CellSpec.of(arm))
-            if not path.is_file():
-                raise SealError(f"study {study_id} cannot be locked: {job_id}/{arm} has no selected checkpoint")
-            h.update(f"{job_id}/{arm}@selected={hashlib.sha256(path.read_bytes()).hexdigest()}".encode())
-    shuffle = store.one("SELECT sha256 FROM taxonomy_shuffles WHERE study_id = ?", [study_id])
-    if shuffle is not None:
-        h.update(f"train_taxonomy={shuffle[0]}".encode())
-    digest = h.hexdigest()
-    store.execute(
-        "UPDATE studies SET phase = ?, locked_at = current_timestamp, lock_sha256 = ? WHERE study_id = ?",
-        [Phase.LOCKED, digest, study_id],
+        # Every seed has finished: each arm's duration is frozen now from all its seeds' validation curves,
+        # and the checkpoints test will score (one epoch per arm, every seed) are frozen with it.
+        durations, unfrozen = arm_durations(store, study_id, study.preset)
+        if unfrozen:
+            raise SealError(f"study {study_id} cannot be locked: no duration can be frozen for {'; '.join(unfrozen)}")
+    digest, missing = lock_digest(
+        store, study_id, study.preset, study.preset_sha256, {arm: d.epoch for arm, d in durations.items()}
     )
+    if missing:
+        raise SealError(f"study {study_id} cannot be locked: {'; '.join(missing)}")
+
+    def write(con: duckdb.DuckDBPyConnection) -> None:
+        con.execute("DELETE FROM arm_durations WHERE study_id = ?", [study_id])
+        if durations:
+            con.executemany(
+                "INSERT INTO arm_durations VALUES (?, ?, ?, ?, ?)",
+                [(study_id, d.arm, d.epoch, d.score, d.seeds) for d in durations.values()],
+            )
+        con.execute(
+            "UPDATE studies SET phase = ?, locked_at = current_timestamp, lock_sha256 = ? WHERE study_id = ?",
+            [Phase.LOCKED, digest, study_id],
+        )
+
+    store.write(write)
     store.request_backup()  # the state every later result depends on: a copy of it is kept
     return digest
 
@@ -382,7 +382,8 @@ def seal_for_scoring(store: Store, study_id: str, *, rescore: Aggregation | None
             f"study {study_id} is not locked (phase {study.phase}): official-test metrics exist only after "
             "every final run has finished and the study is locked"
         )
-    spec = plan.scoring_job(_paths(store, study), study.preset, study.temperatures, rescore=rescore)
+    durations = {arm: d.epoch for arm, d in stored_durations(store, study_id).items()}
+    spec = plan.scoring_job(_paths(store, study), study.preset, study.temperatures, rescore=rescore, durations=durations)
     store.execute(
         "UPDATE studies SET test_first_read_at = coalesce(test_first_read_at, current_timestamp) "
         "WHERE study_id = ?",
@@ -410,7 +411,7 @@ def delete_study(store: Store, study_id: str) -> None:
         con.execute(
             "DELETE FROM events WHERE job_id IN (SELECT job_id FROM jobs WHERE study_id = ?)", [study_id]
         )
-        tables = ("metrics", "audits", "tuning", "splits", "taxonomy_shuffles", "family_members", "runs", "jobs", "studies")
+        tables = ("metrics", "audits", "tuning", "arm_durations", "splits", "taxonomy_shuffles", "family_members", "runs", "jobs", "studies")
         for table in tables:
             con.execute(f"DELETE FROM {table} WHERE study_id = ?", [study_id])
 

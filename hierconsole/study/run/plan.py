@@ -5,6 +5,7 @@ are relative to the home.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from hierconsole.config.preset import Preset
 from hierconsole.contract import layout
 from hierconsole.contract.jobspec import BaselineRef, CellSpec, JobSpec, ModelRef, Rescore, TestSplit
 from hierconsole.locations import job_dir, relative
+from hierconsole.study.analysis.lock import evaluated_model
 from hierconsole.study.db import split_files
 from hierconsole.study.db.ids import baseline_run_id, evaluate_job_id, final_job_id, rescore_job_id
 from hierconsole.study.db.split_files import final_train_role
@@ -123,14 +125,6 @@ def final_cells(preset: Preset, temperatures: dict[str, float]) -> tuple[CellSpe
 
 
 
-def evaluated_model(preset: Preset, cell: CellSpec) -> str:
-    """The checkpoint official test scores (a job-folder path): the fixed endpoint, or the epoch the cell
-    selected on validation, frozen before the lock."""
-    return layout.best_model(cell) if preset.training.select_epoch else layout.final_model(cell)
-
-
-
-
 def final_jobs(paths: StudyPaths, preset: Preset, temperatures: dict[str, float]) -> list[JobSpec]:
     """One job per training seed, training every cell in lockstep.
 
@@ -166,15 +160,18 @@ def scoring_job(
     temperatures: dict[str, float],
     *,
     rescore: Aggregation | None = None,
+    durations: Mapping[str, int] | None = None,
 ) -> JobSpec:
     """The evaluation of every final model on every official-test perturbation, or (`rescore`) the
-    re-scoring of its stored embeddings under another aggregation."""
+    re-scoring of its stored embeddings under another aggregation. `durations` (arm -> epoch) is what the
+    lock froze for a study that selects its epoch."""
+    durations = durations or {}
     models = tuple(
         ModelRef(
             run_id=f"{final_job_id(paths.study_id, seed)}/{cell.key}",
             seed=seed,
             cell=cell,
-            weights=f"{paths.job(final_job_id(paths.study_id, seed))}/{evaluated_model(preset, cell)}",
+            weights=f"{paths.job(final_job_id(paths.study_id, seed))}/{evaluated_model(preset, cell, durations)}",
         )
         for seed in preset.training.seeds
         for cell in final_cells(preset, temperatures)

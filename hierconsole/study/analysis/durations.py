@@ -1,0 +1,112 @@
+"""Per-arm training durations of a study that selects its epoch on validation (`training.select_epoch`).
+
+Every seed of an arm trains to the ceiling and is validated at the candidate epochs; once all seeds have
+finished, the arm's duration is frozen at the candidate epoch with the best mean over seeds of the
+validation score, and every seed of the arm is scored at that one epoch. Selecting per seed would let the
+seeds of one arm differ in duration as well as in seed, so the seed would no longer be the only thing that
+varies between replicates of an arm; it is not offered.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from hierconsole.config.preset import Preset
+from hierconsole.study.db.storage import Store
+from hierconsole.vocabulary import HIER_METRIC, HIER_SCORE, MAP, JobKind, hier_score
+
+Curves = dict[str, dict[int, dict[int, float]]]
+"""arm -> seed -> candidate epoch -> validation score (NaN where the score has no value)."""
+
+
+@dataclass(frozen=True)
+class Duration:
+    arm: str
+    epoch: int
+    score: float
+    """The mean over seeds of the validation score at `epoch`."""
+    seeds: int
+
+
+def _score_parts(score: str) -> tuple[str, str]:
+    """(level, metric) of a selection score: (`hier`, mAP) for the hier score, else e.g. (middle, mAP)."""
+    if score == HIER_METRIC:
+        return HIER_SCORE, MAP
+    level, _, metric = score.partition("_")
+    return level, metric
+
+
+def selection_score(levels: Mapping[str, float | None], level: str) -> float:
+    """The stored validation mAP of one level, or the hier score; NaN when it has no value."""
+    if level == HIER_SCORE:
+        return hier_score(levels)
+    value = levels.get(level)
+    return math.nan if value is None else float(value)
+
+
+def validation_curves(store: Store, study_id: str, preset: Preset) -> Curves:
+    """Each final run's stored validation score at each candidate epoch, by arm and seed."""
+    level, metric = _score_parts(preset.training.selection_score)
+    rows = store.rows(
+        "SELECT r.arm, r.seed, v.epoch, v.level, v.value FROM val_metrics v JOIN runs r USING (run_id) "
+        "WHERE r.study_id = ? AND r.kind = ? AND v.aggregation = ? AND v.metric = ?",
+        [study_id, JobKind.FINAL, preset.evaluation.aggregation, metric],
+    )
+    levels: dict[tuple[str, int, int], dict[str, float | None]] = defaultdict(dict)
+    for arm, seed, epoch, lv, value in rows:
+        levels[(arm, seed, epoch)][lv] = value
+    curves: Curves = defaultdict(lambda: defaultdict(dict))
+    for (arm, seed, epoch), by_level in sorted(levels.items()):
+        if preset.training.validates_at(epoch):
+            curves[arm][seed][epoch] = selection_score(by_level, level)
+    return {arm: dict(seeds) for arm, seeds in curves.items()}
+
+
+def seed_mean_argmax(curve: Mapping[int, Mapping[int, float]], seeds: Iterable[int]) -> tuple[int, float] | None:
+    """The candidate epoch with the highest mean over `seeds` of their scores, and that mean.
+
+    Only epochs every seed scored (a finite value) compete; a tie keeps the earliest epoch, so the shorter
+    training wins when validation cannot tell them apart. None when no epoch was scored by every seed."""
+    seeds = list(seeds)
+    epochs = set.intersection(*(set(curve.get(s, {})) for s in seeds)) if seeds else set()
+    best: tuple[int, float] | None = None
+    for epoch in sorted(epochs):
+        values = [curve[s][epoch] for s in seeds]
+        if any(math.isnan(v) for v in values):
+            continue
+        mean = math.fsum(values) / len(values)
+        if best is None or mean > best[1]:
+            best = (epoch, mean)
+    return best
+
+
+def arm_durations(store: Store, study_id: str, preset: Preset) -> tuple[dict[str, Duration], list[str]]:
+    """The frozen duration of every trained arm, and a line for each arm none can be chosen for."""
+    curves = validation_curves(store, study_id, preset)
+    arms = [a for (a,) in store.rows(
+        "SELECT DISTINCT arm FROM runs WHERE study_id = ? AND kind = ? ORDER BY arm", [study_id, JobKind.FINAL]
+    )]  # fmt: skip
+    chosen, missing = {}, []
+    for arm in arms:
+        picked = seed_mean_argmax(curves.get(arm, {}), preset.training.seeds)
+        if picked is None:
+            missing.append(
+                f"{arm}: no candidate epoch has a finite validation {preset.training.selection_score} for every "
+                f"seed ({', '.join(map(str, preset.training.seeds))})"
+            )
+            continue
+        chosen[arm] = Duration(arm, picked[0], picked[1], len(preset.training.seeds))
+    return chosen, missing
+
+
+def stored_durations(store: Store, study_id: str) -> dict[str, Duration]:
+    """The durations frozen at the lock (empty before it, and for a fixed-endpoint study)."""
+    return {
+        arm: Duration(arm, int(epoch), float(score), int(seeds))
+        for arm, epoch, score, seeds in store.rows(
+            "SELECT arm, epoch, score, seeds FROM arm_durations WHERE study_id = ? ORDER BY arm", [study_id]
+        )
+    }
