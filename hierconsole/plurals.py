@@ -8,6 +8,7 @@ _IRREGULAR = {
     "species": "species",
     "taxon": "taxa",
     "class": "classes",
+    "epoch": "epochs",  # a hard "ch": not "epoches"
 }
 
 
