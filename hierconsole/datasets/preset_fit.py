@@ -9,6 +9,7 @@ next command runs.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,9 +29,10 @@ _DATASET_COUNTS = {"leaves": 0, "middle_groups": 1, "high_groups": 2}
 
 
 def fractions_of(counts: tuple[int, ...]) -> list[float]:
-    """`counts` as shares rounded to FRACTION_DIGITS that sum to exactly 1 (the last takes the rest)."""
-    total = sum(counts)
-    shares = [round(c / total, FRACTION_DIGITS) for c in counts[:-1]]
+    """`counts` as shares rounded to FRACTION_DIGITS that sum to exactly 1 (the last takes the rest), each
+    at least the smallest step (a fraction must be > 0)."""
+    total, step = sum(counts), 10.0**-FRACTION_DIGITS
+    shares = [max(step, round(c / total, FRACTION_DIGITS)) for c in counts[:-1]]
     return [*shares, round(1 - sum(shares), FRACTION_DIGITS)]
 
 
@@ -55,8 +57,7 @@ class Misfit:
     def override(self) -> str:
         """The `--set` arguments, quoted for a POSIX shell where the value needs it."""
         value = _override(self.value) if isinstance(self.value, list) else str(self.value)
-        arg = f"{self.key}={value}"
-        return f"--set {arg if arg.replace('.', '').replace('=', '').replace('_', '').isalnum() else repr(arg)}"
+        return f"--set {shlex.quote(f'{self.key}={value}')}"
 
     def line(self) -> str:
         return f"{self.problem}: {self.override}"
