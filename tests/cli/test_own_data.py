@@ -58,8 +58,10 @@ def data(tmp_path_factory) -> GenericFiles:
 @pytest.fixture
 def home(tmp_path, data) -> Path:
     home = tmp_path / "home"
-    done = cli(home, *data.import_args("mine"))
+    done = cli(home, *data.import_args("mine"), columns=WIDE)
     assert done.returncode == 0, done.stderr
+    # A train/test import is told at once that validation will come out of train.
+    assert "no val split: a study on mine validates on a leaf-stratified 20% hold-out of train" in done.stdout
     return home
 
 
