@@ -6,6 +6,7 @@ import argparse
 
 from hierconsole.cli.output import confirmed, output_console, print_grid
 from hierconsole.cli.reading import open_for_reading
+from hierconsole.datasets.splits import HOLDOUT_FRACTION
 from hierconsole.errors import InputError
 from hierconsole.present.tables.studies import datasets_grid
 from hierconsole.study import read
@@ -85,6 +86,13 @@ def _register(args: argparse.Namespace, fs) -> int:
     )
     for line in fs.taxonomy.summary().lines():
         output_console().print(f"  {line}", highlight=False)
+    if not info.n_val:
+        # Said here and in every run's split plan: nothing is carved silently.
+        output_console().print(
+            f"  no val split: a study on {info.dataset_id} validates on a leaf-stratified "
+            f"{HOLDOUT_FRACTION:.0%} hold-out of train (see `run PRESET --dataset {info.dataset_id} --dry-run`)",
+            highlight=False,
+        )
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
@@ -18,10 +19,11 @@ from hierconsole.config.family import Family
 from hierconsole.config.overrides import AssignmentError, parse_assignment
 from hierconsole.errors import INTERRUPTED_EXIT, HierconsoleError
 from hierconsole.plurals import counted
+from hierconsole.present.tables.split_plan import split_plan_grid
 from hierconsole.present.tables.studies import audits_grid
 from hierconsole.study import read
 from hierconsole.study.analysis.audits import check_expected_counts
-from hierconsole.study.db.catalog import ensure_dataset
+from hierconsole.study.db.catalog import ensure_dataset, registered_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.executors import (
     LOCAL_RAY,
@@ -31,7 +33,8 @@ from hierconsole.study.executors import (
     ray_address,
 )
 from hierconsole.study.executors.devices import check_devices
-from hierconsole.study.run.lifecycle import advance, create_study, delete_study
+from hierconsole.study.run.drawn_splits import DrawnSplits, plan_rows
+from hierconsole.study.run.lifecycle import advance, create_study, delete_study, study_splits
 from hierconsole.study.run.orchestrator import Orchestrator
 from hierconsole.study.run.rescoring import queue_rescore, reconcile
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
@@ -130,6 +133,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     r.add_argument("--dataset", help="dataset id in the store (overrides data.dataset)")
     r.add_argument("--name", help="the study's name (study.name) or the family's name, shown in every table")
+    r.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check the preset's counts against the dataset and print the split plan; create nothing",
+    )
     add_run_options(r)
     r.set_defaults(func=cmd_run)
 
@@ -216,10 +224,10 @@ def open_executor(
 
 
 def start_study(
-    store: Store, args: argparse.Namespace, preset_ref: str, dataset: str | None
+    store: Store, args: argparse.Namespace, preset_ref: str, dataset: str | None, console: Console | None = None
 ) -> tuple[str, Preset, JobExecutor | None]:
-    """Validate everything (preset, overrides, --parallel, the executor, the devices asked for), then create
-    the study."""
+    """Validate everything (preset, overrides, --parallel, the executor, the devices asked for, the counts
+    against the dataset), then create the study; its split plan goes to `console` when given."""
     preset = load_preset(preset_ref)
     preset = preset.with_overrides(
         epochs=args.epochs, seeds=args.seeds, device=args.device, values=dict(args.overrides)
@@ -232,11 +240,57 @@ def start_study(
     )  # fmt: skip
     try:
         dataset_id = ensure_dataset(store, dataset or preset.data.dataset)
-        return create_study(store, preset, dataset_id), preset, executor
+        drawn = study_splits(store, preset, dataset_id)
+        study_id = create_study(store, preset, dataset_id, drawn=drawn)
     except BaseException:
         if executor is not None:
             executor.close()
         raise
+    if console is not None:
+        print_plans(console, [("", preset, drawn)])
+    return study_id, preset, executor
+
+
+def print_plans(console: Console, members: Sequence[tuple[str, Preset, DrawnSplits]], suffix: str = "") -> None:
+    """One split plan per distinct set of splits: members sharing theirs (a control's arms) share a table."""
+    shared: dict[tuple[str, ...], list[int]] = {}
+    for i, (_, _, splits) in enumerate(members):
+        key = (splits.protocol.sha256(), splits.tuning.sha256(), *(q.sha256() for q in splits.qgs.values()))
+        shared.setdefault(key, []).append(i)
+    for indices in shared.values():
+        names = ", ".join(members[i][0] for i in indices)
+        _, preset, splits = members[indices[0]]
+        title = f"split plan: {names}{suffix}" if names else f"split plan{suffix}"
+        print_grid(console, split_plan_grid(*plan_rows(splits, preset), title=title))
+
+
+def dry_run(args: argparse.Namespace) -> int:
+    """`run --dry-run`: the preset (or each member) validated, its counts checked against the dataset and
+    its split plan printed; no study, job or folder is created."""
+    from hierconsole.config.family import is_family_file, load_family
+
+    console = output_console()
+    overrides = _cli_overrides(args)
+    if is_family_file(args.preset):
+        family = load_family(args.preset).with_overrides(overrides)
+        members = [(m.name, m.preset) for m in family.members]
+    else:
+        preset = load_preset(args.preset).with_overrides(values=overrides)
+        members = [("", preset)]
+    with Store(args.home, read_only=True) as store:
+        drawn = []
+        for name, preset in members:
+            dataset_id = registered_dataset(store, args.dataset or preset.data.dataset)
+            drawn.append((name, preset, study_splits(store, preset, dataset_id)))
+    print_plans(console, drawn, f" (dataset {dataset_id})")
+    for name, preset, _ in drawn:
+        console.print(
+            f"{name or preset.name}: would train {counted(len(preset.training.seeds), 'seed job')} of "
+            f"{', '.join(preset.cells)} for {counted(preset.training.epochs, 'epoch')}",
+            highlight=False,
+        )
+    console.print("nothing was created (dry run)", highlight=False)
+    return 0
 
 
 def summarize(store: Store, study_id: str, console: Console) -> int:
@@ -287,6 +341,8 @@ def next_steps(store: Store, study_id: str, home_given: bool, console: Console) 
 def cmd_run(args: argparse.Namespace) -> int:
     from hierconsole.config.family import is_family_file
 
+    if getattr(args, "dry_run", False):
+        return dry_run(args)
     if is_family_file(args.preset):
         from dataclasses import replace
 
@@ -298,7 +354,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.overrides.append(("study.name", args.name))
     console = output_console()
     with Store(args.home) as store:
-        study_id, preset, executor = start_study(store, args, args.preset, args.dataset)
+        study_id, preset, executor = start_study(store, args, args.preset, args.dataset, console)
         console.print(
             f"study [bold]{study_id}[/]: {preset.name} on {read.get_study(store, study_id).dataset_id}, "
             f"seeds {list(preset.training.seeds)}, {counted(preset.training.epochs, 'epoch')}{_on(executor)}"
@@ -437,7 +493,7 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
         outer_gains_grid,
     )
     from hierconsole.study.read.families import family_contrasts, family_outer_arms, get_family
-    from hierconsole.study.run.families import create_family
+    from hierconsole.study.run.families import create_family, family_splits
 
     family = family.with_overrides(_cli_overrides(args))
     # As for one study: --parallel and the devices every member asks for, before anything is created.
@@ -452,11 +508,13 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     with Store(args.home) as store:
         executor = open_executor(args, store, parallel=parallel, threads=threads, devices=devices)
         try:
-            family_id, studies = create_family(store, family, getattr(args, "dataset", None))
+            drawn = family_splits(store, family, getattr(args, "dataset", None))
+            family_id, studies = create_family(store, family, getattr(args, "dataset", None), drawn=drawn)
         except BaseException:
             if executor is not None:
                 executor.close()
             raise
+        print_plans(console, [(m.name, m.preset, d) for m, d in zip(family.members, drawn, strict=True)])
         seeds = list(family.members[0].preset.training.seeds)
         console.print(
             f"family [bold]{family_id}[/]: {counted(len(studies), 'member')} ({', '.join(m.name for m in family.members)}), "

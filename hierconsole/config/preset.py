@@ -64,6 +64,8 @@ TUNE: Final = "tune"
 DEFAULT_SEEDS: tuple[int, ...] = (42, 2024, 3407)
 DEFAULT_TEMPERATURE_CANDIDATES: tuple[float, ...] = (0.07, 0.10, 0.20, 0.30, 0.50, 1.00)
 DEFAULT_SHUFFLE_SEED = 20260818
+DEFAULT_SPLIT_FRACTIONS: tuple[float, float, float] = (0.6, 0.2, 0.2)
+"""Groups per part (train, val, test) of a hierarchy-disjoint split given neither counts nor fractions."""
 MAX_SEED = 2**32 - 1
 """numpy's legacy seeding accepts at most 32 bits; torch accepts more, so the smaller bound is the rule."""
 OVERRIDES_SUFFIX = " (with overrides)"
@@ -177,10 +179,15 @@ class SplitConfig:
     protocol: str = option(Choice(*SPLIT_PROTOCOLS), "official", doc="which samples train, validate and test")
     level: str = option(Choice(*LEVELS), "middle", doc="hierarchy_disjoint: level whose groups are disjoint")
     counts: tuple[int, int, int] | None = option(
-        Clearable(ListOf(_COUNT, length=3, what="train, val, test group counts")), None
+        Clearable(ListOf(_COUNT, length=3, what="train, val, test group counts")),
+        None,
+        doc="hierarchy_disjoint: groups per part, adding up to the dataset's groups (setting it clears fractions)",
     )
     fractions: tuple[float, float, float] | None = option(
-        Optional(ListOf(_FRACTION, length=3, what="train, val, test group fractions summing to 1")), None
+        Clearable(ListOf(_FRACTION, length=3, what="train, val, test group fractions summing to 1")),
+        None,
+        doc="hierarchy_disjoint: share of the groups per part, rounded by largest remainder; fits any dataset "
+        "(setting it clears counts)",
     )
     seed: int = option(_SEED, 42, doc="hierarchy_disjoint: seed of the group assignment")
     images: str = option(
@@ -465,8 +472,17 @@ class Preset:
         ):
             if value is not None:
                 updates[key] = value
+        # The group counts and fractions are two forms of one option: an override of one replaces the other
+        # (a shipped preset's counts on a user's own data: --set 'split.fractions=[0.6,0.2,0.2]').
+        for given, other in (("split.fractions", "split.counts"), ("split.counts", "split.fractions")):
+            if given in updates and updates[given] not in (None, NONE) and other not in updates:
+                updates[other] = NONE
         problems: list[str] = []
         for key, value in updates.items():
+            if key in CLEARABLE_TABLES and value == NONE:
+                # Every option of such a table is optional: `expected=none` clears them all at once.
+                data[key] = {}
+                continue
             node = data
             *parents, leaf = key.split(".")
             for i, part in enumerate(parents):
@@ -483,6 +499,11 @@ class Preset:
         if problems:
             raise _config_error(source, problems)
         return Preset.from_dict(data, source=source)
+
+
+CLEARABLE_TABLES: tuple[str, ...] = ("expected",)
+"""Tables whose options are all optional, so `--set TABLE=none` clears the whole table (a shipped preset's
+paper counts on a user's own dataset)."""
 
 
 # --- building and checking ------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hierconsole.config.preset import DEFAULT_SEEDS
+from hierconsole.config.preset import DEFAULT_SEEDS, DEFAULT_SPLIT_FRACTIONS
 from hierconsole.errors import ConfigError
 from hierconsole.vocabulary import LEVELS
 
@@ -126,7 +126,7 @@ def hierarchy_disjoint_split(
     any finer one (a middle-disjoint split is also leaf-disjoint, e.g. NABirds Parent-disjoint).
 
     `counts` gives groups per part (train, val, test) and must add up to the number of groups; otherwise
-    `fractions` (default 0.6/0.2/0.2) is rounded by largest remainder. Groups are drawn by a seeded
+    `fractions` (default DEFAULT_SPLIT_FRACTIONS) is rounded by largest remainder. Groups are drawn by a seeded
     permutation. `within` restricts the split to those rows (default all).
 
     `official` (the rows' official split codes) keeps the dataset's own image split inside the group
@@ -144,7 +144,7 @@ def hierarchy_disjoint_split(
     col = LEVELS.index(level)
     groups = np.unique(labels[rows, col])
     if counts is None:
-        fr = tuple(fractions) if fractions is not None else (0.6, 0.2, 0.2)
+        fr = tuple(fractions) if fractions is not None else DEFAULT_SPLIT_FRACTIONS
         if len(fr) != 3 or min(fr) < 0 or sum(fr) <= 0:
             raise ConfigError(f"fractions must be three non-negative numbers, got {fr!r}")
         counts = _largest_remainder(len(groups), fr)
@@ -279,13 +279,17 @@ def _group_counts(labels: np.ndarray, parts: dict[str, np.ndarray]) -> dict[str,
     }
 
 
+HOLDOUT_FRACTION = 0.2
+"""Share of each leaf's train samples held out for validation when the dataset has no validation part."""
+
+
 def tuning_split(
     labels: np.ndarray,
     train_idx: np.ndarray,
     val_idx: np.ndarray | None = None,
     *,
     query_fraction: float = 0.2,
-    holdout_fraction: float = 0.2,
+    holdout_fraction: float = HOLDOUT_FRACTION,
     seed: int = 0,
     n_query: int | None = None,
 ) -> Split:

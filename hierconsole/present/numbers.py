@@ -68,6 +68,11 @@ def count(k: int, n: int) -> Text:
     return Text(f"{k}/{n}", style=style)
 
 
+def whole(n: int) -> str:
+    """A count of images or samples, thousands grouped: "19,021"."""
+    return f"{n:,}"
+
+
 def seeds_needed(n: int | None) -> Text:
     """`seeds_to_resolve`: the seeds a t interval would need to exclude zero at this mean and SD."""
     return Text(NO_VALUE, style="dim") if n is None else Text(str(n))

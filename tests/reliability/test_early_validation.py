@@ -23,7 +23,7 @@ BAD = {
     "gpu-id": (["--gpus", "99"], "there is no GPU 99"),
     "parallel": (["--parallel", "0"], "--parallel 0: give at least 1"),
     "threads": (["--set", "compute.threads_per_worker=0"], "threads_per_worker"),
-    "queries": (["--set", "evaluation.n_query=5000"], "evaluation.n_query = 5000 but the test split holds only 160"),
+    "queries": (["--set", "evaluation.n_query=5000"], "evaluation.n_query = 5000: the test split of dataset 'tiny' holds only 160 images; choose fewer queries: --set evaluation.n_query=32"),
 }
 
 

@@ -81,6 +81,8 @@ def preset(images: str, **expected):
         "evaluation.n_query": 3,
         "temperature.tuning.n_query": 3,
         "training.batch_size": 8,
+        # The demo's pca baseline cannot project 8-D features to 32 axes (refused at creation).
+        "evaluation.baselines": ["frozen"],
         **{f"expected.{k}": v for k, v in {**EXPECTED, **expected}.items()},
     }
     return load_preset("demo").with_overrides(values=values)
@@ -131,7 +133,14 @@ def test_one_wrong_declaration_fails_and_undeclared_counts_are_skipped(store):
 
 
 def test_a_preset_without_expected_counts_passes_saying_so(store):
-    plain = load_preset("demo").with_overrides(values={"data.dataset": "nabirds", "evaluation.n_query": 3})
+    plain = load_preset("demo").with_overrides(
+        values={
+            "data.dataset": "nabirds",
+            "evaluation.n_query": 3,
+            "evaluation.baselines": ["frozen"],
+            "training.batch_size": 8,
+        }
+    )
     study = create_study(store, plain, "nabirds")
     check = expected_check(store, study)
     assert check.ok is True and "declares no expected counts" in check.evidence
@@ -148,6 +157,7 @@ def test_unreachable_split_targets_are_refused_before_anything_is_created(tmp_pa
     before = tree_digest(home)
     flags = ["--set", "split.protocol='hierarchy_disjoint'", "--set", "split.counts=[5, 2, 2]"]
     flags += ["--set", "split.images='official'", "--set", "evaluation.n_query=3", "--epochs", "1"]
+    flags += ["--set", "training.batch_size=8", "--set", 'evaluation.baselines=["frozen"]']
     text = one_line_error(
         cli(home, "run", "demo", "--dataset", "nabirds", *flags, "--set", "split.leaf_counts=[10, 2, 1]")
     )
@@ -171,6 +181,7 @@ def test_run_warns_before_training_when_the_split_differs(tmp_path):
         "evaluation.n_query=3",
         "temperature.tuning.n_query=3",
         "training.batch_size=8",
+        'evaluation.baselines=["frozen"]',
         "compute.device='cpu'",
     ]
     done = cli(home, "run", "demo", "--dataset", "nabirds", "--epochs", "1", "--seeds", "42",

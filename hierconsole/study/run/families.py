@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -11,7 +12,8 @@ from hierconsole.config.family import Family
 from hierconsole.study.db.catalog import ensure_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.db.views import sql_list
-from hierconsole.study.run.lifecycle import create_study, delete_study
+from hierconsole.study.run.drawn_splits import DrawnSplits
+from hierconsole.study.run.lifecycle import create_study, delete_study, study_splits
 from hierconsole.vocabulary import ACTIVE_STATES, JobState
 
 if TYPE_CHECKING:
@@ -22,14 +24,29 @@ def new_family_id(family: Family) -> str:
     return f"{family.name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
-def create_family(store: Store, family: Family, dataset: str | None = None) -> tuple[str, list[str]]:
+def family_splits(store: Store, family: Family, dataset: str | None = None) -> list[DrawnSplits]:
+    """Every member's splits, drawn and checked against its data; nothing written (but built-in synthetic
+    data, registered on first use)."""
+    return [
+        study_splits(store, m.preset, ensure_dataset(store, dataset or m.preset.data.dataset))
+        for m in family.members
+    ]
+
+
+def create_family(
+    store: Store, family: Family, dataset: str | None = None, *, drawn: Sequence[DrawnSplits] | None = None
+) -> tuple[str, list[str]]:
     """Register a family: one study per member (all sharing the training seeds), queued; returns the
-    family id and the member studies in order. If a member cannot be created, none is kept."""
+    family id and the member studies in order. If a member cannot be created, none is kept. `drawn`:
+    what `family_splits` drew for the same family and dataset."""
     datasets = [ensure_dataset(store, dataset or m.preset.data.dataset) for m in family.members]
+    # Every member's splits are drawn (and their counts checked against the data) before any is created.
+    if drawn is None:
+        drawn = family_splits(store, family, dataset)
     created: list[str] = []
     try:
-        for member, dataset_id in zip(family.members, datasets, strict=True):
-            created.append(create_study(store, member.preset, dataset_id))
+        for member, dataset_id, splits in zip(family.members, datasets, drawn, strict=True):
+            created.append(create_study(store, member.preset, dataset_id, drawn=splits))
     except BaseException:
         for study_id in created:
             _discard(store, study_id)

@@ -21,14 +21,7 @@ from hierconsole.config.preset import TUNE, Preset
 from hierconsole.contract import layout
 from hierconsole.contract.jobspec import JobSpec
 from hierconsole.datasets import FeatureSet
-from hierconsole.datasets.splits import (
-    Split,
-    hierarchy_disjoint_split,
-    official_split,
-    qg_perturbation,
-    strict_valid_counts,
-    tuning_split,
-)
+from hierconsole.datasets.splits import Split, strict_valid_counts
 from hierconsole.errors import HierconsoleError, SealError
 from hierconsole.locations import relative, resolve, study_dir
 from hierconsole.study.analysis.audits import run_audits
@@ -40,6 +33,7 @@ from hierconsole.study.db.records import StudyInfo, get_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.db.views import sql_list
 from hierconsole.study.run import plan
+from hierconsole.study.run.drawn_splits import DrawnSplits, draw_splits
 from hierconsole.taxonomy import development_shuffle
 from hierconsole.vocabulary import (
     ACTIVE_STATES,
@@ -70,57 +64,28 @@ def _paths(store: Store, study: StudyInfo) -> plan.StudyPaths:
 # -- creation ----------------------------------------------------------------------------------------
 
 
-def create_study(store: Store, preset: Preset, dataset_id: str) -> str:
-    """Register a study: splits (with hashes and strict valid counts) and its first jobs."""
-    info = get_dataset(store, dataset_id)
-    fs = FeatureSet.load(info.artifact_dir)
+def load_features(store: Store, dataset_id: str) -> FeatureSet:
+    """A registered dataset's feature set, refused when it has no feature columns."""
+    fs = FeatureSet.load(get_dataset(store, dataset_id).artifact_dir)
     if fs.dim < 1:
         raise HierconsoleError(f"dataset {dataset_id!r} has no feature columns")
+    return fs
+
+
+def study_splits(store: Store, preset: Preset, dataset_id: str) -> DrawnSplits:
+    """The splits a study of `preset` on the dataset would have, drawn and checked, nothing written."""
+    return draw_splits(preset, load_features(store, dataset_id), dataset_id)
+
+
+def create_study(store: Store, preset: Preset, dataset_id: str, *, drawn: DrawnSplits | None = None) -> str:
+    """Register a study: splits (with hashes and strict valid counts) and its first jobs. `drawn`: the
+    splits `study_splits` drew for this preset and dataset (drawn here when not given)."""
+    info = get_dataset(store, dataset_id)
+    fs = FeatureSet.load(info.artifact_dir) if drawn is not None else load_features(store, dataset_id)
     labels = fs.labels
-    sp = preset.split
-    if sp.protocol == "official":
-        protocol = official_split(fs)
-    else:
-        kwargs: dict[str, Any] = {"level": sp.level, "seed": sp.seed}
-        if sp.counts is not None:
-            kwargs["counts"] = tuple(sp.counts)
-        if sp.fractions is not None:
-            kwargs["fractions"] = tuple(sp.fractions)
-        if sp.images == "official":
-            kwargs["official"] = fs.split
-        for key in ("leaf_counts", "image_counts"):
-            if getattr(sp, key) is not None:
-                kwargs[key] = tuple(getattr(sp, key))
-        protocol = hierarchy_disjoint_split(labels, **kwargs)
-    parts = protocol.parts
-    for needed in ("train", "test"):
-        if needed not in parts or len(parts[needed]) == 0:
-            raise HierconsoleError(
-                f"dataset {dataset_id!r} has no {needed} samples under the {sp.protocol!r} split protocol"
-            )
-    train_idx = parts["train"]
-    val_idx = parts.get("val")
-    if val_idx is not None and len(val_idx) == 0:
-        val_idx = None
-    dev_idx = np.sort(np.concatenate([train_idx, val_idx])) if val_idx is not None else train_idx
-    test_idx = parts["test"]
-    n_query = preset.evaluation.n_query
-    if n_query >= len(test_idx):
-        raise HierconsoleError(
-            f"{preset.source}: evaluation.n_query = {n_query} but the test split holds only {len(test_idx)} "
-            f"samples; choose fewer queries (at most {len(test_idx) - 1})"
-        )
-    tuning = tuning_split(
-        labels,
-        train_idx,
-        val_idx,
-        query_fraction=preset.temperature.tuning.query_fraction,
-        seed=preset.temperature.tuning.seed,
-        n_query=preset.temperature.tuning.n_query,
-    )
-    qgs: dict[int, Split] = {
-        s: qg_perturbation(labels, test_idx, n_query=n_query, seed=s) for s in preset.evaluation.qg_seeds
-    }
+    if drawn is None:
+        drawn = draw_splits(preset, fs, dataset_id)
+    protocol, tuning, qgs, dev_idx = drawn.protocol, drawn.tuning, drawn.qgs, drawn.development
 
     study_id = new_study_id(preset)
     folder = study_dir(store.home, study_id)

@@ -1,0 +1,229 @@
+"""A study's splits drawn from its preset and dataset before anything is written, and their plan: what
+each part holds, where it comes from, and what was carved out of what.
+
+`run --dry-run` prints the plan and stops; `run` prints it when the study starts. A dataset without a
+validation part (a generic train/test import) has validation carved from its train part, and the plan
+says so and how many, rather than doing it silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hierconsole.config.preset import NONE, Preset
+from hierconsole.datasets import FeatureSet
+from hierconsole.datasets.preset_fit import Misfit, misfits, overrides_of, refusal
+from hierconsole.datasets.splits import (
+    HOLDOUT_FRACTION,
+    Split,
+    hierarchy_disjoint_split,
+    official_split,
+    qg_perturbation,
+    tuning_split,
+)
+from hierconsole.errors import ConfigError, HierconsoleError
+from hierconsole.plurals import counted
+from hierconsole.vocabulary import LEVELS
+
+QUERY_SHARE = 0.2
+"""The query share a refusal of evaluation.n_query proposes: NABirds' 1,003 of 5,017 test images."""
+
+
+@dataclass(frozen=True, eq=False)
+class DrawnSplits:
+    protocol: Split
+    train: np.ndarray
+    val: np.ndarray | None
+    """The protocol's validation part; None when the dataset has none and validation is carved from train."""
+    development: np.ndarray
+    """What fixed-endpoint final runs fit on: train and val."""
+    test: np.ndarray
+    tuning: Split
+    qgs: dict[int, Split]
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    split: str
+    images: int
+    source: str
+
+
+def draw_splits(preset: Preset, fs: FeatureSet, dataset_id: str) -> DrawnSplits:
+    """Every split of a study of `preset` on `fs`, validated; raise ConfigError (a line per option, then
+    every override in one line) when a count of the preset does not fit the dataset, before anything is
+    created. The counts that depend on the drawn split (query counts) are checked on a trial draw with the
+    other overrides applied, so one refusal names every override the next command needs."""
+    found = misfits(preset, fs, dataset_id)
+    trial = preset
+    if found:
+        try:
+            trial = preset.with_overrides(values=overrides_of(found))
+        except ConfigError:
+            raise ConfigError(refusal(found)) from None
+    try:
+        drawn, later = _draw(trial, fs, dataset_id)
+    except ConfigError:
+        if found:
+            raise ConfigError(refusal(found)) from None
+        raise
+    if found or later:
+        raise ConfigError(refusal([*found, *later]))
+    return drawn
+
+
+def _draw(preset: Preset, fs: FeatureSet, dataset_id: str) -> tuple[DrawnSplits, list[Misfit]]:
+    """The splits, with the query counts that do not fit them (then drawn at the count proposed)."""
+    labels = fs.labels
+    sp = preset.split
+    if sp.protocol == "official":
+        protocol = official_split(fs)
+    else:
+        protocol = hierarchy_disjoint_split(
+            labels,
+            level=sp.level,
+            counts=sp.counts,
+            fractions=sp.fractions,
+            seed=sp.seed,
+            official=fs.split if sp.images == "official" else None,
+            leaf_counts=sp.leaf_counts,
+            image_counts=sp.image_counts,
+        )
+    parts = protocol.parts
+    for needed in ("train", "test"):
+        if needed not in parts or len(parts[needed]) == 0:
+            raise HierconsoleError(
+                f"dataset {dataset_id!r} has no {needed} samples under the {sp.protocol!r} split protocol"
+            )
+    train = parts["train"]
+    val = parts.get("val")
+    if val is not None and len(val) == 0:
+        val = None
+    development = np.sort(np.concatenate([train, val])) if val is not None else train
+    test = parts["test"]
+    later: list[Misfit] = []
+    n_query = preset.evaluation.n_query
+    if n_query >= len(test):
+        if len(test) < 2:
+            raise HierconsoleError(f"dataset {dataset_id!r}: the test split holds {counted(len(test), 'image')}")
+        n_query = max(1, min(len(test) - 1, round(QUERY_SHARE * len(test))))
+        later.append(
+            Misfit(
+                f"evaluation.n_query = {preset.evaluation.n_query}: the test split of dataset {dataset_id!r} "
+                f"holds only {counted(len(test), 'image')}; choose fewer queries",
+                "evaluation.n_query",
+                n_query,
+            )
+        )
+    tuning_options = preset.temperature.tuning
+    tune_query = tuning_options.n_query
+    if tune_query is not None and val is not None and tune_query >= len(val):
+        later.append(
+            Misfit(
+                f"temperature.tuning.n_query = {tune_query}: the validation part of dataset {dataset_id!r} "
+                f"holds only {counted(len(val), 'image')}; use the query share instead",
+                "temperature.tuning.n_query",
+                NONE,
+            )
+        )
+        tune_query = None
+    try:
+        tuning = tuning_split(
+            labels, train, val, query_fraction=tuning_options.query_fraction, seed=tuning_options.seed,
+            n_query=tune_query,
+        )  # fmt: skip
+    except ConfigError as exc:
+        raise ConfigError(f"temperature.tuning: {exc} (dataset {dataset_id!r})") from None
+    training = preset.training
+    fits = [len(tuning.parts["fit"])] if training.select_epoch or preset.tuned_geometries else []
+    if not training.select_epoch:
+        fits.append(len(development))
+    smallest = min(fits)
+    if training.drop_last and smallest < training.batch_size:
+        if smallest < 2:
+            raise HierconsoleError(f"dataset {dataset_id!r}: {counted(smallest, 'training image')} cannot form a batch")
+        later.append(
+            Misfit(
+                f"training.batch_size = {training.batch_size}: the smallest training set of dataset "
+                f"{dataset_id!r} holds {counted(smallest, 'image')}, which cannot fill one batch (drop_last); "
+                "take a smaller batch",
+                "training.batch_size",
+                1 << (smallest.bit_length() - 1),
+            )
+        )
+    qgs = {s: qg_perturbation(labels, test, n_query=n_query, seed=s) for s in preset.evaluation.qg_seeds}
+    return DrawnSplits(protocol, train, val, development, test, tuning, qgs), later
+
+
+def _uses_of_validation(preset: Preset) -> list[str]:
+    training = preset.training
+    uses = []
+    if preset.tuned_geometries:
+        uses.append("temperature tuning")
+    if training.select_epoch:
+        uses.append("epoch selection")
+    if training.val_every:
+        uses.append(f"the validation curve (every {counted(training.val_every, 'epoch')})")
+    return uses
+
+
+def plan_rows(drawn: DrawnSplits, preset: Preset) -> tuple[list[PlanRow], list[str]]:
+    """The plan's rows (split, images, where they come from) and its notes (what was carved, what it is for)."""
+    sp = preset.split
+    protocol = drawn.protocol
+    rows: list[PlanRow] = []
+    if sp.protocol == "official":
+        for name, idx in protocol.parts.items():
+            rows.append(PlanRow(name, len(idx), f"the dataset's official {name} images"))
+    else:
+        counts = protocol.params["counts"]
+        n_groups = sum(counts)
+        images = "their official-train images" if sp.images == "official" else "all their images"
+        for p, name in enumerate(("train", "val", "test")):
+            leaves = protocol.params[f"{LEVELS[0]}_groups"][name]
+            source = (
+                f"{counts[p]} of {counted(n_groups, sp.level + ' group')} ({counted(leaves, 'leaf')}), "
+                + ("their official-test images" if sp.images == "official" and name == "test" else images)
+            )
+            rows.append(PlanRow(name, len(protocol.parts[name]), source))
+    tuning = drawn.tuning.parts
+    carved = drawn.val is None
+    pool = "the hold-out" if carved else "the val part"
+    rows.append(
+        PlanRow(
+            "development",
+            len(tuning["fit"]) if preset.training.select_epoch else len(drawn.development),
+            "final runs fit: train only (epochs are selected on validation)"
+            if preset.training.select_epoch
+            else "final runs fit: train" + ("" if carved else " + val"),
+        )
+    )
+    rows.append(
+        PlanRow(
+            "validation fit",
+            len(tuning["fit"]),
+            "train minus the hold-out" if carved else "the train part",
+        )
+    )
+    rows.append(PlanRow("validation query", len(tuning["query"]), f"drawn from {pool}"))
+    rows.append(PlanRow("validation gallery", len(tuning["gallery"]), f"the rest of {pool}"))
+    n_draws = len(drawn.qgs)
+    rows.append(PlanRow("test query", preset.evaluation.n_query, f"each of the {n_draws} Q/G draws of test"))
+    rows.append(PlanRow("test gallery", len(drawn.test) - preset.evaluation.n_query, "the rest of test"))
+    notes: list[str] = []
+    uses = _uses_of_validation(preset)
+    if carved:
+        held = len(tuning["query"]) + len(tuning["gallery"])
+        notes.append(
+            f"the dataset has no validation part: validation is carved from train, a leaf-stratified "
+            f"{HOLDOUT_FRACTION:.0%} hold-out ({counted(held, 'image')} of {len(drawn.train):,})"
+            + (
+                "; fixed-endpoint final runs still fit all of train, hold-out included"
+                if not preset.training.select_epoch
+                else ""
+            )
+        )
+    notes.append(f"validation is used for {', '.join(uses)}" if uses else "validation is not used by this study")
+    return rows, notes
