@@ -256,6 +256,7 @@ def _run(args: argparse.Namespace, stages: list, external: dict[str, str], rid: 
     actions = rep.actions([s.name for s in stages], tables, report)
     progress = StageProgress(out, [s.name for s in stages], rep)
     rep.on_line = progress.line
+    rep.on_warning = progress.warn
     started = time.monotonic()
     with progress:
         outcome = run_replication(

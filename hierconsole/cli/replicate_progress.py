@@ -49,6 +49,9 @@ class StageProgress:
             self.done.append(name)
             self._say(f"{name}: done in {self.seconds[name]:.1f}s")
 
+    def warn(self, text: str) -> None:
+        self.console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False)
+
     def line(self, stage: str, text: str) -> None:
         """A stage's command printed a line: the live view reads it from the stage's log at its next
         refresh (four times a second), so a chatty command costs nothing here."""

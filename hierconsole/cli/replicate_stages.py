@@ -42,6 +42,10 @@ from hierconsole.study.run.paper_stages import (
 from hierconsole.study.run.replication import StageAction
 from hierconsole.vocabulary import Phase
 
+_STUDY_OK = (0, 1)
+"""Exit statuses of `run` and `resume` after which the stage looks at the studies themselves: 1 is also a
+completed study with a failed audit, which the replication reports and goes on from."""
+
 
 @dataclass
 class StageLog:
@@ -66,6 +70,7 @@ class Replication:
     """The replication's input hashes (`plan:<stage>` among them)."""
     logs: dict[str, StageLog] = field(default_factory=dict)
     on_line: Callable[[str, str], None] | None = None
+    on_warning: Callable[[str], None] | None = None
 
     # --- files ---------------------------------------------------------------------------------------
 
@@ -87,9 +92,9 @@ class Replication:
 
     # --- child commands ------------------------------------------------------------------------------
 
-    def command(self, stage: str, argv: Sequence[str]) -> None:
-        """Run `hierconsole --home HOME ARGV` as a child, its output into the stage's log; a failure is
-        one line naming the stage, the command and the log."""
+    def command(self, stage: str, argv: Sequence[str], ok: Sequence[int] = (0,)) -> int:
+        """Run `hierconsole --home HOME ARGV` as a child, its output into the stage's log; an exit status
+        not in ``ok`` is one line naming the stage, the command and the log. Returns the status."""
         log = self.logs.setdefault(stage, StageLog(self.folder / "logs" / f"{stage}.log"))
         log.path.parent.mkdir(parents=True, exist_ok=True)
         full = [sys.executable, "-m", "hierconsole", "--home", str(self.home), *argv]
@@ -110,11 +115,12 @@ class Replication:
             reader.start()
             code = child.wait()
             reader.join()
-        if code != 0:
+        if code not in ok:
             raise HierconsoleError(
                 f"replicate: stage {stage} failed: `hierconsole {' '.join(argv[:3])} ...` exited {code}; "
                 f"its output is in {log.path}; fix the cause and run replicate again (finished stages are kept)"
             )
+        return code
 
     def _follow(self, stage: str, stream, sink, log: StageLog) -> None:  # noqa: ANN001
         for line in stream:
@@ -210,16 +216,24 @@ class Replication:
             argv = ["run", run.preset, "--dataset", dataset_id, "--name", name]
             for key, value in run_overrides(run, self.args.scale).items():
                 argv += ["--set", assignment(key, value)]
-            self.command(stage, [*argv, *self._executor_options()])
+            # 1: the study completed and an audit failed (or it did not complete: checked below).
+            codes = [self.command(stage, [*argv, *self._executor_options()], ok=_STUDY_OK)]
             found = self._find(name, run.family)
         else:
             ref, unfinished = found
-            for study_id in unfinished:  # an interrupted run: its jobs go on from their checkpoints
-                self.command(stage, ["resume", study_id, *self._executor_options()])
+            codes = [  # an interrupted run: its jobs go on from their checkpoints
+                self.command(stage, ["resume", study_id, *self._executor_options()], ok=_STUDY_OK)
+                for study_id in unfinished
+            ]
             found = self._find(name, run.family)
         if found is None or found[1]:
             raise HierconsoleError(
                 f"replicate: stage {stage}: {name} did not complete; see {self.folder / 'logs' / f'{stage}.log'}"
+            )
+        if any(codes) and self.on_warning is not None:
+            self.on_warning(
+                f"{stage}: {name} completed with a failed audit; `hierconsole --home {self.home} audit` says "
+                "which (table S12 lists every audit)"
             )
         return found[0]
 
