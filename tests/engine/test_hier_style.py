@@ -20,6 +20,7 @@ from hierconsole.config.preset import HierConfig
 from hierconsole.contract.jobspec import CellSpec
 from hierconsole.engine import checkpoints, hier_style
 from hierconsole.engine.checkpoints import load_payload
+from hierconsole.engine.geometry import TRAIN_CLIP
 from hierconsole.engine.hier_style import (
     GumbelStream,
     HierBall,
@@ -281,6 +282,38 @@ def test_objective_is_the_weighted_sum_of_its_terms():
         total += np_triplet_loss(part, i, j, k, g1.numpy(), g2.numpy(), config.tau, config.margin)
     anchor = np_proxy_anchor(z.detach().numpy(), leaf.tolist(), obj.class_proxies.detach().numpy(), 32.0, 0.1)
     assert got == pytest.approx(anchor + 0.5 * total, rel=1e-7)
+
+
+def test_objective_gradients_match_the_authors_term_through_the_ball():
+    # float32, as the cell trains: the gradients reaching the projector's output and the hyperbolic proxies
+    # through the ball, the pairwise distances and the HIER term, against the plain transcription.
+    config = HierConfig(proxies=40, topk=5, triplets_per_anchor=6)
+    ball = HierBall(config.c, config.clip_r)
+    obj = HierObjective(config, n_classes=6, dim=8, seed=5, ball=ball)
+    g = torch.Generator().manual_seed(6)
+    t = torch.randn(24, 8, generator=g).requires_grad_(True)
+    leaf = torch.randint(0, 6, (24,), generator=g)
+    state = obj.generator.get_state()
+    obj(ball.embed(t), leaf).backward()
+    fast = (t.grad.clone(), obj.hyperbolic_proxies.grad.clone(), obj.class_proxies.grad.clone())
+
+    t.grad, obj.hyperbolic_proxies.grad, obj.class_proxies.grad = None, None, None
+    draw = torch.Generator()
+    draw.set_state(state)
+    z, lcas = ball.embed(t), ball.embed(obj.hyperbolic_proxies)
+    dist = ball.pairwise(torch.cat([z, lcas]), clip_max=TRAIN_CLIP)
+    sim = torch.exp(-dist[:24, :24]).detach() + (leaf[None] == leaf[:, None]).float()
+    term = 0.0
+    for part, s in ((dist[:24, 24:], sim), (dist[24:, 24:], torch.exp(-dist[24:, 24:]).detach())):
+        i, j, k = reciprocal_triplets(s, config.topk, config.triplets_per_anchor, draw)
+        g1, g2 = gumbel_noise(len(i), config.proxies, noise_seeds(draw))
+        term = term + authors_term(part, i, j, k, g1, g2, config.tau, config.margin)
+    anchor = proxy_anchor_loss(z, leaf, obj.class_proxies, config.anchor_alpha, config.anchor_margin)
+    (anchor + config.hier_weight * term).backward()
+    plain = (t.grad, obj.hyperbolic_proxies.grad, obj.class_proxies.grad)
+    assert obj.hyperbolic_proxies.grad.abs().sum() > 0
+    for got, want in zip(fast, plain, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5 * want.abs().max().item())
 
 
 def test_hier_defaults_are_the_papers():
