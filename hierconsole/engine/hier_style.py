@@ -160,6 +160,14 @@ ROW_BLOCK_ELEMENTS = 1 << 16
 intermediate stays in cache and nothing of size (triplets x proxies) is ever held."""
 
 
+def _row_argmax(x: Tensor) -> Tensor:
+    """Column of each row's largest entry (the first on a tie), [rows, 1]. On the CPU through numpy, whose
+    row argmax is several times torch's there."""
+    if x.device.type != "cpu":
+        return x.argmax(dim=1, keepdim=True)
+    return torch.from_numpy(np.argmax(x.numpy(), axis=1).astype(np.int64)).unsqueeze(1)
+
+
 def _max_grads(d_max: Tensor, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
     """d max(x, y) split between x and y by torch.maximum's rule: all to the larger, half each on a tie.
     Written as (sign(x - y) + 1) / 2 because torch's CPU comparisons and ``where`` cost several times its
@@ -178,10 +186,10 @@ def _ancestor_block(
     di, dj, dk = dist.index_select(0, i), dist.index_select(0, j), dist.index_select(0, k)
     far1 = torch.maximum(di, dj)
     l1 = torch.add(g1, far1, alpha=-1.0 / tau)
-    a = l1.argmax(dim=1, keepdim=True)
+    a = _row_argmax(l1)
     far2 = torch.maximum(dk, far1)
     l2 = torch.add(g2, far2, alpha=-1.0 / tau)
-    b = l2.argmax(dim=1, keepdim=True)
+    b = _row_argmax(l2)
     at_a = torch.cat([di.gather(1, a), dj.gather(1, a), dk.gather(1, a)], dim=1)
     at_b = torch.cat([di.gather(1, b), dj.gather(1, b), dk.gather(1, b)], dim=1)
     sign = torch.tensor([1.0, 1.0, -1.0], dtype=dist.dtype, device=dist.device)
