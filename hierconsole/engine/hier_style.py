@@ -22,8 +22,14 @@ batch size, gradient clip and batch order (so the same init/batch/budget audits 
 sampler is replaced by that shared batch order. An anchor never draws itself as a negative (HIER's code can).
 No taxonomy is used: only the leaf label.
 
-Randomness (triplet draws, Gumbel noise, proxy initialisation) comes from generators seeded from the job's
-seed and kept in the checkpoint, so a run is a function of its seed and resumes bit-identically.
+Randomness (triplet draws, proxy initialisation, and the seeds of each step's Gumbel noise streams) comes
+from torch generators seeded from the job's seed and kept in the checkpoint, so a run is a function of its
+seed and resumes bit-identically.
+
+Cost: the term is computed block of triplets by block (``triplet_ancestor_loss``), with its gradient taken
+in the same pass, so no (triplets x proxies) tensor is held and the softmaxes are computed only where a
+gradient flows; what remains is one Gumbel draw per (triplet, proxy, choice), the method's own cost
+(benchmarks/hier_cost.py).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
@@ -109,41 +116,160 @@ def proxy_anchor_loss(z: Tensor, leaf: Tensor, proxies: Tensor, alpha: float, ma
     return pos_term + neg_term
 
 
-def _straight_through(logits: Tensor) -> tuple[Tensor, Tensor]:
-    """Hard one-hot of the argmax in the forward pass, the softmax's gradient in the backward pass."""
-    soft = torch.softmax(logits, dim=-1)
-    index = soft.argmax(dim=-1)
-    hard = torch.zeros_like(soft).scatter_(-1, index.unsqueeze(-1), 1.0)
-    return hard - soft.detach() + soft, index
+class GumbelStream:
+    """Standard Gumbel noise for the two ancestor choices, drawn block of rows by block of rows.
+
+    Each choice has its own numpy PCG64 stream (seeded from the objective's torch generator, so the
+    checkpointed torch state still determines every draw): u ~ U[0, 1) in float32, e = -log(1 - u) ~ Exp(1)
+    floored at ``GUMBEL_FLOOR``, noise -log(e). Two streams, not one interleaved, so a block-by-block draw is
+    the same numbers as one whole draw (``gumbel_noise``), whatever the blocks; numpy draws float32 uniforms
+    about four times faster than torch's CPU generator, and the noise is most of the HIER term's cost."""
+
+    def __init__(self, seeds: tuple[int, int], p: int):
+        self.p = p
+        self._streams = [np.random.Generator(np.random.PCG64(s)) for s in seeds]
+
+    def next(self, rows: int) -> tuple[Tensor, Tensor]:
+        """The next ``rows`` x p noise of each choice, as float32 CPU tensors."""
+        out = []
+        for stream in self._streams:
+            g = stream.random((rows, self.p), dtype=np.float32)
+            np.negative(g, out=g)
+            np.log1p(g, out=g)
+            np.negative(g, out=g)
+            np.maximum(g, np.float32(GUMBEL_FLOOR), out=g)
+            np.log(g, out=g)
+            np.negative(g, out=g)
+            out.append(torch.from_numpy(g))
+        return out[0], out[1]
+
+
+def noise_seeds(generator: torch.Generator) -> tuple[int, int]:
+    """Two 63-bit seeds for a ``GumbelStream``, drawn from ``generator``."""
+    a, b = torch.randint(0, 2**63 - 1, (2,), generator=generator, dtype=torch.int64).tolist()
+    return int(a), int(b)
+
+
+def gumbel_noise(n: int, p: int, seeds: tuple[int, int]) -> tuple[Tensor, Tensor]:
+    """The whole [n, p] noise of each choice that ``triplet_ancestor_loss`` draws block by block."""
+    return GumbelStream(seeds, p).next(n)
+
+
+ROW_BLOCK_ELEMENTS = 1 << 16
+"""Triplet rows are processed in blocks of about this many (row, proxy) elements, so every [rows, P]
+intermediate stays in cache and nothing of size (triplets x proxies) is ever held."""
+
+
+def _row_argmax(x: Tensor) -> Tensor:
+    """Column of each row's largest entry (the first on a tie), [rows, 1]. On the CPU through numpy, whose
+    row argmax is several times torch's there."""
+    if x.device.type != "cpu":
+        return x.argmax(dim=1, keepdim=True)
+    return torch.from_numpy(np.argmax(x.numpy(), axis=1).astype(np.int64)).unsqueeze(1)
+
+
+def _max_grads(d_max: Tensor, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+    """d max(x, y) split between x and y by torch.maximum's rule: all to the larger, half each on a tie.
+    Written as (sign(x - y) + 1) / 2 because torch's CPU comparisons and ``where`` cost several times its
+    arithmetic."""
+    d_x = torch.sign(x - y).add_(1.0).mul_(d_max).mul_(0.5)
+    return d_x, d_max - d_x
+
+
+def _ancestor_block(
+    dist: Tensor, i: Tensor, j: Tensor, k: Tensor, g1: Tensor, g2: Tensor, tau: float, margin: float, grad: Tensor | None
+) -> Tensor:
+    """Sum of the HIER term over one block of triplets; adds the block's d(sum)/d(dist) into ``grad``.
+
+    The forward pass needs only the two argmaxes: the straight-through one-hot is exactly 1 at the argmax
+    and 0 elsewhere, so y . d = d[argmax], and no softmax is needed for the value."""
+    di, dj, dk = dist.index_select(0, i), dist.index_select(0, j), dist.index_select(0, k)
+    far1 = torch.maximum(di, dj)
+    l1 = torch.add(g1, far1, alpha=-1.0 / tau)
+    a = _row_argmax(l1)
+    far2 = torch.maximum(dk, far1)
+    l2 = torch.add(g2, far2, alpha=-1.0 / tau)
+    b = _row_argmax(l2)
+    at_a = torch.cat([di.gather(1, a), dj.gather(1, a), dk.gather(1, a)], dim=1)
+    at_b = torch.cat([di.gather(1, b), dj.gather(1, b), dk.gather(1, b)], dim=1)
+    sign = torch.tensor([1.0, 1.0, -1.0], dtype=dist.dtype, device=dist.device)
+    hinge = ((at_a - at_b) * sign).add_(margin)
+    active = (hinge > 0) & (a != b)  # [rows, 3]: the i, j and k hinges that count
+    total = torch.where(active, hinge, 0.0).sum()
+    if grad is None or not active.any():
+        return total
+    # Most triplets are active (about 90 % at the paper's defaults), so the gradient is taken over the whole
+    # block with r = 0 on the rest rather than on a gathered subset.
+    r = active.to(dist.dtype) * sign  # [rows, 3]: +-1 where a hinge counts
+    # d(sum)/d(y1) = r_i di + r_j dj + r_k dk (r_k carries the k hinge's sign) and d(sum)/d(y2) = -that.
+    # Through y = hard - soft.detach() + soft the gradient reaches the logits as s (G - <s, G>), and the
+    # distances through -far / tau (folded into q = -G / tau) and the two maxima.
+    q = di * (r[:, :1] * (-1.0 / tau))
+    q.addcmul_(dj, r[:, 1:2], value=-1.0 / tau).addcmul_(dk, r[:, 2:], value=-1.0 / tau)
+    s1 = torch.softmax(l1, dim=1)
+    d_far1 = q - (s1 * q).sum(dim=1, keepdim=True)
+    d_far1.mul_(s1)
+    s2 = torch.softmax(l2, dim=1)
+    d_far2 = (s2 * q).sum(dim=1, keepdim=True) - q
+    d_far2.mul_(s2)
+    d_dk, to_far1 = _max_grads(d_far2, dk, far1)
+    d_far1.add_(to_far1)
+    d_di, d_dj = _max_grads(d_far1, di, dj)
+    # The straight-through one-hots' own values: +-1 at the two ancestors.
+    for d, col in ((d_di, 0), (d_dj, 1), (d_dk, 2)):
+        w = r[:, col : col + 1]
+        d.scatter_add_(1, a, w).scatter_add_(1, b, -w)
+    grad.index_add_(0, i, d_di)
+    grad.index_add_(0, j, d_dj)
+    grad.index_add_(0, k, d_dk)
+    return total
+
+
+class _AncestorTerm(torch.autograd.Function):
+    """The HIER term as one autograd node: the forward pass walks the triplets block by block and keeps only
+    d(loss)/d(dist) [N, P]; the backward pass scales it. Nothing of size (triplets x proxies) outlives a block."""
+
+    @staticmethod
+    def forward(ctx: Any, dist: Tensor, i: Tensor, j: Tensor, k: Tensor, noise: GumbelStream, tau: float, margin: float) -> Tensor:
+        d = dist.detach()
+        n = i.numel()
+        grad = torch.zeros_like(d) if ctx.needs_input_grad[0] else None
+        block = max(1, ROW_BLOCK_ELEMENTS // max(1, d.shape[1]))
+        sums = []
+        for start in range(0, n, block):
+            stop = min(n, start + block)
+            g1, g2 = noise.next(stop - start)
+            g1, g2 = g1.to(d.device, d.dtype), g2.to(d.device, d.dtype)
+            sums.append(_ancestor_block(d, i[start:stop], j[start:stop], k[start:stop], g1, g2, tau, margin, grad))
+        if grad is not None:
+            ctx.save_for_backward(grad.div_(n))
+        return torch.stack(sums).sum() / n
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor | None, ...]:
+        (grad,) = ctx.saved_tensors
+        return grad * grad_out, None, None, None, None, None, None
 
 
 def triplet_ancestor_loss(
     dist: Tensor,
     triplets: tuple[Tensor, Tensor, Tensor],
-    noise: tuple[Tensor, Tensor],
+    noise: GumbelStream,
     tau: float,
     margin: float,
 ) -> Tensor:
     """HIER's term on triplets (i, j, k) given their distances to the proxies (``dist`` [N, P]) and the
-    Gumbel noise ([T, P] each) of the two ancestor choices; the mean over the T triplets (0 when none)."""
+    Gumbel noise of the two ancestor choices (drawn from ``noise``, ``len(i)`` rows of each); the mean over
+    the T triplets (0 when none).
+
+    For each triplet the ancestor of (i, j) is the argmax over proxies of -max(d_i, d_j) / tau + g1 and that
+    of (i, j, k) of -max(d_i, d_j, d_k) / tau + g2, one-hot with the softmax's gradient (straight-through);
+    where they differ the term is relu(d_i[ij] - d_i[ijk] + m) + relu(d_j[ij] - d_j[ijk] + m) +
+    relu(d_k[ijk] - d_k[ij] + m). The argmax is taken on the logits, the softmax only where a gradient flows."""
     i, j, k = triplets
     if i.numel() == 0:
         return dist.sum() * 0.0
-    di, dj, dk = dist[i], dist[j], dist[k]
-    far_ij = torch.maximum(di, dj)
-    y_ij, idx_ij = _straight_through(-far_ij / tau + noise[0])
-    far_ijk = torch.maximum(dk, far_ij)
-    y_ijk, idx_ijk = _straight_through(-far_ijk / tau + noise[1])
-
-    def at(d: Tensor, y: Tensor) -> Tensor:
-        return (d * y).sum(dim=-1)
-
-    loss = (
-        F.relu(at(di, y_ij) - at(di, y_ijk) + margin)
-        + F.relu(at(dj, y_ij) - at(dj, y_ijk) + margin)
-        + F.relu(at(dk, y_ijk) - at(dk, y_ij) + margin)
-    )
-    return (loss * (idx_ij != idx_ijk).to(loss.dtype)).mean()
+    return _AncestorTerm.apply(dist, i, j, k, noise, tau, margin)
 
 
 def _kth_true(mask: Tensor, rank: Tensor) -> Tensor:
@@ -181,16 +307,6 @@ def reciprocal_triplets(
     positive = _kth_true(pos[anchors], rank_pos)
     negative = _kth_true(neg[anchors], rank_neg)
     return anchors.repeat_interleave(per_anchor), positive.reshape(-1), negative.reshape(-1)
-
-
-def gumbel_noise(n: int, p: int, generator: torch.Generator, like: Tensor) -> tuple[Tensor, Tensor]:
-    """Two [n, p] draws of standard Gumbel noise, -log(e) for e ~ Exp(1) (as torch's gumbel_softmax draws
-    it), in ``like``'s dtype, moved to its device; e is floored so the noise is always finite."""
-    out = []
-    for _ in range(2):
-        e = torch.empty((n, p), dtype=like.dtype).exponential_(generator=generator).clamp_(min=GUMBEL_FLOOR)
-        out.append(e.log_().neg_().to(like.device))
-    return out[0], out[1]
 
 
 class HierObjective(nn.Module):
@@ -234,7 +350,7 @@ class HierObjective(nn.Module):
     def _term(self, dist: Tensor, sim: Tensor) -> Tensor:
         c = self.config
         triplets = reciprocal_triplets(sim, c.topk, c.triplets_per_anchor, self.generator)
-        noise = gumbel_noise(triplets[0].numel(), dist.shape[1], self.generator, dist)
+        noise = GumbelStream(noise_seeds(self.generator), dist.shape[1])
         return triplet_ancestor_loss(dist, triplets, noise, c.tau, c.margin)
 
     @torch.no_grad()

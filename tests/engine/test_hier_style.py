@@ -18,13 +18,16 @@ import torch
 
 from hierconsole.config.preset import HierConfig
 from hierconsole.contract.jobspec import CellSpec
-from hierconsole.engine import checkpoints
+from hierconsole.engine import checkpoints, hier_style
 from hierconsole.engine.checkpoints import load_payload
+from hierconsole.engine.geometry import TRAIN_CLIP
 from hierconsole.engine.hier_style import (
+    GumbelStream,
     HierBall,
     HierObjective,
     conformal_gradient,
     gumbel_noise,
+    noise_seeds,
     proxy_anchor_loss,
     reciprocal_triplets,
     triplet_ancestor_loss,
@@ -119,21 +122,99 @@ def test_proxy_anchor_matches_loops():
         assert got == pytest.approx(np_proxy_anchor(z, leaf.tolist(), proxies, alpha, margin), rel=1e-12)
 
 
-def test_triplet_ancestor_loss_matches_loops():
-    g = torch.Generator().manual_seed(1)
-    dist = torch.rand(7, 10, generator=g, dtype=torch.float64) * 3
-    i = torch.tensor([0, 0, 1, 2, 3, 5, 6, 6])
-    j = torch.tensor([1, 2, 0, 4, 5, 3, 2, 1])
-    k = torch.tensor([6, 5, 4, 0, 1, 2, 3, 0])
-    noise = gumbel_noise(len(i), 10, g, dist)
+def authors_term(dist, i, j, k, g1, g2, tau, margin):
+    """HIER's hierarchical term transcribed plainly from the method (the authors' compute_gHHC): whole
+    [T, P] tensors, a hard Gumbel-softmax (tau 1) with straight-through gradients over the given noise,
+    and autograd for the gradients."""
+
+    def hard_gumbel(logits, g):
+        soft = torch.softmax(logits + g, dim=1)
+        index = soft.argmax(dim=1)
+        hard = torch.nn.functional.one_hot(index, logits.shape[1]).to(soft.dtype)
+        return hard - soft.detach() + soft, index
+
+    max_ij = torch.maximum(dist[i], dist[j])
+    y_ij, idx_ij = hard_gumbel(-max_ij / tau, g1)
+    max_ijk = torch.maximum(dist[k], max_ij)
+    y_ijk, idx_ijk = hard_gumbel(-max_ijk / tau, g2)
+    loss = (
+        torch.relu((dist[i] * y_ij).sum(1) - (dist[i] * y_ijk).sum(1) + margin)
+        + torch.relu((dist[j] * y_ij).sum(1) - (dist[j] * y_ijk).sum(1) + margin)
+        + torch.relu((dist[k] * y_ijk).sum(1) - (dist[k] * y_ij).sum(1) + margin)
+    )
+    return (loss * (idx_ij != idx_ijk).to(loss.dtype)).mean()
+
+
+def _triplet_case(n, p, t, dtype, seed, ties=False):
+    g = torch.Generator().manual_seed(seed)
+    dist = torch.rand(n, p, generator=g, dtype=torch.float64) * 3
+    if ties:  # a coarse grid of distances, so the maxima tie often (torch.maximum splits a tie's gradient)
+        dist = (dist * 4).round() / 4
+    i = torch.randint(0, n, (t,), generator=g)
+    j = (i + torch.randint(1, n, (t,), generator=g)) % n
+    k = (i + torch.randint(1, n, (t,), generator=g)) % n
+    return dist.to(dtype), (i, j, k)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "tol", "ties"),
+    [(torch.float64, 1e-10, False), (torch.float32, 1e-5, False), (torch.float32, 1e-5, True)],
+)
+def test_triplet_ancestor_loss_and_its_gradient_match_the_authors_term(dtype, tol, ties):
+    # 2,000 triplets x 64 proxies: two row blocks, so the block-by-block noise and sums are exercised.
+    dist, (i, j, k) = _triplet_case(30, 64, 2000, dtype, seed=1, ties=ties)
+    assert i.numel() * 64 > hier_style.ROW_BLOCK_ELEMENTS
     for tau, margin in ((0.1, 0.1), (1.0, 0.5)):
-        got = triplet_ancestor_loss(dist, (i, j, k), noise, tau, margin).item()
-        want = np_triplet_loss(dist.numpy(), i, j, k, noise[0].numpy(), noise[1].numpy(), tau, margin)
+        seeds = (11, 12)
+        fast_in = dist.clone().requires_grad_(True)
+        fast = triplet_ancestor_loss(fast_in, (i, j, k), GumbelStream(seeds, 64), tau, margin)
+        fast.backward()
+        g1, g2 = (g.to(dtype) for g in gumbel_noise(len(i), 64, seeds))
+        ref_in = dist.clone().requires_grad_(True)
+        ref = authors_term(ref_in, i, j, k, g1, g2, tau, margin)
+        ref.backward()
+        assert ref.item() > 0 and ref_in.grad.abs().sum() > 0  # not vacuous
+        assert fast.item() == pytest.approx(ref.item(), rel=tol)
+        torch.testing.assert_close(fast_in.grad, ref_in.grad, rtol=tol, atol=tol * ref_in.grad.abs().max().item())
+
+
+def test_triplet_ancestor_loss_matches_loops():
+    dist, (i, j, k) = _triplet_case(7, 10, 8, torch.float64, seed=2)
+    g1, g2 = gumbel_noise(len(i), 10, (5, 6))
+    for tau, margin in ((0.1, 0.1), (1.0, 0.5)):
+        got = triplet_ancestor_loss(dist, (i, j, k), GumbelStream((5, 6), 10), tau, margin).item()
+        want = np_triplet_loss(dist.numpy(), i, j, k, g1.numpy(), g2.numpy(), tau, margin)
         assert got == pytest.approx(want, rel=1e-12, abs=1e-15)
-    assert want > 0  # the case is not vacuous: some triplets have two different ancestors
     empty = torch.zeros(0, dtype=torch.int64)
-    zero = triplet_ancestor_loss(dist, (empty, empty, empty), (dist[:0], dist[:0]), 0.1, 0.1)
+    zero = triplet_ancestor_loss(dist, (empty, empty, empty), GumbelStream((5, 6), 10), 0.1, 0.1)
     assert zero.item() == 0.0
+
+
+def test_triplet_ancestor_loss_is_bit_identical_run_to_run():
+    dist, triplets = _triplet_case(40, 96, 3000, torch.float32, seed=3)
+    runs = []
+    for _ in range(2):
+        x = dist.clone().requires_grad_(True)
+        loss = triplet_ancestor_loss(x, triplets, GumbelStream((7, 8), 96), 0.1, 0.1)
+        loss.backward()
+        runs.append((loss.detach(), x.grad))
+    assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
+
+
+def test_gumbel_stream_is_standard_gumbel_whatever_the_blocks():
+    whole = gumbel_noise(300, 7, (1, 2))
+    stream = GumbelStream((1, 2), 7)
+    parts = [stream.next(n) for n in (1, 99, 200)]
+    for choice in range(2):
+        assert torch.equal(torch.cat([p[choice] for p in parts]), whole[choice])
+    assert not torch.equal(whole[0], whole[1])  # the two choices draw independent noise
+    g = gumbel_noise(1000, 1000, (3, 4))[0].double()
+    assert torch.isfinite(g).all()
+    assert g.mean().item() == pytest.approx(0.5772157, abs=0.01)  # Euler-Mascheroni
+    assert g.var().item() == pytest.approx(math.pi**2 / 6, rel=0.01)
+    # P(g <= x) = exp(-exp(-x)) at a few quantiles
+    for x in (-1.0, 0.0, 2.0):
+        assert (g <= x).double().mean().item() == pytest.approx(math.exp(-math.exp(-x)), abs=0.003)
 
 
 def test_reciprocal_triplets_match_loops():
@@ -197,10 +278,42 @@ def test_objective_is_the_weighted_sum_of_its_terms():
     total = 0.0
     for part, s in ((dist[:10, 10:], sim), (dist[10:, 10:], np.exp(-dist[10:, 10:]))):
         i, j, k = reciprocal_triplets(torch.from_numpy(s), config.topk, config.triplets_per_anchor, draw)
-        g1, g2 = gumbel_noise(len(i), 7, draw, torch.zeros((), dtype=torch.float64))
+        g1, g2 = gumbel_noise(len(i), 7, noise_seeds(draw))
         total += np_triplet_loss(part, i, j, k, g1.numpy(), g2.numpy(), config.tau, config.margin)
     anchor = np_proxy_anchor(z.detach().numpy(), leaf.tolist(), obj.class_proxies.detach().numpy(), 32.0, 0.1)
     assert got == pytest.approx(anchor + 0.5 * total, rel=1e-7)
+
+
+def test_objective_gradients_match_the_authors_term_through_the_ball():
+    # float32, as the cell trains: the gradients reaching the projector's output and the hyperbolic proxies
+    # through the ball, the pairwise distances and the HIER term, against the plain transcription.
+    config = HierConfig(proxies=40, topk=5, triplets_per_anchor=6)
+    ball = HierBall(config.c, config.clip_r)
+    obj = HierObjective(config, n_classes=6, dim=8, seed=5, ball=ball)
+    g = torch.Generator().manual_seed(6)
+    t = torch.randn(24, 8, generator=g).requires_grad_(True)
+    leaf = torch.randint(0, 6, (24,), generator=g)
+    state = obj.generator.get_state()
+    obj(ball.embed(t), leaf).backward()
+    fast = (t.grad.clone(), obj.hyperbolic_proxies.grad.clone(), obj.class_proxies.grad.clone())
+
+    t.grad, obj.hyperbolic_proxies.grad, obj.class_proxies.grad = None, None, None
+    draw = torch.Generator()
+    draw.set_state(state)
+    z, lcas = ball.embed(t), ball.embed(obj.hyperbolic_proxies)
+    dist = ball.pairwise(torch.cat([z, lcas]), clip_max=TRAIN_CLIP)
+    sim = torch.exp(-dist[:24, :24]).detach() + (leaf[None] == leaf[:, None]).float()
+    term = 0.0
+    for part, s in ((dist[:24, 24:], sim), (dist[24:, 24:], torch.exp(-dist[24:, 24:]).detach())):
+        i, j, k = reciprocal_triplets(s, config.topk, config.triplets_per_anchor, draw)
+        g1, g2 = gumbel_noise(len(i), config.proxies, noise_seeds(draw))
+        term = term + authors_term(part, i, j, k, g1, g2, config.tau, config.margin)
+    anchor = proxy_anchor_loss(z, leaf, obj.class_proxies, config.anchor_alpha, config.anchor_margin)
+    (anchor + config.hier_weight * term).backward()
+    plain = (t.grad, obj.hyperbolic_proxies.grad, obj.class_proxies.grad)
+    assert obj.hyperbolic_proxies.grad.abs().sum() > 0
+    for got, want in zip(fast, plain, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5 * want.abs().max().item())
 
 
 def test_hier_defaults_are_the_papers():
