@@ -55,7 +55,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         make_cub(base)
-        make_nabirds(base, supergroups=3, parents=6, leaves=2, per_class=4)
+        make_nabirds(base, supergroups=3, parents=6, leaves=2, per_class=6)
         tiny_model(base)
         home = base / "home"
         whole = _replicate(home, base, datasets)

@@ -46,7 +46,7 @@ def _tables(home: Path) -> dict[str, bytes]:
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("replicate-data")
     make_cub(base)
-    make_nabirds(base, supergroups=3, parents=6, leaves=2, per_class=4)
+    make_nabirds(base, supergroups=3, parents=6, leaves=2, per_class=6)
     tiny_model(base)
     return base
 
