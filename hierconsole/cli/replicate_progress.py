@@ -39,9 +39,10 @@ class StageProgress:
         if self.live is not None:
             self.live.__exit__(kind, exc, tb)
 
-    def stage(self, name: str, event: str) -> None:
+    def stage(self, name: str, finished: bool) -> None:
+        """A stage started (finished False) or finished."""
         now = time.monotonic()
-        if event == "start":
+        if not finished:
             self.running[name] = now
             self._say(f"{name}: started")
         else:

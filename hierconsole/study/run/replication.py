@@ -61,7 +61,7 @@ def run_replication(
     external: Mapping[str, str],
     actions: Mapping[str, StageAction],
     redo: Iterable[str] = (),
-    on_stage: Callable[[str, str], None] | None = None,
+    on_stage: Callable[[str, bool], None] | None = None,
 ) -> Outcome:
     """Run every stage the plan says to run, in dependency order, until none is left.
 
@@ -93,7 +93,7 @@ def run_replication(
         upstream = {n: records[n].outputs for n in step.stage.needs}
         put(name, StageState.RUNNING, step.key, {}, None)
         if on_stage is not None:
-            on_stage(name, "start")
+            on_stage(name, False)
         started = time.perf_counter()
         try:
             outputs = dict(actions[name](upstream))
@@ -105,6 +105,6 @@ def run_replication(
         forced.discard(name)
         ran.append(name)
         if on_stage is not None:
-            on_stage(name, "done")
+            on_stage(name, True)
     stale = tuple(p.stage.name for p in planned if p.decision == Decision.STALE)
     return Outcome(tuple(ran), stale, tuple(planned))
