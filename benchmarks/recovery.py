@@ -1,7 +1,13 @@
-"""Time `hierconsole doctor --repair`: a finished study whose only backup is its lock's copy (so the
-evaluation, audits and phase come back from the event logs), the store deleted, the store rebuilt.
+"""Recovery times.
 
-    .venv/bin/python benchmarks/recovery.py [--seeds 42,2024,3407] [--epochs 4]
+- `hierconsole doctor --repair`: a finished study whose only backup is its lock's copy (so the
+  evaluation, audits and phase come back from the event logs), the store deleted, the store rebuilt.
+- A lost Ray node (with the ray extra): a study spread over a head and a second node (one CPU each, own
+  temporary folders, tests/reliability/ray_nodes.py), the second node killed once a checkpoint of its job
+  is home: how long until `run` has marked its jobs crashed and ended, and how long `resume` takes to
+  finish the study on the head, against the same study uninterrupted on the cluster.
+
+    .venv/bin/python benchmarks/recovery.py [--seeds 42,2024,3407] [--epochs 4] [--node-epochs 40]
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", default="42,2024,3407")
     parser.add_argument("--epochs", default="4")
+    parser.add_argument("--node-epochs", default="40", help="epochs of the two-node study (0: skip it)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
@@ -50,6 +57,52 @@ def main() -> None:
         assert "rebuilt" in done.stdout, done.stdout
         print(f"store {store_bytes / 2**20:.1f} MiB, seeds {args.seeds}, epochs {args.epochs}: "
               f"doctor --repair (rebuild + checks, one process) {took:.2f} s")  # fmt: skip
+    if args.node_epochs != "0":
+        lost_node(args.node_epochs)
+
+
+def lost_node(epochs: str) -> None:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        print("two-node loss: skipped (Ray is not installed: pip install 'hierconsole[ray]')")
+        return
+    from tests.reliability.ray_nodes import two_nodes
+
+    study = (*TINY_RUN, "--epochs", epochs, "--seeds", "42,2024", "--parallel", "2")
+    with tempfile.TemporaryDirectory() as tmp, two_nodes() as cluster:
+        assert cluster.head is not None and cluster.second is not None
+        ray = ("--executor", "ray", "--ray-address", cluster.address)
+        homes = []
+        for name in ("whole", "lost"):
+            home = Path(tmp) / name
+            with Store(home) as store:
+                register_dataset(store, make_synthetic(TINY))
+            homes.append(home)
+        began = time.perf_counter()
+        cli(homes[0], *study, *ray, env=cluster.env)
+        whole = time.perf_counter() - began
+
+        home = homes[1]
+        argv = [sys.executable, "-m", "hierconsole", "--home", str(home), *study, *ray]
+        began = time.perf_counter()
+        run = subprocess.Popen(argv, env=cluster.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while not (cluster.workers_on(cluster.second) and any(home.glob("studies/*/jobs/*/checkpoints/ckpt-*.pt"))):
+            time.sleep(0.05)
+        into = time.perf_counter() - began
+        cluster.second.kill()
+        killed = time.perf_counter()
+        run.wait()
+        noticed = time.perf_counter() - killed
+        with Store(home, read_only=True) as store:
+            crashed = store.value("SELECT count(*) FROM jobs WHERE state = 'crashed'")
+        began = time.perf_counter()
+        done = cli(home, "resume", *ray, env=cluster.env)
+        resumed = time.perf_counter() - began
+        assert done.returncode == 0, done.stdout + done.stderr
+        print(f"two-node loss ({epochs} epochs, seeds 42,2024, 1 CPU per node): whole study on both nodes "
+              f"{whole:.1f} s; node killed {into:.1f} s in; `run` marked {crashed} crashed and ended "
+              f"{noticed:.1f} s after the kill; `resume` on the head finished in {resumed:.1f} s")  # fmt: skip
 
 
 if __name__ == "__main__":
