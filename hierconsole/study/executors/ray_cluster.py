@@ -72,9 +72,19 @@ def _init_within(ray: Any, options: dict[str, Any], timeout: float, deadline: fl
             outcome.append(None)
 
     thread = threading.Thread(target=connect, name="hierconsole-ray-connect", daemon=True)
-    thread.start()
-    while thread.is_alive() and time.monotonic() < deadline:
-        thread.join(min(0.2, max(0.0, deadline - time.monotonic())))  # short joins: signals are served between
+    # Ray's core logs each failed attempt to the process's stderr ("Failed to connect to GCS ... within 5
+    # seconds") before its logging is configured, which would break the one-line error: the descriptor
+    # is pointed away for the wait (nothing else of ours runs meanwhile) and given back after it.
+    saved, quiet = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(quiet, 2)
+    try:
+        thread.start()
+        while thread.is_alive() and time.monotonic() < deadline:
+            thread.join(min(0.2, max(0.0, deadline - time.monotonic())))  # short joins: signals are served between
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(quiet)
     if not outcome:
         address = options["address"]
         raise ConfigError(
