@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -180,7 +181,7 @@ def test_sigkill_of_the_orchestrator_ends_its_waiting_standby(tiny_home, watch):
 
 SILENT_SERVER = """
 import socket, sys
-s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
+s = socket.socket(); s.bind(("", 0)); s.listen(64)  # every interface: Ray dials the node's own address
 print(s.getsockname()[1], flush=True)
 held = []
 while True:
@@ -190,11 +191,15 @@ while True:
 
 
 @pytest.fixture
-def silent_port() -> Iterator[tuple[int, subprocess.Popen[str]]]:
+def silent_port() -> Iterator[tuple[int, list[str]]]:
+    """The port of a server that accepts and never answers, and the lines it prints (one per connection)."""
     server = subprocess.Popen([sys.executable, "-c", SILENT_SERVER], stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None
-        yield int(server.stdout.readline()), server
+        port = int(server.stdout.readline())
+        lines: list[str] = []
+        threading.Thread(target=lambda: lines.extend(line.strip() for line in server.stdout), daemon=True).start()
+        yield port, lines
     finally:
         server.kill()
         server.communicate()
@@ -215,13 +220,11 @@ def test_a_port_that_accepts_but_never_speaks_ray_is_one_line_within_the_timeout
 
 def test_sigterm_during_a_ray_handshake_ends_the_command(tiny_home, silent_port, watch):
     pytest.importorskip("ray", reason="Ray is not installed (pip install 'hierconsole[ray]'); the handshake needs it")
-    port, server = silent_port
+    port, accepted = silent_port
     run = watch(cli_argv(tiny_home, *TINY_RUN, "--executor", "ray", "--ray-address", f"127.0.0.1:{port}",
                          "--ray-connect-timeout", "300"))  # fmt: skip
-    assert server.stdout is not None
     # The reachability check's connection, then Ray's own: it is inside the handshake now.
-    assert server.stdout.readline().strip() == "accepted"
-    assert server.stdout.readline().strip() == "accepted"
+    wait_for(lambda: len(accepted) >= 2, timeout=120, what="Ray to dial the silent port")
     out, err = run.stop(signal.SIGTERM)
     _terminated_cleanly(run, out, err)
     assert err.strip() == "terminated (SIGTERM)"
