@@ -10,6 +10,14 @@ from pathlib import Path
 INTERRUPTED_EXIT = 130
 """The exit status of a command Ctrl-C ended (128 + SIGINT, as shells report it): a study's run, a family's
 and a resume alike (their jobs cancelled, resumable)."""
+TERMINATED_EXIT = 143
+"""The exit status of a command SIGTERM ended (128 + SIGTERM): it stops as Ctrl-C stops it, whatever it
+was waiting on (a cluster's answer, a worker's start, its jobs' cancel)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread as Ctrl-C raises KeyboardInterrupt, so that whatever the command
+    waits on is left through the same `finally` blocks (workers stopped, the store closed)."""
 
 MESSAGE_CHARS = 2_000
 """The most characters an error prints: a message quoting a 10^6-column header stays a line, not megabytes."""

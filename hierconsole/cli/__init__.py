@@ -10,15 +10,18 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
 from hierconsole import __version__
 from hierconsole.cli.completion import COMPLETING, complete, shipped_listing
-from hierconsole.errors import INTERRUPTED_EXIT, HierconsoleError, bounded
+from hierconsole.errors import INTERRUPTED_EXIT, TERMINATED_EXIT, HierconsoleError, Terminated, bounded
 
 # Modules under hierconsole.cli, each with register(subparsers). Order is the order in --help.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -63,6 +66,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminated(signum: int, frame: object) -> None:  # noqa: ARG001
+    raise Terminated
+
+
+def _on_sigterm(handler: Any) -> Any:
+    """Install `handler` for SIGTERM, returning the one it replaces (a no-op off the main thread, where
+    Python allows no handler: main() called from a notebook's or a test's thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return handler
+    return signal.signal(signal.SIGTERM, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     if COMPLETING in os.environ:  # the shell asks for completions (`hierconsole completion bash`): answer, exit
@@ -77,10 +92,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             from hierconsole.tui import run_app
 
             return run_app(home=args.home)
-        return int(args.func(args) or 0)
+        # Python's default SIGTERM ends the process where it stands: no message, workers left running
+        # and a store left mid-write. Raised as an exception instead, it leaves like Ctrl-C.
+        previous = _on_sigterm(_terminated)
+        try:
+            return int(args.func(args) or 0)
+        finally:
+            _on_sigterm(previous)
     except HierconsoleError as exc:
         err.print(f"[bold red]error:[/] {escape(bounded(str(exc)))}", highlight=False)
         return exc.exit_code
+    except Terminated:
+        err.print("[yellow]terminated (SIGTERM)[/]")
+        return TERMINATED_EXIT
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/]")
         return INTERRUPTED_EXIT

@@ -15,7 +15,7 @@ from rich.table import Column
 from rich.text import Text
 
 from hierconsole.contract import events as ev
-from hierconsole.errors import StoreWriteError
+from hierconsole.errors import INTERRUPTED_EXIT, TERMINATED_EXIT, StoreWriteError
 from hierconsole.plurals import counted
 from hierconsole.study import read
 from hierconsole.study.db.storage import Store
@@ -118,28 +118,30 @@ def drive(
     console: Console,
     gpus: list[str] | None = None,
     orchestrator: Orchestrator | None = None,
-) -> bool:
-    """Run the orchestrator until the studies' jobs are done. Ctrl-C cancels them (resumable); True when
-    it did (the command then exits INTERRUPTED_EXIT, a study and a family alike)."""
+) -> int | None:
+    """Run the orchestrator until the studies' jobs are done. Ctrl-C or SIGTERM cancels them (resumable);
+    then the exit status the command ends with (INTERRUPTED_EXIT or TERMINATED_EXIT, a study and a family
+    alike), else None."""
     view = JobProgress(store, console)
     orch = orchestrator or Orchestrator(store, max_parallel=parallel, gpus=gpus)
     orch.on_problem = view.on_problem
     orch.on_events = view.on_events
-    interrupted = False
+    interrupted: int | None = None
 
-    def on_int(signum: int, frame: object) -> None:  # noqa: ARG001
+    def on_stop(signum: int, frame: object) -> None:  # noqa: ARG001
+        # Only noted here: the loop cancels the jobs between ticks, never in the middle of one.
         nonlocal interrupted
-        interrupted = True
+        if interrupted is None:
+            interrupted = INTERRUPTED_EXIT if signum == signal.SIGINT else TERMINATED_EXIT
 
-    previous = signal.signal(signal.SIGINT, on_int)
+    previous = {sig: signal.signal(sig, on_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     refreshed = -math.inf
     try:
         with view.progress:
             while True:
-                if interrupted:
-                    console.print(
-                        "[yellow]interrupted: cancelling jobs (resume with `hierconsole resume`)[/]"
-                    )
+                if interrupted is not None:
+                    how = "interrupted" if interrupted == INTERRUPTED_EXIT else "terminated (SIGTERM)"
+                    console.print(f"[yellow]{how}: cancelling jobs (resume with `hierconsole resume`)[/]")
                     orch.shutdown(cancel=True)
                     break
                 try:
@@ -166,7 +168,8 @@ def drive(
                 time.sleep(0.2)
             view.refresh(study_ids)
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return interrupted
 
 

@@ -17,7 +17,7 @@ from hierconsole.cli.reading import print_empty_levels
 from hierconsole.config import Preset, load_preset
 from hierconsole.config.family import Family
 from hierconsole.config.overrides import AssignmentError, parse_assignment
-from hierconsole.errors import INTERRUPTED_EXIT, HierconsoleError
+from hierconsole.errors import HierconsoleError
 from hierconsole.plurals import counted
 from hierconsole.present.tables.split_plan import split_plan_grid
 from hierconsole.present.tables.studies import audits_grid
@@ -374,8 +374,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         finally:
             orch.close_executors()
         code = summarize(store, study_id, console)
-        if interrupted:
-            return INTERRUPTED_EXIT
+        if interrupted is not None:
+            return interrupted
         next_steps(store, study_id, args.home is not None, console)
         return code
 
@@ -427,7 +427,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         finally:
             orch.close_executors()
         code = max(summarize(store, s, console) for s in studies)
-        return INTERRUPTED_EXIT if interrupted else code
+        return interrupted if interrupted is not None else code
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -527,8 +527,8 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
             orch.close_executors()
         codes = [summarize(store, s, console) for s in studies]
         print_grid(console, families_grid([get_family(store, family_id)]))
-        if interrupted:
-            return INTERRUPTED_EXIT
+        if interrupted is not None:
+            return interrupted
         complete = all(read.get_study(store, s).phase == Phase.COMPLETE for s in studies)
         if complete and family.contrasts:
             _, contrasts = family_contrasts(store, family_id)

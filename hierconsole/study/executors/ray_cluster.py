@@ -53,6 +53,49 @@ def import_ray() -> Any:
     return ray
 
 
+def _init_within(ray: Any, options: dict[str, Any], timeout: float, deadline: float) -> None:
+    """`ray.init(**options)` given up at `deadline` (`timeout` seconds after the connect began) with one line. A port that accepts a
+    connection but never speaks Ray's protocol (another service, a half-started head, a firewall that
+    swallows packets) keeps Ray's own handshake retrying for minutes; the call runs in a daemon thread,
+    abandoned on timeout (it holds nothing of ours, and a daemon thread never delays the exit), so the
+    wait stays bounded and SIGTERM or Ctrl-C still reach the main thread meanwhile."""
+    import threading
+
+    outcome: list[BaseException | None] = []
+
+    def connect() -> None:
+        try:
+            ray.init(**options)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread, raised there
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    thread = threading.Thread(target=connect, name="hierconsole-ray-connect", daemon=True)
+    # Ray's core logs each failed attempt to the process's stderr ("Failed to connect to GCS ... within 5
+    # seconds") before its logging is configured, which would break the one-line error: the descriptor
+    # is pointed away for the wait (nothing else of ours runs meanwhile) and given back after it.
+    saved, quiet = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(quiet, 2)
+    try:
+        thread.start()
+        while thread.is_alive() and time.monotonic() < deadline:
+            thread.join(min(0.2, max(0.0, deadline - time.monotonic())))  # short joins: signals are served between
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(quiet)
+    if not outcome:
+        address = options["address"]
+        raise ConfigError(
+            f"--ray-address {address}: the port accepts connections but no Ray cluster answered within "
+            f"{timeout:g} s; check that it is the head's GCS port (`ray status` on the head prints the "
+            f"address), or raise --ray-connect-timeout for a slow network"
+        )
+    if outcome[0] is not None:
+        raise outcome[0]
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -76,7 +119,10 @@ class RayExecutor:
         self.parallel = parallel
         self.home_key = home_key(home)
         self.address = address
-        check_reachable(address, connect_timeout)  # before Ray, which waits for minutes on a dead address
+        # One bound for the whole connect: the port tried before Ray is imported (Ray waits for minutes on a
+        # dead address), then Ray's handshake given what is left of it.
+        connect_deadline = time.monotonic() + connect_timeout
+        check_reachable(address, connect_timeout)
         ray = self.ray = import_ray()
         self.started_here = False
         self.connected_here = False
@@ -94,8 +140,13 @@ class RayExecutor:
             else:
                 options["address"] = address
             try:
-                ray.init(**options)
+                if address == LOCAL_RAY:
+                    ray.init(**options)
+                else:
+                    _init_within(ray, options, connect_timeout, connect_deadline)
             except Exception as exc:  # noqa: BLE001 - Ray raises many kinds; the user needs the first line
+                if isinstance(exc, HierconsoleError):
+                    raise
                 where = "start a local Ray instance" if address == LOCAL_RAY else f"connect to Ray at {address}"
                 raise HierconsoleError(
                     f"--ray-address {address}: could not {where} ({_first_line(exc)}); check the address and "

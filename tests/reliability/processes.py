@@ -1,0 +1,42 @@
+"""The processes a command started, read from /proc (Linux): to show that none outlives a stop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PROC = Path("/proc")
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, parent pid) of a live process, None once it is gone (a zombie counts as gone: it runs nothing)."""
+    try:
+        text = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces and parens
+    return (None if fields[0] == "Z" else (fields[0], int(fields[1])))  # type: ignore[return-value]
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return (PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (children, theirs, ...)."""
+    parents: dict[int, int] = {}
+    for entry in PROC.iterdir():
+        if entry.name.isdigit() and (stat := _stat(int(entry.name))) is not None:
+            parents[int(entry.name)] = stat[1]
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    return {pid for pid in pids if _stat(pid) is not None}
