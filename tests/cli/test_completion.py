@@ -62,7 +62,8 @@ def test_commands_complete(tmp_path):
 def test_presets_and_families_complete_for_run(tmp_path):
     got, _ = complete("hierconsole run ", tmp_path)
     assert set(PRESETS) | set(FAMILIES) <= got and "demo" in got
-    assert complete("hierconsole run nabirds-s", tmp_path)[0] == {"nabirds-semantic-control"}
+    assert complete("hierconsole run nabirds-s", tmp_path)[0] == {"nabirds-semantic-control", "nabirds-seen-class"}
+    assert complete("hierconsole run nabirds-sem", tmp_path)[0] == {"nabirds-semantic-control"}
 
 
 def test_set_keys_come_from_the_preset_schema(tmp_path):
