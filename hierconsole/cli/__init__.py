@@ -92,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from hierconsole.tui import run_app
 
             return run_app(home=args.home)
+        if getattr(args, "stops_on_sigterm", False):  # a server: SIGTERM is how it is stopped, cleanly
+            return int(args.func(args) or 0)
         # Python's default SIGTERM ends the process where it stands: no message, workers left running
         # and a store left mid-write. Raised as an exception instead, it leaves like Ctrl-C.
         previous = _on_sigterm(_terminated)

@@ -42,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "0.0.0.0)",
     )
     s.add_argument("--port", default=str(DEFAULT_PORT), help=f"TCP port, 1 to 65535 (default: {DEFAULT_PORT})")
-    s.set_defaults(func=cmd_serve)
+    # The server's own handler ends every session's console on SIGTERM, then exits 0 (as systemd expects).
+    s.set_defaults(func=cmd_serve, stops_on_sigterm=True)
 
 
 def check_port(text: str) -> int:

@@ -164,6 +164,8 @@ class HierConsole(App[int]):
         """Build one view not built yet, then let keys through before the next. Textual restyles the
         whole app when a view's screen is first built (a few hundred ms on a busy machine); done here,
         in idle time, the first switch to each view is as quick as any later one."""
+        if self._closing or self._closed:  # nothing to build for a console that is closing
+            return
         built = getattr(self, "_screen_stacks", None)  # Textual's modes; absent in another version
         pending = [mode for mode in VIEW_SCREENS if built is not None and mode not in built]
         if not pending:

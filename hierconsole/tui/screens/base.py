@@ -39,6 +39,13 @@ class ConsoleScreen(Screen):
     def console_app(self) -> HierConsole:
         return cast("HierConsole", self.app)
 
+    @property
+    def closing(self) -> bool:
+        """The console is closing (quit, or its browser session ended): a message or a mount that comes
+        now finds this screen's widgets already removed, so it is dropped. (Textual's own flags: it has
+        no public one, and a NoMatches traceback at shutdown is what a user would otherwise see.)"""
+        return self._closing or self._closed or self.app._closing or self.app._closed
+
     def compose(self) -> ComposeResult:
         yield NavBar(self.SCOPE, id="nav")
         yield ContextBar(id="context")

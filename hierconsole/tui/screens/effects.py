@@ -144,6 +144,8 @@ class AnalysisScreen(ConsoleScreen):
 
     @on(Loaded)
     def _loaded(self, message: Loaded) -> None:
+        if self.closing:
+            return
         self.aggregations = message.aggregations
         self.selection = Selection(self.selection.level, self.selection.measure, message.aggregation)
         self._shown = message

@@ -69,6 +69,8 @@ class ExportScreen(ConsoleScreen):
         yield Static(id="export-result")
 
     def on_mount(self) -> None:
+        if self.closing:  # built in idle time just as the console closed
+            return
         self.query_one("#tables", OptionList).highlighted = list(TABLES).index(self.table)
         self.query_one("#formats", OptionList).highlighted = list(FORMATS).index(self.fmt)
         self.query_one("#tables", OptionList).focus()
