@@ -87,7 +87,10 @@ def two_nodes() -> Iterator[TwoNodes]:
     # A home of its own for the Ray processes and the drivers pointed at them: nothing of the user's Ray
     # set-up (~/.ray) is read, and the cluster runs without authentication as a test cluster may.
     (root / "ray-user").mkdir(parents=True)
-    cluster.env = {**os.environ, "HOME": str(root / "ray-user"), "RAY_DISABLE_USAGE_STATS": "1"}
+    # Nor anything an earlier Ray instance of this test process left in its environment (a driver's
+    # `ray.init` sets RAY_* variables, e.g. its auth token mode, that `ray start` would then obey).
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    cluster.env = {**inherited, "HOME": str(root / "ray-user"), "RAY_DISABLE_USAGE_STATS": "1"}
     try:
         cluster.head = cluster.node("head", head=True)
         cluster.second = cluster.node("second", head=False)
