@@ -33,6 +33,7 @@ from hierconsole.study.run.paper_stages import (
     SCALES,
     SMOKE,
     StudyRun,
+    factorial_stages,
     paper_stages,
     run_plans,
 )
@@ -226,7 +227,7 @@ def _run(args: argparse.Namespace, stages: list, external: dict[str, str], rid: 
         pass
     folder = home / "replications" / rid
     tables_out = (args.out or folder / "tables").resolve()
-    rep = Replication(args, home, rid, folder, tables_out, external)
+    rep = Replication(args, home, rid, folder, external)
 
     def tables(upstream: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
         comparable = args.scale != SMOKE
@@ -236,26 +237,20 @@ def _run(args: argparse.Namespace, stages: list, external: dict[str, str], rid: 
         written = write_tables(rows, omitted, tables_out, comparable=comparable)
         return {name: file_sha256(path) for name, path in sorted(written.items())}
 
-    def report(_: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    def report(upstream: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
         from hierconsole.cli.report import write_report
 
         made: dict[str, str] = {}
         for leftover in tables_out.glob(".report-*.tmp"):  # a report killed mid-write
             leftover.unlink()
-        with Store(home, read_only=True) as store:
-            records = load_records(store, rid)
-        for dataset in sorted(datasets_of(stages)):
-            factorial = records.get(f"factorial-{dataset}")
-            if factorial is None:
-                continue
-            (study_id,) = factorial.outputs.values()
+        for stage, dataset in factorial_stages(datasets_of(stages)).items():
+            (study_id,) = upstream[stage].values()
             path = write_report(study_id, tables_out / f"report-{dataset}.html", home=str(home), force=True)
             made[path.name] = file_sha256(path)
         return made
 
     actions = rep.actions([s.name for s in stages], tables, report)
     progress = StageProgress(out, [s.name for s in stages], rep)
-    rep.on_line = progress.line
     rep.on_warning = progress.warn
     started = time.monotonic()
     with progress:
@@ -274,6 +269,6 @@ def _run(args: argparse.Namespace, stages: list, external: dict[str, str], rid: 
     return 0
 
 
-def datasets_of(stages: list) -> set[str]:
-    return {s.name.partition("-")[2] for s in stages if s.name.startswith("import-")}
+def datasets_of(stages: list) -> frozenset[str]:
+    return frozenset(s.name.partition("-")[2] for s in stages if s.name.startswith("import-"))
 

@@ -25,8 +25,8 @@ class StageProgress:
         self.stages = list(stages)
         self.rep = rep
         self.running: dict[str, float] = {}
-        self.done: list[str] = []
         self.seconds: dict[str, float] = {}
+        """Each finished stage's wall time, in the order they finished."""
         self.live: Live | None = None
 
     def __enter__(self) -> StageProgress:
@@ -47,15 +47,10 @@ class StageProgress:
             self._say(f"{name}: started")
         else:
             self.seconds[name] = now - self.running.pop(name, now)
-            self.done.append(name)
             self._say(f"{name}: done in {self.seconds[name]:.1f}s")
 
     def warn(self, text: str) -> None:
         self.console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False)
-
-    def line(self, stage: str, text: str) -> None:
-        """A stage's command printed a line: the live view reads it from the stage's log at its next
-        refresh (four times a second), so a chatty command costs nothing here."""
 
     def _say(self, text: str) -> None:
         # Finished and started stages scroll above the live lines; without a terminal they are the log.
@@ -69,9 +64,9 @@ class StageProgress:
             log = self.rep.logs.get(name)
             last = (log.last if log else "")[:_LINE]
             lines.append(Text(f"{name:<18} {now - since:6.0f}s  {last}"))
-        bar = ProgressBar(total=total, completed=len(self.done), width=30)
+        bar = ProgressBar(total=total, completed=len(self.seconds), width=30)
         mean = sum(self.seconds.values()) / len(self.seconds) if self.seconds else None
-        left = total - len(self.done)
+        left = total - len(self.seconds)
         eta = f", about {mean * left:.0f}s left at this pace" if mean is not None and left else ""
-        lines += [bar, Text(f"{len(self.done)} of {total} stages done{eta}")]
+        lines += [bar, Text(f"{len(self.seconds)} of {total} stages done{eta}")]
         return Group(*lines)

@@ -19,7 +19,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +52,6 @@ class StageLog:
 
     path: Path
     last: str = ""
-    started: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -65,11 +63,9 @@ class Replication:
     replication_id: str
     folder: Path
     """HOME/replications/<id>: features, taxonomy, logs, and the tables unless --out says otherwise."""
-    out: Path
     external: Mapping[str, str]
     """The replication's input hashes (`plan:<stage>` among them)."""
     logs: dict[str, StageLog] = field(default_factory=dict)
-    on_line: Callable[[str, str], None] | None = None
     on_warning: Callable[[str], None] | None = None
 
     # --- files ---------------------------------------------------------------------------------------
@@ -111,7 +107,7 @@ class Replication:
                 preexec_fn=die_with_parent,  # noqa: PLW1509 - prctl only, no locks taken
             )
             assert child.stdout is not None
-            reader = threading.Thread(target=self._follow, args=(stage, child.stdout, sink, log), daemon=True)
+            reader = threading.Thread(target=self._follow, args=(child.stdout, sink, log), daemon=True)
             reader.start()
             code = child.wait()
             reader.join()
@@ -122,15 +118,14 @@ class Replication:
             )
         return code
 
-    def _follow(self, stage: str, stream, sink, log: StageLog) -> None:  # noqa: ANN001
+    @staticmethod
+    def _follow(stream, sink, log: StageLog) -> None:  # noqa: ANN001
+        """Copy the child's lines into the log; the live view shows `log.last` at its next refresh."""
         for line in stream:
             sink.write(line)
             sink.flush()
-            text = line.strip()
-            if text:
+            if text := line.strip():
                 log.last = text
-                if self.on_line is not None:
-                    self.on_line(stage, text)
 
     # --- the stages ----------------------------------------------------------------------------------
 
@@ -220,7 +215,7 @@ class Replication:
             codes = [self.command(stage, [*argv, *self._executor_options()], ok=_STUDY_OK)]
             found = self._find(name, run.family)
         else:
-            ref, unfinished = found
+            _, unfinished = found
             codes = [  # an interrupted run: its jobs go on from their checkpoints
                 self.command(stage, ["resume", study_id, *self._executor_options()], ok=_STUDY_OK)
                 for study_id in unfinished

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from hierconsole.study.analysis.paper_tables import PAPER_TABLES, paper_long
+from hierconsole.study.analysis.statistics import mean_sd
 from hierconsole.study.db.catalog import get_dataset
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
@@ -26,18 +27,19 @@ from hierconsole.study.read.families import family_outer_arms, get_family
 from hierconsole.study.read.results import per_seed, table_frame
 from hierconsole.vocabulary import ARMS, HIER_METRIC, LEVELS, MAP, RECALL_KS
 
-COLUMNS = (
-    "table",
-    "dataset",
-    "row",
-    "column",
-    "measured",
-    "seed_sd",
-    "n",
-    "published",
-    "difference",
-    "comparable",
-)
+SCHEMA = {
+    "table": pl.Utf8,
+    "dataset": pl.Utf8,
+    "row": pl.Utf8,
+    "column": pl.Utf8,
+    "measured": pl.Float64,
+    "seed_sd": pl.Float64,
+    "n": pl.Int64,
+    "published": pl.Float64,
+    "difference": pl.Float64,
+    "comparable": pl.Boolean,
+}
+"""The columns of every measured table."""
 LEVEL_METRICS = (*(f"{level}_{MAP}" for level in LEVELS), HIER_METRIC)
 RECALL_METRICS = tuple(f"{level}_R@{k}" for level in LEVELS for k in RECALL_KS)
 
@@ -191,8 +193,7 @@ def _across_splits(store: Store, dataset: str, family_id: str) -> Iterator[Row]:
             if row.measured is not None:
                 values.setdefault((row.row, row.column), []).append(row.measured)
     for (arm, metric), xs in sorted(values.items()):
-        mean = sum(xs) / len(xs)
-        sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else None
+        mean, sd = mean_sd(xs)
         yield Row(dataset, arm, metric, mean, sd, len(xs))
 
 
@@ -236,22 +237,31 @@ def _taxonomy_rows(store: Store, dataset: str, study_id: str) -> Iterator[Row]:
         yield Row(dataset, name, "value", float(value), None, None)
 
 
-def _one(stage: str, run: str, rows: Callable[[Store, str, str], Iterator[Row]], dataset: str):  # noqa: ANN202
+Rows = Callable[[Store, str, str], Iterator[Row]]
+"""(store, dataset, the id a stage recorded) -> a table's rows."""
+
+
+def _single(table_id: str, title: str, stage: str, run: str, rows: Rows) -> TableSpec:
+    """A table of one dataset's stage (`factorial-cub`, ...), omitted when that stage is absent."""
+    dataset = stage.partition("-")[2]
+
     def build(store: Store, outputs: Mapping[str, Mapping[str, str]]) -> Iterator[Row]:
         if run in outputs[stage]:  # a stage recorded by an earlier version may lack a later run
             yield from rows(store, dataset, outputs[stage][run])
 
-    return build
+    return TableSpec(table_id, title, build, (stage,))
 
 
-def _both(kind: str, run: str, rows: Callable[[Store, str, str], Iterator[Row]]):  # noqa: ANN202
+def _each(table_id: str, title: str, kind: str, run: str, rows: Rows) -> TableSpec:
+    """A table over every dataset's `<kind>-<dataset>` stage that ran."""
+
     def build(store: Store, outputs: Mapping[str, Mapping[str, str]]) -> Iterator[Row]:
         for dataset in ("cub", "nabirds"):
             stage = f"{kind}-{dataset}"
             if stage in outputs:
                 yield from rows(store, dataset, outputs[stage][run])
 
-    return build
+    return TableSpec(table_id, title, build, ())
 
 
 def _rescored(store: Store, outputs: Mapping[str, Mapping[str, str]]) -> Iterator[Row]:
@@ -260,95 +270,77 @@ def _rescored(store: Store, outputs: Mapping[str, Mapping[str, str]]) -> Iterato
 
 
 _FACTORIAL = ("factorial", "factorial")
+_CUB = ("factorial-cub", "factorial")
+_NABIRDS = ("factorial-nabirds", "factorial")
 
 TABLES: tuple[TableSpec, ...] = (
-    TableSpec("sec-S1", "Dataset and taxonomy counts (S1)", _both(*_FACTORIAL, _taxonomy_rows), ()),
-    TableSpec(
+    _each("sec-S1", "Dataset and taxonomy counts (S1)", *_FACTORIAL, _taxonomy_rows),
+    _each(
         "main-1",
         "Controlled Geometry x Loss factorial: mAP per level, mean and SD over training seeds",
-        _both(*_FACTORIAL, _arm_rows),
-        (),
+        *_FACTORIAL,
+        _arm_rows,
     ),
-    TableSpec("sec-5.2", "Simple effects on the hier score, paired within training seed", _both(*_FACTORIAL, _effect_rows), ()),
-    TableSpec("S1", "CUB temperature selection (validation only)", _one("factorial-cub", "factorial", _tuning_rows, "cub"), ("factorial-cub",)),
-    TableSpec(
-        "S2",
-        "NABirds Parent-disjoint temperature selection (validation only)",
-        _one("factorial-nabirds", "factorial", _tuning_rows, "nabirds"),
-        ("factorial-nabirds",),
-    ),
-    TableSpec("S3", "CUB per-seed arm mAP", _one("factorial-cub", "factorial", _per_seed_rows, "cub"), ("factorial-cub",)),
-    TableSpec(
-        "S4", "CUB simple effects by training seed", _one("factorial-cub", "factorial", _seed_effect_rows, "cub"), ("factorial-cub",)
-    ),
-    TableSpec(
-        "S5",
-        "NABirds Parent-disjoint per-seed arm mAP",
-        _one("factorial-nabirds", "factorial", _per_seed_rows, "nabirds"),
-        ("factorial-nabirds",),
-    ),
-    TableSpec(
-        "S6",
-        "NABirds simple effects by training seed",
-        _one("factorial-nabirds", "factorial", _seed_effect_rows, "nabirds"),
-        ("factorial-nabirds",),
-    ),
-    TableSpec("S7", "CUB factorial Recall@K", _one("factorial-cub", "factorial", _recall_rows, "cub"), ("factorial-cub",)),
-    TableSpec(
-        "S8",
-        "NABirds Parent-disjoint factorial Recall@K",
-        _one("factorial-nabirds", "factorial", _recall_rows, "nabirds"),
-        ("factorial-nabirds",),
-    ),
-    TableSpec(
+    _each("sec-5.2", "Simple effects on the hier score, paired within training seed", *_FACTORIAL, _effect_rows),
+    _single("S1", "CUB temperature selection (validation only)", *_CUB, _tuning_rows),
+    _single("S2", "NABirds Parent-disjoint temperature selection (validation only)", *_NABIRDS, _tuning_rows),
+    _single("S3", "CUB per-seed arm mAP", *_CUB, _per_seed_rows),
+    _single("S4", "CUB simple effects by training seed", *_CUB, _seed_effect_rows),
+    _single("S5", "NABirds Parent-disjoint per-seed arm mAP", *_NABIRDS, _per_seed_rows),
+    _single("S6", "NABirds simple effects by training seed", *_NABIRDS, _seed_effect_rows),
+    _single("S7", "CUB factorial Recall@K", *_CUB, _recall_rows),
+    _single("S8", "NABirds Parent-disjoint factorial Recall@K", *_NABIRDS, _recall_rows),
+    _single(
         "main-2",
         "Semantic-supervision control on NABirds Parent-disjoint",
-        _one("families-nabirds", "semantic-control", _member_rows, "nabirds"),
-        ("families-nabirds",),
+        "families-nabirds",
+        "semantic-control",
+        _member_rows,
     ),
-    TableSpec(
+    _single(
         "S9",
         "NABirds semantic-alignment control, mean and SD over seeds",
-        _one("families-nabirds", "semantic-control", _member_rows, "nabirds"),
-        ("families-nabirds",),
+        "families-nabirds",
+        "semantic-control",
+        _member_rows,
     ),
-    TableSpec(
-        "S10",
-        "NABirds curvature / radius control",
-        _one("families-nabirds", "curvature-control", _member_rows, "nabirds"),
-        ("families-nabirds",),
-    ),
+    _single("S10", "NABirds curvature / radius control", "families-nabirds", "curvature-control", _member_rows),
     TableSpec("S11", "CUB group-macro effects on the hier score (post hoc re-score)", _rescored, ("rescore-cub",)),
-    TableSpec("S12", "Final factorial fairness and leakage checks", _both(*_FACTORIAL, _audit_rows), ()),
-    TableSpec(
+    _each("S12", "Final factorial fairness and leakage checks", *_FACTORIAL, _audit_rows),
+    _each(
         "sec-5.1",
         "Baseline context: frozen features, the HIER-style arm and matched projectors",
-        _both("baselines", "baselines", _baseline_rows),
-        (),
+        "baselines",
+        "baselines",
+        _baseline_rows,
     ),
-    TableSpec(
+    _single(
         "sec-5.5-cub",
         "CUB Genus-disjoint outer splits: the paper's arms (mean and SD over splits) and paired gains",
-        _one("families-cub", "outer-arms", _outer_arm_rows, "cub"),
-        ("families-cub",),
+        "families-cub",
+        "outer-arms",
+        _outer_arm_rows,
     ),
-    TableSpec(
+    _single(
         "sec-5.5-nabirds",
         "NABirds Parent-disjoint outer splits: the paper's arms (mean and SD over splits) and paired gains",
-        _one("families-nabirds", "outer-arms", _outer_arm_rows, "nabirds"),
-        ("families-nabirds",),
+        "families-nabirds",
+        "outer-arms",
+        _outer_arm_rows,
     ),
-    TableSpec(
+    _single(
         "sec-5.5-cub-factorial",
         "CUB Genus-disjoint outer splits, the 2x2 factorial per split: arm means and SD over splits",
-        _one("families-cub", "genus-disjoint", _across_splits, "cub"),
-        ("families-cub",),
+        "families-cub",
+        "genus-disjoint",
+        _across_splits,
     ),
-    TableSpec(
+    _single(
         "sec-5.5-nabirds-factorial",
         "NABirds Parent-disjoint outer splits, the 2x2 factorial per split: arm means and SD over splits",
-        _one("families-nabirds", "outer-splits", _across_splits, "nabirds"),
-        ("families-nabirds",),
+        "families-nabirds",
+        "outer-splits",
+        _across_splits,
     ),
 )
 
@@ -376,19 +368,7 @@ def measured_frame(spec: TableSpec, rows: Sequence[Row], *, comparable: bool, pu
                 comparable and paper is not None,
             )
         )
-    schema = {
-        "table": pl.Utf8,
-        "dataset": pl.Utf8,
-        "row": pl.Utf8,
-        "column": pl.Utf8,
-        "measured": pl.Float64,
-        "seed_sd": pl.Float64,
-        "n": pl.Int64,
-        "published": pl.Float64,
-        "difference": pl.Float64,
-        "comparable": pl.Boolean,
-    }
-    return pl.DataFrame(records, schema=schema, orient="row")
+    return pl.DataFrame(records, schema=SCHEMA, orient="row")
 
 
 @dataclass(frozen=True)

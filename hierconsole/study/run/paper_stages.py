@@ -172,6 +172,12 @@ def paper_stages(datasets: frozenset[str]) -> list[Stage]:
         study_stages += ["factorial-nabirds", "families-nabirds", "baselines-nabirds"]
     stages += [
         Stage(TABLES_STAGE, tuple(study_stages), ("scale", "paper_values")),
-        Stage(REPORT_STAGE, (TABLES_STAGE,), ()),
+        # The report reads each factorial's study, so those are its inputs beside the tables.
+        Stage(REPORT_STAGE, (TABLES_STAGE, *factorial_stages(datasets)), ()),
     ]
     return stages
+
+
+def factorial_stages(datasets: frozenset[str]) -> dict[str, str]:
+    """The factorial stage of each dataset given -> the dataset, in the order of DATASETS."""
+    return {f"factorial-{d}": d for d in DATASETS if d in datasets}
