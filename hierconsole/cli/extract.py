@@ -29,6 +29,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from hierconsole.cli.arguments import positive_int
 from hierconsole.cli.output import output_console
 from hierconsole.errors import InputError
 from hierconsole.extraction.architectures import ARCHITECTURES, DEFAULT_MODEL, architecture
@@ -47,16 +48,6 @@ from hierconsole.plurals import counted
 EXTRA = ("transformers", "PIL")
 DEFAULT_WORKERS = min(8, max(1, (os.cpu_count() or 2) - 1))
 _SHOWN = 20
-
-
-def _positive(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
-    return n
 
 
 def _workers(value: str) -> int:
@@ -106,8 +97,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             help=f"{', '.join(ARCHITECTURES)} (default {DEFAULT_MODEL}, or what a weights folder's config.json "
             "says), or a .json of Dinov2Config fields",
         )
-        q.add_argument("--batch-size", type=_positive, default=64)
-        q.add_argument("--shard-size", type=_positive, default=1024, help="images per resumable shard")
+        q.add_argument("--batch-size", type=positive_int, default=64)
+        q.add_argument("--shard-size", type=positive_int, default=1024, help="images per resumable shard")
         q.add_argument(
             "--workers",
             type=_workers,
@@ -128,14 +119,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         )
         q.add_argument(
             "--stop-after",
-            type=_positive,
+            type=positive_int,
             metavar="N",
             help="stop once N more images are done (at a shard boundary); rerun to continue",
         )
         q.add_argument("--overwrite", action="store_true", help="replace an existing output file")
         q.add_argument(
             "--max-pixels",
-            type=_positive,
+            type=positive_int,
             default=MAX_PIXELS,
             metavar="N",
             help=f"an image whose header claims more pixels is listed as unreadable and skipped (default {MAX_PIXELS:,})",

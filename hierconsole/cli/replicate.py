@@ -16,6 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from hierconsole.cli.arguments import positive_int
 from hierconsole.cli.reading import open_for_reading
 from hierconsole.config.family import load_family, resolve_family
 from hierconsole.config.files import resolve_preset
@@ -28,6 +29,7 @@ from hierconsole.study.run.input_hashes import file_sha256, folder_sha256, text_
 from hierconsole.study.run.paper_stages import (
     CUB,
     DATASETS,
+    DEFAULT_STAGES_AT_ONCE,
     NABIRDS,
     PAPER,
     SCALES,
@@ -82,6 +84,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--executor", choices=("local", "ray"), help="where the studies' jobs run (as for `run`)")
     p.add_argument("--ray-address", metavar="ADDRESS", help="with --executor ray: the cluster (as for `run`)")
+    p.add_argument(
+        "--stages-at-once",
+        metavar="N",
+        type=positive_int,
+        default=DEFAULT_STAGES_AT_ONCE,
+        help="stages that may run at the same time (default %(default)s); those that write the store "
+        "always run one after another, so this lets an extraction run beside them",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
     p.set_defaults(func=cmd_replicate)
 
@@ -166,9 +176,10 @@ def _preset_sha256(run: StudyRun) -> str:
 
 
 def replication_id(args: argparse.Namespace) -> str:
-    datasets = "+".join(d for d in DATASETS if d in _datasets(args))
+    """The model, scale and seed: not the datasets, so a dataset added later joins the same replication
+    (its stages run; those of the dataset already there stay done) and both share one tables folder."""
     model = args.model if args.model in ARCHITECTURES else Path(args.model).stem
-    return f"{datasets}-{model}-{args.scale}-seed{args.seed}"
+    return f"{model}-{args.scale}-seed{args.seed}"
 
 
 def _print_plan(out: Console, rid: str, planned: list[Planned], records: Mapping, datasets: frozenset[str]) -> None:
@@ -255,7 +266,15 @@ def _run(args: argparse.Namespace, stages: list, external: dict[str, str], rid: 
     started = time.monotonic()
     with progress:
         outcome = run_replication(
-            lambda: Store(home), rid, stages, external, actions, redo=args.redo, on_stage=progress.stage
+            lambda: Store(home),
+            rid,
+            stages,
+            external,
+            actions,
+            redo=args.redo,
+            on_stage=progress.stage,
+            at_once=args.stages_at_once,
+            on_failure=rep.stop,
         )
     ran = counted(len(outcome.ran), "stage")
     out.print(f"replication {escape(rid)}: {ran} ran in {time.monotonic() - started:.0f}s", highlight=False)

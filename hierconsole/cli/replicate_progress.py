@@ -60,7 +60,7 @@ class StageProgress:
         now = time.monotonic()
         total = len(self.stages)
         lines: list[Text | ProgressBar] = []
-        for name, since in self.running.items():
+        for name, since in list(self.running.items()):  # stages start and end meanwhile
             log = self.rep.logs.get(name)
             last = (log.last if log else "")[:_LINE]
             lines.append(Text(f"{name:<18} {now - since:6.0f}s  {last}"))

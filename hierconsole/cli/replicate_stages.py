@@ -67,6 +67,10 @@ class Replication:
     """The replication's input hashes (`plan:<stage>` among them)."""
     logs: dict[str, StageLog] = field(default_factory=dict)
     on_warning: Callable[[str], None] | None = None
+    children: set[subprocess.Popen] = field(default_factory=set)
+    """The stages' commands running now (stages run in threads of their own, some at once)."""
+    stopping: bool = False
+    _guard: threading.Lock = field(default_factory=threading.Lock)
 
     # --- files ---------------------------------------------------------------------------------------
 
@@ -107,9 +111,15 @@ class Replication:
                 preexec_fn=die_with_parent,  # noqa: PLW1509 - prctl only, no locks taken
             )
             assert child.stdout is not None
+            with self._guard:
+                self.children.add(child)
+                if self.stopping:  # stop() ran while this command was being started
+                    child.terminate()
             reader = threading.Thread(target=self._follow, args=(child.stdout, sink, log), daemon=True)
             reader.start()
             code = child.wait()
+            with self._guard:
+                self.children.discard(child)
             reader.join()
         if code not in ok:
             raise HierconsoleError(
@@ -117,6 +127,14 @@ class Replication:
                 f"its output is in {log.path}; fix the cause and run replicate again (finished stages are kept)"
             )
         return code
+
+    def stop(self) -> None:
+        """Ask every running command to stop (SIGTERM: a `run` cancels its jobs, resumable; an extraction
+        keeps its finished shards): another stage failed, and the replication ends once they have."""
+        with self._guard:
+            self.stopping = True
+            for child in self.children:
+                child.terminate()
 
     @staticmethod
     def _follow(stream, sink, log: StageLog) -> None:  # noqa: ANN001

@@ -59,11 +59,11 @@ def test_smoke_replication_end_to_end_then_nothing_to_do(data, tmp_path):
     every = ("sec-S1", "main-1", "main-2", "sec-5.1", "sec-5.2", "sec-5.5-cub", "sec-5.5-nabirds", "sec-5.5-cub-factorial")
     for table in (*every, *(f"S{n}" for n in range(1, 13))):
         assert {f"{table}.csv", f"{table}.md", f"{table}.tex"} <= set(tables), table
-    main = pl.read_csv(home / "replications" / "cub+nabirds-tiny-dinov2-smoke-seed0" / "tables" / "main-1.csv")
+    main = pl.read_csv(home / "replications" / "tiny-dinov2-smoke-seed0" / "tables" / "main-1.csv")
     assert set(main["dataset"]) == {"cub", "nabirds"}
     assert set(main.filter(pl.col("column") == "hier_mAP")["row"]) >= {"E_R", "H_R", "E_S", "H_S"}
     assert not main["comparable"].any()  # smoke budgets: shown beside the paper's, never compared
-    effects = pl.read_csv(home / "replications" / "cub+nabirds-tiny-dinov2-smoke-seed0" / "tables" / "sec-5.2.csv")
+    effects = pl.read_csv(home / "replications" / "tiny-dinov2-smoke-seed0" / "tables" / "sec-5.2.csv")
     cub = effects.filter(pl.col("dataset") == "cub").sort("row")
     assert cub["published"].null_count() == 0  # the paper's CUB effects stand beside the measured ones
     assert ((cub["measured"] - cub["published"]) - cub["difference"]).abs().max() < 1e-12
@@ -133,6 +133,12 @@ def test_killed_during_extraction_a_factorial_and_the_tables_ends_with_identical
     finished = _replicate(home, data, "cub")
     assert finished.returncode == 0, finished.stdout + finished.stderr
     assert _tables(home) == _tables(clean)
+    # NABirds added to the same replication: CUB's stages stay done, NABirds' and the tables' are to run.
+    plan = _replicate(home, data, "cub", "nabirds", extra=("--dry-run",))
+    assert plan.returncode == 0, plan.stderr
+    for stage in ("extract-cub", "import-cub", "factorial-cub", "families-cub", "rescore-cub"):
+        assert f"{stage:<18} done" in plan.stdout, plan.stdout
+    assert "extract-nabirds    run" in plan.stdout and "tables             waiting" in plan.stdout, plan.stdout
     # Nothing the replication started is left running.
     leftover = subprocess.run(["pgrep", "-f", str(home)], capture_output=True, text=True)
     assert leftover.stdout.strip() == "", leftover.stdout

@@ -37,6 +37,8 @@ def write_tables(
         index.append(f"- {table_id}: {title} ({frame.height} values)")
     for table_id, why in omitted.items():
         index.append(f"- {table_id}: omitted ({why})")
+        for suffix in FORMATS:  # written when the replication had that dataset: no longer what index.md says
+            (out / f"{table_id}.{suffix}").unlink(missing_ok=True)
     if not comparable:
         index.append("\nSmoke scale: the budgets are cut, so no value is comparable with the paper's.")
     path = out / INDEX

@@ -142,6 +142,11 @@ def assignment_list(values: Mapping[str, Any]) -> list[str]:
     return [assignment(key, value) for key, value in values.items()]
 
 
+DEFAULT_STAGES_AT_ONCE = 2
+"""Stages a replication runs at the same time unless told (`--stages-at-once`): the store's stages run one
+after another whatever this says, so two lets an extraction run beside them, which is what overlaps."""
+
+
 def paper_stages(datasets: frozenset[str]) -> list[Stage]:
     """The stage graph for the datasets given (a non-empty subset of {cub, nabirds})."""
     if not datasets or not datasets <= set(DATASETS):
@@ -152,8 +157,8 @@ def paper_stages(datasets: frozenset[str]) -> list[Stage]:
     study_stages: list[str] = []
     if CUB in datasets:
         stages += [
-            Stage("extract-cub", (), ("cub_images", "weights", "model", "seed")),
-            Stage("taxonomy-cub", (), ("cub_labels", "taxonomy_source")),
+            Stage("extract-cub", (), ("cub_images", "weights", "model", "seed"), store=False),
+            Stage("taxonomy-cub", (), ("cub_labels", "taxonomy_source"), store=False),
             Stage("import-cub", ("extract-cub", "taxonomy-cub"), ()),
             Stage("factorial-cub", ("import-cub",), ("scale", plan_key("factorial-cub"))),
             Stage("families-cub", ("import-cub",), ("scale", plan_key("families-cub"))),
@@ -163,7 +168,7 @@ def paper_stages(datasets: frozenset[str]) -> list[Stage]:
         study_stages += ["factorial-cub", "families-cub", "baselines-cub", "rescore-cub"]
     if NABIRDS in datasets:
         stages += [
-            Stage("extract-nabirds", (), ("nabirds_images", "weights", "model", "seed")),
+            Stage("extract-nabirds", (), ("nabirds_images", "weights", "model", "seed"), store=False),
             Stage("import-nabirds", ("extract-nabirds",), ("nabirds_hierarchy",)),
             Stage("factorial-nabirds", ("import-nabirds",), ("scale", plan_key("factorial-nabirds"))),
             Stage("families-nabirds", ("import-nabirds",), ("scale", plan_key("families-nabirds"))),
@@ -171,9 +176,9 @@ def paper_stages(datasets: frozenset[str]) -> list[Stage]:
         ]
         study_stages += ["factorial-nabirds", "families-nabirds", "baselines-nabirds"]
     stages += [
-        Stage(TABLES_STAGE, tuple(study_stages), ("scale", "paper_values")),
+        Stage(TABLES_STAGE, tuple(study_stages), ("scale", "paper_values"), derived=True),
         # The report reads each factorial's study, so those are its inputs beside the tables.
-        Stage(REPORT_STAGE, (TABLES_STAGE, *factorial_stages(datasets)), ()),
+        Stage(REPORT_STAGE, (TABLES_STAGE, *factorial_stages(datasets)), (), derived=True),
     ]
     return stages
 

@@ -40,6 +40,14 @@ class Stage:
     """Upstream stages whose recorded outputs are this stage's inputs."""
     inputs: tuple[str, ...] = ()
     """Names of external inputs (content hashes the caller computes) this stage reads."""
+    store: bool = True
+    """Whether the stage opens the store (its commands write it, or it reads it). The store has one writer
+    at a time, so such stages run one after another; the others (an extraction, a taxonomy file) run
+    beside them."""
+    derived: bool = False
+    """Whether the stage only reshapes what is already in the store into its own files, in seconds (the
+    tables, the report): one whose key changed is run again at once instead of being kept as stale, since
+    that costs nothing a user would want to keep (a dataset added to a replication gets its tables)."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +145,8 @@ def plan(
             decision = Decision.RUN
         elif record.input_key == key:
             decision = Decision.DONE
+        elif stage.derived:
+            decision = Decision.RUN
         else:
             decision = Decision.STALE
         if decision in (Decision.DONE, Decision.STALE):
@@ -147,8 +157,11 @@ def plan(
 
 
 def runnable(planned: Iterable[Planned]) -> list[Planned]:
-    """The stages that can start now: decided RUN with all their inputs present."""
-    return [p for p in planned if p.decision == Decision.RUN]
+    """The stages that can start now, decided RUN with all their inputs present: those that open the store
+    first (the store's one lane is what the whole replication waits on), then the others, each group in
+    dependency order."""
+    ready = [p for p in planned if p.decision == Decision.RUN]
+    return [p for p in ready if p.stage.store] + [p for p in ready if not p.stage.store]
 
 
 def estimate_seconds(planned: Iterable[Planned], per_stage: Mapping[str, float]) -> float:
