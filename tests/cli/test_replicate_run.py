@@ -142,3 +142,22 @@ def test_killed_during_extraction_a_factorial_and_the_tables_ends_with_identical
     # Nothing the replication started is left running.
     leftover = subprocess.run(["pgrep", "-f", str(home)], capture_output=True, text=True)
     assert leftover.stdout.strip() == "", leftover.stdout
+
+
+def test_a_failed_stage_stops_the_extraction_running_beside_it(data, tmp_path):
+    # A checklist that lacks one CUB species: `taxonomy build-cub` refuses it while `extract` runs beside it.
+    base = tmp_path / "data"
+    base.mkdir()
+    (base / "CUB_200_2011").symlink_to(data / "CUB_200_2011")
+    (base / "tiny-dinov2.json").write_bytes((data / "tiny-dinov2.json").read_bytes())
+    lines = (data / "checklist.csv").read_text().splitlines(keepends=True)
+    (base / "checklist.csv").write_text("".join(lines[:-1]))
+    home = tmp_path / "home"
+    failed = _replicate(home, base, "cub")
+    assert failed.returncode == 2, failed.stdout + failed.stderr
+    assert "stage taxonomy-cub failed" in failed.stderr and "Traceback" not in failed.stderr, failed.stderr
+    log = (home / "replications" / "tiny-dinov2-smoke-seed0" / "logs" / "extract-cub.log").read_text()
+    assert "$ hierconsole extract" in log  # it had started, and was stopped rather than waited for
+    assert not (home / "replications" / "tiny-dinov2-smoke-seed0" / "features" / "cub.npz").exists()
+    leftover = subprocess.run(["pgrep", "-f", str(home)], capture_output=True, text=True)
+    assert leftover.stdout.strip() == "", leftover.stdout
