@@ -168,3 +168,13 @@ def test_paper_comparison_sets_each_value_beside_the_published_one():
         paper_comparison(
             "S11", CUB_S11, {k: v for k, v in measured.items() if k != "interaction"}, comparable=True
         )
+
+
+def test_each_datasets_registered_aggregation_is_its_factorial_presets():
+    from hierconsole.config.files import load_preset
+    from hierconsole.study.analysis.paper_datasets import DATASETS, REGISTERED
+    from hierconsole.study.run.paper_stages import STAGE_RUNS
+
+    for dataset in DATASETS:
+        (run,) = STAGE_RUNS[f"factorial-{dataset}"]
+        assert load_preset(run.preset).evaluation.aggregation == REGISTERED[dataset], dataset

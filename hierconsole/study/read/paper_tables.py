@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from hierconsole.study.analysis.paper_datasets import CUB, DATASETS, REGISTERED
 from hierconsole.study.analysis.paper_tables import PAPER_TABLES, paper_long
 from hierconsole.study.analysis.statistics import mean_sd
 from hierconsole.study.db.catalog import get_dataset
@@ -58,8 +59,6 @@ Published = Callable[[str, str, str, str], float | None]
 """(table, dataset, row, column) -> the paper's value, or None where the paper has none."""
 
 
-REGISTERED = {"cub": "micro", "nabirds": "macro"}
-"""Each dataset's registered aggregation in the paper (S2): the one its factorial tables report."""
 _REGISTERED_ONLY = ("main-1", "sec-5.2", "S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8")
 
 _MEMBER_TABLES = ("main-2", "S9", "S10")
@@ -256,7 +255,7 @@ def _each(table_id: str, title: str, kind: str, run: str, rows: Rows) -> TableSp
     """A table over every dataset's `<kind>-<dataset>` stage that ran."""
 
     def build(store: Store, outputs: Mapping[str, Mapping[str, str]]) -> Iterator[Row]:
-        for dataset in ("cub", "nabirds"):
+        for dataset in DATASETS:
             stage = f"{kind}-{dataset}"
             if stage in outputs:
                 yield from rows(store, dataset, outputs[stage][run])
@@ -266,7 +265,7 @@ def _each(table_id: str, title: str, kind: str, run: str, rows: Rows) -> TableSp
 
 def _rescored(store: Store, outputs: Mapping[str, Mapping[str, str]]) -> Iterator[Row]:
     study_id, _, aggregation = outputs["rescore-cub"]["rescored"].rpartition(":")
-    yield from _effect_rows(store, "cub", study_id, aggregation)
+    yield from _effect_rows(store, CUB, study_id, aggregation)
 
 
 _FACTORIAL = ("factorial", "factorial")

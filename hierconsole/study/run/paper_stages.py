@@ -19,11 +19,10 @@ from types import MappingProxyType
 from typing import Any
 
 from hierconsole.config.preset import ExpectedConfig
+from hierconsole.study.analysis.paper_datasets import CUB, DATASETS, NABIRDS
 from hierconsole.study.run.stage_graph import Stage
 
-CUB = "cub"
-NABIRDS = "nabirds"
-DATASETS = (CUB, NABIRDS)
+__all__ = ["CUB", "DATASETS", "NABIRDS"]  # with the names below: the datasets are the stages' vocabulary
 
 SMOKE = "smoke"
 PAPER = "paper"
