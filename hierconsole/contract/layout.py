@@ -42,5 +42,10 @@ def candidate_model(cell: CellSpec, epoch: int) -> str:
     return f"candidate-{cell.key}-e{epoch}.pt"
 
 
+def candidate_models(cell: CellSpec) -> str:
+    """The glob of every candidate model of a cell (``candidate_model`` at any epoch)."""
+    return f"candidate-{cell.key}-e*.pt"
+
+
 def spec_path(job_folder: Path) -> Path:
     return job_folder / SPEC

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections import defaultdict
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -92,6 +93,16 @@ def test_one_duration_per_arm_is_the_seed_mean_argmax(study):
         assert m.weights.endswith(f"/candidate-{m.cell.key}-e{stored[m.cell.key][0]}.pt")
     assert audit[0] is True, audit[1]
     assert "one duration per arm from the seed-mean validation hier_mAP" in audit[1]
+    # The lock deleted the candidates at every other epoch; the lock hash over the kept ones still holds.
+    for m in spec.models:
+        folder = (home / m.weights).parent  # stored relative to the home (a relocatable home)
+        assert folder.is_dir(), folder
+        kept = sorted(p.name for p in folder.glob(f"candidate-{m.cell.key}-e*.pt"))
+        assert kept == [f"candidate-{m.cell.key}-e{stored[m.cell.key][0]}.pt"], kept
+    with Store(home, read_only=True) as store:
+        assert store.value(
+            "SELECT ok FROM audits WHERE study_id = ? AND check_name = 'lock_hash_matches'", [study_id]
+        ) is True
 
 
 def test_the_durations_are_shown_by_runs_audit_and_export(study, tmp_path):

@@ -19,11 +19,11 @@ import numpy as np
 
 from hierconsole.config.preset import TUNE, Preset
 from hierconsole.contract import layout
-from hierconsole.contract.jobspec import JobSpec
+from hierconsole.contract.jobspec import CellSpec, JobSpec
 from hierconsole.datasets import FeatureSet
 from hierconsole.datasets.splits import Split, strict_valid_counts
 from hierconsole.errors import HierconsoleError, SealError
-from hierconsole.locations import relative, resolve, study_dir
+from hierconsole.locations import job_dir, relative, resolve, study_dir
 from hierconsole.study.analysis.audits import run_audits
 from hierconsole.study.analysis.durations import Duration, arm_durations, stored_durations
 from hierconsole.study.analysis.lock import lock_digest
@@ -335,7 +335,27 @@ def lock_study(store: Store, study_id: str) -> str:
 
     store.write(write)
     store.request_backup()  # the state every later result depends on: a copy of it is kept
+    if durations:
+        _prune_candidates(store, study_id, {arm: d.epoch for arm, d in durations.items()})
     return digest
+
+
+def _prune_candidates(store: Store, study_id: str, durations: dict[str, int]) -> None:
+    """Delete each final run's candidate models at the epochs its arm was not frozen at: once the lock is
+    written nothing reads them (test scores the frozen epoch's, the lock hash covers only those, the
+    validation curves are in the store), and at the paper's sizes they are most of a study's disk (about
+    1.5 GB for the semantic control). Done after the lock's write, so a lock that failed deletes nothing
+    (a kill midway leaves some of them: harmless, only disk)."""
+    for job_id, arm in store.rows(
+        "SELECT DISTINCT job_id, arm FROM runs WHERE study_id = ? AND kind = ?", [study_id, JobKind.FINAL]
+    ):
+        if arm not in durations:
+            continue
+        cell = CellSpec.of(arm)
+        keep = layout.candidate_model(cell, durations[arm])
+        for path in job_dir(store.home, job_id).glob(layout.candidate_models(cell)):
+            if path.name != keep:
+                path.unlink(missing_ok=True)
 
 
 def seal_for_scoring(store: Store, study_id: str, *, rescore: Aggregation | None = None) -> JobSpec:
