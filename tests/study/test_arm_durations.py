@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 from collections import defaultdict
-from pathlib import Path
 
 import duckdb
 import pytest
