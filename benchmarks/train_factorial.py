@@ -154,7 +154,12 @@ STEP_PARTS = ("dropout draws", "forward (2 layers)", "heads + losses (closed for
 
 
 def step_breakdown(x: torch.Tensor, y: torch.Tensor, h, threads: int, steps: int = 120) -> dict[str, float]:
-    """Median milliseconds of each part of BatchedCells.step (the same calls, timed one by one)."""
+    """Median milliseconds of each part of BatchedCells.step (the same calls, timed one by one).
+
+    At one thread the clock is the thread's CPU time, which a loaded machine's preemptions do not
+    inflate (the wall clock does, by whole time slices); with more threads it is the wall clock.
+    """
+    clock = time.thread_time if threads == 1 else time.perf_counter
     from hierconsole.engine.batched import BatchedCells, _FusedLoss, cell_noise, clip_per_cell_
     from hierconsole.engine.trainer import CellRng
 
@@ -170,25 +175,33 @@ def step_breakdown(x: torch.Tensor, y: torch.Tensor, h, threads: int, steps: int
     for it in range(steps + 20):
         idx = torch.randint(0, x.shape[0], (tr.batch_size,), generator=gen)
         xb, yb = x[idx], y[idx]
-        t = [time.perf_counter()]
+        t = [clock()]
         noise = cell_noise(rngs, tr.batch_size, tr.hidden, tr.dropout, xb.dtype, xb.device)
-        t.append(time.perf_counter())
+        t.append(clock())
         raw = bc.net(xb, noise)
-        t.append(time.perf_counter())
+        t.append(clock())
         loss = _FusedLoss.apply(raw, bc, yb, None)
-        t.append(time.perf_counter())
+        t.append(clock())
         bc.optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()
-        t.append(time.perf_counter())
+        t.append(clock())
         clip_per_cell_(bc.params, tr.grad_clip)
-        t.append(time.perf_counter())
+        t.append(clock())
         bc.optimizer.step()
-        t.append(time.perf_counter())
+        t.append(clock())
         if it >= 20:  # warm-up steps untimed
             for name, a, b in zip(STEP_PARTS, t, t[1:], strict=False):
                 parts[name].append((b - a) * 1e3)
             parts["whole step"].append((t[-1] - t[0]) * 1e3)
-    return {k: median(v) for k, v in parts.items()}
+    gemm = GemmOnly(46, x.shape[1], h, bc.n_cells)
+    rounds = []
+    for _ in range(5):  # the same products at the same shapes, on the same clock
+        t0 = clock()
+        gemm.epoch()
+        rounds.append((clock() - t0) / gemm.steps * 1e3)
+    out = {k: median(v) for k, v in parts.items()}
+    out["GEMMs alone"] = median(rounds)
+    return out
 
 
 # -- timing --------------------------------------------------------------------------------------------
@@ -338,9 +351,12 @@ def main(argv: list[str] | None = None) -> int:
             parts = step_breakdown(
                 torch.from_numpy(fs.features[train]), torch.from_numpy(fs.labels[train]), hyper(1), threads
             )
-            whole, gemm_step = parts.pop("whole step"), gemm / (n_train // 128) * 1e3
-            print(f"  one batched step, median of 120, {threads} thread(s): {whole:.2f} ms "
-                  f"(GEMMs alone {gemm_step:.2f} ms)")
+            whole, gemm_step = parts.pop("whole step"), parts.pop("GEMMs alone")
+            clock = "thread CPU time" if threads == 1 else "wall clock"
+            print(
+                f"  one batched step, median of 120, {threads} thread(s), {clock}: {whole:.2f} ms; "
+                f"its GEMMs alone {gemm_step:.2f} ms = {gemm_step / whole:.1%} of the step"
+            )
             for name, ms in parts.items():
                 print(f"    {name:<30} {ms:6.2f} ms  {ms / whole:6.1%}")
             print()
