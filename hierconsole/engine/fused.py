@@ -14,6 +14,7 @@ summed cell losses with respect to ``*``. Each function returns its value and a 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -110,6 +111,14 @@ def poincare_embed(t: Tensor, c: float, r: float) -> tuple[Tensor, Back]:
 def offdiag_mask(n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
     """[n, n] float mask: 1 off the diagonal, 0 on it (float masks multiply faster than bools select)."""
     return 1.0 - torch.eye(n, dtype=dtype, device=device)
+
+
+@functools.lru_cache(maxsize=16)
+def _diagonal_masks(n: int, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor]:
+    # offdiag_mask and its -inf counterpart, built once per batch size rather than once per step (every
+    # step of a job has the same batch size). Shared: nothing may write into them.
+    offdiag = offdiag_mask(n, dtype, device)
+    return offdiag, torch.zeros_like(offdiag).fill_diagonal_(float("-inf"))
 
 
 def _slope_mask(d_pre: Tensor, above_floor: Tensor, offdiag: Tensor, clip_max: float) -> Tensor:
@@ -222,7 +231,7 @@ class BatchTargets:
         SupCon skips levels without an anchor, a decision taken on the host; ``host_labels`` (a CPU copy
         of ``labels``) lets an accelerator take it without waiting for the device.
         """
-        offdiag = offdiag_mask(labels.shape[0], dtype, labels.device)
+        offdiag, minus_inf = _diagonal_masks(labels.shape[0], dtype, labels.device)
         # The strict masks (leaf mask with its diagonal) are also the relations of losses.relation_codes:
         # c where the leaves agree, else m where the middles do, else h where the highs do, else o.
         positives = strict_masks(labels, labels)
@@ -253,7 +262,6 @@ class BatchTargets:
                     weight = term if weight is None else weight + term
                 assert weight is not None
                 row = weight.sum(-1)
-        minus_inf = torch.zeros_like(offdiag).fill_diagonal_(float("-inf"))
         return cls(labels, offdiag, minus_inf, reg, weight, row, lw)
 
 
@@ -281,7 +289,8 @@ def supcon_value_grad(d: Tensor, tau: Tensor, tg: BatchTargets) -> tuple[Tensor,
         raise NoPositivePairsError("no strict positive pair in this minibatch")  # pragma: no cover
     tau = tau.view(-1, 1, 1)
     # -inf on the diagonal takes self out of the denominator (exp gives exactly 0); d is finite.
-    logits = (-d / tau).add_(tg.diagonal_minus_inf)
+    # d / (-tau) is -d / tau exactly (division is sign-symmetric), one [k, B, B] pass fewer.
+    logits = torch.div(d, tau.neg()).add_(tg.diagonal_minus_inf)
     log_prob = logits - torch.logsumexp(logits, dim=-1, keepdim=True)
     prob = log_prob.exp()  # exactly 0 on the diagonal
     loss = -(tg.supcon_weight * torch.nan_to_num(log_prob, neginf=0.0)).sum((-1, -2))

@@ -118,8 +118,8 @@ def test_dropout_masks_are_the_reference_masks_and_differ_between_cells():
     drop = nn.Dropout(0.3)
     for _ in range(3):  # the streams advance identically from draw to draw
         noise = cell_noise(batched_rngs, 16, 10, 0.3, F64, cpu)
-        assert noise is not None and noise.shape == (16, 40)
-        blocks = noise.split(10, dim=1)
+        assert noise is not None and noise.shape == (4, 16, 10)
+        blocks = noise.unbind(0)
         for rng, block in zip(reference_rngs, blocks, strict=True):
             x = torch.rand(16, 10, dtype=F64) + 0.5
             with rng.active():
