@@ -875,9 +875,9 @@ def check_finals_from_scratch(store: Store, study_id: str) -> Check:
         shared = f"; seed {seed} starts from the tuning candidates' fresh state {fresh[:12]}"
         if hier is not None:
             shared += f" ({HIER_STYLE} from its own head's: {HIER_AUTHORS_EXEMPT})"
-    own = "" if hier is None else f", {HIER_STYLE} {n // hier.batch_size} (authors' recipe)"
+    hier_rate = "" if hier is None else f", {HIER_STYLE} {n // hier.batch_size} (authors' recipe)"
     summary = (
-        f"{len(finals)} final cells trained epochs 1 to {t.epochs} from zero updates ({per_epoch} per epoch{own})"
+        f"{len(finals)} final cells trained epochs 1 to {t.epochs} from zero updates ({per_epoch} per epoch{hier_rate})"
         f"{shared}"
     )
     return Check(name, not bad, _evidence(summary, bad))
