@@ -163,6 +163,13 @@ DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
 """`auto` picks cuda, then mps, then cpu."""
 OPTIMIZERS: tuple[str, ...] = ("adamw",)
 LR_SCHEDULES: tuple[str, ...] = ("constant",)
+HIER_AUTHORS, HIER_MATCHED = "authors", "matched"
+HIER_RECIPES: tuple[str, ...] = (HIER_AUTHORS, HIER_MATCHED)
+"""How the HIER-style arm trains: the authors' recipe (class-balanced batches, their linear head and
+optimiser settings; its own batch order and parameter count, so the cells' init, batch-order and
+parameter audits do not apply to it) or matched to the protocol (the cells' MLP, learning rate, batches)."""
+HIER_AUTHORS_EXEMPT = "not applicable: authors' recipe"
+"""How an audit that compares the cells names the HIER-style arm it leaves out under the authors' recipe."""
 SPLIT_PROTOCOLS: tuple[str, ...] = ("official", "hierarchy_disjoint")
 SPLIT_IMAGES: tuple[str, ...] = ("all", "official")
 """Which images a hierarchy-disjoint part takes from its groups: every one, or the official split's

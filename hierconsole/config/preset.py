@@ -43,7 +43,9 @@ from hierconsole.vocabulary import (
     DEVICES,
     EUCLIDEAN,
     GEOMETRIES,
+    HIER_AUTHORS,
     HIER_METRIC,
+    HIER_RECIPES,
     LEVELS,
     LR_SCHEDULES,
     MAP,
@@ -231,8 +233,31 @@ class EvaluationConfig:
 class HierConfig:
     """The HIER-style baseline (Kim, Jeong, Kwak, CVPR 2023): Proxy-Anchor on leaf labels plus HIER's
     hierarchical regularisation with learnable hyperbolic proxies. Defaults are those of the authors'
-    public code and DINO/CUB script (hier/train.py, hier/losses.py, scripts/DINO/hier_CUB.sh)."""
+    public code and DINO/CUB script (hier/train.py, hier/losses.py, hier/sampler.py, hier/utils.py,
+    scripts/DINO/hier_CUB.sh).
 
+    ``recipe = "authors"`` trains it as that script does on the frozen features: class-balanced batches of
+    ``batch_size`` images, ``per_class`` of each class (their UniqueClassSampler, 2 GPUs x 90), their head
+    (LayerNorm without affine, Linear to ``embedding``, orthogonal init) and AdamW at ``lr`` with weight
+    decay ``weight_decay`` and eps ``adam_eps`` on every group, every gradient clamped element-wise at
+    ``grad_value_clip``, a constant learning rate. Their one-epoch warm-up holds only the backbone's
+    learning rate at 0, and the backbone is frozen here, so it has no option. ``recipe = "matched"`` is the
+    protocol-matched variant: the cells' MLP, learning rate, batch size, clip and batch order."""
+
+    recipe: str = option(
+        Choice(*HIER_RECIPES),
+        HIER_AUTHORS,
+        doc="authors (their sampler, head and optimiser; its own batches and parameter count) or matched "
+        "(the cells' MLP, learning rate, batches and clip, so the cells' audits hold for it)",
+    )
+    batch_size: int = option(
+        _COUNT, 180, doc="recipe = authors: images per batch (their 90 per GPU on 2 GPUs); drop_last"
+    )
+    per_class: int = option(_COUNT, 2, doc="recipe = authors: images of each sampled class per batch (IPC)")
+    embedding: int = option(_COUNT, 128, doc="recipe = authors: width of their linear head (emb)")
+    lr: float = option(_POSITIVE, 5e-6, doc="recipe = authors: learning rate of the head (lr x batch / 180)")
+    weight_decay: float = option(Number(ge=0), 1e-2, doc="recipe = authors: AdamW weight decay of every group")
+    adam_eps: float = option(_POSITIVE, 1e-4, doc="recipe = authors: AdamW eps (theirs under use_fp16)")
     proxies: int = option(_COUNT, 512, doc="learnable hyperbolic proxies of the HIER term (num_hproxies)")
     c: float = option(CURVATURE, 0.1, doc="curvature of HIER's Poincaré ball (hyp_c); also its ranking geometry")
     clip_r: float = option(_POSITIVE, 2.3, doc="feature clipping radius before expmap0 (clip_r)")
@@ -249,7 +274,10 @@ class HierConfig:
     )
     hproxy_lr: float = option(_POSITIVE, 2.5e-4, doc="learning rate of the hyperbolic proxies (HIER: 50 x 5e-6)")
     grad_value_clip: float = option(
-        _POSITIVE, 10.0, doc="element-wise gradient clamp of the proxies (HIER's clip_gradients_value)"
+        _POSITIVE,
+        10.0,
+        doc="element-wise gradient clamp of the proxies, and under recipe = authors of the head too "
+        "(HIER's clip_gradients_value)",
     )
 
 
@@ -640,6 +668,12 @@ def _cross_check(parts: dict[str, Any], problems: list[str]) -> None:
         problems.append(
             f"training.level_weights = {show(list(training.level_weights))}: all zero; "
             "expected at least one weight > 0"
+        )
+    hier: HierConfig = parts["baselines"].hier
+    if hier.recipe == HIER_AUTHORS and hier.batch_size % hier.per_class:
+        problems.append(
+            f"baselines.hier.batch_size = {hier.batch_size}: not a multiple of baselines.hier.per_class = "
+            f"{hier.per_class}; a class-balanced batch holds per_class images of each of its classes"
         )
     tuning = parts["temperature"].tuning
     supcon_geometries = {g for g in GEOMETRIES if arm_name(g, SUPCON) in training.cells}

@@ -16,11 +16,12 @@ After Kim, Jeong and Kwak, "HIER: Metric learning beyond class labels via hierar
   than to the triplet's, and k the reverse, by a margin, wherever the two ancestors differ. The same term is
   applied among the proxies themselves (their reciprocal neighbours, no labels).
 
-Differences from the authors' setting, forced by this study's protocol: the backbone stays frozen (only the
-projector and the proxies train), the projector is the cells' MLP and trains at the study's learning rate,
-batch size, gradient clip and batch order (so the same init/batch/budget audits hold), and the class-balanced
-sampler is replaced by that shared batch order. An anchor never draws itself as a negative (HIER's code can).
-No taxonomy is used: only the leaf label.
+Two recipes train it (``HierConfig.recipe``). ``authors`` is their sampler, head and optimiser
+(engine.hier_recipe). ``matched`` departs from their setting to fit this study's protocol: the projector is
+the cells' MLP and trains at the study's learning rate, batch size, gradient clip and batch order (so the same
+init/batch/budget audits hold; ``hier_optimizer`` below), and the class-balanced sampler is replaced by that
+shared batch order. Under both the backbone stays frozen (only the head and the proxies train), an anchor
+never draws itself as a negative (HIER's code can), and no taxonomy is used: only the leaf label.
 
 Randomness (triplet draws, proxy initialisation, and the seeds of each step's Gumbel noise streams) comes
 from torch generators seeded from the job's seed and kept in the checkpoint, so a run is a function of its

@@ -45,12 +45,14 @@ from hierconsole.engine.determinism import (
     state_sha256,
 )
 from hierconsole.engine.geometry import TRAIN_CLIP, Euclidean, Geometry, geometry_of
+from hierconsole.engine.hier_recipe import authors_head, authors_optimizer, balanced_batches, clamp_gradients_
 from hierconsole.engine.hier_style import HierObjective, hier_ball, hier_optimizer
 from hierconsole.engine.losses import regression_loss, taxonomy_supcon_loss
 from hierconsole.engine.optim import Stepper, learning_rate, make_optimizer, set_learning_rate
 from hierconsole.engine.projector import Projector, count_trainable
 from hierconsole.engine.retrieval import evaluate
 from hierconsole.vocabulary import (
+    HIER_AUTHORS,
     HIER_METRIC,
     HIER_STYLE_LOSS,
     MAP,
@@ -133,14 +135,25 @@ def cell_geometry(cell: CellSpec, poincare: PoincareConfig, hier: HierConfig | N
     return geometry_of(cell.geometry, poincare)
 
 
+def authors_recipe(cell: CellSpec, hier: HierConfig | None) -> bool:
+    """Whether ``cell`` is the HIER-style arm trained by the authors' recipe (engine.hier_recipe)."""
+    return cell.loss == HIER_STYLE_LOSS and hier is not None and hier.recipe == HIER_AUTHORS
+
+
 def build_projector(
     in_dim: int,
     cell: CellSpec,
     training: TrainingConfig,
     poincare: PoincareConfig,
     hier: HierConfig | None = None,
+    seed: int = 0,
 ) -> Projector:
+    """A cell's model. ``seed`` draws the initial weights of the authors' HIER head (the cells' initial
+    state is loaded over theirs instead, ``initial_state``); a model about to load saved weights needs none."""
     geometry = cell_geometry(cell, poincare, hier)
+    if authors_recipe(cell, hier):
+        assert hier is not None
+        return authors_head(in_dim, geometry, hier, seed)
     return Projector(
         in_dim, geometry, hidden=training.hidden, out_dim=training.out_dim, dropout=training.dropout
     )
@@ -223,6 +236,11 @@ class Cell:
     history: list[float] = field(default_factory=list)
     objective: HierObjective | None = None
     """The HIER-style cell's loss and its proxies; None for a factorial cell."""
+    own_batches: bool = False
+    """The HIER-style cell under the authors' recipe: it trains on its own class-balanced batches after the
+    cells' epoch (their batch order and update count are not its), at its own constant learning rate."""
+    batches: int = 0
+    """Batches per epoch this cell takes (its epoch loss is their mean)."""
     stack: int | None = None
     """The cell's index in the batched stack when the stacked engine steps it; None when it has its own
     model (the per-cell path, and the HIER-style cell on either path)."""
@@ -308,11 +326,19 @@ class FactorialTrainer:
         init = initial_state(self.spec.seed, self.in_dim, training)
         cells = []
         for cs in self.spec.cells:
-            model = build_projector(self.in_dim, cs, training, self.poincare, self.hier)
+            model = build_projector(self.in_dim, cs, training, self.poincare, self.hier, self.spec.seed)
             model = model.to(self.device, self.dtype)
+            rng = CellRng(self.device, derive_seed(self.spec.seed, "dropout", cs.key))
+            if authors_recipe(cs, self.hier):
+                # Its own head, init, optimiser and batches (engine.hier_recipe); the cells' state is not its.
+                objective = HierObjective(
+                    self.hier, self.n_leaves, self.hier.embedding, self.spec.seed, hier_ball(self.hier)
+                ).to(self.device, self.dtype)
+                optimizer = authors_optimizer(model, objective, self.hier)
+                cells.append(Cell(cs, model, optimizer, rng, objective=objective, own_batches=True))
+                continue
             missing, unexpected = model.load_state_dict(init, strict=False)
             assert not unexpected and all(k.startswith("geometry.") for k in missing), (missing, unexpected)
-            rng = CellRng(self.device, derive_seed(self.spec.seed, "dropout", cs.key))
             if cs.loss == HIER_STYLE_LOSS:
                 # Never stacked: its loss and proxies are its own (engine.hier_style); it keeps its own model.
                 objective = HierObjective(
@@ -418,8 +444,9 @@ class FactorialTrainer:
                     host_y = self.labels_cpu[idx_cpu] if self.device.type != "cpu" else None
                     self._step_batched([c for c in cells if c.stack is not None], x, y, host_y)
                 for c in cells:
-                    if c.stack is None:
+                    if c.stack is None and not c.own_batches:
                         self._step(c, x, y)
+            self.own_batches_epoch(epoch, cells)
             self.end_epoch(ep, cells, gen)
         return self.finish(cells)
 
@@ -475,6 +502,13 @@ class FactorialTrainer:
         self.n_batches = n // bs if self.training.drop_last else -(-n // bs)
         if self.n_batches == 0:
             raise ValueError(f"{n} training samples cannot fill one batch of {bs} with drop_last")
+        for c in cells:
+            c.batches = n // self.hier.batch_size if c.own_batches else self.n_batches
+            if c.own_batches and c.batches == 0:
+                raise ValueError(
+                    f"{n} training samples cannot fill one class-balanced batch of baselines.hier.batch_size = "
+                    f"{self.hier.batch_size}"
+                )
         self._fault = _fault_point()
         return cells, gen, start_epoch
 
@@ -507,8 +541,27 @@ class FactorialTrainer:
         idx_cpu = ep.order_cpu[b * bs : (b + 1) * bs]
         idx_bytes = idx_cpu.numpy().tobytes()
         for c in cells:
-            c.batch_hash.update(idx_bytes)
+            if not c.own_batches:
+                c.batch_hash.update(idx_bytes)
         return idx, idx_cpu
+
+    def own_batches_epoch(self, epoch: int, cells: list[Cell]) -> None:
+        """One epoch of every cell with its own batches (the authors' HIER recipe): class-balanced batches
+        of the training rows, a function of (seed, epoch), so a resumed epoch draws the same ones."""
+        mine = [c for c in cells if c.own_batches]
+        if not mine:
+            return
+        leaf = self.labels_cpu[self.train_idx_cpu, 0].numpy()
+        batches = balanced_batches(leaf, self.hier.batch_size, self.hier.per_class, self.spec.seed, epoch)
+        for positions in batches:
+            if self.should_stop():
+                raise Cancelled(f"stopped in epoch {epoch}")
+            idx_cpu = self.train_idx_cpu[torch.from_numpy(positions)]
+            idx = idx_cpu.to(self.device)
+            x, y = self.features[idx], self.labels[idx]
+            for c in mine:
+                c.batch_hash.update(idx_cpu.numpy().tobytes())
+                self._step(c, x, y)
 
     def end_epoch(
         self, ep: EpochOrder, cells: list[Cell], gen: torch.Generator, seconds: float | None = None
@@ -524,7 +577,7 @@ class FactorialTrainer:
             stacked_sums[c.stack] if c.stack is not None else float(cast(torch.Tensor, c.loss_sum)) for c in cells
         ]
         for c, total in zip(cells, sums, strict=True):
-            loss = total / self.n_batches
+            loss = total / c.batches
             c.history.append(loss)
             self.emit(
                 events.Epoch(
@@ -549,7 +602,8 @@ class FactorialTrainer:
         """Set the epoch's learning rate under the preset's schedule (a constant one never changes it)."""
         lr = learning_rate(self.training, epoch, epochs)
         optimizers: list[Stepper | None] = [self.batched.optimizer] if self.batched is not None else []
-        optimizers += [c.optimizer for c in cells if c.stack is None]
+        # The authors' HIER recipe keeps its own constant learning rates.
+        optimizers += [c.optimizer for c in cells if c.stack is None and not c.own_batches]
         for opt in optimizers:
             assert opt is not None
             set_learning_rate(opt, lr)
@@ -579,12 +633,17 @@ class FactorialTrainer:
             loss = cell_loss(c.spec, dist, y, training)
         c.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        # The projector is clipped like every cell's; the proxies as HIER clips them (element-wise).
-        torch.nn.utils.clip_grad_norm_(
-            [p for p in c.model.parameters() if p.requires_grad], training.grad_clip
-        )
-        if c.objective is not None:
-            c.objective.clip_gradients_()
+        if c.own_batches:
+            # The authors' recipe clamps every gradient element-wise, the head's and the proxies' alike.
+            assert c.objective is not None
+            clamp_gradients_((c.model, c.objective), c.objective.config.grad_value_clip)
+        else:
+            # The projector is clipped like every cell's; the proxies as HIER clips them (element-wise).
+            torch.nn.utils.clip_grad_norm_(
+                [p for p in c.model.parameters() if p.requires_grad], training.grad_clip
+            )
+            if c.objective is not None:
+                c.objective.clip_gradients_()
         c.optimizer.step()
         c.updates += 1
         assert c.loss_sum is not None  # set at the start of the epoch

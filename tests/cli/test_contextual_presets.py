@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from hierconsole.config import load_preset
-from hierconsole.vocabulary import EUCLIDEAN, REGRESSION, SUPCON, arm_name
+from hierconsole.vocabulary import EUCLIDEAN, HIER_AUTHORS, REGRESSION, SUPCON, arm_name
 from tests.datasets.conftest import CUB_CLASSES, CUB_TAXONOMY, NABIRDS_CLASSES, NABIRDS_EDGES, NABIRDS_LEAVES
 from tests.stores.real import cli
 
@@ -25,7 +25,7 @@ SMOKE = [
     "--set", "expected=none", "--set", "evaluation.n_query=8", "--set", "compute.device=cpu",
     "--set", "training.batch_size=16", "--set", "training.hidden=16", "--set", "training.out_dim=8",
     "--set", "baselines.hier.proxies=8", "--set", "baselines.hier.triplets_per_anchor=3",
-    "--set", "baselines.hier.topk=3",
+    "--set", "baselines.hier.topk=3", "--set", "baselines.hier.batch_size=8",
 ]  # fmt: skip
 PRESETS = {
     # preset: (the cell it trains, its dataset's import)
@@ -96,6 +96,7 @@ def test_the_contextual_presets_validate_and_keep_the_protocol(name):
     assert preset.split.protocol == "official"
     assert preset.cells == (PRESETS[name],)
     assert preset.evaluation.baselines == ("frozen", "hier")
+    assert preset.baselines.hier.recipe == HIER_AUTHORS  # the paper reports the authors' HIER
     assert preset.training.out_dim == 32 and preset.training.epochs == 100
     assert preset.tuned_geometries == ()
     expected = preset.expected.declared()
@@ -139,3 +140,9 @@ def test_each_contextual_preset_runs_on_data_of_its_layout(tmp_path, name):
     }
     assert cells["train"] == str(n_leaves * TRAIN) and cells["test"] == str(n_leaves * TEST)
     assert cells["development"] == str(n_leaves * TRAIN)
+    # The authors' class-balanced batch of 180 cannot be filled by this smoke data: refused, with the fit.
+    smoke = SMOKE[:-2]  # without its baselines.hier.batch_size
+    refused = cli(home, "run", name, *smoke, "--dry-run", columns=200)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    said = refused.stdout + refused.stderr
+    assert "baselines.hier.batch_size = 180" in said and f"baselines.hier.batch_size={n_leaves * TRAIN // 2 * 2}" in said, said

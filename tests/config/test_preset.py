@@ -311,6 +311,8 @@ def test_unknown_table_is_an_error(tmp_path: Path) -> None:
         ("baselines.hier", "c = -0.1", "baselines.hier.c", ["-0.1", "a number > 0"]),
         ("baselines.hier", "hier_weight = -1", "baselines.hier.hier_weight", ["-1", "a number >= 0"]),
         ("baselines.hier", 'tau = "x"', "baselines.hier.tau", ['"x"', "a number > 0"]),
+        ("baselines.hier", 'recipe = "author"', "baselines.hier.recipe", ["'authors', 'matched'"]),
+        ("baselines.hier", "batch_size = 181", "baselines.hier.batch_size", ["not a multiple", "per_class = 2"]),
     ],
 )
 def test_bad_value_names_file_key_value_and_allowed(
@@ -578,6 +580,9 @@ def _mutations(d: dict) -> dict[str, dict]:
             set_path(new, path, value[:-1] if len(value) > 1 else ["E_R", "H_S"])
         elif path == "evaluation.baselines":
             set_path(new, path, value[:-1] if value else ["frozen"])
+        elif path == "baselines.hier.batch_size":
+            # A class-balanced batch stays a multiple of the images per class.
+            set_path(new, path, value + d["baselines"]["hier"]["per_class"])
         elif isinstance(value, bool):
             set_path(new, path, not value)
         elif value == "tune":
@@ -596,6 +601,7 @@ def _mutations(d: dict) -> dict[str, dict]:
                 "auto": "cpu",
                 "middle": "high",
                 "official": "hierarchy_disjoint",
+                "authors": "matched",
             }
             set_path(new, path, "some-dataset" if path == "data.dataset" else swaps.get(value, value + "x"))
         else:

@@ -39,8 +39,10 @@ from hierconsole.vocabulary import HIER_STYLE, HIER_STYLE_LOSS, POINCARE
 from .conftest import cells_for, make_spec, spec_preset
 
 HIER_CELL = CellSpec(HIER_STYLE, POINCARE, HIER_STYLE_LOSS)
-# Small HIER settings so a job takes seconds; the defaults are tested where they are defined.
+# Small HIER settings so a job takes seconds; the defaults are tested where they are defined. These tests
+# hold the protocol-matched recipe (the authors' recipe: tests/engine/test_hier_recipe.py).
 CHEAP = {
+    "baselines.hier.recipe": "matched",
     "baselines.hier.proxies": 12,
     "baselines.hier.triplets_per_anchor": 3,
     "baselines.hier.topk": 4,

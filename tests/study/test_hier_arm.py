@@ -1,4 +1,5 @@
-"""A study with the HIER-style baseline (evaluation.baselines = ["hier"]): a cell of each seed's final job,
+"""A study with the HIER-style baseline (evaluation.baselines = ["hier"]) under the protocol-matched recipe
+(the authors' recipe: tests/study/test_hier_authors_arm.py): a cell of each seed's final job,
 scored by the evaluation on the same Q/G perturbations in HIER's own ball, stored per seed, summarised
 with a SD, paired per seed in contrasts, and held to the same audits as the cells."""
 
@@ -48,6 +49,7 @@ def study(tmp_path_factory, tiny_fs):
             "evaluation.baselines": ["hier", "frozen"],
             "evaluation.qg_seeds": QG_SEEDS,
             "training.cells": ["E_R", "E_S"],
+            "baselines.hier.recipe": "matched",
             "baselines.hier.proxies": 12,
             "baselines.hier.triplets_per_anchor": 3,
             "baselines.hier.topk": 4,

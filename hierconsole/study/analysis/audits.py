@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hierconsole.config.preset import Preset
+from hierconsole.config.preset import HierConfig, Preset
 from hierconsole.contract import layout
 from hierconsole.contract.events import EventKind
 from hierconsole.contract.jobspec import JobSpec
@@ -29,6 +29,8 @@ from hierconsole.study.db.catalog import load_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.taxonomy import Taxonomy
 from hierconsole.vocabulary import (
+    HIER_AUTHORS,
+    HIER_AUTHORS_EXEMPT,
     HIER_STYLE,
     PCA,
     POINCARE,
@@ -54,6 +56,39 @@ class Check:
 def expected_trainable(in_dim: int, hidden: int, out_dim: int) -> int:
     """Linear(d, h) + BatchNorm1d(h) affine + Linear(h, o): 205,600 at d=768, h=256, o=32."""
     return in_dim * hidden + hidden + 2 * hidden + hidden * out_dim + out_dim
+
+
+def authors_head_trainable(in_dim: int, embedding: int) -> int:
+    """The authors' HIER head: LayerNorm without affine (none) + Linear(d, e): 98,432 at d=768, e=128."""
+    return in_dim * embedding + embedding
+
+
+EXEMPT_CHECKS: tuple[str, ...] = ("trainable_parameters", "same_init_within_seed", "same_batch_order")
+"""The cell-comparing audits that leave out the HIER-style arm under the authors' recipe (its own head,
+init and class-balanced batches); `hier_authors_recipe` checks that arm against its own recipe instead."""
+
+
+def _authors_hier(store: Store, study_id: str) -> HierConfig | None:
+    """The study's HIER-style settings when it trains that arm by the authors' recipe, else None."""
+    preset = _registered(store, study_id)
+    hier = preset.baselines.hier
+    return hier if HIER_STYLE in preset.evaluation.baselines and hier.recipe == HIER_AUTHORS else None
+
+
+def _compared(store: Store, study_id: str, runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+    """The runs a cell-comparing audit compares, and the note naming the ones it exempts ('' when none)."""
+    if _authors_hier(store, study_id) is None:
+        return runs, ""
+    exempt = [r for r in runs if r["arm"] == HIER_STYLE]
+    if not exempt:
+        return runs, ""
+    return [r for r in runs if r["arm"] != HIER_STYLE], f"; {HIER_STYLE} ({counted(len(exempt), 'run')}): {HIER_AUTHORS_EXEMPT}"
+
+
+def _train_rows(store: Store, study_id: str) -> int:
+    role = split_files.final_train_role(_registered(store, study_id))
+    with np.load(_split_path(store, study_id, role)) as z:
+        return len(z["fit"])
 
 
 def cell_name(run_id: str) -> str:
@@ -113,13 +148,14 @@ def check_parameters(store: Store, study_id: str) -> Check:
     dim = row[0]
     training = _preset(store, study_id)["training"]
     expected = expected_trainable(dim, training["hidden"], training["out_dim"])
+    runs, exempt = _compared(store, study_id, runs)
     bad = [
         f"{cell_name(r['run_id'])} has {r['trainable_params']:,}"
         for r in runs
         if r["trainable_params"] != expected
     ]
     counts = sorted({r["trainable_params"] for r in runs})
-    summary = f"{len(runs)} cells: {counts} trainable parameters; expected {expected:,} for {dim}-D input"
+    summary = f"{len(runs)} cells: {counts} trainable parameters; expected {expected:,} for {dim}-D input{exempt}"
     return Check("trainable_parameters", not bad, _evidence(summary, bad))
 
 
@@ -127,6 +163,7 @@ def check_same_init(store: Store, study_id: str) -> Check:
     runs = _final_runs(store, study_id)
     if not runs:
         return Check("same_init_within_seed", None, "no final runs yet")
+    runs, exempt = _compared(store, study_id, runs)
     by_seed: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for r in runs:
         by_seed[r["seed"]].append(r)
@@ -146,18 +183,19 @@ def check_same_init(store: Store, study_id: str) -> Check:
         f"distinct initial-state hashes per seed: { {s: n for s, n in distinct.items() if n != 1} }"
         if bad
         else f"one initial-state SHA256 per seed ({'; '.join(ok)})"
-    )
+    ) + exempt
     return Check("same_init_within_seed", not bad, _evidence(summary, bad))
 
 
 def check_batch_order(store: Store, study_id: str) -> Check:
     rows = store.dicts(
-        "SELECT r.seed, e.epoch, r.run_id, e.batch_sha256, e.updates FROM epochs e JOIN runs r USING (run_id) "
+        "SELECT r.seed, e.epoch, r.run_id, r.arm, e.batch_sha256, e.updates FROM epochs e JOIN runs r USING (run_id) "
         "WHERE r.study_id = ? AND r.kind = ? ORDER BY r.seed, e.epoch, r.run_id",
         [study_id, JobKind.FINAL],
     )
     if not rows:
         return Check("same_batch_order", None, "no training epochs yet")
+    rows, exempt = _compared(store, study_id, rows)
     by_epoch: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by_epoch[(r["seed"], r["epoch"])].append(r)
@@ -177,7 +215,7 @@ def check_batch_order(store: Store, study_id: str) -> Check:
         f"cells disagree in batch order or update count at (seed, epoch) {sorted(disagree)[:SHOWN]}"
         if bad
         else f"{len(by_epoch)} (seed, epoch) pairs: one batch-order SHA256 and one update count across cells each"
-    )
+    ) + exempt.replace(" run", " epoch record")
     return Check("same_batch_order", not bad, _evidence(summary, bad))
 
 
@@ -185,17 +223,54 @@ def check_update_budget(store: Store, study_id: str) -> Check:
     runs = _final_runs(store, study_id)
     if not runs or any(r["updates"] is None for r in runs):
         return Check("update_budget", None, "final runs not finished")
-    role = split_files.final_train_role(_registered(store, study_id))
-    with np.load(_split_path(store, study_id, role)) as z:
-        n = len(z["fit"])
+    n = _train_rows(store, study_id)
     t = _preset(store, study_id)["training"]
     per_epoch = n // t["batch_size"] if t["drop_last"] else -(-n // t["batch_size"])
     expected = per_epoch * t["epochs"]
     rule = f"floor({n}/{t['batch_size']})" if t["drop_last"] else f"ceil({n}/{t['batch_size']})"
-    bad = [f"{cell_name(r['run_id'])} made {r['updates']}" for r in runs if r["updates"] != expected]
-    counts = sorted({r["updates"] for r in runs})
+    hier = _authors_hier(store, study_id)
+    hier_budget = None if hier is None else (n // hier.batch_size) * t["epochs"]
+    bad = [
+        f"{cell_name(r['run_id'])} made {r['updates']}"
+        for r in runs
+        if r["updates"] != (hier_budget if hier_budget is not None and r["arm"] == HIER_STYLE else expected)
+    ]
+    counts = sorted({r["updates"] for r in runs if hier_budget is None or r["arm"] != HIER_STYLE})
     summary = f"updates per cell {counts}; expected {rule} x {t['epochs']} = {expected}"
+    if hier is not None and hier_budget is not None:
+        # The same epochs over the same training rows, in the authors' class-balanced batches.
+        hier_counts = sorted({r["updates"] for r in runs if r["arm"] == HIER_STYLE})
+        summary += (
+            f"; {HIER_STYLE} (authors' recipe) {hier_counts}; expected floor({n}/{hier.batch_size}) x "
+            f"{t['epochs']} = {hier_budget}"
+        )
     return Check("update_budget", not bad, _evidence(summary, bad))
+
+
+def check_hier_authors_recipe(store: Store, study_id: str) -> Check:
+    """The HIER-style arm under the authors' recipe, against that recipe: every run has their head's
+    parameter count, and the audits that compare cells name it as exempt (EXEMPT_CHECKS); the update
+    budget, sealed test and tuning isolation hold for it as for the cells."""
+    name = "hier_authors_recipe"
+    hier = _authors_hier(store, study_id)
+    if hier is None:
+        return Check(name, True, f"no {HIER_STYLE} arm trained by the authors' recipe in this study")
+    runs = [r for r in _final_runs(store, study_id) if r["arm"] == HIER_STYLE]
+    if not runs:
+        return Check(name, None, f"no final {HIER_STYLE} runs yet")
+    row = store.one(
+        "SELECT d.dim FROM studies s JOIN datasets d USING (dataset_id) WHERE s.study_id = ?", [study_id]
+    )
+    assert row is not None  # it has final runs, so the study and its dataset are registered
+    expected = authors_head_trainable(row[0], hier.embedding)
+    bad = [f"{cell_name(r['run_id'])} has {r['trainable_params']:,}" for r in runs if r["trainable_params"] != expected]
+    summary = (
+        f"{counted(len(runs), 'run')}: their head, {expected:,} trainable parameters for {row[0]}-D input "
+        f"(LayerNorm, Linear to {hier.embedding}); class-balanced batches of {hier.batch_size} "
+        f"({hier.batch_size // hier.per_class} classes x {hier.per_class}); {', '.join(EXEMPT_CHECKS)}: "
+        f"{HIER_AUTHORS_EXEMPT}"
+    )
+    return Check(name, not bad, _evidence(summary, bad))
 
 
 def check_reload(store: Store, study_id: str) -> Check:
@@ -772,16 +847,18 @@ def check_finals_from_scratch(store: Store, study_id: str) -> Check:
         [study_id, JobKind.FINAL],
     ):
         epochs[run_id].append((epoch, updates))
+    hier = _authors_hier(store, study_id)
     bad = []
     for r in finals:
         seen = epochs.get(r["run_id"], [])
         if [e for e, _ in seen] != list(range(1, t.epochs + 1)):
             bad.append(f"{cell_name(r['run_id'])} recorded epochs {[e for e, _ in seen][:3]}..., not 1 to {t.epochs}")
             continue
-        off = [(e, u) for e, u in seen if u != e * per_epoch]
+        own = n // hier.batch_size if hier is not None and r["arm"] == HIER_STYLE else per_epoch
+        off = [(e, u) for e, u in seen if u != e * own]
         if off:
             e, u = off[0]
-            bad.append(f"{cell_name(r['run_id'])} had made {u} updates by epoch {e}, not {e} x {per_epoch}")
+            bad.append(f"{cell_name(r['run_id'])} had made {u} updates by epoch {e}, not {e} x {own}")
     tuning = store.rows(
         "SELECT DISTINCT init_sha256 FROM runs WHERE study_id = ? AND kind = ?", [study_id, JobKind.TUNE]
     )
@@ -793,10 +870,16 @@ def check_finals_from_scratch(store: Store, study_id: str) -> Check:
             f"{cell_name(r['run_id'])} starts from {str(r['init_sha256'])[:12]}, not the fresh seed-{seed} state "
             f"{fresh[:12]} the tuning candidates started from"
             for r in finals
-            if r["seed"] == seed and r["init_sha256"] != fresh
+            if r["seed"] == seed and r["init_sha256"] != fresh and not (hier is not None and r["arm"] == HIER_STYLE)
         ]
         shared = f"; seed {seed} starts from the tuning candidates' fresh state {fresh[:12]}"
-    summary = f"{len(finals)} final cells trained epochs 1 to {t.epochs} from zero updates ({per_epoch} per epoch){shared}"
+        if hier is not None:
+            shared += f" ({HIER_STYLE} from its own head's: {HIER_AUTHORS_EXEMPT})"
+    hier_rate = "" if hier is None else f", {HIER_STYLE} {n // hier.batch_size} (authors' recipe)"
+    summary = (
+        f"{len(finals)} final cells trained epochs 1 to {t.epochs} from zero updates ({per_epoch} per epoch{hier_rate})"
+        f"{shared}"
+    )
     return Check(name, not bad, _evidence(summary, bad))
 
 
@@ -896,6 +979,7 @@ CHECKS: tuple[Callable[[Store, str], Check], ...] = (
     check_same_init,
     check_batch_order,
     check_update_budget,
+    check_hier_authors_recipe,
     check_reload,
     check_ball,
     check_qg_identical,

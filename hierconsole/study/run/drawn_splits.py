@@ -25,7 +25,7 @@ from hierconsole.datasets.splits import (
 )
 from hierconsole.errors import ConfigError, HierconsoleError
 from hierconsole.plurals import counted
-from hierconsole.vocabulary import LEVELS
+from hierconsole.vocabulary import HIER_AUTHORS, HIER_STYLE, LEVELS
 
 QUERY_SHARE = 0.2
 """The query share a refusal of evaluation.n_query proposes: NABirds' 1,003 of 5,017 test images."""
@@ -151,6 +151,23 @@ def _draw(preset: Preset, fs: FeatureSet, dataset_id: str) -> tuple[DrawnSplits,
                 "take a smaller batch",
                 "training.batch_size",
                 1 << (smallest.bit_length() - 1),
+            )
+        )
+    hier = preset.baselines.hier
+    final_fit = len(tuning.parts["fit"]) if training.select_epoch else len(development)
+    if HIER_STYLE in preset.evaluation.baselines and hier.recipe == HIER_AUTHORS and final_fit < hier.batch_size:
+        if final_fit < hier.per_class:
+            raise HierconsoleError(
+                f"dataset {dataset_id!r}: {counted(final_fit, 'training image')} cannot form a class-balanced "
+                f"batch of baselines.hier.per_class = {hier.per_class}"
+            )
+        later.append(
+            Misfit(
+                f"baselines.hier.batch_size = {hier.batch_size}: the final training set of dataset "
+                f"{dataset_id!r} holds {counted(final_fit, 'image')}, which cannot fill one class-balanced "
+                "batch of the HIER-style arm (authors' recipe); take a smaller batch",
+                "baselines.hier.batch_size",
+                final_fit // hier.per_class * hier.per_class,
             )
         )
     qgs = {s: qg_perturbation(labels, test, n_query=n_query, seed=s) for s in preset.evaluation.qg_seeds}

@@ -88,6 +88,7 @@ SMOKE_OVERRIDES: dict[str, Any] = {
     "temperature.tuning.n_query": None,
     "baselines.hier.proxies": 8,
     "baselines.hier.triplets_per_anchor": 5,
+    "baselines.hier.batch_size": 16,  # the authors' 180 (90 classes x 2) is more than a smoke sample holds
     **{f"expected.{f.name}": None for f in dataclasses.fields(ExpectedConfig)},
 }
 """Budgets cut for a smoke replication: two seeds (an SD needs two), two epochs, small batches and query
