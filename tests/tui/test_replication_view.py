@@ -95,7 +95,7 @@ async def test_the_view_shows_stages_progress_and_a_tables_rows(fixed_copy: Path
             assert "S11 waiting rescore-cub" in text and "S2 omitted needs factorial-nabirds" in text
             # The first table with rows is selected, with the paper's value beside each measured one.
             assert "sec-S1: Dataset and taxonomy counts" in text
-            assert "cub images value 420.0000 — — 11788.0000 -11368.0000 no" in text  # smoke: not compared
+            assert "cub images value 420 — — 11788 -11368 no" in text  # counts as counts; smoke: not compared
             await pilot.press("t")
             await settle(pilot, app)
             assert "main-1: Controlled Geometry x Loss factorial" in shown(app) and "cub E_R leaf_mAP" in shown(app)

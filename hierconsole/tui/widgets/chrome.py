@@ -40,8 +40,9 @@ class NavBar(_AppBound):
     def on_resize(self) -> None:
         self.refresh()
 
-    def tabs(self, short: bool | frozenset[str], numbers_only: bool) -> Text:
-        """`short`: every title short, or only those of the modes named."""
+    def tabs(self, short: bool | frozenset[str], numbers_only: bool | frozenset[str]) -> Text:
+        """`short`, `numbers_only`: every tab so, or only those of the modes named (the current view's
+        title is always shown)."""
         app = self.console_app
         failed = app.failed_audits.get(app.study_id or "", 0)
         text = Text()
@@ -49,9 +50,10 @@ class NavBar(_AppBound):
         for key, mode, title in (*tabs, REPLICATION_VIEW):
             current = mode == self.active
             style = "reverse bold" if current else ""
-            shortened = numbers_only or (mode in short if isinstance(short, frozenset) else short)
+            bare = mode in numbers_only if isinstance(numbers_only, frozenset) else numbers_only
+            shortened = bare or (mode in short if isinstance(short, frozenset) else short)
             label = SHORT_TITLES.get(mode, title) if shortened else title
-            if numbers_only and not current:
+            if bare and not current:
                 label = ""
             text.append(f" {key} ", style=f"{style} bold" if style else "bold")
             if label:
@@ -67,11 +69,14 @@ class NavBar(_AppBound):
 
     def render(self) -> Text:
         width = self.size.width or 200
-        # The replication tab shortens first: 80 columns hold the six full titles beside "8 Repl".
-        tiers: tuple[tuple[bool | frozenset[str], bool], ...] = (
+        # The replication tab shortens first: 80 columns hold the six full titles beside "8 Repl", 60 the
+        # six short ones beside "8".
+        replication = frozenset({REPLICATION_VIEW[1]})
+        tiers: tuple[tuple[bool | frozenset[str], bool | frozenset[str]], ...] = (
             (False, False),
-            (frozenset({REPLICATION_VIEW[1]}), False),
+            (replication, False),
             (True, False),
+            (True, replication),
             (True, True),
         )
         for short, numbers_only in tiers:
