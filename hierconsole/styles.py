@@ -4,7 +4,7 @@ colour of a sign. Plain dicts of colour names and hex codes, so the terminal (Ri
 
 from __future__ import annotations
 
-from hierconsole.vocabulary import ARMS, BASELINES, ORPHANED, STOPPED, JobState, Phase
+from hierconsole.vocabulary import ARMS, BASELINES, ORPHANED, STOPPED, JobState, Phase, StageStatus
 
 STATE_STYLE: dict[str, str] = {
     JobState.FINISHED: "green",
@@ -15,6 +15,14 @@ STATE_STYLE: dict[str, str] = {
     JobState.CANCELLED: "yellow",
     ORPHANED: "bold yellow",
     STOPPED: "yellow",
+}
+
+STAGE_STYLE: dict[str, str] = {
+    StageStatus.DONE: "green",
+    StageStatus.RUNNING: "bold cyan",
+    StageStatus.STALE: "yellow",
+    StageStatus.PENDING: "dim",
+    StageStatus.FAILED: "bold red",
 }
 
 PHASE_STYLE: dict[str, str] = {

@@ -143,6 +143,18 @@ class Phase(StrEnum):
     COMPLETE = "complete"
 
 
+class StageStatus(StrEnum):
+    """Where a replication's stage stands, as the console shows it: its record's state (running, done,
+    failed: the values `replicate` stores), pending before it has one, and stale when a stage it reads
+    has run again since it finished (it re-runs with `replicate --redo`)."""
+
+    DONE = "done"
+    RUNNING = "running"
+    STALE = "stale"
+    PENDING = "pending"
+    FAILED = "failed"
+
+
 # -- the protocol's choices -----------------------------------------------------------------------------
 
 Aggregation = Literal["micro", "macro"]

@@ -37,6 +37,7 @@ from hierconsole.study.run.paper_stages import (
     StudyRun,
     factorial_stages,
     paper_stages,
+    replication_name,
     run_plans,
 )
 from hierconsole.study.run.replication import load_records
@@ -176,10 +177,8 @@ def _preset_sha256(run: StudyRun) -> str:
 
 
 def replication_id(args: argparse.Namespace) -> str:
-    """The model, scale and seed: not the datasets, so a dataset added later joins the same replication
-    (its stages run; those of the dataset already there stay done) and both share one tables folder."""
     model = args.model if args.model in ARCHITECTURES else Path(args.model).stem
-    return f"{model}-{args.scale}-seed{args.seed}"
+    return replication_name(model, args.scale, args.seed)
 
 
 def _print_plan(out: Console, rid: str, planned: list[Planned], records: Mapping, datasets: frozenset[str]) -> None:

@@ -12,6 +12,7 @@ from hierconsole.styles import (
     NEGATIVE_STYLE,
     PHASE_STYLE,
     POSITIVE_STYLE,
+    STAGE_STYLE,
     STATE_STYLE,
 )
 
@@ -84,6 +85,11 @@ def state(name: str) -> Text:
 
 def phase(name: str) -> Text:
     return Text(name, style=PHASE_STYLE.get(name, ""))
+
+
+def stage(name: str) -> Text:
+    """A replication stage's status (done, running, stale, pending, failed)."""
+    return Text(name, style=STAGE_STYLE.get(name, ""))
 
 
 def duration(seconds: float | None) -> str:

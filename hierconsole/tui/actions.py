@@ -40,6 +40,7 @@ SCOPES: dict[str, str] = {
     "redistribution": "Redistribution",
     "export": "Export",
     "families": "Families",
+    "replication": "Replication",
     "help": "Help",
     "import": "Import dialog",
     "launch": "Launch dialog",
@@ -56,6 +57,10 @@ VIEW_MODES: tuple[tuple[str, str], ...] = (
     ("export", "Export"),
 )
 """(mode, title) of the top-level views, in the order of their number keys."""
+
+REPLICATION_VIEW = ("8", "replication", "Replication")
+"""(key, mode, title) of the replication view: on the tab line after the six (7 is the families view,
+off the tab line)."""
 
 ACTIONS: tuple[Action, ...] = (
     *(
@@ -80,6 +85,16 @@ ACTIONS: tuple[Action, ...] = (
         "show_view('families')",
         help="switch to the families view: members, progress and declared contrasts",
         show=False,  # off the footer and tab line, which hold six views in 80 columns
+        group=VIEWS,
+    ),
+    Action(
+        "view.replication",
+        REPLICATION_VIEW[0],
+        REPLICATION_VIEW[2].lower(),
+        "app",
+        f"show_view('{REPLICATION_VIEW[1]}')",
+        help="switch to the replication view: stages, time left and the paper tables as they fill in",
+        show=False,  # on the tab line, with its number
         group=VIEWS,
     ),
     Action("app.help", "question_mark", "help", "app", "help", "list every key and command", key_display="?"),
@@ -152,6 +167,28 @@ ACTIONS: tuple[Action, ...] = (
     Action("quit.stay", "escape", "close", "quit", "choose(None)", "do not quit"),
     Action("families.next", "f", "next family", "families", "next_family", "show the next family"),
     Action("families.reload", "ctrl+r", "reload", "families", "reload", "read the family and its contrasts again", key_display="^r"),
+    Action("replication.table", "t", "next table", "replication", "next_table", "show the next paper table's rows"),
+    Action(
+        "replication.table_back",
+        "T",
+        "previous table",
+        "replication",
+        "next_table(-1)",
+        "show the previous paper table's rows",
+        show=False,
+    ),
+    Action(
+        "replication.next", "e", "next replication", "replication", "next_replication", "show the next replication"
+    ),
+    Action(
+        "replication.reload",
+        "ctrl+r",
+        "reload",
+        "replication",
+        "reload",
+        "read the stage records again (they are read every few seconds while shown)",
+        key_display="^r",
+    ),
     Action("export.write", "w", "write", "export", "write", "write the chosen table in the chosen format"),
 )
 
@@ -204,7 +241,7 @@ class ActionsProvider(Provider):
 
     def _actions(self) -> Iterator[tuple[str, str, IgnoreReturnCallbackType]]:
         here = getattr(self.screen, "SCOPE", None)
-        views = {mode for mode, _ in VIEW_MODES}
+        views = {mode for mode, _ in VIEW_MODES} | {REPLICATION_VIEW[1]}
         for a in ACTIONS:
             if a.scope != "app" and a.scope != here and a.scope not in views:
                 continue

@@ -46,6 +46,7 @@ VIEW_SCREENS: dict[str, str] = {
     "redistribution": "redistribution:RedistributionScreen",
     "export": "export:ExportScreen",
     "families": "families:FamiliesScreen",
+    "replication": "replication:ReplicationScreen",
 }
 """Each view's screen (module:class under hierconsole.tui.screens), imported when first shown: the
 first frame waits only for the view it shows; the others are imported in the background after it."""

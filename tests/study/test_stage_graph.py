@@ -178,3 +178,12 @@ def test_each_datasets_registered_aggregation_is_its_factorial_presets():
     for dataset in DATASETS:
         (run,) = STAGE_RUNS[f"factorial-{dataset}"]
         assert load_preset(run.preset).evaluation.aggregation == REGISTERED[dataset], dataset
+
+
+def test_a_replications_id_names_its_model_scale_and_seed_and_gives_back_the_scale():
+    from hierconsole.study.run.paper_stages import replication_name, replication_scale
+
+    assert replication_name("tiny-dinov2", "smoke", 3) == "tiny-dinov2-smoke-seed3"
+    assert replication_scale(replication_name("tiny-dinov2", "smoke", 3)) == "smoke"
+    assert replication_scale(replication_name("vitb14", "paper", 0)) == "paper"
+    assert replication_scale("cub+nabirds") is None and replication_scale("a-huge-seed0") is None

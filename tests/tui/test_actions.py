@@ -8,6 +8,7 @@ from textual.binding import Binding
 
 from hierconsole.tui.actions import (
     ACTIONS,
+    REPLICATION_VIEW,
     SCOPES,
     VIEW_MODES,
     ActionsProvider,
@@ -26,6 +27,7 @@ from hierconsole.tui.screens.help import HelpScreen
 from hierconsole.tui.screens.import_dialog import ImportDialog
 from hierconsole.tui.screens.launch import LaunchDialog
 from hierconsole.tui.screens.redistribution import RedistributionScreen
+from hierconsole.tui.screens.replication import ReplicationScreen
 from hierconsole.tui.screens.run_detail import RunDetailScreen
 from hierconsole.tui.screens.runs import RunsScreen
 from tests.stores.fixed import COMPLETE
@@ -41,6 +43,7 @@ NODES = {
     "redistribution": RedistributionScreen,
     "export": ExportScreen,
     "families": FamiliesScreen,
+    "replication": ReplicationScreen,
     "help": HelpScreen,
     "import": ImportDialog,
     "launch": LaunchDialog,
@@ -112,7 +115,7 @@ async def test_help_screen_and_palette_come_from_the_registry(open_store):
         await settle(pilot, app)
         provider = ActionsProvider(app.screen)
         titles = [hit.text for hit in [h async for h in provider.discover()]]
-        views = {mode for mode, _ in VIEW_MODES}
+        views = {mode for mode, _ in VIEW_MODES} | {REPLICATION_VIEW[1]}
         expected = [a for a in ACTIONS if a.scope == "app" or a.scope in views]
         assert titles == [f"{SCOPES[a.scope]}: {a.description}  ({a.key_display or a.key})" for a in expected]
         # Choosing an entry runs the same action as its key.
@@ -140,6 +143,6 @@ async def test_help_screen_and_palette_come_from_the_registry(open_store):
 
 def test_view_bindings_are_grouped_and_left_to_the_tab_line():
     views = [b for b in bindings_for("app") if b.group is not None]
-    assert [b.key for b in views] == list("1234567")
-    # Families (7) is off the footer and the tab line, which hold six views in 80 columns.
+    assert [b.key for b in views] == list("12345678")
+    # Families (7) is off the footer and the tab line (replication, 8, is on it); the footer holds none.
     assert all(isinstance(b, Binding) and b.group == views[0].group and not b.show for b in views)

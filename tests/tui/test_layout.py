@@ -10,7 +10,7 @@ from rich.console import Console
 
 from hierconsole.study.analysis.effects import simple_effects
 from hierconsole.study.read import per_seed
-from hierconsole.tui.actions import VIEW_MODES, actions_for
+from hierconsole.tui.actions import REPLICATION_VIEW, VIEW_MODES, actions_for
 from tests.stores.fixed import COMPLETE
 from tests.tui.conftest import make_app, screen_text, settle
 
@@ -21,12 +21,13 @@ SIZES = [(60, 20), (80, 24), (200, 60)]
 async def test_tabs_and_footer_fit(open_store, size):
     app = make_app(open_store, study=COMPLETE)
     async with app.run_test(size=size) as pilot:
-        for i, (mode, _) in enumerate(VIEW_MODES, start=1):
-            await pilot.press(str(i))
+        keys = [str(i) for i in range(1, len(VIEW_MODES) + 1)] + [REPLICATION_VIEW[0]]
+        for key, mode in zip(keys, [m for m, _ in VIEW_MODES] + [REPLICATION_VIEW[1]], strict=True):
+            await pilot.press(key)
             await settle(pilot, app)
             lines = screen_text(app).splitlines()
             tabs, footer = lines[0], lines[-1]
-            for j in range(1, len(VIEW_MODES) + 1):
+            for j in keys:
                 assert f" {j} " in tabs, (mode, tabs)
             for a in (*actions_for(mode), *actions_for("app")):
                 if a.show and a.key != "enter":  # enter belongs to the focused table there

@@ -40,3 +40,25 @@ def put_stage(
         "VALUES (?, ?, ?, ?, ?, ?, current_timestamp)",
         [replication_id, stage, state, input_key, json.dumps(dict(sorted(outputs.items()))), seconds],
     )
+
+
+def all_stage_rows(store: Store) -> dict[str, dict[str, dict[str, Any]]]:
+    """replication -> stage -> {state, input_key, outputs, seconds, updated_at} for every replication in the
+    store; `updated_at` in seconds since the Unix epoch (when a running stage started, or its last record)."""
+    # The column holds local time (current_timestamp cast to TIMESTAMP); epoch() reads it as UTC, so the
+    # session's offset is added back to give a true Unix time a reader can compare with its clock.
+    rows = store.rows(
+        "SELECT replication_id, stage, state, input_key, outputs, seconds, "
+        "epoch(updated_at) + (epoch(current_timestamp) - epoch(current_timestamp::TIMESTAMP)) "
+        "FROM replication_stages ORDER BY replication_id, stage"
+    )
+    found: dict[str, dict[str, dict[str, Any]]] = {}
+    for rid, stage, state, key, outputs, seconds, updated in rows:
+        found.setdefault(rid, {})[stage] = {
+            "state": state,
+            "input_key": key,
+            "outputs": json.loads(outputs),
+            "seconds": seconds,
+            "updated_at": float(updated),
+        }
+    return found

@@ -129,6 +129,9 @@ class TableSpec:
     build: Callable[[Store, Mapping[str, Mapping[str, str]]], Iterator[Row]]
     needs: tuple[str, ...]
     """The stages whose outputs it reads; a table is omitted (and named) when one is absent."""
+    reads: tuple[str, ...] = ()
+    """Every stage it reads rows from, needed or not (a table over each dataset's stage reads those that
+    ran): what a table still waits on while a replication runs."""
 
 
 def _arm_rows(
@@ -235,7 +238,6 @@ def _taxonomy_rows(store: Store, dataset: str, study_id: str) -> Iterator[Row]:
     for name, value in counts.items():
         yield Row(dataset, name, "value", float(value), None, None)
 
-
 Rows = Callable[[Store, str, str], Iterator[Row]]
 """(store, dataset, the id a stage recorded) -> a table's rows."""
 
@@ -248,19 +250,20 @@ def _single(table_id: str, title: str, stage: str, run: str, rows: Rows) -> Tabl
         if run in outputs[stage]:  # a stage recorded by an earlier version may lack a later run
             yield from rows(store, dataset, outputs[stage][run])
 
-    return TableSpec(table_id, title, build, (stage,))
+    return TableSpec(table_id, title, build, (stage,), (stage,))
 
 
 def _each(table_id: str, title: str, kind: str, run: str, rows: Rows) -> TableSpec:
     """A table over every dataset's `<kind>-<dataset>` stage that ran."""
 
+    stages = tuple(f"{kind}-{dataset}" for dataset in DATASETS)
+
     def build(store: Store, outputs: Mapping[str, Mapping[str, str]]) -> Iterator[Row]:
-        for dataset in DATASETS:
-            stage = f"{kind}-{dataset}"
+        for dataset, stage in zip(DATASETS, stages, strict=True):
             if stage in outputs:
                 yield from rows(store, dataset, outputs[stage][run])
 
-    return TableSpec(table_id, title, build, ())
+    return TableSpec(table_id, title, build, (), stages)
 
 
 def _rescored(store: Store, outputs: Mapping[str, Mapping[str, str]]) -> Iterator[Row]:
@@ -304,7 +307,13 @@ TABLES: tuple[TableSpec, ...] = (
         _member_rows,
     ),
     _single("S10", "NABirds curvature / radius control", "families-nabirds", "curvature-control", _member_rows),
-    TableSpec("S11", "CUB group-macro effects on the hier score (post hoc re-score)", _rescored, ("rescore-cub",)),
+    TableSpec(
+        "S11",
+        "CUB group-macro effects on the hier score (post hoc re-score)",
+        _rescored,
+        ("rescore-cub",),
+        ("rescore-cub",),
+    ),
     _each("S12", "Final factorial fairness and leakage checks", *_FACTORIAL, _audit_rows),
     _each(
         "sec-5.1",
@@ -388,10 +397,26 @@ def replication_tables(
     tables: list[MeasuredTable] = []
     omitted: dict[str, str] = {}
     for spec in TABLES:
-        absent = [stage for stage in spec.needs if stage not in outputs]
-        rows = [] if absent else list(spec.build(store, outputs))
-        if absent or not rows:
-            omitted[spec.table_id] = f"needs {', '.join(absent)}" if absent else "no stage of it ran"
-            continue
-        tables.append(MeasuredTable(spec.table_id, spec.title, measured_frame(spec, rows, comparable=comparable, published=published)))
+        table = measured_table(store, spec, outputs, comparable=comparable, published=published)
+        if isinstance(table, str):
+            omitted[spec.table_id] = table
+        else:
+            tables.append(table)
     return tables, omitted
+
+
+def measured_table(
+    store: Store,
+    spec: TableSpec,
+    outputs: Mapping[str, Mapping[str, str]],
+    *,
+    comparable: bool,
+    published: Published = published_value,
+) -> MeasuredTable | str:
+    """One table from the stages' outputs so far, or why it has no rows (the stage it needs is absent, or
+    none of the stages it reads has run)."""
+    absent = [stage for stage in spec.needs if stage not in outputs]
+    rows = [] if absent else list(spec.build(store, outputs))
+    if absent or not rows:
+        return f"needs {', '.join(absent)}" if absent else "no stage of it ran"
+    return MeasuredTable(spec.table_id, spec.title, measured_frame(spec, rows, comparable=comparable, published=published))

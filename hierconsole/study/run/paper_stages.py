@@ -142,6 +142,18 @@ def assignment_list(values: Mapping[str, Any]) -> list[str]:
     return [assignment(key, value) for key, value in values.items()]
 
 
+def replication_name(model: str, scale: str, seed: int) -> str:
+    """A replication's id: its model, scale and seed, not its datasets, so a dataset added later joins it
+    (its stages run; those of the dataset already there stay done) and both share one tables folder."""
+    return f"{model}-{scale}-seed{seed}"
+
+
+def replication_scale(replication_id: str) -> str | None:
+    """The scale a replication's id names (``replication_name``), or None for an id it did not make."""
+    parts = replication_id.rsplit("-", 2)
+    return parts[1] if len(parts) == 3 and parts[1] in SCALES and parts[2].startswith("seed") else None
+
+
 DEFAULT_STAGES_AT_ONCE = 2
 """Stages a replication runs at the same time unless told (`--stages-at-once`): the store's stages run one
 after another whatever this says, so two lets an extraction run beside them, which is what overlaps."""

@@ -11,7 +11,7 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from hierconsole.present import numbers as fmt
-from hierconsole.tui.actions import VIEW_MODES
+from hierconsole.tui.actions import REPLICATION_VIEW, VIEW_MODES
 from hierconsole.vocabulary import ACTIVE_STATES
 
 if TYPE_CHECKING:
@@ -40,17 +40,22 @@ class NavBar(_AppBound):
     def on_resize(self) -> None:
         self.refresh()
 
-    def tabs(self, short: bool, numbers_only: bool) -> Text:
+    def tabs(self, short: bool | frozenset[str], numbers_only: bool | frozenset[str]) -> Text:
+        """`short`, `numbers_only`: every tab so, or only those of the modes named (the current view's
+        title is always shown)."""
         app = self.console_app
         failed = app.failed_audits.get(app.study_id or "", 0)
         text = Text()
-        for i, (mode, title) in enumerate(VIEW_MODES, start=1):
+        tabs = [(str(i), mode, title) for i, (mode, title) in enumerate(VIEW_MODES, start=1)]
+        for key, mode, title in (*tabs, REPLICATION_VIEW):
             current = mode == self.active
             style = "reverse bold" if current else ""
-            label = title if not (short or numbers_only) else SHORT_TITLES.get(mode, title)
-            if numbers_only and not current:
+            bare = mode in numbers_only if isinstance(numbers_only, frozenset) else numbers_only
+            shortened = bare or (mode in short if isinstance(short, frozenset) else short)
+            label = SHORT_TITLES.get(mode, title) if shortened else title
+            if bare and not current:
                 label = ""
-            text.append(f" {i} ", style=f"{style} bold" if style else "bold")
+            text.append(f" {key} ", style=f"{style} bold" if style else "bold")
             if label:
                 text.append(f"{label} ", style=style)
             if mode == "audits" and failed:
@@ -64,14 +69,24 @@ class NavBar(_AppBound):
 
     def render(self) -> Text:
         width = self.size.width or 200
-        for short, numbers_only in ((False, False), (True, False), (True, True)):
+        # The replication tab shortens first: 80 columns hold the six full titles beside "8 Repl", 60 the
+        # six short ones beside "8".
+        replication = frozenset({REPLICATION_VIEW[1]})
+        tiers: tuple[tuple[bool | frozenset[str], bool | frozenset[str]], ...] = (
+            (False, False),
+            (replication, False),
+            (True, False),
+            (True, replication),
+            (True, True),
+        )
+        for short, numbers_only in tiers:
             text = self.tabs(short, numbers_only)
             if text.cell_len <= width:
                 return text
         return text
 
 
-SHORT_TITLES = {"datasets": "Data", "redistribution": "Redist"}
+SHORT_TITLES = {"datasets": "Data", "redistribution": "Redist", "replication": "Repl"}
 
 
 @dataclass(frozen=True)
