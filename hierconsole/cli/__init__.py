@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from hierconsole import __version__
-from hierconsole.cli.completion import COMPLETING, complete, shipped_listing
+from hierconsole.cli.completion import COMPLETING
 from hierconsole.errors import INTERRUPTED_EXIT, TERMINATED_EXIT, HierconsoleError, Terminated, bounded
 
 # Modules under hierconsole.cli, each with register(subparsers). Order is the order in --help.
@@ -38,13 +38,57 @@ COMMAND_MODULES: tuple[str, ...] = (
     "serve",
     "completion",
 )
+COMMANDS: dict[str, str] = {
+    "import": "data", "datasets": "data", "taxonomy": "data",
+    "score": "score",
+    "extract": "extract",
+    "run": "running", "demo": "running", "resume": "running", "delete": "running", "cancel": "running",
+    "rescore": "running",
+    "studies": "inspecting", "runs": "inspecting", "audit": "inspecting",
+    "effects": "analysis", "export": "analysis",
+    "contrast": "families", "families": "families", "sweep": "families",
+    "plot": "report", "report": "report",
+    "doctor": "doctor",
+    "replicate": "replicate",
+    "serve": "serve",
+    "completion": "completion",
+}  # fmt: skip
+"""The module of COMMAND_MODULES that registers each command, so that running one builds (and imports)
+only its module's parsers: importing every command's module cost a read command most of its start-up.
+tests/cli/test_parser.py checks it against what the modules register."""
+GLOBAL_FLAGS = ("--wide",)
+GLOBAL_VALUED = ("--home",)
+"""The options before the command (build_parser adds them); a valued one takes the next word."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command `argv` runs, when only the global options come before it; None otherwise (no command,
+    --help, --version, a word that is no command)."""
+    words = iter(argv)
+    for word in words:
+        if word in GLOBAL_VALUED:
+            next(words, None)
+        elif word.split("=", 1)[0] in GLOBAL_VALUED or word in GLOBAL_FLAGS:
+            continue
+        else:
+            return word if word in COMMANDS else None
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; given `argv` that runs a command, with only that command's module registered (the same
+    parser for that command: its options, help and errors come from the same `register`)."""
+    command = None if argv is None or COMPLETING in os.environ else command_of(argv)
+    if command is None:
+        from hierconsole.cli.completion import shipped_listing
+
+        modules, epilog = COMMAND_MODULES, shipped_listing()
+    else:
+        modules, epilog = (COMMANDS[command],), None
     parser = argparse.ArgumentParser(
         prog="hierconsole",
         description="Controlled hierarchy-aware retrieval studies on frozen image features.",
-        epilog=shipped_listing(),
+        epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,  # the listing's lines as shipped_listing wraps them
     )
     parser.add_argument("--version", action="version", version=f"hierconsole {__version__}")
@@ -61,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print tables at their full width (default: fit the terminal, 80 columns when piped)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in modules:
         importlib.import_module(f"hierconsole.cli.{name}").register(sub)
     return parser
 
@@ -79,8 +123,10 @@ def _on_sigterm(handler: Any) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(sys.argv[1:] if argv is None else argv)
     if COMPLETING in os.environ:  # the shell asks for completions (`hierconsole completion bash`): answer, exit
+        from hierconsole.cli.completion import complete
+
         complete(parser)
     args = parser.parse_args(argv)
     err = Console(stderr=True, soft_wrap=True)

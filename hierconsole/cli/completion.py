@@ -17,8 +17,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from hierconsole.config.family import families_dir
-from hierconsole.config.files import presets_dir
 from hierconsole.errors import HierconsoleError
 
 SHELLS: tuple[str, ...] = ("bash", "zsh")
@@ -40,6 +38,9 @@ def shipped_names(folder_of: Callable[[], Any]) -> list[str]:
 def shipped_listing(width: int = 78) -> str:
     """What `hierconsole --help` says after the options: the presets and families `run` takes by name,
     wrapped at the commas (a name is never cut at its hyphens)."""
+    from hierconsole.config.family import families_dir
+    from hierconsole.config.files import presets_dir
+
     lines = []
     for what, folder in (("presets", presets_dir), ("families", families_dir)):
         names = ", ".join(shipped_names(folder)) or "none"
@@ -84,11 +85,16 @@ def _home_datasets(prefix: str, parsed_args: argparse.Namespace | None) -> list[
 
 
 def _studies_and_families(prefix: str, parsed_args: argparse.Namespace | None) -> list[str]:
+    from hierconsole.config.family import families_dir
+
     return _home_studies(prefix, parsed_args) + shipped_names(families_dir)
 
 
 def _presets(prefix: str, parsed_args: argparse.Namespace | None) -> list[str]:
     from argcomplete.completers import FilesCompleter
+
+    from hierconsole.config.family import families_dir
+    from hierconsole.config.files import presets_dir
 
     files = list(FilesCompleter(allowednames=("toml",))(prefix)) if prefix[:1] in (".", "/", "~") else []
     return shipped_names(presets_dir) + shipped_names(families_dir) + files

@@ -13,7 +13,6 @@ from hierconsole.errors import StoreBusyError, StoreReadOnlyError
 from hierconsole.present.render import fits
 from hierconsole.present.tables.studies import audits_grid, runs_grid, selection_grid, studies_grid
 from hierconsole.study import read
-from hierconsole.study.analysis.audits import record, run_audits
 from hierconsole.study.db.storage import Store
 
 
@@ -59,6 +58,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    from hierconsole.study.analysis.audits import record, run_audits
+
     with open_for_reading(args.home) as store:
         study_id = read.resolve_study(store, args.study)
         checks = [] if args.recheck else read.stored_audits(store, study_id)

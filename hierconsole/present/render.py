@@ -63,7 +63,42 @@ def minimum_width(renderable: RenderableType) -> int:
 
 def natural_width(renderable: RenderableType) -> int:
     """Cells `renderable` takes unsqueezed (one line per cell)."""
+    if isinstance(renderable, Table):
+        width = table_width(renderable)
+        if width is not None:
+            return width
     return Measurement.get(_measuring, _measuring.options, renderable).maximum
+
+
+def table_width(table: Table) -> int | None:
+    """What Rich measures as `table`'s natural width, counted from its cells' text: each column's widest
+    line plus its padding, plus the rules. Rich's own measure lays every cell out twice, which made
+    measuring the forms most of the time `effects` took; this is the same sum without the layout (tested
+    against Rich's). None where it would not be the same (a cell that is not text, options these tables
+    never set, a width at the measuring console's limit): the caller then asks Rich."""
+    n = len(table.columns)
+    if not n or table.width is not None or table.min_width is not None or table.show_footer or table.collapse_padding:
+        return None
+    _, right, _, left = table.padding
+    total = (2 if table.box and table.show_edge else 0) + (n - 1 if table.box else 0)
+    for i, column in enumerate(table.columns):
+        if column.min_width is not None or column.max_width is not None:
+            return None
+        pad = (0 if i == 0 and not table.pad_edge else left) + (0 if i == n - 1 and not table.pad_edge else right)
+        if column.width is not None:
+            total += column.width + pad
+            continue
+        cells = [column.header, *column._cells] if table.show_header else list(column._cells)
+        if not cells:
+            return None
+        widest = 0
+        for cell in cells:
+            text = _measuring.render_str(cell, highlight=False) if isinstance(cell, str) else cell
+            if not isinstance(text, Text):
+                return None
+            widest = max(widest, max((cell_len(line) for line in text.plain.splitlines()), default=0))
+        total += widest + pad
+    return total if total < UNBOUNDED else None
 
 
 def _longest_line(cell: Cell) -> int:

@@ -1,41 +1,33 @@
 """The console: a keyboard-driven Textual app over the same domain functions as the CLI.
 
-Only this package imports Textual. It opens the store itself, so a store held by another process is
-reported before any screen is drawn.
+Only this package imports Textual. It opens the store itself, after painting its first frame, and says
+in one line why when it cannot (held by another process, damaged).
 """
 
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-from hierconsole.errors import HierconsoleError
+if TYPE_CHECKING:
+    from hierconsole.study.db.storage import Store
 
 ORCHESTRATOR_STOP_SECONDS = 30.0
 
 
 def run_app(home: str | None = None, gpus: list[str] | None = None) -> int:
-    """Open the store under `home` and run the console until it quits; the exit status.
+    """Run the console on the store under `home` until it quits; the exit status.
 
+    The first frame (the view tabs and a loading line) is painted before the store is opened: a store
+    held by another process, or damaged, is then said in one line after the console closes, exit 2.
     `gpus` (e.g. ["0", "1"]) runs one worker per listed GPU, as `hierconsole run --gpus` does.
     """
-    from hierconsole.study.db.storage import Store
+    from hierconsole.locations import resolve_home
 
-    try:
-        store = Store(home)  # a store held by another process is reported before any screen is drawn
-    except HierconsoleError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    try:
-        store.verify_readable()  # a damaged block anywhere is named now, not as a half-drawn view
-    except HierconsoleError as exc:
-        store.close()
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
     try:
         from hierconsole.tui.app import HierConsole
     except ImportError as exc:
         # A broken installation is an error to report, never a reason to fall back to the help text.
-        store.close()
         print(
             f"error: the console cannot start ({type(exc).__name__}: {exc}); reinstall hierconsole (it "
             "depends on textual), or use a subcommand (hierconsole --help)",
@@ -43,11 +35,27 @@ def run_app(home: str | None = None, gpus: list[str] | None = None) -> int:
         )
         return 1
 
+    def open_store() -> Store:
+        from hierconsole.study.db.storage import Store
+
+        store = Store(home)  # a store held by another process is refused here
+        try:
+            store.verify_readable()  # a damaged block anywhere is named now, not as a half-drawn view
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    app = HierConsole(None, open_store=open_store, gpus=gpus, home_label=str(resolve_home(home, create=False)))
     try:
-        app = HierConsole(store, gpus=gpus)
         app.run()
         # The orchestrator thread may still be writing its last tick: let it end before the store closes.
         app.loop_done.wait(ORCHESTRATOR_STOP_SECONDS)
     finally:
-        store.close()
+        app.store_settled.wait(ORCHESTRATOR_STOP_SECONDS)
+        if app.opened is not None:
+            app.opened.close()
+    if app.open_error is not None:
+        print(f"error: {app.open_error}", file=sys.stderr)
+        return app.open_error.exit_code
     return app.return_code or 0

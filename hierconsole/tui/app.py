@@ -10,17 +10,16 @@ from functools import partial
 from typing import TYPE_CHECKING, Literal, cast
 
 from textual import on, work
-from textual.app import App
+from textual.app import App, ComposeResult
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.signal import Signal
+from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from hierconsole.config import Preset, load_preset
 from hierconsole.errors import HierconsoleError
 from hierconsole.plurals import counted
 from hierconsole.study import read
-from hierconsole.study.db.storage import Store
 from hierconsole.tui.actions import ActionsProvider, bindings_for
 from hierconsole.tui.messages import (
     JobEvents,
@@ -32,10 +31,12 @@ from hierconsole.tui.messages import (
 )
 from hierconsole.tui.orchestration import OrchestratorLoop
 from hierconsole.tui.screens.dialogs import ConfirmDialog, QuitDialog
-from hierconsole.tui.widgets.chrome import NoticeText
+from hierconsole.tui.widgets.chrome import NavBar, NoticeText
 from hierconsole.vocabulary import ACTIVE_STATES
 
 if TYPE_CHECKING:
+    from hierconsole.config import Preset
+    from hierconsole.study.db.storage import Store
     from hierconsole.study.run.orchestrator import Orchestrator
 
 VIEW_SCREENS: dict[str, str] = {
@@ -79,6 +80,8 @@ class DemoOffer:
 
     @classmethod
     def default(cls) -> DemoOffer:
+        from hierconsole.config import load_preset
+
         preset = load_preset("demo")
 
         def dataset(store: Store) -> str:
@@ -98,8 +101,9 @@ class HierConsole(App[int]):
 
     def __init__(
         self,
-        store: Store,
+        store: Store | None,
         *,
+        open_store: Callable[[], Store] | None = None,
         orchestrate: bool = True,
         tick_interval: float = 0.5,
         max_parallel: int | None = None,
@@ -116,23 +120,34 @@ class HierConsole(App[int]):
         """Build the views not shown yet in the idle time after the first frame (off in most tests)."""
         self.cursor_blink = cursor_blink
         """Whether text fields blink their cursor (off in tests: a screenshot must not depend on time)."""
-        self.store = store
         self.orchestrate = orchestrate
         self._max_parallel = max_parallel
         self.on_quit = on_quit
-        self.home_label = home_label if home_label is not None else str(store.home)
-        self.demo = demo or DemoOffer.default()
-        self.orchestrator_loop = OrchestratorLoop(
-            store, self.post_message, interval=tick_interval, max_parallel=max_parallel, gpus=gpus
-        )
+        self._options = (tick_interval, gpus, demo, home_label)
         self.loop_done = threading.Event()
         """Set whenever no orchestrator loop runs: before it starts, after it stops, or never started."""
         self.loop_done.set()
-        self.studies: list[read.StudyRow] = read.list_studies(store)
+        self.studies: list[read.StudyRow] = []
         self.jobs: list[read.JobRow] = []
         self.failed_audits: dict[str, int] = {}
-        self.study_id: str | None = study or (self.studies[-1].study_id if self.studies else None)
-        self._start_mode = "runs" if read.has_data(store) else "datasets"
+        self.study_id: str | None = study
+        self._start_mode = "datasets"
+        self.opening = open_store if store is None else None
+        """Opens the store (`run_app`'s, for a store given as None): the console paints its first frame (the
+        view tabs and a loading line) before it calls it, in a thread, and starts on the store it returns."""
+        self.opened: Store | None = None
+        """The store `opening` returned, as soon as it did (`run_app` closes it)."""
+        self.open_error: HierconsoleError | None = None
+        """Why the store could not be opened (the console then exits; `run_app` says it)."""
+        self.store_settled = threading.Event()
+        """Set whenever no call of `opening` is under way (`run_app` waits for it before closing)."""
+        self.store_settled.set()
+        self.ready = False
+        """The store is open and the views may be shown."""
+        if store is not None:
+            self._attach_store(store, demo or DemoOffer.default(), read.list_studies(store), read.has_data(store))
+        elif open_store is None:
+            raise ValueError("HierConsole needs a store, or open_store to open one")
         self.state_signal: Signal[str] = Signal(self, "state")
         """Published after any change of the studies, jobs, failed audits or the current study."""
         self.events_signal: Signal[JobEvents] = Signal(self, "events")
@@ -145,7 +160,64 @@ class HierConsole(App[int]):
         self._audits_seen = False
 
     # -- start-up ------------------------------------------------------------------------------------
+    def _attach_store(self, store: Store, demo: DemoOffer, studies: list[read.StudyRow], has_data: bool) -> None:
+        """Everything that needs the store, once it is open."""
+        tick_interval, gpus, _, home_label = self._options
+        self.store = store
+        self.home_label = home_label if home_label is not None else str(store.home)
+        self.demo = demo
+        self.orchestrator_loop = OrchestratorLoop(
+            store, self.post_message, interval=tick_interval, max_parallel=self._max_parallel, gpus=gpus
+        )
+        self.studies = studies
+        self.study_id = self.study_id or (studies[-1].study_id if studies else None)
+        self._start_mode = "runs" if has_data else "datasets"
+        self.ready = True
+
+    def compose(self) -> ComposeResult:
+        """The first frame while the store opens: the view tabs, where, a loading line and the keys."""
+        if self.opening is not None:
+            yield NavBar("", id="nav")
+            yield Static(f"opening the store in {self._options[3] or 'the home'}…", id="opening")
+            yield Footer(compact=True)
+
     def on_mount(self) -> None:
+        if self.opening is not None:
+            self.call_after_refresh(self._begin_opening)  # once the first frame is painted
+            return
+        self._start()
+
+    def _begin_opening(self) -> None:
+        self.store_settled.clear()
+        self._open_store()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="open")
+    def _open_store(self) -> None:
+        """Open the store, then read what the first view needs (off the UI thread)."""
+        assert self.opening is not None
+        try:
+            try:
+                store = self.opened = self.opening()
+            finally:
+                self.store_settled.set()
+            demo = self._options[2] or DemoOffer.default()
+            studies, has_data = read.list_studies(store), read.has_data(store)
+        except HierconsoleError as exc:
+            self.call_from_thread(self._not_opened, exc)
+            return
+        self.call_from_thread(self._opened, store, demo, studies, has_data)
+
+    def _not_opened(self, exc: HierconsoleError) -> None:
+        self.open_error = exc
+        self.exit(exc.exit_code, return_code=exc.exit_code)
+
+    def _opened(self, store: Store, demo: DemoOffer, studies: list[read.StudyRow], has_data: bool) -> None:
+        if self._closing or self._closed:
+            return
+        self._attach_store(store, demo, studies, has_data)
+        self._start()
+
+    def _start(self) -> None:
         self.switch_mode(self._start_mode)
         self.refresh_queue()
         if self.orchestrate:
@@ -307,7 +379,7 @@ class HierConsole(App[int]):
 
     # -- actions -------------------------------------------------------------------------------------
     def action_show_view(self, mode: str) -> None:
-        if self.current_mode != mode:
+        if self.ready and self.current_mode != mode:
             self.switch_mode(mode)
 
     def action_help(self) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-from hierconsole.contract.events import Event
-from hierconsole.study.read import JobRow, StudyRow
+if TYPE_CHECKING:  # field types only: the console's first frame needs neither the events nor the store
+    from hierconsole.contract.events import Event
+    from hierconsole.study.read import JobRow, StudyRow
 
 
 @dataclass

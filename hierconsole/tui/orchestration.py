@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
-from hierconsole.contract.events import Event, LineProblem
 from hierconsole.errors import HierconsoleError, StoreWriteError
 from hierconsole.study import read
-from hierconsole.study.db.storage import Store
 from hierconsole.tui.messages import JobEvents, Notice, OrchestratorFailed, OrchestratorStopped, QueueChanged
 
 if TYPE_CHECKING:
+    from hierconsole.contract.events import Event, LineProblem
+    from hierconsole.study.db.storage import Store
     from hierconsole.study.run.orchestrator import Orchestrator
 
 Command = Callable[["Orchestrator"], str | None]

@@ -42,6 +42,16 @@ def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
     return text
 
 
+def console_error(done: subprocess.CompletedProcess[str]) -> str:
+    """The error the console said as it closed: exit status 2, one `error:` line, no traceback. The console
+    paints its first frame before it opens the store, so the terminal's output of that frame (Textual
+    writes it to stderr) comes before the line."""
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr
+    assert done.stderr.count("error:") == 1, done.stderr
+    return " ".join(done.stderr[done.stderr.index("error: ") :].split())
+
+
 def tree_digest(folder: Path) -> dict[str, str]:
     """Every file under `folder` by its relative path and content hash (for "nothing changed")."""
     return {

@@ -4,6 +4,7 @@ is told exactly what to do and disturbs nothing, and jobs whose orchestrator die
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -14,6 +15,7 @@ import pytest
 from hierconsole.study.db.live import latest
 from hierconsole.study.db.storage import Store
 from tests.reliability.conftest import TINY_RUN, cli, cli_argv, one_line_error, wait_for
+from tests.stores.fixed import COMPLETE, LIVE
 
 pytestmark = pytest.mark.slow  # worker processes and the CLI in subprocesses
 
@@ -77,3 +79,38 @@ def test_a_second_shell_watches_a_running_study(tiny_home):
         if worker_pid:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(worker_pid, signal.SIGKILL)
+
+
+def test_reads_during_a_run_return_the_stored_rows(fixed_copy):
+    """`studies`, `runs`, `effects` and `contrast` in a second shell while a study runs: the complete
+    study's numbers are those read when nothing runs, and the running study is there with its jobs."""
+    home = fixed_copy
+    reads = (["effects", COMPLETE, "--json"], ["contrast", COMPLETE, COMPLETE, "--json"])
+    idle = {tuple(argv): cli(home, *argv) for argv in reads}
+    for done in idle.values():
+        assert done.returncode == 0, done.stderr
+    holder = subprocess.Popen(
+        cli_argv(home, *TINY_RUN, "--epochs", "2000", "--seeds", "42"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: latest(home) is not None, what="the holder's first live snapshot")
+        with Store(home, read_only=True) as store:
+            assert store.live
+            new = store.value("SELECT study_id FROM studies WHERE study_id NOT IN (?, ?)", [COMPLETE, LIVE])
+        for argv in reads:
+            during = cli(home, *argv)
+            assert during.returncode == 0 and "live snapshot" in during.stderr, during.stderr
+            assert json.loads(during.stdout) == json.loads(idle[tuple(argv)].stdout), argv
+        studies = cli(home, "studies")
+        assert studies.returncode == 0 and "live snapshot" in studies.stderr
+        assert all(sid in studies.stdout for sid in (COMPLETE, LIVE, new)), studies.stdout
+        wait_for(lambda: "running" in cli(home, "runs", new).stdout, what="the new study's job running")
+        runs = cli(home, "--wide", "runs", new)
+        assert runs.returncode == 0 and "live snapshot" in runs.stderr, runs.stderr
+        jobs = [line.split("│")[1].strip() for line in runs.stdout.splitlines() if "final-s" in line]
+        assert jobs == [f"{new}/final-s42"] and "running" in runs.stdout, runs.stdout
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)

@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from hierconsole.study.db.storage import HEADER_BYTES
-from tests.reliability.conftest import cli, one_line_error
+from tests.reliability.conftest import cli, console_error, one_line_error
 from tests.stores.fixed import COMPLETE
 
 pytestmark = pytest.mark.slow  # the CLI in subprocesses
@@ -86,7 +86,7 @@ def test_a_damaged_store_is_one_line_for_every_read(fixed_copy, tmp_path, damage
 
 
 @pytest.mark.parametrize("damage", DAMAGES)
-def test_the_console_names_the_damage_before_any_screen(fixed_copy, damage):
+def test_the_console_names_the_damage_as_it_closes(fixed_copy, damage):
     path = fixed_copy / "hierconsole.duckdb"
     said = DAMAGES[damage](path, "metrics")
     done = subprocess.run(
@@ -94,5 +94,5 @@ def test_the_console_names_the_damage_before_any_screen(fixed_copy, damage):
          str(fixed_copy)],
         capture_output=True, text=True, timeout=120, env={**os.environ, "TERM": "dumb"},
     )  # fmt: skip
-    text = one_line_error(done)
+    text = console_error(done)
     _expect(text, path, damage, said)

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
 from hierconsole.present import numbers
 from hierconsole.present.grid import Column, Grid
-from hierconsole.study.analysis.audits import Check
-from hierconsole.study.read.datasets import DatasetInfo
-from hierconsole.study.read.jobs import JobRow
-from hierconsole.study.read.studies import StudyRow
+
+if TYPE_CHECKING:  # the rows' types only: `runs` and `studies` need not import the audits or datasets
+    from hierconsole.study.analysis.audits import Check
+    from hierconsole.study.read.datasets import DatasetInfo
+    from hierconsole.study.read.jobs import JobRow
+    from hierconsole.study.read.studies import StudyRow
 
 
 def studies_grid(studies: Sequence[StudyRow]) -> Grid:

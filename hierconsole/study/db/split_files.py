@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from hierconsole.locations import study_dir
 
 if TYPE_CHECKING:
+    import numpy as np  # imported by save_split: the roles are read by `runs`, which needs no numpy
+
     from hierconsole.config.preset import Preset
 
 PROTOCOL = "protocol"
@@ -46,6 +46,8 @@ def split_file(home: Path, study_id: str, role: str) -> Path:
 
 def save_split(path: Path, parts: dict[str, np.ndarray]) -> None:
     # Any: numpy's stub types **kwds alongside `allow_pickle: bool`, so unpacked arrays could be that flag.
+    import numpy as np
+
     arrays: dict[str, Any] = {k: np.asarray(v, dtype=np.int64) for k, v in parts.items()}
     np.savez(path, **arrays)
 

@@ -23,10 +23,9 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
-import polars as pl
 
 from hierconsole.contract import layout
 from hierconsole.errors import (
@@ -39,6 +38,9 @@ from hierconsole.errors import (
 from hierconsole.locations import db_path, resolve_home, resource_dir
 from hierconsole.study.db import backups, live
 from hierconsole.study.db.views import views_sql
+
+if TYPE_CHECKING:
+    import polars as pl  # imported by frame() when called: a read that lists rows never loads polars
 
 T = TypeVar("T")
 
