@@ -1,4 +1,5 @@
-"""`hierconsole replicate --dry-run` on a generated CUB-layout folder, and the input hashes it keys on."""
+"""`hierconsole replicate --dry-run` on a generated CUB-layout folder (its plan, jobs and calibrated estimate),
+and the input hashes it keys on."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ import sys
 
 import pytest
 
+from hierconsole.study import read
+from hierconsole.study.db.replications import put_stage
+from hierconsole.study.db.storage import Store
 from hierconsole.study.run.input_hashes import folder_sha256
+from tests.stores.layouts import make_cub, tiny_model
 
 
 def _cub(root):
@@ -44,13 +49,15 @@ def test_folder_hash_sees_a_changed_added_or_renamed_image_only(tmp_path):
 
 
 @pytest.mark.slow
-def test_dry_run_lists_every_stage_and_creates_nothing(tmp_path):
-    cub = _cub(tmp_path / "CUB_200_2011")
+def test_dry_run_lists_every_stage_and_creates_no_dataset_or_study(tmp_path):
+    layout = make_cub(tmp_path)
+    model = tiny_model(tmp_path)
     home = tmp_path / "home"
-    done = _cli(
-        home, "--cub", str(cub), "--cub-taxonomy", str(tmp_path / "taxonomy.csv"), "--weights", "none",
-        "--scale", "smoke", "--dry-run",
+    args = (
+        "--cub", str(layout.root), "--checklist", str(tmp_path / "checklist.csv"), "--weights", "none",
+        "--model", str(model), "--scale", "smoke", "--dry-run",
     )
+    done = _cli(home, *args)
     assert done.returncode == 0, done.stderr
     for stage in (
         "extract-cub",
@@ -65,7 +72,38 @@ def test_dry_run_lists_every_stage_and_creates_nothing(tmp_path):
     ):
         assert stage in done.stdout
     assert "extract-nabirds" not in done.stdout and "omitted: the tables of nabirds" in done.stdout
-    assert not home.exists()
+    lines = {line.split()[0]: line for line in done.stdout.splitlines() if line.startswith("  ")}
+    # Every stage has its jobs and a calibrated estimate; the extraction counts the layout's images.
+    assert f"{layout.images} images" in lines["extract-cub"] and "calibrated" in lines["extract-cub"]
+    assert "jobs" in lines["factorial-cub"] and "calibrated" in lines["factorial-cub"]
+    assert "time left on this machine: about" in done.stdout
+    assert "calibration (measured now" in done.stdout and "no dataset or study was created" in done.stdout
+    with Store(home, read_only=True) as store:
+        assert read.list_datasets(store) == [] and read.list_studies(store) == []
+        assert store.value("SELECT count(*) FROM calibrations") == 1
+    again = _cli(home, *args)  # the stored calibration is reused, not measured again
+    assert again.returncode == 0, again.stderr
+    assert "calibration (measured now" not in again.stdout and "calibration (measured 20" in again.stdout
+
+
+@pytest.mark.slow
+def test_dry_run_after_a_stage_ran_estimates_it_measured_and_scales_its_kind(tmp_path):
+    layout = make_cub(tmp_path)
+    model = tiny_model(tmp_path)
+    home = tmp_path / "home"
+    args = (
+        "--cub", str(layout.root), "--checklist", str(tmp_path / "checklist.csv"), "--weights", "none",
+        "--model", str(model), "--scale", "smoke",
+    )
+    assert _cli(home, *args, "--dry-run").returncode == 0
+    rid = "cub-tiny-dinov2-smoke-seed0"
+    with Store(home) as store:  # the extraction finished under other inputs, 40 s (then --redo runs it)
+        put_stage(store, rid, "extract-cub", "done", "an-older-key", {"features": "x"}, 40.0)
+    done = _cli(home, *args, "--redo", "extract-cub", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    lines = {line.split()[0]: line for line in done.stdout.splitlines() if line.startswith("  ")}
+    assert "~40s measured" in lines["extract-cub"]
+    assert "(1 finished)" in lines["import-cub"]
 
 
 @pytest.mark.slow

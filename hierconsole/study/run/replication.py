@@ -91,14 +91,16 @@ def run_replication(
         assert step.key is not None  # RUN is decided only once every input exists
         name = step.stage.name
         upstream = {n: records[n].outputs for n in step.stage.needs}
-        put(name, StageState.RUNNING, step.key, {}, None)
+        # The last finished run's time stays on the record while it runs again: the estimate's measure.
+        last = records[name].seconds if name in records else None
+        put(name, StageState.RUNNING, step.key, {}, last)
         if on_stage is not None:
             on_stage(name, False)
         started = time.perf_counter()
         try:
             outputs = dict(actions[name](upstream))
         except BaseException:
-            put(name, StageState.FAILED, step.key, {}, None)
+            put(name, StageState.FAILED, step.key, {}, last)
             raise
         seconds = time.perf_counter() - started
         put(name, StageState.DONE, step.key, outputs, seconds)

@@ -150,9 +150,3 @@ def runnable(planned: Iterable[Planned]) -> list[Planned]:
     """The stages that can start now: decided RUN with all their inputs present."""
     return [p for p in planned if p.decision == Decision.RUN]
 
-
-def estimate_seconds(planned: Iterable[Planned], per_stage: Mapping[str, float]) -> float:
-    """Seconds left: the calibrated time of every stage that will still run (RUN or WAITING)."""
-    return sum(
-        per_stage.get(p.stage.name, 0.0) for p in planned if p.decision in (Decision.RUN, Decision.WAITING)
-    )
