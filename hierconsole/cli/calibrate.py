@@ -29,9 +29,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "line. `replicate --dry-run` runs this and stores the result.",
     )
     p.add_argument("preset", help="the preset whose shapes (batch, widths, cells, threads) are measured")
-    p.add_argument(
-        "--import-only", action="store_true", help="only time torch's and the engine's import (a worker's start-up)"
-    )
     p.add_argument("--set", dest="overrides", metavar="KEY=VALUE", action="append", default=[])
     p.add_argument("--model", required=True, help="an architecture name or a .json of Dinov2Config fields")
     p.add_argument("--gallery", type=int, required=True, help="gallery items of one test perturbation")
@@ -51,9 +48,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from hierconsole.extraction.calibration import extraction_seconds
 
     imported = time.perf_counter() - started
-    if args.import_only:
-        print(json.dumps({"import": imported}))
-        return 0
     default_threads = torch.get_num_threads()
     torch.set_num_threads(preset.compute.threads_per_worker)  # what each study worker runs with
     poincare = preset.geometry.poincare

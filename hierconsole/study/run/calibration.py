@@ -74,12 +74,6 @@ def _child(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _timed_child(argv: Sequence[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
-    started = time.perf_counter()
-    done = _child(argv)
-    return time.perf_counter() - started, done
-
-
 def _reported(argv: Sequence[str], done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     if done.returncode:
         tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
@@ -88,25 +82,22 @@ def _reported(argv: Sequence[str], done: subprocess.CompletedProcess[str]) -> di
 
 
 def measure(preset: str, overrides: Sequence[str], model: str, gallery: int, images: Sequence[Path]) -> UnitCosts:
-    """Run the calibration: light children's start-up, then `hierconsole calibrate` (a few seconds).
-
-    Each start-up is the faster of two: the first start of a freshly installed environment reads its
-    files from disk, which the stages' many later starts do not."""
+    """Run the calibration: a light child's start-up (`hierconsole --version`), then `hierconsole
+    calibrate` (a worker's imports and a few seconds of measurements)."""
     argv = ["calibrate", preset, "--model", model, "--gallery", str(gallery)]
     for assignment in overrides:
         argv += ["--set", assignment]
     for image in images:
         argv += ["--image", str(image)]
-    starts = [_timed_child(["--version"]) for _ in range(2)]
-    for _, light in starts:
-        if light.returncode:
-            raise HierconsoleError(f"replicate: `hierconsole --version` failed in a child: {light.stderr.strip()[-200:]}")
-    command_start = min(seconds for seconds, _ in starts)
-    first = _reported(argv, _child([*argv, "--import-only"]))
+    started = time.perf_counter()
+    light = _child(["--version"])
+    command_start = time.perf_counter() - started
+    if light.returncode:
+        raise HierconsoleError(f"replicate: `hierconsole --version` failed in a child: {light.stderr.strip()[-200:]}")
     measured = _reported(argv, _child(argv))
     return UnitCosts(
         command_start=command_start,
-        worker_start=command_start + min(first["import"], measured["import"]),
+        worker_start=command_start + measured["import"],
         cell_update=measured["cell_update"],
         comparison=measured["comparison"],
         image=measured["image"],
