@@ -45,9 +45,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     import torch
 
     from hierconsole.engine.calibration import cell_update_seconds, comparison_seconds
+
+    imported = time.perf_counter() - started  # what a worker imports: torch and the engine, no more
+    started = time.perf_counter()
     from hierconsole.extraction.calibration import extraction_seconds
 
-    imported = time.perf_counter() - started
+    extractor = time.perf_counter() - started  # what `extract` imports beyond them (transformers)
     default_threads = torch.get_num_threads()
     torch.set_num_threads(preset.compute.threads_per_worker)  # what each study worker runs with
     poincare = preset.geometry.poincare
@@ -58,6 +61,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     json.dump(
         {
             "import": imported,
+            "extractor_import": extractor,
             "cell_update": cell_update,
             "comparison": comparison,
             "backbone": backbone,

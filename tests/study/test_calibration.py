@@ -84,7 +84,8 @@ def test_a_smoke_factorial_counts_its_jobs_updates_and_pairs_by_hand():
     assert final.jobs == 2 and final.updates == 2 * 4 * cells and final.comparisons == 2 * cells * 3 * 10
     # Evaluation: every model and untrained baseline on 3 perturbations of 10 queries x 22 gallery items.
     untrained = sum(b in ("frozen", "pca") for b in preset.evaluation.baselines)
-    assert evaluation == Phase(jobs=1, slots=1, comparisons=(2 * cells + untrained) * 3 * 10 * 22)
+    assert evaluation == Phase(jobs=1, slots=1, comparisons=(2 * cells + untrained) * 3 * 10 * 22, warm=1)
+    assert tune.warm == 0 and final.warm == 1  # the standby started while the tuning ran
     assert predicted_seconds(StageWork(phases=(tune, final, evaluation)), UNITS) > 0
 
 
@@ -99,6 +100,6 @@ def test_calibrate_prints_this_machines_unit_costs(tmp_path):
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     measured = json.loads(done.stdout)
-    for unit in ("import", "cell_update", "comparison", "backbone", "image"):
+    for unit in ("import", "extractor_import", "cell_update", "comparison", "backbone", "image"):
         assert measured[unit] > 0
     assert measured["threads"] == load_preset("cub-tune").compute.threads_per_worker and measured["torch"]

@@ -30,6 +30,9 @@ def test_a_phase_spreads_its_jobs_over_the_slots_that_run_at_once():
     # 5 jobs on 2 slots: 3 waves of start-ups, the work on 2 cores.
     assert phase_seconds(Phase(jobs=5, slots=2, updates=1000), UNITS) == pytest.approx(3 * 2.0 + 5 * 1.0 / 2)
     assert phase_seconds(Phase(jobs=1, slots=3), UNITS) == pytest.approx(2.0)
+    # A warm standby takes one launch: 2 cold jobs on 2 slots are one wave; a warm lone job none.
+    assert phase_seconds(Phase(jobs=3, slots=2, updates=1000, warm=1), UNITS) == pytest.approx(2.0 + 3 * 1.0 / 2)
+    assert phase_seconds(Phase(jobs=1, slots=1, updates=1000, warm=1), UNITS) == pytest.approx(1.0)
     assert phase_seconds(Phase(jobs=0, slots=3, updates=10), UNITS) == 0.0
 
 

@@ -6,10 +6,11 @@ Plain values in and out, so the arithmetic is tested by hand and every front end
 plan says it does: child commands started, images through the backbone, and its studies' jobs as phases
 (the tuning runs, the final seeds, the evaluation), each job costing its cell-updates and its scored
 query x gallery pairs, started in waves of S (the preset's parallel jobs). A phase of J jobs on S slots
-and C cores runs ``ceil(J / S) * start + J * work / min(J, S, C)`` seconds: a wave's workers start
-together (their start-up is mostly waiting on imports, so it overlaps), and their work is spread over
-the slots that really compute at once. A warm standby worker can hide part of a start-up; the
-refinement below corrects what this misjudges on a machine.
+and C cores runs ``ceil((J - W) / S) * start + J * work / min(J, S, C)`` seconds: a wave's workers
+start together (their start-up is mostly waiting on imports, so it overlaps), W of them on the warm
+standby the orchestrator starts ahead while a study trains (one per phase after a study's first), and
+their work is spread over the slots that really compute at once. The refinement below corrects what this
+misjudges on a machine.
 
 Refinement: a stage that ran before (its wall time recorded) is estimated at that time (source
 ``measured``); every other stage is its calibrated prediction times the ratio measured / predicted of the
@@ -40,6 +41,8 @@ class Phase:
     """Cell-updates per job: epochs x updates per epoch x cells."""
     comparisons: int = 0
     """Query x gallery pairs each job scores (validation passes and test perturbations together)."""
+    warm: int = 0
+    """Jobs that start on a warm standby worker (its imports done while the study's last phase ran)."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ class UnitCosts:
     image: float
     """One image through the backbone."""
     backbone: float
-    """Building the backbone."""
+    """Importing the extractor (transformers, beyond a worker's imports) and building the backbone."""
     cores: int
 
     def to_json(self) -> dict[str, Any]:
@@ -93,7 +96,7 @@ def phase_seconds(phase: Phase, units: UnitCosts) -> float:
         return 0.0
     slots = max(1, phase.slots)
     work = phase.updates * units.cell_update + phase.comparisons * units.comparison
-    waves = math.ceil(phase.jobs / slots)
+    waves = math.ceil(max(0, phase.jobs - phase.warm) / slots)
     return waves * units.worker_start + phase.jobs * work / max(1, min(phase.jobs, slots, units.cores))
 
 

@@ -101,7 +101,7 @@ def measure(preset: str, overrides: Sequence[str], model: str, gallery: int, ima
         cell_update=measured["cell_update"],
         comparison=measured["comparison"],
         image=measured["image"],
-        backbone=measured["backbone"],
+        backbone=measured["extractor_import"] + measured["backbone"],
         cores=measured["cores"],
     )
 

@@ -10,6 +10,7 @@ the images, which is what the split draws up to rounding.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -129,7 +130,9 @@ def study_phases(preset: Preset, size: DatasetSize) -> tuple[Phase, ...]:
     phases.append(
         Phase(jobs=1, slots=1, comparisons=models * len(preset.evaluation.qg_seeds) * queries * gallery)
     )
-    return tuple(phases)
+    # The orchestrator keeps one worker started ahead while a study trains: every phase after the
+    # first finds one launch warm.
+    return tuple(p if i == 0 else dataclasses.replace(p, warm=1) for i, p in enumerate(phases))
 
 
 def run_presets(run: StudyRun, scale: str) -> list[Preset]:
@@ -176,7 +179,8 @@ def stage_work(
             factorial, _ = RESCORED[name]
             (run,) = STAGE_RUNS[factorial]
             (preset,) = run_presets(run, scale)
-            evaluation = study_phases(preset, sizes[run.dataset])[-1]
+            # A re-score is a study's one job, started cold (no training ran before it).
+            evaluation = dataclasses.replace(study_phases(preset, sizes[run.dataset])[-1], warm=0)
             work[name] = StageWork(commands=1, phases=(evaluation,))
         else:
             work[name] = StageWork(commands=int(name in LIGHT_STAGES))
