@@ -232,3 +232,21 @@ CREATE TABLE IF NOT EXISTS arm_durations (
     seeds    INTEGER NOT NULL,
     PRIMARY KEY (study_id, arm)
 );
+
+-- Version 6: `replicate`'s time estimate. A calibration is this machine's unit costs (seconds per child
+-- start-up, cell-update, scored query x gallery pair, extracted image), keyed by what they depend on (the
+-- machine, its cores, torch, the model, the plan's shapes and threads), so another machine or model is
+-- measured again; replication_work is each stage's counted work, priced by the calibration it names.
+CREATE TABLE IF NOT EXISTS calibrations (
+    calibration_key VARCHAR PRIMARY KEY,   -- sha256 over what the unit costs depend on
+    described       JSON NOT NULL,         -- those inputs: machine, cores, python, torch, model, shapes
+    units           JSON NOT NULL,         -- study.analysis.stage_costs.UnitCosts as measured
+    measured_at     TIMESTAMP NOT NULL DEFAULT current_timestamp
+);
+
+CREATE TABLE IF NOT EXISTS replication_work (
+    replication_id  VARCHAR PRIMARY KEY,
+    calibration_key VARCHAR NOT NULL,
+    work            JSON NOT NULL,         -- stage -> study.analysis.stage_costs.StageWork
+    updated_at      TIMESTAMP NOT NULL DEFAULT current_timestamp
+);

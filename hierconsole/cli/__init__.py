@@ -35,6 +35,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "report",
     "doctor",
     "replicate",
+    "calibrate",
     "serve",
     "completion",
 )

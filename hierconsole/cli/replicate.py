@@ -25,6 +25,14 @@ from hierconsole.extraction.architectures import ARCHITECTURES, DEFAULT_MODEL
 from hierconsole.locations import resolve_home
 from hierconsole.plurals import counted
 from hierconsole.study.analysis.paper_tables import PAPER_TABLES_DIGEST
+from hierconsole.study.analysis.stage_costs import Estimate, StageWork, UnitCosts, estimate
+from hierconsole.study.run.calibration import (
+    CALIBRATION_IMAGES,
+    Calibrated,
+    described,
+    ensure_calibration,
+    measure,
+)
 from hierconsole.study.run.input_hashes import file_sha256, folder_sha256, text_sha256
 from hierconsole.study.run.paper_stages import (
     CUB,
@@ -35,13 +43,22 @@ from hierconsole.study.run.paper_stages import (
     SCALES,
     SMOKE,
     StudyRun,
+    assignment_list,
     factorial_stages,
     paper_stages,
     replication_name,
+    run_overrides,
     run_plans,
 )
 from hierconsole.study.run.replication import load_records
-from hierconsole.study.run.stage_graph import Decision, Planned, estimate_seconds, plan
+from hierconsole.study.run.stage_graph import Decision, Planned, dependents, plan
+from hierconsole.study.run.stage_work import (
+    calibration_run,
+    calibration_shape,
+    dataset_size,
+    sample_images,
+    stage_work,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -181,12 +198,76 @@ def replication_id(args: argparse.Namespace) -> str:
     return replication_name(model, args.scale, args.seed)
 
 
-def _print_plan(out: Console, rid: str, planned: list[Planned], records: Mapping, datasets: frozenset[str]) -> None:
+def _roots(args: argparse.Namespace) -> dict[str, Path]:
+    return {d: Path(root) for d, root in ((CUB, args.cub), (NABIRDS, args.nabirds)) if root is not None}
+
+
+def _plan_estimate(
+    args: argparse.Namespace, stages: list, external: Mapping[str, str], rid: str, home: Path
+) -> tuple[dict[str, StageWork], Calibrated]:
+    """Count each stage's work from its plan, and price it with this machine's calibration: the stored
+    one for this machine, model and shapes, else measured now in a child process (a few seconds) and
+    stored. Both are recorded in the store (no dataset or study is created)."""
+    from hierconsole.study.db.calibrations import put_replication_work
+    from hierconsole.study.db.storage import Store
+
+    roots = _roots(args)
+    sizes = {d: dataset_size(root) for d, root in roots.items()}
+    work = stage_work(stages, args.scale, sizes, builds_taxonomy=args.checklist is not None)
+    run = calibration_run(sizes)
+    shape = calibration_shape(run, args.scale, sizes[run.dataset])
+    model = args.model if args.model in ARCHITECTURES else external["model"]
+    images = sample_images(roots[run.dataset], CALIBRATION_IMAGES + 1)
+    overrides = assignment_list(run_overrides(run, args.scale))
+
+    def measured() -> UnitCosts:
+        return measure(run.preset, overrides, args.model, shape["gallery"], images)
+
+    calibrated = ensure_calibration(lambda: Store(home), described(model, shape), measured)
+    with Store(home) as store:
+        put_replication_work(store, rid, calibrated.key, {name: w.to_json() for name, w in work.items()})
+    return work, calibrated
+
+
+def _estimate(planned: list[Planned], records: Mapping, work: Mapping[str, StageWork], units: UnitCosts) -> Estimate:
+    left = [p.stage.name for p in planned if p.decision in (Decision.RUN, Decision.WAITING)]
+    measured = {name: r.seconds for name, r in records.items() if r.seconds is not None}
+    return estimate(left, work, units, measured)
+
+
+def _jobs(work: StageWork) -> str:
+    jobs = sum(p.jobs for p in work.phases)
+    commands = work.commands + work.torch_commands
+    parts = [counted(jobs, "job")] if jobs else []
+    if work.images:
+        parts.append(counted(work.images, "image"))
+    if commands:
+        parts.append(counted(commands, "command"))
+    return ", ".join(parts) or "in process"
+
+
+def _print_plan(
+    out: Console,
+    rid: str,
+    planned: list[Planned],
+    records: Mapping,
+    datasets: frozenset[str],
+    work: Mapping[str, StageWork],
+    calibrated: Calibrated,
+    home: Path,
+) -> None:
     out.print(f"replication {escape(rid)}", highlight=False)
+    est = _estimate(planned, records, work, calibrated.units)
+    by_stage = {s.stage: s for s in est.stages}
     for p in planned:
         record = records.get(p.stage.name)
-        took = f"  (last {record.seconds:.1f}s)" if record and record.seconds is not None else ""
-        out.print(f"  {p.stage.name:<18} {p.decision.value:<8}{took}", highlight=False)
+        took = f"last {record.seconds:.1f}s" if record and record.seconds is not None else ""
+        left = by_stage.get(p.stage.name)
+        guess = f"~{left.seconds:.0f}s {left.describe()}" if left else "-"
+        out.print(
+            f"  {p.stage.name:<18} {p.decision.value:<8} {_jobs(work[p.stage.name]):<32} {guess:<34} {took}",
+            highlight=False,
+        )
     omitted = sorted(set(DATASETS) - datasets)
     if omitted:
         out.print(f"omitted: the tables of {', '.join(omitted)} (no folder given)", highlight=False)
@@ -196,11 +277,20 @@ def _print_plan(out: Console, rid: str, planned: list[Planned], records: Mapping
             f"changed inputs: {', '.join(stale)} finished under other inputs; kept until --redo names them",
             highlight=False,
         )
-    timed = {name: r.seconds for name, r in records.items() if r.seconds is not None}
-    if timed:
-        out.print(f"time left (from the stages' recorded times): {estimate_seconds(planned, timed):.0f}s", highlight=False)
-    else:
-        out.print("time left: unknown (no stage has run on this machine yet)", highlight=False)
+    out.print(f"time left on this machine: about {est.total:.0f}s", highlight=False)
+    when = "measured now" if calibrated.measured_now else f"measured {calibrated.measured_at:%Y-%m-%d %H:%M}"
+    u = calibrated.units
+    out.print(
+        f"calibration ({when}, {u.cores} cores): child start-up {u.command_start:.2f}s, worker start-up "
+        f"{u.worker_start:.2f}s, {u.cell_update * 1e3:.2f} ms per cell-update, {u.comparison * 1e9:.1f} ns per "
+        f"query x gallery pair, {u.image * 1e3:.0f} ms per image",
+        highlight=False,
+    )
+    out.print(
+        f"stored in {escape(str(home))}: this machine's calibration and the plan's counted work "
+        "(no dataset or study was created)",
+        highlight=False,
+    )
 
 
 def cmd_replicate(args: argparse.Namespace) -> int:
@@ -219,7 +309,10 @@ def cmd_replicate(args: argparse.Namespace) -> int:
                 records = load_records(store, rid)
         else:  # a replication may start from no home at all: it will make one, and nothing is done yet
             records = {}
-        _print_plan(out, rid, plan(stages, external, records), records, datasets)
+        home = resolve_home(args.home)
+        work, calibrated = _plan_estimate(args, stages, external, rid, home)
+        planned = plan(stages, external, records, dependents(stages, args.redo))
+        _print_plan(out, rid, planned, records, datasets, work, calibrated, home)
         return 0
     return _run(args, stages, external, rid, out)
 
@@ -235,6 +328,7 @@ def _run(args: argparse.Namespace, stages: list, external: dict[str, str], rid: 
     home = resolve_home(args.home)
     with Store(home):  # made (or migrated) before the first record, so every read below finds a store
         pass
+    _plan_estimate(args, stages, external, rid, home)  # what the console's estimate reads
     folder = home / "replications" / rid
     tables_out = (args.out or folder / "tables").resolve()
     rep = Replication(args, home, rid, folder, external)

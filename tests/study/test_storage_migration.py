@@ -1,4 +1,4 @@
-"""A store written by schema version 1, 2 or 3 opens under version 4: the family and shuffle tables (2),
+"""A store written by schema version 1, 2 or 3 opens under the current version: the family and shuffle tables (2),
 the jobs' executor and node columns (3) and the replication_stages table (4) are added, nothing it held
 is touched."""
 
@@ -32,7 +32,7 @@ def test_a_version_1_store_is_migrated_in_place(fixed_home, tmp_path):
     con.close()
 
     with Store(home) as store:
-        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == str(SCHEMA_VERSION) == "5"
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == str(SCHEMA_VERSION) == "6"
         assert store.rows("SELECT study_id, phase FROM studies ORDER BY study_id") == studies
         assert store.value("SELECT count(*) FROM families") == 0
         assert store.value("SELECT count(*) FROM jobs WHERE executor IS NOT NULL OR node IS NOT NULL") == 0
@@ -52,7 +52,7 @@ def test_a_version_2_store_gains_the_executor_columns(fixed_home, tmp_path):
     con.close()
 
     with Store(home) as store:
-        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "5"
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "6"
         assert store.rows("SELECT job_id, state, attempts FROM jobs ORDER BY job_id") == jobs
         assert store.rows("SELECT DISTINCT executor, node FROM jobs") == [(None, None)]
 
@@ -67,7 +67,7 @@ def test_a_version_3_store_gains_the_replication_table(fixed_home, tmp_path):
     con.close()
 
     with Store(home) as store:
-        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "5"
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "6"
         assert store.rows("SELECT study_id, phase FROM studies ORDER BY study_id") == studies
         assert store.value("SELECT count(*) FROM replication_stages") == 0
 
@@ -82,6 +82,21 @@ def test_a_version_4_store_gains_the_arm_durations_table(fixed_home, tmp_path):
     con.close()
 
     with Store(home) as store:
-        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "5"
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "6"
         assert store.rows("SELECT study_id, phase FROM studies ORDER BY study_id") == studies
         assert store.value("SELECT count(*) FROM arm_durations") == 0
+
+
+def test_a_version_5_store_gains_the_calibration_tables(fixed_home, tmp_path):
+    home = tmp_path / "home"
+    shutil.copytree(fixed_home, home)
+    con = duckdb.connect(str(db_path(home)))
+    con.execute("DROP TABLE calibrations")
+    con.execute("DROP TABLE replication_work")
+    con.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    con.close()
+
+    with Store(home) as store:
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "6"
+        assert store.value("SELECT count(*) FROM calibrations") == 0
+        assert store.value("SELECT count(*) FROM replication_work") == 0

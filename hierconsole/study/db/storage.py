@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 VIEWS_KEY = "views_sha256"
 """meta key: the hash of the views last created, so they are re-created only when this version's differ."""
 
@@ -62,12 +62,14 @@ def _add_executor_columns(con: duckdb.DuckDBPyConnection) -> None:
 # Migrations from version N to N+1, applied in order inside one transaction each. schema.sql is the
 # current version; version 2 only added tables, and schema.sql's statements are idempotent; version 3
 # added two columns to jobs; version 4 only added the replication_stages table, so it re-applies the
-# idempotent schema like version 2; version 5 only added the arm_durations table, likewise.
+# idempotent schema like version 2; version 5 only added the arm_durations table, likewise; version 6 only
+# added the calibrations and replication_work tables, likewise.
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     1: _apply_schema,
     2: _add_executor_columns,
     3: _apply_schema,
     4: _apply_schema,
+    5: _apply_schema,
 }
 
 _LOCK_RE = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\d+)\)")

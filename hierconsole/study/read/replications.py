@@ -22,6 +22,7 @@ from hierconsole.errors import HierconsoleError
 from hierconsole.study.db.replications import all_stage_rows
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.paper_tables import TABLES, MeasuredTable, TableSpec, measured_table
+from hierconsole.study.read.replication_estimate import replication_estimate
 from hierconsole.vocabulary import StageStatus
 
 HASH_LENGTH = 64
@@ -228,7 +229,7 @@ def replications(
     kept: Sequence[ReplicationView] = (),
 ) -> list[ReplicationView]:
     """Every replication in the home, by id. `graph` gives each its stage graph, `estimate` its time
-    left, `comparable` whether its values stand to be compared with the paper's (not at smoke scale);
+    left where no calibrated estimate is stored (`read.replication_estimate`), `comparable` whether its values stand to be compared with the paper's (not at smoke scale);
     `now` is the reader's clock (Unix seconds). The tables of a view in `kept` whose inputs are unchanged
     are kept rather than read again (a live refresh then costs only the stage records)."""
     previous = {v.replication_id: v for v in kept}
@@ -241,5 +242,8 @@ def replications(
             rows, measured = old.tables, old.measured
         else:
             rows, measured = table_rows(store, stages, comparable=comparable(rid))
-        views.append(ReplicationView(rid, stages, estimate(stages), rows, measured, key))
+        # The calibrated estimate `replicate` prints, where this home holds one; else the caller's.
+        calibrated = replication_estimate(store, rid)
+        left = calibrated.total if calibrated is not None else estimate(stages)
+        views.append(ReplicationView(rid, stages, left, rows, measured, key))
     return views

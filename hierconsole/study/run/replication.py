@@ -116,7 +116,10 @@ def run_replication(
                     continue
                 assert step.key is not None  # RUN is decided only once every input exists
                 # Written (the store is free if this stage needs it) before the stage is running.
-                ledger.put(stage.name, StageRecord(StageState.RUNNING, step.key), store_free=not _busy(running))
+                # The last finished run's time stays on the record while it runs again: the estimate's measure.
+                last = records[stage.name].seconds if stage.name in records else None
+                running_record = StageRecord(StageState.RUNNING, step.key, {}, last)
+                ledger.put(stage.name, running_record, store_free=not _busy(running))
                 running[stage.name] = stage
                 if on_stage is not None:
                     on_stage(stage.name, False)
@@ -128,9 +131,9 @@ def run_replication(
             break
         name, result, seconds = _next(ended)
         stage = running.pop(name)
-        key = records[name].input_key
+        key, last = records[name].input_key, records[name].seconds
         if isinstance(result, BaseException):
-            ledger.put(name, StageRecord(StageState.FAILED, key), store_free=not _busy(running))
+            ledger.put(name, StageRecord(StageState.FAILED, key, {}, last), store_free=not _busy(running))
             if failure is None:
                 failure = result
                 if on_failure is not None and running:

@@ -163,9 +163,3 @@ def runnable(planned: Iterable[Planned]) -> list[Planned]:
     ready = [p for p in planned if p.decision == Decision.RUN]
     return [p for p in ready if p.stage.store] + [p for p in ready if not p.stage.store]
 
-
-def estimate_seconds(planned: Iterable[Planned], per_stage: Mapping[str, float]) -> float:
-    """Seconds left: the calibrated time of every stage that will still run (RUN or WAITING)."""
-    return sum(
-        per_stage.get(p.stage.name, 0.0) for p in planned if p.decision in (Decision.RUN, Decision.WAITING)
-    )

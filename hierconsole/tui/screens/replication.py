@@ -24,7 +24,7 @@ from hierconsole.present.tables.replication import progress_line, stages_grid, t
 from hierconsole.study.db.live import REFRESH_SECONDS
 from hierconsole.study.read.replications import ReplicationView, StageRow, replications
 from hierconsole.study.run.paper_stages import DATASETS, PAPER, paper_stages, replication_scale
-from hierconsole.study.run.stage_graph import Decision, Planned, Stage, estimate_seconds
+from hierconsole.study.run.stage_graph import Stage
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen, view_width
 from hierconsole.vocabulary import StageStatus
@@ -47,22 +47,19 @@ def replication_graph(replication_id: str, records: Mapping[str, Mapping[str, An
 
 
 def time_left(stages: Sequence[StageRow]) -> float | None:
-    """Seconds the unfinished stages still take: the run room's estimate over the stages' recorded times,
-    a stage that has none (it has not finished in this replication) counted at the mean of those that
-    have, the running ones less their time so far. The one call of an estimate in the console; None while
-    no stage has a recorded time."""
+    """Seconds the unfinished stages still take where the home holds no calibrated estimate (a replication
+    planned elsewhere): the stages' recorded times, a stage that has none (it has not finished in this
+    replication) counted at the mean of those that have, the running ones less their time so far; None
+    while no stage has a recorded time."""
     finished = (StageStatus.DONE, StageStatus.STALE)
     timed = {s.name: s.seconds for s in stages if s.status in finished and s.seconds is not None}
     if not timed:
         return None
     pace = sum(timed.values()) / len(timed)
     per_stage = {s.name: timed.get(s.name, pace) for s in stages}
-    planned = [
-        Planned(Stage(s.name, s.needs), Decision.DONE if s.status in finished else Decision.RUN, None, None)
-        for s in stages
-    ]
+    unfinished = sum(per_stage[s.name] for s in stages if s.status not in finished)
     running = sum(min(s.seconds or 0.0, per_stage[s.name]) for s in stages if s.status == StageStatus.RUNNING)
-    return max(0.0, estimate_seconds(planned, per_stage) - running)
+    return max(0.0, unfinished - running)
 
 
 def comparable(replication_id: str) -> bool:

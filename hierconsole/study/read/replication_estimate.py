@@ -1,0 +1,37 @@
+"""A replication's time left, as `replicate` estimates it: the stages' counted work (recorded when the
+replication was planned) priced by this machine's stored calibration and corrected by the stages that ran
+(`study.analysis.stage_costs`). The console shows it; `replicate --dry-run` prints the same arithmetic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hierconsole.study.analysis.stage_costs import Estimate, StageWork, UnitCosts, estimate
+from hierconsole.study.db.calibrations import calibration, replication_work
+from hierconsole.study.db.replications import stage_rows
+from hierconsole.study.db.storage import Store
+
+DONE = "done"
+"""The stage state whose record means finished (study.run.stage_graph.StageState.DONE's value)."""
+
+
+def replication_estimate(store: Store, replication_id: str, left: Iterable[str] | None = None) -> Estimate | None:
+    """The estimate of the stages still to run, or None when the replication was never planned here or
+    its calibration is missing.
+
+    ``left`` names the stages still to run (the planner's decision); by default every stage without a
+    finished record."""
+    stored = replication_work(store, replication_id)
+    if stored is None:
+        return None
+    key, raw = stored
+    found = calibration(store, key)
+    if found is None:
+        return None
+    work = {stage: StageWork.from_json(w) for stage, w in raw.items()}
+    rows = stage_rows(store, replication_id)
+    measured = {stage: row["seconds"] for stage, row in rows.items() if row["seconds"] is not None}
+    if left is None:
+        left = [stage for stage in work if rows.get(stage, {}).get("state") != DONE]
+    return estimate(left, work, UnitCosts.from_json(found["units"]), measured)

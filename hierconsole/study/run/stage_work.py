@@ -1,0 +1,216 @@
+"""What each stage of a replication does, counted from its own plan before anything runs: the commands it
+starts, the images it extracts and, for a study stage, each study's jobs as phases with their
+cell-updates and scored query x gallery pairs (`study.analysis.stage_costs` prices them).
+
+The counts come from the presets the stage runs (with the scale's overrides, family members resolved) and
+the dataset folders' own lists (images.txt, train_test_split.txt). Split sizes a preset declares
+(`expected.*`, the paper's) are used as declared; otherwise they follow the split protocol's fractions of
+the images, which is what the split draws up to rounding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from hierconsole.config.family import load_family, resolve_family
+from hierconsole.config.files import load_preset
+from hierconsole.config.preset import Preset
+from hierconsole.datasets.splits import HOLDOUT_FRACTION
+from hierconsole.study.analysis.stage_costs import Phase, StageWork
+from hierconsole.study.run.paper_stages import (
+    RESCORED,
+    STAGE_RUNS,
+    StudyRun,
+    run_overrides,
+)
+from hierconsole.study.run.stage_graph import Stage
+from hierconsole.vocabulary import HIER_STYLE, SUPCON, UNTRAINED_BASELINES, arm_parts
+
+LIGHT_STAGES = ("tables", "report")
+"""Stages that run in the replicate process itself: priced as one light command's start-up each."""
+
+
+@dataclass(frozen=True)
+class DatasetSize:
+    images: int
+    official_train: int
+    """Images train_test_split.txt marks as training (the official split's development set)."""
+
+
+def _lines(path: Path) -> list[str]:
+    return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def dataset_size(root: Path) -> DatasetSize:
+    """Images and official-train images of a CUB_200_2011- or nabirds-layout folder (its lists only)."""
+    images = len(_lines(root / "images.txt"))
+    flags = root / "train_test_split.txt"
+    train = sum(line.split()[-1] == "1" for line in _lines(flags)) if flags.is_file() else images // 2
+    return DatasetSize(images, train)
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    development: int
+    validation: int
+    test: int
+
+
+def _sizes(preset: Preset, size: DatasetSize) -> _Sizes:
+    expected, split = preset.expected, preset.split
+    if split.protocol == "official":
+        dev = size.official_train
+        test = size.images - dev
+    else:
+        shares = split.image_counts or split.counts or split.leaf_counts or split.fractions or (0.6, 0.2, 0.2)
+        whole = sum(shares)
+        dev = round(size.images * (shares[0] + shares[1]) / whole)
+        test = size.images - dev
+    dev = expected.development_images or dev
+    test = expected.test_images or test
+    return _Sizes(dev, max(1, round(dev * HOLDOUT_FRACTION)), test)
+
+
+def _updates_per_epoch(preset: Preset, samples: int) -> int:
+    batch = preset.training.batch_size
+    return max(1, samples // batch if preset.training.drop_last else math.ceil(samples / batch))
+
+
+def _val_pairs(preset: Preset, validation: int, query_fraction: float) -> int:
+    queries = max(1, round(validation * query_fraction))
+    return queries * max(1, validation - queries)
+
+
+def test_shape(preset: Preset, size: DatasetSize) -> tuple[int, int]:
+    """(queries, gallery items) of one test perturbation."""
+    test = _sizes(preset, size).test
+    queries = min(preset.evaluation.n_query, max(1, test - 1))
+    return queries, preset.expected.gallery_images or test - queries
+
+
+def study_phases(preset: Preset, size: DatasetSize) -> tuple[Phase, ...]:
+    """A study's jobs: its tuning runs, one final job per seed, its evaluation."""
+    sizes = _sizes(preset, size)
+    slots = preset.compute.max_parallel_jobs or 1
+    training = preset.training
+    tuning = preset.temperature.tuning
+    phases: list[Phase] = []
+    tuned = preset.tuned_geometries
+    if tuned:
+        fit = sizes.development - sizes.validation
+        phases.append(
+            Phase(
+                jobs=len(tuning.candidates),
+                slots=slots,
+                updates=tuning.epochs * _updates_per_epoch(preset, fit) * len(tuned),
+                comparisons=len(tuned) * _val_pairs(preset, sizes.validation, tuning.query_fraction),
+            )
+        )
+    cells = len(preset.cells) + (HIER_STYLE in preset.evaluation.baselines)
+    fit = sizes.development - sizes.validation if training.select_epoch else sizes.development
+    passes = 0
+    if training.select_epoch:
+        passes = len(training.selection_epochs or ()) or max(1, training.epochs // max(1, training.val_every))
+    elif training.val_every:
+        passes = training.epochs // training.val_every
+    phases.append(
+        Phase(
+            jobs=len(training.seeds),
+            slots=slots,
+            updates=training.epochs * _updates_per_epoch(preset, fit) * cells,
+            comparisons=passes * cells * _val_pairs(preset, sizes.validation, tuning.query_fraction),
+        )
+    )
+    models = len(training.seeds) * cells + sum(b in UNTRAINED_BASELINES for b in preset.evaluation.baselines)
+    queries, gallery = test_shape(preset, size)
+    phases.append(
+        Phase(jobs=1, slots=1, comparisons=models * len(preset.evaluation.qg_seeds) * queries * gallery)
+    )
+    # The orchestrator keeps one worker started ahead while a study trains: every phase after the
+    # first finds one launch warm.
+    return tuple(p if i == 0 else dataclasses.replace(p, warm=1) for i, p in enumerate(phases))
+
+
+def run_presets(run: StudyRun, scale: str) -> list[Preset]:
+    """The presets of the studies a stage's run starts (one, or a family's members)."""
+    values = run_overrides(run, scale)
+    if run.family:
+        family = load_family(resolve_family(run.preset)).with_overrides(values)
+        return [m.preset for m in family.members]
+    return [load_preset(run.preset).with_overrides(values=values)]
+
+
+def _supcon_cells(preset: Preset) -> int:
+    return sum(arm_parts(a)[1] == SUPCON for a in preset.cells)
+
+
+def stage_work(
+    stages: Iterable[Stage],
+    scale: str,
+    sizes: Mapping[str, DatasetSize],
+    *,
+    builds_taxonomy: bool,
+) -> dict[str, StageWork]:
+    """stage -> its work, for every stage of the graph."""
+    work: dict[str, StageWork] = {}
+    for stage in stages:
+        name = stage.name
+        kind, _, dataset = name.partition("-")
+        if kind == "extract":
+            work[name] = StageWork(torch_commands=1, images=sizes[dataset].images, backbones=1)
+        elif kind == "taxonomy":
+            work[name] = StageWork(commands=int(builds_taxonomy))
+        elif kind == "import":
+            work[name] = StageWork(commands=1)
+        elif name in STAGE_RUNS:
+            runs = STAGE_RUNS[name]
+            phases = [
+                phase
+                for run in runs
+                for preset in run_presets(run, scale)
+                for phase in study_phases(preset, sizes[run.dataset])
+            ]
+            work[name] = StageWork(commands=len(runs), phases=tuple(phases))
+        elif name in RESCORED:
+            factorial, _ = RESCORED[name]
+            (run,) = STAGE_RUNS[factorial]
+            (preset,) = run_presets(run, scale)
+            # A re-score is a study's one job, started cold (no training ran before it).
+            evaluation = dataclasses.replace(study_phases(preset, sizes[run.dataset])[-1], warm=0)
+            work[name] = StageWork(commands=1, phases=(evaluation,))
+        else:
+            work[name] = StageWork(commands=int(name in LIGHT_STAGES))
+    return work
+
+
+def calibration_run(sizes: Mapping[str, DatasetSize]) -> StudyRun:
+    """The study the calibration measures the shapes of: the first given dataset's factorial."""
+    for stage, runs in STAGE_RUNS.items():
+        if stage.startswith("factorial-") and runs[0].dataset in sizes:
+            return runs[0]
+    raise ValueError(f"no factorial stage for the datasets {sorted(sizes)}")
+
+
+def calibration_shape(run: StudyRun, scale: str, size: DatasetSize) -> dict[str, int]:
+    """What the calibration's unit costs depend on in the plan: the batch, widths, cells, threads, gallery."""
+    (preset,) = run_presets(run, scale)
+    _, gallery = test_shape(preset, size)
+    training = preset.training
+    return {
+        "batch": training.batch_size,
+        "hidden": training.hidden,
+        "out_dim": training.out_dim,
+        "cells": len(preset.cells),
+        "supcon_cells": _supcon_cells(preset),
+        "threads": preset.compute.threads_per_worker,
+        "gallery": gallery,
+    }
+
+
+def sample_images(root: Path, n: int) -> list[Path]:
+    """The first ``n`` images images.txt lists (what the calibration runs the backbone on)."""
+    return [root / "images" / line.split(maxsplit=1)[1] for line in _lines(root / "images.txt")[:n]]

@@ -1,0 +1,81 @@
+"""The replication's cost model against hand arithmetic, and its refinement from recorded stages."""
+
+from __future__ import annotations
+
+import pytest
+
+from hierconsole.study.analysis.stage_costs import (
+    CALIBRATED,
+    MEASURED,
+    Phase,
+    StageWork,
+    UnitCosts,
+    estimate,
+    phase_seconds,
+    predicted_seconds,
+)
+
+UNITS = UnitCosts(
+    command_start=0.5, worker_start=2.0, cell_update=1e-3, comparison=1e-6, image=0.1, backbone=3.0, cores=2
+)
+
+
+def test_a_phase_spreads_its_jobs_over_the_slots_that_run_at_once():
+    # 3 jobs of 1000 updates x 1 ms + 10^6 pairs x 1 us = 2 s of work each, started together (one 2 s
+    # start-up), on 3 slots but 2 cores.
+    phase = Phase(jobs=3, slots=3, updates=1000, comparisons=1_000_000)
+    assert phase_seconds(phase, UNITS) == pytest.approx(2.0 + 3 * 2.0 / 2)
+    # One slot: three waves, each a start-up and a job's 1 s.
+    assert phase_seconds(Phase(jobs=3, slots=1, updates=1000), UNITS) == pytest.approx(3 * (2.0 + 1.0))
+    # 5 jobs on 2 slots: 3 waves of start-ups, the work on 2 cores.
+    assert phase_seconds(Phase(jobs=5, slots=2, updates=1000), UNITS) == pytest.approx(3 * 2.0 + 5 * 1.0 / 2)
+    assert phase_seconds(Phase(jobs=1, slots=3), UNITS) == pytest.approx(2.0)
+    # A warm standby takes one launch: 2 cold jobs on 2 slots are one wave; a warm lone job none.
+    assert phase_seconds(Phase(jobs=3, slots=2, updates=1000, warm=1), UNITS) == pytest.approx(2.0 + 3 * 1.0 / 2)
+    assert phase_seconds(Phase(jobs=1, slots=1, updates=1000, warm=1), UNITS) == pytest.approx(1.0)
+    assert phase_seconds(Phase(jobs=0, slots=3, updates=10), UNITS) == 0.0
+
+
+def test_a_stage_is_its_commands_images_and_phases():
+    work = StageWork(
+        commands=2, torch_commands=1, images=50, backbones=1, phases=(Phase(jobs=2, slots=2, updates=500),)
+    )
+    # 2 x 0.5 + 1 x 2.0 + 3.0 + 50 x 0.1 + (one wave's 2.0 + 2 x 0.5 / 2)
+    assert predicted_seconds(work, UNITS) == pytest.approx(1.0 + 2.0 + 3.0 + 5.0 + 2.5)
+    assert StageWork.from_json(work.to_json()) == work
+    assert UnitCosts.from_json(UNITS.to_json()) == UNITS
+
+
+WORK = {
+    "extract-cub": StageWork(torch_commands=1, images=100),  # 2 + 10 = 12 s
+    "extract-nabirds": StageWork(torch_commands=1, images=200),  # 22 s
+    "import-cub": StageWork(commands=1),  # 0.5 s
+    "factorial-cub": StageWork(commands=1, phases=(Phase(jobs=1, slots=1, updates=1000),)),  # 0.5 + 3 = 3.5 s
+}
+
+
+def test_nothing_ran_every_stage_is_its_calibrated_prediction():
+    est = estimate(WORK, WORK, UNITS, {})
+    assert [(s.stage, s.source, s.scale) for s in est.stages] == [(n, CALIBRATED, 1.0) for n in WORK]
+    assert est.total == pytest.approx(12 + 22 + 0.5 + 3.5)
+
+
+def test_a_recorded_stage_is_its_time_and_scales_its_kind_first_then_the_rest():
+    # extract-cub took 24 s where 12 were predicted: its kind runs 2x slower than calibrated.
+    est = estimate(WORK, WORK, UNITS, {"extract-cub": 24.0})
+    by = {s.stage: s for s in est.stages}
+    assert by["extract-cub"].seconds == 24.0 and by["extract-cub"].source == MEASURED
+    assert by["extract-nabirds"].seconds == pytest.approx(44.0) and by["extract-nabirds"].scaled_by == 1
+    # No import has run: the ratio of all finished stages (here the one extraction) scales it.
+    assert by["import-cub"].seconds == pytest.approx(1.0) and by["import-cub"].scale == pytest.approx(2.0)
+    assert by["factorial-cub"].describe() == "calibrated x2.00 (1 finished)"
+
+
+def test_stages_of_their_own_kind_correct_before_the_overall_ratio():
+    measured = {"extract-cub": 24.0, "import-cub": 0.25}  # extraction 2x, import 0.5x
+    left = ["extract-nabirds", "factorial-cub"]
+    by = {s.stage: s for s in estimate(left, WORK, UNITS, measured).stages}
+    assert by["extract-nabirds"].seconds == pytest.approx(44.0)
+    # overall: (24 + 0.25) / (12 + 0.5)
+    assert by["factorial-cub"].seconds == pytest.approx(3.5 * 24.25 / 12.5)
+    assert [s.stage for s in estimate(left, WORK, UNITS, measured).stages] == left
