@@ -12,12 +12,16 @@ no validation. Times, per epoch (median over the epochs after the first), in the
   paper's defaults (512 hyperbolic proxies, 50 triplets per anchor, top-20 reciprocal neighbours) and with
   the settings the demo preset uses.
 
-Prints each ratio hier / one factorial cell, against issue 28's target of 10x at the paper's defaults.
+Prints each ratio hier / one factorial cell, wall and CPU, against issue 28's target of 10x at the paper's
+defaults.
 
 Then, in the same run, one step of the HIER objective alone (forward and backward; batch 128 x 32-D, 200
-classes, the paper's defaults) with a breakdown: the materialising implementation it replaced (kept below
+classes, the paper's defaults) with a breakdown: the materialising implementation of issue 12 (kept below
 as ``old_term``, whole [triplets, proxies] tensors and torch's exponential_ noise) against the block-by-block
-``triplet_ancestor_loss``, and the part of the new one that is the Gumbel noise itself.
+``triplet_ancestor_loss``; the new one split into its Gumbel noise, its forward pass and its backward pass;
+the noise as issue 28's first version drew it (``previous_noise``: numpy float32 uniforms, two numpy logs)
+against the stream's; and the floor: the noise alone and the raw random bits alone, per step, as multiples
+of one batched cell's step (its epoch / its steps per epoch, measured above).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch.nn import functional as F
 
@@ -44,6 +49,7 @@ from hierconsole.contract import events  # noqa: E402
 from hierconsole.contract.jobspec import CellSpec  # noqa: E402
 from hierconsole.engine.geometry import TRAIN_CLIP  # noqa: E402
 from hierconsole.engine.hier_style import (  # noqa: E402
+    ROW_BLOCK_ELEMENTS,
     GumbelStream,
     HierObjective,
     hier_ball,
@@ -56,6 +62,8 @@ from hierconsole.vocabulary import HIER_STYLE, HIER_STYLE_LOSS, POINCARE  # noqa
 
 HIER_CELL = CellSpec(HIER_STYLE, POINCARE, HIER_STYLE_LOSS)
 TARGET = 10.0
+STEPS_PER_EPOCH = 46
+"""5,994 train rows in batches of 128 (the cub preset)."""
 
 
 def old_term(dist, triplets, generator, tau, margin):
@@ -83,16 +91,34 @@ def old_term(dist, triplets, generator, tau, margin):
     return (loss * (idx_ij != idx_ijk).float()).mean()
 
 
+def previous_noise(rows: int, p: int, seeds: tuple[int, int]) -> list[np.ndarray]:
+    """The Gumbel noise as the first block version drew it: numpy PCG64 float32 uniforms u, then
+    -log(max(-log1p(-u), 1e-30)) with numpy's logs, for both choices."""
+    out = []
+    for seed in seeds:
+        g = np.random.Generator(np.random.PCG64(seed)).random((rows, p), dtype=np.float32)
+        np.negative(g, out=g)
+        np.log1p(g, out=g)
+        np.negative(g, out=g)
+        np.maximum(g, np.float32(1e-30), out=g)
+        np.log(g, out=g)
+        np.negative(g, out=g)
+        out.append(g)
+    return out
+
+
 def _timed(f, steps: int) -> tuple[float, object]:
+    """Best of ``steps`` calls, in CPU seconds of this thread (the cores are shared: wall time swings with
+    the other jobs' load, CPU time much less)."""
     best, out = float("inf"), None
     for _ in range(steps):
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         out = f()
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, time.thread_time() - t0)
     return best, out
 
 
-def loss_breakdown(steps: int) -> None:
+def loss_breakdown(steps: int, cell_step: float) -> None:
     """One objective step at the paper's defaults, old against new, with where the new one's time goes."""
     config = HierConfig()
     ball = hier_ball(config)
@@ -112,6 +138,17 @@ def loss_breakdown(steps: int) -> None:
     def sample(parts):
         return [reciprocal_triplets(s, config.topk, config.triplets_per_anchor, obj.generator) for _, s in parts]
 
+    _, parts = inputs()
+    trips = sample(parts)
+    fixed = [(d.detach(), tr) for (d, _), tr in zip(parts, trips, strict=True)]
+
+    def term(backward: bool):
+        for d, tr in fixed:
+            x = d.clone().requires_grad_(backward)
+            loss = triplet_ancestor_loss(x, tr, GumbelStream((3, 4), d.shape[1]), config.tau, config.margin)
+            if backward:
+                loss.backward()
+
     def new_step():
         _, parts = inputs()
         trips = sample(parts)
@@ -130,27 +167,48 @@ def loss_breakdown(steps: int) -> None:
     def whole_objective():
         obj(ball.embed(t), leaf).backward()
 
-    _, parts = inputs()
-    trips = sample(parts)
+    def stream_noise(rows_per_block: int):
+        stream = GumbelStream((1, 2), config.proxies)
+        for start in range(0, n_trip, rows_per_block):
+            stream.log_uniforms(min(rows_per_block, n_trip - start))
+
+    def raw_bits():
+        streams = [np.random.PCG64(1), np.random.PCG64(2)]
+        for s in streams:
+            s.random_raw(n_trip * config.proxies // 2)
+
     n_trip = sum(tr[0].numel() for tr in trips)
+    rows = ROW_BLOCK_ELEMENTS // config.proxies
     t_inputs, _ = _timed(inputs, steps)
     t_sample, _ = _timed(lambda: sample(parts), steps)
-    t_noise, _ = _timed(lambda: GumbelStream((1, 2), config.proxies).next(n_trip), steps)
+    t_noise, _ = _timed(lambda: stream_noise(rows), steps)
+    t_bits, _ = _timed(raw_bits, steps)
+    t_prev_noise, _ = _timed(lambda: previous_noise(n_trip, config.proxies, (1, 2)), steps)
+    t_fwd, _ = _timed(lambda: term(False), steps)
+    t_term, _ = _timed(lambda: term(True), steps)
     t_new, _ = _timed(new_step, steps)
     t_whole, _ = _timed(whole_objective, steps)
     t_old, _ = _timed(old_step, max(1, min(steps, 2)))
     print(
         f"HIER objective, one step at the paper's defaults ({n_trip:,} triplets x {config.proxies} proxies, "
-        f"forward + backward, best of {steps}):"
+        f"forward + backward, best of {steps}, CPU time of one thread):"
     )
-    print(f"  old HIER term (materialising):    {t_old * 1e3:8.1f} ms")
-    print(f"  new HIER term (block by block):   {t_new * 1e3:8.1f} ms  = {t_old / t_new:.1f}x faster")
-    print(f"    distances, heads:               {t_inputs * 1e3:8.1f} ms (forward only)")
-    print(f"    reciprocal triplet sampling:    {t_sample * 1e3:8.1f} ms")
-    print(f"    Gumbel noise (2 x {n_trip:,} x {config.proxies}): {t_noise * 1e3:8.1f} ms")
-    rest = t_new - t_inputs - t_sample - t_noise
-    print(f"    argmaxes, hinges, gradient:     {rest * 1e3:8.1f} ms")
+    print(f"  old HIER term (materialising, issue 12):       {t_old * 1e3:8.1f} ms")
+    print(f"  new step (distances, sampling, HIER term):     {t_new * 1e3:8.1f} ms  = {t_old / t_new:.1f}x faster")
+    print(f"    distances, heads (forward only):             {t_inputs * 1e3:8.1f} ms")
+    print(f"    reciprocal triplet sampling:                 {t_sample * 1e3:8.1f} ms")
+    print(f"    HIER term, forward + backward:               {t_term * 1e3:8.1f} ms")
+    print(f"      Gumbel noise (2 x {n_trip:,} x {config.proxies}):    {t_noise * 1e3:8.1f} ms"
+          f"  (of it raw random bits {t_bits * 1e3:.1f} ms; the previous numpy noise {t_prev_noise * 1e3:.1f} ms)")
+    print(f"      forward: gathers, maxima, races, argmins:  {(t_fwd - t_noise) * 1e3:8.1f} ms")
+    print(f"      backward: softmaxes, maxima, scatters:     {(t_term - t_fwd) * 1e3:8.1f} ms")
     print(f"  whole objective (Proxy-Anchor + HIER term), new: {t_whole * 1e3:.1f} ms")
+    print(
+        f"  against one batched cell's step ({cell_step * 1e3:.2f} ms CPU, its epoch above / {STEPS_PER_EPOCH}): "
+        f"the whole objective {t_whole / cell_step:.1f}x, the HIER term {t_term / cell_step:.1f}x, its noise "
+        f"{t_noise / cell_step:.1f}x, the raw random bits {t_bits / cell_step:.1f}x (target <= {TARGET}x for the "
+        "whole hier step)"
+    )
 
 
 def _demo_settings() -> dict[str, object]:
@@ -159,17 +217,23 @@ def _demo_settings() -> dict[str, object]:
     return {f"baselines.hier.{k}": getattr(hier, k) for k in ("proxies", "triplets_per_anchor", "topk")}
 
 
-def epoch_seconds(spec) -> float:
+def epoch_seconds(spec) -> tuple[float, float]:
+    """Median seconds per epoch after the first: (wall, as the trainer reports it; CPU of this process, which
+    trains in-process on one thread, so the other jobs on shared cores inflate it much less)."""
     stamps: list[float] = []
+    cpu: list[float] = [time.process_time()]
+    n_cells = len(spec.cells)
 
     def emit(e: events.Event) -> None:
         if isinstance(e, events.Epoch):
+            if len(stamps) % n_cells == 0:
+                cpu.append(time.process_time())
             stamps.append(e.seconds)
 
     FactorialTrainer(spec, emit).run()
-    n_cells = len(spec.cells)
     per_epoch = stamps[::n_cells]  # every cell of an epoch reports the same seconds
-    return statistics.median(per_epoch[1:] or per_epoch)
+    cpu_epoch = [b - a for a, b in zip(cpu, cpu[1:], strict=False)]
+    return statistics.median(per_epoch[1:] or per_epoch), statistics.median(cpu_epoch[1:] or cpu_epoch)
 
 
 def main() -> None:
@@ -190,19 +254,23 @@ def main() -> None:
             return replace(spec, cells=cell_specs, preset=preset)
 
         t0 = time.perf_counter()
-        four = epoch_seconds(job("four", cells(), True)) / 4
-        alone = epoch_seconds(job("alone", (CellSpec.of("E_S", 0.2),), False))
-        print(f"one factorial cell: {four:.3f} s/epoch (a quarter of the four, batched); E_S alone {alone:.3f} s/epoch")
+        four, four_cpu = (x / 4 for x in epoch_seconds(job("four", cells(), True)))
+        alone, alone_cpu = epoch_seconds(job("alone", (CellSpec.of("E_S", 0.2),), False))
+        print(
+            f"one factorial cell: {four:.3f} s/epoch wall, {four_cpu:.3f} CPU (a quarter of the four, batched); "
+            f"E_S alone {alone:.3f} wall, {alone_cpu:.3f} CPU"
+        )
         for name in args.settings.split(","):
             values = {} if name == "defaults" else _demo_settings()
-            hier = epoch_seconds(job(f"hier-{name}", (HIER_CELL,), False, values))
+            hier, hier_cpu = epoch_seconds(job(f"hier-{name}", (HIER_CELL,), False, values))
             shown = ", ".join(f"{k.rsplit('.', 1)[1]}={v}" for k, v in values.items()) or "HIER paper defaults"
             print(
-                f"hier ({shown}): {hier:.3f} s/epoch = {hier / four:.1f}x one cell in the batched four, "
-                f"{hier / alone:.1f}x E_S alone (target <= {TARGET}x)"
+                f"hier ({shown}): {hier:.3f} s/epoch wall = {hier / four:.1f}x one cell in the batched four "
+                f"({hier / alone:.1f}x E_S alone); CPU {hier_cpu:.3f} s/epoch = {hier_cpu / four_cpu:.1f}x "
+                f"({hier_cpu / alone_cpu:.1f}x E_S alone) (target <= {TARGET}x)"
             )
     if args.loss_steps:
-        loss_breakdown(args.loss_steps)
+        loss_breakdown(args.loss_steps, four_cpu / STEPS_PER_EPOCH)
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"({time.perf_counter() - t0:.0f} s in all)")
 

@@ -28,9 +28,11 @@ from torch generators seeded from the job's seed and kept in the checkpoint, so 
 seed and resumes bit-identically.
 
 Cost: the term is computed block of triplets by block (``triplet_ancestor_loss``), with its gradient taken
-in the same pass, so no (triplets x proxies) tensor is held and the softmaxes are computed only where a
-gradient flows; what remains is one Gumbel draw per (triplet, proxy, choice), the method's own cost
-(benchmarks/hier_cost.py).
+in the same pass, so no (triplets x proxies) tensor is held. The Gumbel noise is kept as its exponentials e
+(g = -log e), and each choice is computed as an exponential race, exp(-far / tau) / e, whose row argmax is
+the Gumbel-max choice and whose row-normalised values are the Gumbel-softmax: one exp and one log per
+(triplet, proxy, choice) instead of two logs and an exp. What remains is one Gumbel draw per (triplet,
+proxy, choice), the method's own cost (benchmarks/hier_cost.py).
 """
 
 from __future__ import annotations
@@ -49,8 +51,6 @@ from hierconsole.engine.geometry import TRAIN_CLIP, Poincare, norm_bound
 
 CLIP_NORM_EPS = 1e-5
 """Added to the feature norm before clipping to ``clip_r`` (HIER's ToPoincare)."""
-GUMBEL_FLOOR = 1e-30
-"""Exponential draws are floored at 1e-30 so the Gumbel noise -log(e) is always finite."""
 
 
 class _ConformalGradient(torch.autograd.Function):
@@ -117,32 +117,47 @@ def proxy_anchor_loss(z: Tensor, leaf: Tensor, proxies: Tensor, alpha: float, ma
     return pos_term + neg_term
 
 
-class GumbelStream:
-    """Standard Gumbel noise for the two ancestor choices, drawn block of rows by block of rows.
+UNIFORM_OFFSET = 1.0 - 2.0**-24
+"""Subtracted from a float32 in [1, 2) built from 23 random mantissa bits, giving u = (2m + 1) 2^-24: the
+2^23 midpoints of [0, 1), exact in float32 and never 0 or 1, so log(u) is finite and strictly negative."""
 
-    Each choice has its own numpy PCG64 stream (seeded from the objective's torch generator, so the
-    checkpointed torch state still determines every draw): u ~ U[0, 1) in float32, e = -log(1 - u) ~ Exp(1)
-    floored at ``GUMBEL_FLOOR``, noise -log(e). Two streams, not one interleaved, so a block-by-block draw is
-    the same numbers as one whole draw (``gumbel_noise``), whatever the blocks; numpy draws float32 uniforms
-    about four times faster than torch's CPU generator, and the noise is most of the HIER term's cost."""
+
+class GumbelStream:
+    """Standard Gumbel noise for the two ancestor choices, drawn block of rows by block of rows, held as its
+    exponentials: the Gumbel draw g is -log(e) with e = -log(u) ~ Exp(1).
+
+    Each choice has its own numpy PCG64 bit stream (seeded from the objective's torch generator, so the
+    checkpointed torch state still determines every draw). Each 32 bits of it become one u: 23 of them as the
+    mantissa of a float32 in [1, 2), minus ``UNIFORM_OFFSET``. The loss needs e only through exp(g) = 1/e, so
+    a draw costs 32 raw bits, three integer/float passes and one vectorised log; numpy's float32 uniforms
+    and its libm logs were several times that (the noise was most of the HIER term's cost). Two streams, not
+    one interleaved, and an odd leftover 32 bits carried to the next block, so a block-by-block draw is the
+    same numbers as one whole draw (``gumbel_noise``), whatever the blocks."""
 
     def __init__(self, seeds: tuple[int, int], p: int):
         self.p = p
-        self._streams = [np.random.Generator(np.random.PCG64(s)) for s in seeds]
+        self._bits = [np.random.PCG64(s) for s in seeds]
+        self._carry: list[np.ndarray] = [np.empty(0, np.uint32), np.empty(0, np.uint32)]
+
+    def log_uniforms(self, rows: int) -> tuple[Tensor, Tensor]:
+        """The next ``rows`` x p values of log(u) = -e of each choice, float32 CPU tensors (all < 0)."""
+        n = rows * self.p
+        out = []
+        for c, bits in enumerate(self._bits):
+            carry = self._carry[c]
+            raw = bits.random_raw((n - carry.size + 1) // 2).view(np.uint32)
+            if carry.size:
+                raw = np.concatenate([carry, raw])
+            self._carry[c] = raw[n:].copy()
+            x = torch.from_numpy(raw[:n].view(np.int32)).view(rows, self.p)
+            f = x.bitwise_and_(0x007FFFFF).bitwise_or_(0x3F800000).view(torch.float32)
+            out.append(f.sub_(UNIFORM_OFFSET).log_())
+        return out[0], out[1]
 
     def next(self, rows: int) -> tuple[Tensor, Tensor]:
-        """The next ``rows`` x p noise of each choice, as float32 CPU tensors."""
-        out = []
-        for stream in self._streams:
-            g = stream.random((rows, self.p), dtype=np.float32)
-            np.negative(g, out=g)
-            np.log1p(g, out=g)
-            np.negative(g, out=g)
-            np.maximum(g, np.float32(GUMBEL_FLOOR), out=g)
-            np.log(g, out=g)
-            np.negative(g, out=g)
-            out.append(torch.from_numpy(g))
-        return out[0], out[1]
+        """The next ``rows`` x p exponentials e of each choice (the Gumbel noise is -log(e))."""
+        a, b = self.log_uniforms(rows)
+        return a.neg_(), b.neg_()
 
 
 def noise_seeds(generator: torch.Generator) -> tuple[int, int]:
@@ -151,9 +166,11 @@ def noise_seeds(generator: torch.Generator) -> tuple[int, int]:
     return int(a), int(b)
 
 
-def gumbel_noise(n: int, p: int, seeds: tuple[int, int]) -> tuple[Tensor, Tensor]:
-    """The whole [n, p] noise of each choice that ``triplet_ancestor_loss`` draws block by block."""
-    return GumbelStream(seeds, p).next(n)
+def gumbel_noise(n: int, p: int, seeds: tuple[int, int], dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
+    """The whole [n, p] Gumbel noise -log(e) of each choice that ``triplet_ancestor_loss`` draws block by
+    block, the log taken in ``dtype`` (e is float32; the loss uses 1/e in the distances' dtype)."""
+    e1, e2 = GumbelStream(seeds, p).next(n)
+    return e1.to(dtype).log_().neg_(), e2.to(dtype).log_().neg_()
 
 
 ROW_BLOCK_ELEMENTS = 1 << 16
@@ -161,36 +178,53 @@ ROW_BLOCK_ELEMENTS = 1 << 16
 intermediate stays in cache and nothing of size (triplets x proxies) is ever held."""
 
 
-def _row_argmax(x: Tensor) -> Tensor:
-    """Column of each row's largest entry (the first on a tie), [rows, 1]. On the CPU through numpy, whose
-    row argmax is several times torch's there."""
+def _row_argmin(x: Tensor) -> Tensor:
+    """Column of each row's smallest entry (the first on a tie), [rows, 1]. On the CPU through numpy, whose
+    row argmin is several times torch's there."""
     if x.device.type != "cpu":
-        return x.argmax(dim=1, keepdim=True)
-    return torch.from_numpy(np.argmax(x.numpy(), axis=1).astype(np.int64)).unsqueeze(1)
+        return x.argmin(dim=1, keepdim=True)
+    return torch.from_numpy(np.argmin(x.numpy(), axis=1).astype(np.int64)).unsqueeze(1)
 
 
-def _max_grads(d_max: Tensor, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-    """d max(x, y) split between x and y by torch.maximum's rule: all to the larger, half each on a tie.
-    Written as (sign(x - y) + 1) / 2 because torch's CPU comparisons and ``where`` cost several times its
-    arithmetic."""
-    d_x = torch.sign(x - y).add_(1.0).mul_(d_max).mul_(0.5)
-    return d_x, d_max - d_x
+def _sign_diff(x: Tensor, y: Tensor) -> Tensor:
+    """sign(x - y): with h = d/2, the gradient h (1 + t) goes to x and h (1 - t) to y, which is torch.maximum's
+    rule (all to the larger, half each on a tie). Arithmetic, because torch's CPU comparisons and ``where``
+    cost several times its arithmetic."""
+    return torch.sign(x - y)
+
+
+def _race(far: Tensor, log_u: Tensor, tau: float) -> Tensor:
+    """exp((min(far) - far) / tau) / log(u) per row, [rows, P], all <= 0: minus the softmax's unnormalised
+    weights exp(-far / tau + g) (g = -log(-log u)) up to a positive factor per row, so its row argmin is the
+    Gumbel-max argmax and its row-normalised values are the Gumbel-softmax. One exp and no log per element
+    (the noise's second log cancels against the softmax's exp); the row's minimum is subtracted so the
+    largest exp is 1 and nothing that matters underflows."""
+    shift = torch.amin(far, dim=1, keepdim=True).mul_(1.0 / tau)
+    return torch.add(shift, far, alpha=-1.0 / tau).exp_().div_(log_u)
 
 
 def _ancestor_block(
-    dist: Tensor, i: Tensor, j: Tensor, k: Tensor, g1: Tensor, g2: Tensor, tau: float, margin: float, grad: Tensor | None
+    dist: Tensor,
+    i: Tensor,
+    j: Tensor,
+    k: Tensor,
+    log_u1: Tensor,
+    log_u2: Tensor,
+    tau: float,
+    margin: float,
+    grad: Tensor | None,
 ) -> Tensor:
     """Sum of the HIER term over one block of triplets; adds the block's d(sum)/d(dist) into ``grad``.
 
     The forward pass needs only the two argmaxes: the straight-through one-hot is exactly 1 at the argmax
-    and 0 elsewhere, so y . d = d[argmax], and no softmax is needed for the value."""
+    and 0 elsewhere, so y . d = d[argmax], and the softmax is only the race's weights normalised."""
     di, dj, dk = dist.index_select(0, i), dist.index_select(0, j), dist.index_select(0, k)
     far1 = torch.maximum(di, dj)
-    l1 = torch.add(g1, far1, alpha=-1.0 / tau)
-    a = _row_argmax(l1)
+    w1 = _race(far1, log_u1, tau)
+    a = _row_argmin(w1)
     far2 = torch.maximum(dk, far1)
-    l2 = torch.add(g2, far2, alpha=-1.0 / tau)
-    b = _row_argmax(l2)
+    w2 = _race(far2, log_u2, tau)
+    b = _row_argmin(w2)
     at_a = torch.cat([di.gather(1, a), dj.gather(1, a), dk.gather(1, a)], dim=1)
     at_b = torch.cat([di.gather(1, b), dj.gather(1, b), dk.gather(1, b)], dim=1)
     sign = torch.tensor([1.0, 1.0, -1.0], dtype=dist.dtype, device=dist.device)
@@ -205,17 +239,23 @@ def _ancestor_block(
     # d(sum)/d(y1) = r_i di + r_j dj + r_k dk (r_k carries the k hinge's sign) and d(sum)/d(y2) = -that.
     # Through y = hard - soft.detach() + soft the gradient reaches the logits as s (G - <s, G>), and the
     # distances through -far / tau (folded into q = -G / tau) and the two maxima.
-    q = di * (r[:, :1] * (-1.0 / tau))
-    q.addcmul_(dj, r[:, 1:2], value=-1.0 / tau).addcmul_(dk, r[:, 2:], value=-1.0 / tau)
-    s1 = torch.softmax(l1, dim=1)
-    d_far1 = q - (s1 * q).sum(dim=1, keepdim=True)
-    d_far1.mul_(s1)
-    s2 = torch.softmax(l2, dim=1)
-    d_far2 = (s2 * q).sum(dim=1, keepdim=True) - q
-    d_far2.mul_(s2)
-    d_dk, to_far1 = _max_grads(d_far2, dk, far1)
-    d_far1.add_(to_far1)
-    d_di, d_dj = _max_grads(d_far1, di, dj)
+    # Everything below is half the gradient (h = d/2, the 1/2 folded into q) until the two maxima split it.
+    q = di * (r[:, :1] * (-0.5 / tau))
+    q.addcmul_(dj, r[:, 1:2], value=-0.5 / tau).addcmul_(dk, r[:, 2:], value=-0.5 / tau)
+    s1 = w1.div_(w1.sum(dim=1, keepdim=True))
+    h1 = q - torch.linalg.vecdot(s1, q, dim=1).unsqueeze(1)
+    h1.mul_(s1)
+    s2 = w2.div_(w2.sum(dim=1, keepdim=True))
+    h2 = torch.linalg.vecdot(s2, q, dim=1).unsqueeze(1) - q
+    h2.mul_(s2)
+    # far2 = max(dk, far1): dk gets h2 (1 + t2), far1 h2 (1 - t2), i.e. half of it added to h1.
+    t2 = _sign_diff(dk, far1)
+    d_dk = torch.addcmul(h2, h2, t2)
+    h1.add_(h2, alpha=0.5).addcmul_(h2, t2, value=-0.5)
+    # far1 = max(di, dj)
+    t1 = _sign_diff(di, dj)
+    d_di = torch.addcmul(h1, h1, t1)
+    d_dj = torch.addcmul(h1, h1, t1, value=-1.0)
     # The straight-through one-hots' own values: +-1 at the two ancestors.
     for d, col in ((d_di, 0), (d_dj, 1), (d_dk, 2)):
         w = r[:, col : col + 1]
@@ -239,9 +279,9 @@ class _AncestorTerm(torch.autograd.Function):
         sums = []
         for start in range(0, n, block):
             stop = min(n, start + block)
-            g1, g2 = noise.next(stop - start)
-            g1, g2 = g1.to(d.device, d.dtype), g2.to(d.device, d.dtype)
-            sums.append(_ancestor_block(d, i[start:stop], j[start:stop], k[start:stop], g1, g2, tau, margin, grad))
+            u1, u2 = noise.log_uniforms(stop - start)
+            u1, u2 = u1.to(d.device, d.dtype), u2.to(d.device, d.dtype)
+            sums.append(_ancestor_block(d, i[start:stop], j[start:stop], k[start:stop], u1, u2, tau, margin, grad))
         if grad is not None:
             ctx.save_for_backward(grad.div_(n))
         return torch.stack(sums).sum() / n

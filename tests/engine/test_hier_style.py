@@ -171,7 +171,7 @@ def test_triplet_ancestor_loss_and_its_gradient_match_the_authors_term(dtype, to
         fast_in = dist.clone().requires_grad_(True)
         fast = triplet_ancestor_loss(fast_in, (i, j, k), GumbelStream(seeds, 64), tau, margin)
         fast.backward()
-        g1, g2 = (g.to(dtype) for g in gumbel_noise(len(i), 64, seeds))
+        g1, g2 = gumbel_noise(len(i), 64, seeds, dtype)
         ref_in = dist.clone().requires_grad_(True)
         ref = authors_term(ref_in, i, j, k, g1, g2, tau, margin)
         ref.backward()
@@ -182,7 +182,7 @@ def test_triplet_ancestor_loss_and_its_gradient_match_the_authors_term(dtype, to
 
 def test_triplet_ancestor_loss_matches_loops():
     dist, (i, j, k) = _triplet_case(7, 10, 8, torch.float64, seed=2)
-    g1, g2 = gumbel_noise(len(i), 10, (5, 6))
+    g1, g2 = gumbel_noise(len(i), 10, (5, 6), torch.float64)
     for tau, margin in ((0.1, 0.1), (1.0, 0.5)):
         got = triplet_ancestor_loss(dist, (i, j, k), GumbelStream((5, 6), 10), tau, margin).item()
         want = np_triplet_loss(dist.numpy(), i, j, k, g1.numpy(), g2.numpy(), tau, margin)
@@ -204,12 +204,20 @@ def test_triplet_ancestor_loss_is_bit_identical_run_to_run():
 
 
 def test_gumbel_stream_is_standard_gumbel_whatever_the_blocks():
+    # 7 columns: blocks of 1 and 99 rows are an odd number of 32-bit draws, so the carried half is exercised.
     whole = gumbel_noise(300, 7, (1, 2))
     stream = GumbelStream((1, 2), 7)
     parts = [stream.next(n) for n in (1, 99, 200)]
     for choice in range(2):
-        assert torch.equal(torch.cat([p[choice] for p in parts]), whole[choice])
+        assert torch.equal(torch.cat([p[choice] for p in parts]).log().neg(), whole[choice])
     assert not torch.equal(whole[0], whole[1])  # the two choices draw independent noise
+    log_u = GumbelStream((1, 2), 7).log_uniforms(300)[0]
+    assert torch.equal(log_u, -torch.cat([p[0] for p in parts]))
+    # u = (2m + 1) 2^-24 for a 23-bit m: never 0 or 1, so log(u) is finite and strictly negative
+    u = log_u.double().exp()
+    assert (log_u < 0).all() and torch.isfinite(log_u).all()
+    m = (u * 2**24 - 1) / 2
+    assert torch.allclose(m, m.round(), atol=1e-3) and m.min() >= 0 and m.max() < 2**23
     g = gumbel_noise(1000, 1000, (3, 4))[0].double()
     assert torch.isfinite(g).all()
     assert g.mean().item() == pytest.approx(0.5772157, abs=0.01)  # Euler-Mascheroni
@@ -280,7 +288,7 @@ def test_objective_is_the_weighted_sum_of_its_terms():
     total = 0.0
     for part, s in ((dist[:10, 10:], sim), (dist[10:, 10:], np.exp(-dist[10:, 10:]))):
         i, j, k = reciprocal_triplets(torch.from_numpy(s), config.topk, config.triplets_per_anchor, draw)
-        g1, g2 = gumbel_noise(len(i), 7, noise_seeds(draw))
+        g1, g2 = gumbel_noise(len(i), 7, noise_seeds(draw), torch.float64)
         total += np_triplet_loss(part, i, j, k, g1.numpy(), g2.numpy(), config.tau, config.margin)
     anchor = np_proxy_anchor(z.detach().numpy(), leaf.tolist(), obj.class_proxies.detach().numpy(), 32.0, 0.1)
     assert got == pytest.approx(anchor + 0.5 * total, rel=1e-7)
