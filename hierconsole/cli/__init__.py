@@ -51,6 +51,7 @@ COMMANDS: dict[str, str] = {
     "plot": "report", "report": "report",
     "doctor": "doctor",
     "replicate": "replicate",
+    "calibrate": "calibrate",
     "serve": "serve",
     "completion": "completion",
 }  # fmt: skip

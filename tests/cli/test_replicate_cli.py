@@ -104,7 +104,7 @@ def test_dry_run_after_a_stage_ran_estimates_it_measured_and_scales_the_rest(tmp
     run = calibration_run(sizes)
     description = described(file_sha256(model), calibration_shape(run, "smoke", sizes["cub"]))
     ensure_calibration(lambda: Store(home), description, lambda: UNITS)
-    rid = "cub-tiny-dinov2-smoke-seed0"
+    rid = "tiny-dinov2-smoke-seed0"
     with Store(home) as store:  # the extraction finished under other inputs, in 40 s
         put_stage(store, rid, "extract-cub", "done", "an-older-key", {"features": "x"}, 40.0)
     args = (
