@@ -6,6 +6,7 @@ in one line why when it cannot (held by another process, damaged).
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -46,15 +47,29 @@ def run_app(home: str | None = None, gpus: list[str] | None = None) -> int:
             raise
         return store
 
-    app = HierConsole(None, open_store=open_store, gpus=gpus, home_label=str(resolve_home(home, create=False)))
+    label = str(resolve_home(home, create=False))
+    given: Store | None = None
+    if "web_driver" in os.environ.get("TEXTUAL_DRIVER", ""):
+        # Served in a browser (`hierconsole serve`): the store is opened before the console starts, so one
+        # it cannot open ends the process at once and the page says why (under the web driver, a console
+        # that exits while its first frame is in flight leaves its page waiting).
+        from hierconsole.errors import HierconsoleError
+
+        try:
+            given = open_store()
+        except HierconsoleError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return exc.exit_code
+    app = HierConsole(given, open_store=None if given else open_store, gpus=gpus, home_label=label)
     try:
         app.run()
         # The orchestrator thread may still be writing its last tick: let it end before the store closes.
         app.loop_done.wait(ORCHESTRATOR_STOP_SECONDS)
     finally:
         app.store_settled.wait(ORCHESTRATOR_STOP_SECONDS)
-        if app.opened is not None:
-            app.opened.close()
+        for store in (app.opened, given):
+            if store is not None:
+                store.close()
     if app.open_error is not None:
         print(f"error: {app.open_error}", file=sys.stderr)
         return app.open_error.exit_code

@@ -212,7 +212,7 @@ class HierConsole(App[int]):
         self.exit(exc.exit_code, return_code=exc.exit_code)
 
     def _opened(self, store: Store, demo: DemoOffer, studies: list[read.StudyRow], has_data: bool) -> None:
-        if self._closing or self._closed:
+        if self._closing or self._closed or not self.is_running:
             return
         self._attach_store(store, demo, studies, has_data)
         self._start()
@@ -237,7 +237,9 @@ class HierConsole(App[int]):
         """Build one view not built yet, then let keys through before the next. Textual restyles the
         whole app when a view's screen is first built (a few hundred ms on a busy machine); done here,
         in idle time, the first switch to each view is as quick as any later one."""
-        if self._closing or self._closed:  # nothing to build for a console that is closing
+        # Nothing to build for a console that is closing: Textual's shutdown (which clears `is_running`
+        # first, before `_closing` in a test's run_test) walks the modes and must not see one added.
+        if self._closing or self._closed or not self.is_running:
             return
         built = getattr(self, "_screen_stacks", None)  # Textual's modes; absent in another version
         pending = [mode for mode in VIEW_SCREENS if built is not None and mode not in built]
