@@ -11,9 +11,10 @@ from hierconsole.study.analysis.stage_costs import Estimate, StageWork, UnitCost
 from hierconsole.study.db.calibrations import calibration, replication_work
 from hierconsole.study.db.replications import stage_rows
 from hierconsole.study.db.storage import Store
+from hierconsole.vocabulary import StageStatus
 
-DONE = "done"
-"""The stage state whose record means finished (study.run.stage_graph.StageState.DONE's value)."""
+DONE = StageStatus.DONE
+"""The stage state whose record means finished (the word `replicate` stores, from the vocabulary)."""
 
 
 def replication_estimate(store: Store, replication_id: str, left: Iterable[str] | None = None) -> Estimate | None:

@@ -15,13 +15,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from hierconsole.vocabulary import StageStatus
+
 
 class StageState(StrEnum):
-    """What a stored stage record says."""
+    """What a stored stage record says: three of the words the console shows (`vocabulary.StageStatus`),
+    so a record reads the same in both."""
 
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
+    RUNNING = StageStatus.RUNNING.value
+    DONE = StageStatus.DONE.value
+    FAILED = StageStatus.FAILED.value
 
 
 class Decision(StrEnum):
