@@ -112,7 +112,7 @@ def run_replication(
                 stage = step.stage
                 if stage.name in running or len(running) >= at_once:
                     continue
-                if stage.store and any(s.store for s in running.values()):
+                if stage.store and _busy(running):
                     continue
                 assert step.key is not None  # RUN is decided only once every input exists
                 # Written (the store is free if this stage needs it) before the stage is running.
