@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 from pathlib import Path
+from typing import IO
 
 from hierconsole.contract import layout
 
@@ -44,6 +45,28 @@ def pid_alive(pid: int, start: str | None) -> bool:
     except PermissionError:
         return True
     return start is None
+
+
+def claim_job_lock(fh: IO[str]) -> None:
+    """Take a job folder's lock (BlockingIOError if a live worker holds it) and write this process's PID
+    in it, so an orchestrator that never learnt which process runs the job can find and adopt it."""
+    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"{os.getpid()}\n")
+    fh.flush()
+
+
+def job_lock_holder(folder: Path) -> int | None:
+    """The PID of the live worker holding the job's lock, or None (nobody holds it, or its holder had not
+    written its PID yet: a worker from before PIDs were written, or one a moment into its start)."""
+    if not job_lock_held(folder):
+        return None
+    try:
+        text = (folder / layout.LOCK).read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
 
 
 def job_lock_held(folder: Path) -> bool:

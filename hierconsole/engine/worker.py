@@ -17,7 +17,6 @@ Exit status: 0 done, 3 cancelled (SIGTERM), 1 failed (traceback tail in the last
 from __future__ import annotations
 
 import argparse
-import fcntl
 import os
 import signal
 import sys
@@ -27,6 +26,7 @@ from pathlib import Path
 
 from hierconsole.contract import events, layout
 from hierconsole.contract.jobspec import JobSpec
+from hierconsole.contract.liveness import claim_job_lock
 from hierconsole.errors import HierconsoleError
 from hierconsole.vocabulary import SCORING_KINDS
 
@@ -93,7 +93,7 @@ class _Job:
         self.spec_path = spec_path
         self.folder = spec_path.parent
         self.lock = open(self.folder / layout.LOCK, "a+")  # noqa: SIM115 - lives as long as the worker
-        fcntl.flock(self.lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError if held
+        claim_job_lock(self.lock)  # BlockingIOError if held
         self.emit = EventLog(self.folder / layout.EVENTS)
 
     def fail(self, error: str, *, text: str | None = None) -> None:

@@ -36,6 +36,28 @@ def _replicate(home: Path, base: Path, *datasets: str, extra: tuple[str, ...] = 
     return subprocess.run(_argv(home, base, *datasets, extra=extra), capture_output=True, text=True, timeout=1200)
 
 
+def _differences(got: dict[str, bytes], want: dict[str, bytes]) -> str:
+    """The lines that differ, file by file (pytest's own diff of a dozen large byte strings is cut off
+    before it reaches them)."""
+    out = [f"files only in one: {sorted(set(got) ^ set(want))}"] if set(got) != set(want) else []
+    for name in sorted(set(got) & set(want)):
+        if got[name] != want[name]:
+            a, b = got[name].decode().splitlines(), want[name].decode().splitlines()
+            out += [f"{name}: -{x!r} +{y!r}" for x, y in zip(a, b, strict=False) if x != y]
+            if len(a) != len(b):
+                out.append(f"{name}: {len(a)} lines against {len(b)}")
+    return "\n".join(out)
+
+
+def _audits(home: Path) -> str:
+    """Every audit's result and evidence as `audit` prints them: what a differing S12 row is judged by."""
+    done = subprocess.run(
+        [sys.executable, "-m", "hierconsole", "--home", str(home), "export", "audits", "-o", "-"],
+        capture_output=True, text=True, timeout=300,
+    )
+    return done.stdout + done.stderr
+
+
 def _tables(home: Path) -> dict[str, bytes]:
     (folder,) = (home / "replications").iterdir()
     # The report names the home's study ids, which differ between homes; the tables name none.
@@ -132,7 +154,9 @@ def test_killed_during_extraction_a_factorial_and_the_tables_ends_with_identical
     _kill_when(home, data, _tables_started)
     finished = _replicate(home, data, "cub")
     assert finished.returncode == 0, finished.stdout + finished.stderr
-    assert _tables(home) == _tables(clean)
+    assert _tables(home) == _tables(clean), (
+        f"{_differences(_tables(home), _tables(clean))}\nkilled:\n{_audits(home)}\nclean:\n{_audits(clean)}"
+    )
     # NABirds added to the same replication: CUB's stages stay done, NABirds' and the tables' are to run.
     plan = _replicate(home, data, "cub", "nabirds", extra=("--dry-run",))
     assert plan.returncode == 0, plan.stderr

@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from typing import Any
 from hierconsole.contract import events as ev
 from hierconsole.contract import layout
 from hierconsole.contract.jobspec import JobSpec
-from hierconsole.contract.liveness import job_lock_held, pid_alive
+from hierconsole.contract.liveness import job_lock_held, job_lock_holder, pid_alive, process_start_time
 from hierconsole.errors import HierconsoleError, NotFoundError
 from hierconsole.locations import job_dir
 from hierconsole.study.db.storage import Store
@@ -46,6 +47,9 @@ from hierconsole.vocabulary import (
 __all__ = ["WORKER_MODULE", "Orchestrator"]
 
 CANCEL_GRACE_SECONDS = 10.0
+LAUNCH_FAULT_ENV = "HIERCONSOLE_FAULT_KILL_AFTER_LAUNCH"
+"""Set (the crash tests): the orchestrator SIGKILLs itself right after starting a worker, before the store
+records the launch (as a kill of `run` or `replicate` can land)."""
 STALE_HEARTBEAT_SECONDS = 120.0
 
 log = logging.getLogger("hierconsole.orchestrator")
@@ -341,17 +345,41 @@ class Orchestrator:
     def launch(self, job_id: str) -> None:
         job = self._job(job_id)
         folder = job_dir(self.store.home, job_id)
-        if job_id in self.active or job_lock_held(folder):
+        if job_id in self.active:
+            raise HierconsoleError(f"job {job_id} is already running; it cannot be active twice")
+        # An orchestrator killed between starting a worker and recording it leaves the job queued while
+        # that attempt runs (or ran) unheard of: what it wrote is ingested first (idempotent, as for a
+        # recovered job), and a worker of it still running is adopted rather than started twice.
+        read = self._replay(job)
+        holder = job_lock_holder(folder)
+        if holder is not None:
+            self._adopt_unrecorded(job, folder, holder, read)
+            return
+        if job_lock_held(folder):
             raise HierconsoleError(f"job {job_id} is already running; it cannot be active twice")
         spec = JobSpec.read(layout.spec_path(folder))  # fail here, not in the worker, on an unreadable spec
         executor = self._executor_of(job.study_id)
         busy = {a.gpu for a in self.active.values() if a.gpu is not None}
         handle = executor.launch(job_id, folder, spec, busy_gpus=busy)
-        # Lines written by earlier attempts were ingested when those ended: read on from their end.
-        offset, lines = ev.complete_lines(folder / layout.EVENTS)
+        if os.environ.get(LAUNCH_FAULT_ENV):
+            os.kill(os.getpid(), signal.SIGKILL)  # the crash tests: dead before the launch is recorded
         self.active[job_id] = Active(
-            job, folder, handle, executor, offset=offset, lines=lines, shown_node=handle.node
+            job, folder, handle, executor, offset=read.offset, lines=read.lines, shown_node=handle.node
         )
+        self._record_running(job_id, handle)
+
+    def _adopt_unrecorded(self, job: JobRef, folder: Path, pid: int, read: ev.EventsRead) -> None:
+        """Drive a queued job's live worker that an earlier orchestrator started but never recorded."""
+        handle = LocalHandle(pid, process_start_time(pid))
+        log.info("adopting job %s: its worker PID %s was started by an orchestrator that died", job.job_id, pid)
+        started = any(isinstance(e, ev.Start) for e in read.events)
+        self.active[job.job_id] = Active(
+            job, folder, handle, self.local, offset=read.offset, lines=read.lines, shown_node=handle.node,
+            started=started,
+        )
+        self._record_running(job.job_id, handle)
+
+    def _record_running(self, job_id: str, handle: Handle) -> None:
         self.store.execute(
             "UPDATE jobs SET state = ?, pid = ?, pid_start = ?, attempts = attempts + 1, "
             "started_at = coalesce(started_at, current_timestamp), heartbeat_at = current_timestamp, "
