@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from textual._context import active_app
 from textual.widgets import DataTable, RichLog
 
 from hierconsole.contract import events
@@ -330,3 +331,24 @@ async def test_selecting_a_study_makes_it_current(open_store):
         assert app.study_id == COMPLETE
         jobs = [k.value for k in app.screen.query_one("#jobs", DataTable).rows]
         assert jobs == [*(f"{COMPLETE}/final-s{seed}" for seed in SEEDS), f"{COMPLETE}/evaluate"]
+
+
+async def test_a_view_loaded_as_the_console_closes_is_dropped_without_a_traceback(open_store):
+    """A loading worker that finishes as the console quits (q, SIGTERM, a browser tab closed) posts its
+    result to a screen whose widgets Textual's shutdown has already removed: the served console printed
+    a NoMatches traceback as it ended. The real screens, after a real shutdown, take such a message."""
+    app = make_app(open_store, study=COMPLETE)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await pilot.press("4")
+        await settle(pilot, app)
+        audits = app.screen
+        await pilot.press("1")
+        await settle(pilot, app)
+        datasets = app.screen
+        assert audits.query("#banner") and datasets.query("#welcome")
+    # As in a real shutdown, the screens still find their app (run_test's exit has already reset it).
+    active_app.set(app)
+    assert not app.is_running and not audits.query("#banner")  # Textual removed the widgets
+    audits._loaded(audits.Loaded(None, [], False))
+    datasets._loaded(datasets.Loaded([]))

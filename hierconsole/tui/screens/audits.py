@@ -17,7 +17,7 @@ from hierconsole.present.render import render
 from hierconsole.present.tables.studies import audits_grid
 from hierconsole.study.read import Check, current_audits
 from hierconsole.tui.actions import bindings_for
-from hierconsole.tui.screens.base import ConsoleScreen, view_width
+from hierconsole.tui.screens.base import ConsoleScreen, view_width, while_open
 
 
 def banner_text(checks: list[Check], recorded: bool) -> Text:
@@ -83,6 +83,7 @@ class AuditsScreen(ConsoleScreen):
         self.post_message(self.Loaded(study_id, checks, recorded))
 
     @on(Loaded)
+    @while_open
     def _loaded(self, message: Loaded) -> None:
         banner = self.query_one("#banner", Static)
         if message.study_id is None:

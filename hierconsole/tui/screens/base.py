@@ -6,11 +6,13 @@ it is showing. Views never query the store on the UI thread.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, ClassVar, cast
+import functools
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, ClassVar, TypeVar, cast
 
 from textual import on
 from textual.app import ComposeResult
+from textual.message import Message
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer
@@ -22,6 +24,25 @@ from hierconsole.tui.widgets.chrome import ContextBar, NavBar, NoticeLine
 
 if TYPE_CHECKING:
     from hierconsole.tui.app import HierConsole
+
+
+_Screen = TypeVar("_Screen", bound="ConsoleScreen")
+_Message = TypeVar("_Message", bound=Message)
+
+
+def while_open(
+    handler: Callable[[_Screen, _Message], None],
+) -> Callable[[_Screen, _Message], None]:
+    """A view's handler of its worker's result, dropped once the console is closing: a worker that
+    finished just as the console quit would otherwise meet widgets already removed (a NoMatches traceback
+    printed as the console ends)."""
+
+    @functools.wraps(handler)
+    def guarded(screen: _Screen, message: _Message) -> None:
+        if not screen.closing:
+            handler(screen, message)
+
+    return guarded
 
 
 class ConsoleScreen(Screen):
@@ -44,7 +65,10 @@ class ConsoleScreen(Screen):
         """The console is closing (quit, or its browser session ended): a message or a mount that comes
         now finds this screen's widgets already removed, so it is dropped. (Textual's own flags: it has
         no public one, and a NoMatches traceback at shutdown is what a user would otherwise see.)"""
-        return self._closing or self._closed or self.app._closing or self.app._closed
+        # Textual's shutdown clears the app's `is_running` first, then prunes each screen's widgets
+        # before the screen itself: a message dispatched in between sees none of them.
+        app = self.app
+        return self._closing or self._closed or app._closing or app._closed or not app.is_running
 
     def compose(self) -> ComposeResult:
         yield NavBar(self.SCOPE, id="nav")

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Static
 
 from hierconsole.study.read import DatasetInfo, list_datasets, taxonomy_lines
 from hierconsole.tui.actions import bindings_for
-from hierconsole.tui.screens.base import ConsoleScreen
+from hierconsole.tui.screens.base import ConsoleScreen, while_open
 from hierconsole.tui.widgets.table_sync import highlighted_key, sync_rows
 
 VALIDATION_NOTE = "validation: 0 conflicts (one middle per leaf, one high per middle, no empty names)"
@@ -94,6 +94,7 @@ class DatasetsScreen(ConsoleScreen):
         self.post_message(self.Loaded(list_datasets(self.console_app.store)))
 
     @on(Loaded)
+    @while_open
     def _loaded(self, message: Loaded) -> None:
         self.datasets = message.datasets
         empty = not self.datasets and not self.console_app.studies

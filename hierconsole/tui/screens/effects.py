@@ -41,7 +41,7 @@ from hierconsole.study.read import (
 )
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from hierconsole.tui.actions import bindings_for
-from hierconsole.tui.screens.base import ConsoleScreen, view_width
+from hierconsole.tui.screens.base import ConsoleScreen, view_width, while_open
 from hierconsole.vocabulary import (
     BASELINE_LEGEND,
     BASELINE_SEED,
@@ -143,9 +143,8 @@ class AnalysisScreen(ConsoleScreen):
         return None
 
     @on(Loaded)
+    @while_open
     def _loaded(self, message: Loaded) -> None:
-        if self.closing:
-            return
         self.aggregations = message.aggregations
         self.selection = Selection(self.selection.level, self.selection.measure, message.aggregation)
         self._shown = message

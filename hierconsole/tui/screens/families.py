@@ -28,7 +28,7 @@ from hierconsole.study.db.storage import Store
 from hierconsole.study.read.families import FamilyRow, contrasts_so_far, list_families, outer_arms_so_far
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from hierconsole.tui.actions import bindings_for
-from hierconsole.tui.screens.base import ConsoleScreen, view_width
+from hierconsole.tui.screens.base import ConsoleScreen, view_width, while_open
 
 
 def members_table(family: FamilyRow) -> Table:
@@ -129,6 +129,7 @@ class FamiliesScreen(ConsoleScreen):
         self.post_message(self.Loaded(families, i, contrasts_so_far(store, family), outer_so_far(store, family)))
 
     @on(Loaded)
+    @while_open
     def _loaded(self, message: Loaded) -> None:
         body = self.query_one("#family", Static)
         if not message.families:

@@ -26,7 +26,7 @@ from hierconsole.study.read.replications import ReplicationView, StageRow, repli
 from hierconsole.study.run.paper_stages import DATASETS, PAPER, paper_stages, replication_scale
 from hierconsole.study.run.stage_graph import Stage
 from hierconsole.tui.actions import bindings_for
-from hierconsole.tui.screens.base import ConsoleScreen, view_width
+from hierconsole.tui.screens.base import ConsoleScreen, view_width, while_open
 from hierconsole.vocabulary import StageStatus
 
 EMPTY = (
@@ -147,9 +147,8 @@ class ReplicationScreen(ConsoleScreen):
         self.post_message(self.Loaded(views))
 
     @on(Loaded)
+    @while_open
     def _loaded(self, message: Loaded) -> None:
-        if self.closing:
-            return
         self.views = message.views
         if self.views:
             self.index %= len(self.views)

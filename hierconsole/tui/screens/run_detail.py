@@ -15,7 +15,7 @@ from hierconsole.present import numbers as fmt
 from hierconsole.study.read import EventRow, job_events, loss_curves
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.messages import JobEvents
-from hierconsole.tui.screens.base import ConsoleScreen
+from hierconsole.tui.screens.base import ConsoleScreen, while_open
 from hierconsole.tui.widgets.live import LossPlots, describe
 
 LOG_LINES = 400
@@ -74,6 +74,7 @@ class RunDetailScreen(ConsoleScreen):
         self.post_message(self.Loaded(loss_curves(store, self.job_id), events))
 
     @on(Loaded)
+    @while_open
     def _loaded(self, message: Loaded) -> None:
         self.query_one(LossPlots).show(message.curves)
         log = self.query_one(RichLog)
