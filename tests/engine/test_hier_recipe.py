@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from hierconsole.config.preset import HierConfig
+from hierconsole.contract.exit_status import EXIT_DONE
 from hierconsole.contract.jobspec import CellSpec
 from hierconsole.engine import checkpoints
 from hierconsole.engine.checkpoints import load_payload
@@ -23,7 +24,6 @@ from hierconsole.engine.hier_recipe import AuthorsHead, authors_head, authors_op
 from hierconsole.engine.hier_style import HierObjective, hier_ball
 from hierconsole.engine.projector import count_trainable
 from hierconsole.engine.trainer import FactorialTrainer
-from hierconsole.engine.worker import EXIT_DONE
 from hierconsole.study.analysis.audits import authors_head_trainable
 from hierconsole.vocabulary import HIER_AUTHORS, HIER_STYLE, HIER_STYLE_LOSS, POINCARE
 

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from hierconsole.config.preset import HierConfig
+from hierconsole.contract.exit_status import EXIT_DONE
 from hierconsole.contract.jobspec import CellSpec
 from hierconsole.engine import checkpoints, hier_style
 from hierconsole.engine.checkpoints import load_payload
@@ -33,7 +34,6 @@ from hierconsole.engine.hier_style import (
     triplet_ancestor_loss,
 )
 from hierconsole.engine.trainer import FAULT_ENV, FactorialTrainer
-from hierconsole.engine.worker import EXIT_DONE
 from hierconsole.vocabulary import HIER_STYLE, HIER_STYLE_LOSS, POINCARE
 
 from .conftest import cells_for, make_spec, spec_preset

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from hierconsole.contract import layout
-from hierconsole.engine.worker import EXIT_DONE
+from hierconsole.contract.exit_status import EXIT_DONE
 from tests.worker_only import blocked_modules, worker_only_env
 
 from .conftest import make_spec
