@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the layouts the tests use
 
+from hierconsole.study.db.calibrations import calibration, replication_work  # noqa: E402
 from hierconsole.study.db.storage import Store  # noqa: E402
 from hierconsole.study.read.replication_estimate import replication_estimate  # noqa: E402
 from hierconsole.study.run.replication import load_records  # noqa: E402
@@ -66,6 +67,8 @@ def main() -> None:
         with Store(home, read_only=True) as store:
             (rid,) = (r for (r,) in store.rows("SELECT replication_id FROM replication_work"))
             guess = replication_estimate(store, rid)
+            recorded = replication_work(store, rid)
+            units = calibration(store, recorded[0]) if recorded else None
         assert guess is not None
         load_before = os.getloadavg()[0]
         whole = _replicate(home, base, datasets)
@@ -84,6 +87,13 @@ def main() -> None:
         f"{load:.1f} after, on {os.cpu_count()} CPUs"
     )
     print(f"  dry run: {calibrating:.1f} s measuring the calibration, {dry:.1f} s reusing it")
+    if units is not None:
+        u = units["units"]
+        print(
+            f"  calibration: command start {u['command_start']:.2f} s, worker start {u['worker_start']:.2f} s, "
+            f"{u['cell_update'] * 1e3:.3f} ms per cell-update, {u['comparison'] * 1e6:.2f} us per pair, "
+            f"{u['image'] * 1e3:.1f} ms per image, backbone {u['backbone']:.2f} s"
+        )
     print(f"  whole pipeline          {whole:7.1f} s   dry-run estimate {guess.total:7.1f} s   "
           f"estimate / measured = {guess.total / whole:.2f}")
     estimated = {s.stage: s.seconds for s in guess.stages}

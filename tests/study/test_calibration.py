@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from hierconsole.config.family import load_family, resolve_family
 from hierconsole.config.files import load_preset
 from hierconsole.study.analysis.stage_costs import MEASURED, Phase, StageWork, UnitCosts, predicted_seconds
 from hierconsole.study.db.calibrations import put_replication_work
@@ -17,9 +18,9 @@ from hierconsole.study.db.replications import put_stage
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read import replication_estimate as read_estimate
 from hierconsole.study.run.calibration import calibration_key, described, ensure_calibration
-from hierconsole.study.run.paper_stages import SMOKE, STAGE_RUNS, run_overrides
+from hierconsole.study.run.paper_stages import SMOKE, STAGE_RUNS, paper_stages, run_overrides
 from hierconsole.study.run.stage_graph import StageState
-from hierconsole.study.run.stage_work import DatasetSize, study_phases
+from hierconsole.study.run.stage_work import DatasetSize, stage_work, study_phases
 from tests.stores.layouts import make_cub, tiny_model
 
 UNITS = UnitCosts(
@@ -87,6 +88,26 @@ def test_a_smoke_factorial_counts_its_jobs_updates_and_pairs_by_hand():
     assert evaluation == Phase(jobs=1, slots=1, comparisons=(2 * cells + untrained) * 3 * 10 * 22, warm=1)
     assert tune.warm == 0 and final.warm == 1  # the standby started while the tuning ran
     assert predicted_seconds(StageWork(phases=(tune, final, evaluation)), UNITS) > 0
+
+
+def test_a_family_stage_pools_its_members_and_the_post_hoc_rescore_reconciles_after_it():
+    sizes = {"cub": DatasetSize(images=96, official_train=64)}
+    work = stage_work(paper_stages(frozenset(sizes)), SMOKE, sizes, builds_taxonomy=True)
+    # families-cub runs two families (outer-split arms, then the factorial per split), each of whose
+    # members' finals run together on the family's slots, then their evaluations.
+    expected = []
+    for run in STAGE_RUNS["families-cub"]:
+        family = load_family(resolve_family(run.preset)).with_overrides(run_overrides(run, SMOKE))
+        seeds, studies = len(family.members[0].preset.training.seeds), len(family.members)
+        expected += [(studies * seeds, 3), (studies, 3)]  # every member's seeds, then every evaluation
+    assert [(p.jobs, p.slots) for p in work["families-cub"].phases] == expected
+    # S11's re-score runs the factorial's evaluation again (cold), then its reconciliation (warm).
+    (run,) = STAGE_RUNS["factorial-cub"]
+    evaluation = study_phases(load_preset(run.preset).with_overrides(values=run_overrides(run, SMOKE)), sizes["cub"])[-1]
+    assert work["rescore-cub"].phases == (
+        Phase(jobs=1, slots=1, comparisons=evaluation.comparisons),
+        Phase(jobs=1, slots=1, comparisons=evaluation.comparisons, warm=1),
+    )
 
 
 @pytest.mark.slow

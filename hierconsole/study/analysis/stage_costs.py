@@ -4,13 +4,15 @@ the unit costs a short calibration measured, corrected by the stages that alread
 Plain values in and out, so the arithmetic is tested by hand and every front end shows the same estimate
 (`replicate --dry-run` prints it; the read layer gives it to the console). A stage's work is what its
 plan says it does: child commands started, images through the backbone, and its studies' jobs as phases
-(the tuning runs, the final seeds, the evaluation), each job costing its cell-updates and its scored
-query x gallery pairs, started in waves of S (the preset's parallel jobs). A phase of J jobs on S slots
-and C cores runs ``ceil((J - W) / S) * start + J * work / min(J, S, C)`` seconds: a wave's workers
-start together (their start-up is mostly waiting on imports, so it overlaps), W of them on the warm
-standby the orchestrator starts ahead while a study trains (one per phase after a study's first), and
-their work is spread over the slots that really compute at once. The refinement below corrects what this
-misjudges on a machine.
+(the tuning runs, the final seeds, the evaluation), each job costing its start-up, its cell-updates and
+its scored query x gallery pairs. A family's members run under one orchestrator, so their phases are
+pooled: all members' final jobs share the family's slots, then all their evaluations. A phase of J jobs
+on S slots and C cores takes ``(J * start + J * work) / min(J, S, C)`` seconds: every running job,
+starting or training, shares the cores (importing torch is CPU work too, so two start-ups on one core
+take twice as long). A phase after a study's first finds one launch warm (the orchestrator starts a
+standby worker while the study trains), which saves as much of a start-up as the previous phase's work
+lasted: at a paper's budgets a whole start-up, in a smoke run almost nothing. The refinement below
+corrects what this misjudges on a machine.
 
 Refinement: a stage that ran before (its wall time recorded) is estimated at that time (source
 ``measured``); every other stage is its calibrated prediction times the ratio measured / predicted of the
@@ -36,13 +38,13 @@ class Phase:
 
     jobs: int
     slots: int
-    """How many of them may run at once (the preset's max_parallel_jobs)."""
-    updates: int = 0
-    """Cell-updates per job: epochs x updates per epoch x cells."""
-    comparisons: int = 0
+    """How many of them may run at once (the preset's max_parallel_jobs, a family's for its members)."""
+    updates: float = 0
+    """Cell-updates per job: epochs x updates per epoch x cells (a pooled phase: its jobs' mean)."""
+    comparisons: float = 0
     """Query x gallery pairs each job scores (validation passes and test perturbations together)."""
     warm: int = 0
-    """Jobs that start on a warm standby worker (its imports done while the study's last phase ran)."""
+    """Jobs that may start on a warm standby worker (its imports done while the previous phase ran)."""
 
 
 @dataclass(frozen=True)
@@ -91,23 +93,33 @@ class UnitCosts:
         return cls(**{f: data[f] for f in cls.__dataclass_fields__})
 
 
-def phase_seconds(phase: Phase, units: UnitCosts) -> float:
+def job_work_seconds(phase: Phase, units: UnitCosts) -> float:
+    """One job's computation (its start-up aside)."""
+    return phase.updates * units.cell_update + phase.comparisons * units.comparison
+
+
+def phase_seconds(phase: Phase, units: UnitCosts, warm_for: float = 0.0) -> float:
+    """The phase's wall time. ``warm_for``: how long a standby had to import before this phase (the
+    previous phase's work); each warm job saves that much of its start-up, a whole one at most."""
     if phase.jobs <= 0:
         return 0.0
-    slots = max(1, phase.slots)
-    work = phase.updates * units.cell_update + phase.comparisons * units.comparison
-    waves = math.ceil(max(0, phase.jobs - phase.warm) / slots)
-    return waves * units.worker_start + phase.jobs * work / max(1, min(phase.jobs, slots, units.cores))
+    saved = min(phase.warm, phase.jobs) * min(units.worker_start, max(0.0, warm_for))
+    demand = phase.jobs * (units.worker_start + job_work_seconds(phase, units)) - saved
+    return demand / max(1, min(phase.jobs, phase.slots, units.cores))
 
 
 def predicted_seconds(work: StageWork, units: UnitCosts) -> float:
     """The calibrated time of a stage: its commands, its images and its studies' phases."""
+    phases, before = 0.0, 0.0
+    for phase in work.phases:
+        phases += phase_seconds(phase, units, warm_for=before)
+        before = job_work_seconds(phase, units)
     return (
         work.commands * units.command_start
         + work.torch_commands * units.worker_start
         + work.backbones * units.backbone
         + work.images * units.image
-        + sum(phase_seconds(p, units) for p in work.phases)
+        + phases
     )
 
 

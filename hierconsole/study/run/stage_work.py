@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,6 +135,35 @@ def study_phases(preset: Preset, size: DatasetSize) -> tuple[Phase, ...]:
     return tuple(p if i == 0 else dataclasses.replace(p, warm=1) for i, p in enumerate(phases))
 
 
+def pooled(studies: Sequence[Sequence[Phase]], slots: int) -> tuple[Phase, ...]:
+    """The phases of studies that one orchestrator runs together (a family's members): their k-th phases
+    share the family's ``slots``, each pooled phase holding all their jobs at the jobs' mean work."""
+    out = []
+    for k in range(max((len(p) for p in studies), default=0)):
+        parts = [p[k] for p in studies if len(p) > k]
+        jobs = sum(p.jobs for p in parts)
+        if jobs:
+            out.append(
+                Phase(
+                    jobs=jobs,
+                    slots=slots,
+                    updates=sum(p.jobs * p.updates for p in parts) / jobs,
+                    comparisons=sum(p.jobs * p.comparisons for p in parts) / jobs,
+                    warm=min(1, sum(p.warm for p in parts)),
+                )
+            )
+    return tuple(out)
+
+
+def run_phases(run: StudyRun, scale: str, size: DatasetSize) -> tuple[Phase, ...]:
+    """The phases a stage's run goes through: one study's, or its family members' pooled."""
+    presets = run_presets(run, scale)
+    if not run.family:
+        return study_phases(presets[0], size)
+    # `run FAMILY` drives every member at once with the first member's parallel jobs (cli/running.py).
+    return pooled([study_phases(p, size) for p in presets], presets[0].compute.max_parallel_jobs or 1)
+
+
 def run_presets(run: StudyRun, scale: str) -> list[Preset]:
     """The presets of the studies a stage's run starts (one, or a family's members)."""
     values = run_overrides(run, scale)
@@ -168,20 +197,20 @@ def stage_work(
             work[name] = StageWork(commands=1)
         elif name in STAGE_RUNS:
             runs = STAGE_RUNS[name]
-            phases = [
-                phase
-                for run in runs
-                for preset in run_presets(run, scale)
-                for phase in study_phases(preset, sizes[run.dataset])
-            ]
+            phases = [phase for run in runs for phase in run_phases(run, scale, sizes[run.dataset])]
             work[name] = StageWork(commands=len(runs), phases=tuple(phases))
         elif name in RESCORED:
-            factorial, _ = RESCORED[name]
+            factorial, aggregation = RESCORED[name]
             (run,) = STAGE_RUNS[factorial]
             (preset,) = run_presets(run, scale)
-            # A re-score is a study's one job, started cold (no training ran before it).
+            # The re-score is a study's evaluation again, started cold (no training runs before it); under
+            # an aggregation other than the registered one a reconciliation under that one follows it, one
+            # job at a time (`rescore` drives one), on the standby started while the first scored.
             evaluation = dataclasses.replace(study_phases(preset, sizes[run.dataset])[-1], warm=0)
-            work[name] = StageWork(commands=1, phases=(evaluation,))
+            phases = [evaluation]
+            if aggregation != preset.evaluation.aggregation:
+                phases.append(dataclasses.replace(evaluation, warm=1))
+            work[name] = StageWork(commands=1, phases=tuple(phases))
         else:
             work[name] = StageWork(commands=int(name in LIGHT_STAGES))
     return work
