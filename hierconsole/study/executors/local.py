@@ -17,6 +17,7 @@ from pathlib import Path
 from hierconsole.contract import layout
 from hierconsole.contract.jobspec import JobSpec
 from hierconsole.contract.liveness import pid_alive, process_start_time
+from hierconsole.study.executors.priority import run_in_background
 from hierconsole.study.executors.standby import Standbys
 from hierconsole.vocabulary import Executor
 
@@ -113,6 +114,7 @@ class LocalExecutor:
                 start_new_session=True,  # a Ctrl-C in the terminal is the orchestrator's to handle
             )
             log_file.close()
+            run_in_background(proc.pid)
         return LocalHandle(proc.pid, process_start_time(proc.pid), proc, gpu)
 
     def warm(self, coming: bool) -> None:

@@ -18,6 +18,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from hierconsole.study.executors.priority import run_in_background
+
 STANDBY_FLAG = "--standby"
 CLOSE_WAIT_SECONDS = 5.0
 
@@ -50,6 +52,7 @@ class Standbys:
             env=self._env,
             start_new_session=True,  # as a cold worker: a Ctrl-C in the terminal is the orchestrator's
         )
+        run_in_background(self._proc.pid)
 
     def take(self, env: dict[str, str], spec_path: Path) -> subprocess.Popen[bytes] | None:
         """Hand `spec_path` to the standby and return it, or None (the caller starts a worker cold): none

@@ -1,0 +1,88 @@
+"""Workers train below the user's commands: a real `run`'s workers (cold and warm) have the orchestrator's
+niceness plus WORKER_NICENESS, so a read typed beside a run is not queued behind training on a busy core."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hierconsole.contract.liveness import job_lock_holder
+from hierconsole.study.executors.priority import WORKER_NICENESS
+from tests.reliability.conftest import TINY_RUN, cli_argv, wait_for
+
+pytestmark = pytest.mark.slow  # worker processes
+
+
+def _niceness(pid: int) -> int:
+    return os.getpriority(os.PRIO_PROCESS, pid)
+
+
+def test_a_runs_workers_are_niced_below_its_orchestrator(tiny_home):
+    run = subprocess.Popen(
+        cli_argv(tiny_home, *TINY_RUN, "--epochs", "2000", "--seeds", "42,2024"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        folders = lambda: [f for f in tiny_home.glob("studies/*/jobs/final-s*")]  # noqa: E731
+        holders = lambda: [job_lock_holder(f) for f in folders()]  # noqa: E731
+        wait_for(lambda: len(folders()) == 2 and all(holders()), timeout=120, what="both workers to run")
+        expected = min(19, _niceness(run.pid) + WORKER_NICENESS)
+        assert [_niceness(pid) for pid in holders() if pid is not None] == [expected, expected]
+        assert _niceness(run.pid) == _niceness(0)  # the orchestrator itself keeps the shell's priority
+    finally:
+        run.terminate()
+        run.wait(timeout=60)
+
+
+def _standbys() -> list[int]:
+    found = []
+    for proc in os.listdir("/proc"):
+        if proc.isdigit():
+            try:
+                argv = Path(f"/proc/{proc}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"hierconsole.engine.worker" in argv and b"--standby" in argv:
+                found.append(int(proc))
+    return found
+
+
+def test_the_warm_standby_waits_at_the_workers_niceness(tiny_home):
+    # One slot and two seeds: the second job waits, so the orchestrator starts a standby for it.
+    before = set(_standbys())
+    run = subprocess.Popen(
+        cli_argv(tiny_home, *TINY_RUN, "--epochs", "2000", "--seeds", "42,2024", "--parallel", "1"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: bool(set(_standbys()) - before), timeout=120, what="the standby to start")
+        (standby,) = set(_standbys()) - before
+        assert _niceness(standby) == min(19, _niceness(run.pid) + WORKER_NICENESS)
+    finally:
+        run.terminate()
+        run.wait(timeout=60)
+
+
+@pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="the kernel has no scheduler autogroups")
+def test_a_workers_session_is_niced_too(tiny_home):
+    """Each worker leads a session of its own; with autogroups the scheduler shares the CPU between
+    sessions before niceness counts, so the session's own niceness is what lets a shell's command first."""
+    run = subprocess.Popen(
+        cli_argv(tiny_home, *TINY_RUN, "--epochs", "2000", "--seeds", "42"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        folder = lambda: next(iter(tiny_home.glob("studies/*/jobs/final-s42")), None)  # noqa: E731
+        wait_for(lambda: folder() is not None and job_lock_holder(folder()) is not None, timeout=120, what="the worker")
+        pid = job_lock_holder(folder())
+        group = Path(f"/proc/{pid}/autogroup").read_text().split()
+        assert group[-1] == str(min(19, _niceness(run.pid) + WORKER_NICENESS)), group
+    finally:
+        run.terminate()
+        run.wait(timeout=60)
