@@ -25,6 +25,8 @@ from tests.tiny import tiny_preset
 
 pytestmark = pytest.mark.slow  # worker processes
 
+TRAIN_EPOCHS = 120
+
 RESULT_SQL = """
 SELECT r.seed, r.arm, r.final_sha256, m.perturbation, m.level, m.metric, m.value
 FROM runs r JOIN metrics m USING (run_id) WHERE r.study_id = ? ORDER BY ALL
@@ -50,8 +52,11 @@ def _run(home: Path, tiny_fs, *, warm: bool) -> tuple[list[tuple], int]:
     with Store(home) as store:
         register_dataset(store, tiny_fs)
         # Two seeds on two slots: the evaluate job is to come while both train, so a warm orchestrator
-        # starts a standby for it (a third seed only adds one more launch of the same kind).
-        study_id = create_study(store, tiny_preset(seeds=(42, 2024)), "tiny")
+        # starts a standby for it (a third seed only adds one more launch of the same kind). The standby
+        # is started only once a tick sees both workers started and still training: at the tiny preset's
+        # 2 epochs that window (about 0.3 s) is as short as a tick and was missed now and then, so the
+        # seeds train long enough (about 3 s) for every tick in between to see them.
+        study_id = create_study(store, tiny_preset(epochs=TRAIN_EPOCHS, seeds=(42, 2024)), "tiny")
         orch = Orchestrator(store, max_parallel=2, warm=warm)
         orch.run_until_idle()
         assert get_study(store, study_id).phase == "complete"
