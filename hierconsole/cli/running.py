@@ -149,7 +149,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     u = sub.add_parser("resume", help="resume crashed, cancelled or failed jobs from their last checkpoint")
     u.add_argument("study", nargs="?", help="study id or name (default: every resumable job)")
-    u.add_argument("--parallel", type=int, metavar="N")
+    u.add_argument(
+        "--parallel", type=int, metavar="N", help="worker processes at once (default: the resumed studies' presets)"
+    )
     u.add_argument("--gpus", type=_gpus, metavar="IDS", help="one worker per listed GPU, e.g. 0,1")
     add_executor_options(u)
     u.set_defaults(func=cmd_resume)
@@ -400,13 +402,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
     _check_parallel(args.parallel)
     with Store(args.home) as store:
         only = read.resolve_study(store, args.study) if args.study else None
+        parallel = args.parallel or _registered_parallel(store, only)
         executor = open_executor(
-            args, store, parallel=args.parallel or 1, threads=read.job_threads(store), devices=[("cpu", "--gpus")]
+            args, store, parallel=parallel, threads=read.job_threads(store), devices=[("cpu", "--gpus")]
         )
         # Constructing it settles jobs an earlier orchestrator left running (their events replayed).
         orch = Orchestrator(
             store,
-            max_parallel=args.parallel or 1,
+            max_parallel=parallel,
             gpus=args.gpus,
             on_problem=problem_printer(console),
             executor=executor,
@@ -423,11 +426,19 @@ def cmd_resume(args: argparse.Namespace) -> int:
                 return 0
             for study_id in studies:
                 advance(store, study_id)  # a study whose jobs all ended may have a phase to catch up on
-            interrupted = drive(store, studies, parallel=args.parallel or 1, console=console, orchestrator=orch)
+            interrupted = drive(store, studies, parallel=parallel, console=console, orchestrator=orch)
         finally:
             orch.close_executors()
         code = max(summarize(store, s, console) for s in studies)
         return interrupted if interrupted is not None else code
+
+
+def _registered_parallel(store: Store, only: str | None) -> int:
+    """Jobs at once for a resume not told --parallel: the most that the presets of the studies it would
+    resume asked for (as registered), as their `run` gave them; 1 when there is nothing to resume."""
+    studies = {s for _, s in read.resumable_jobs(store, only)} | {s for _, s in read.active_jobs(store, only)}
+    studies |= set(read.unfinished_studies(store, only))
+    return max((read.get_study(store, s).preset.compute.max_parallel_jobs for s in studies), default=1)
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
