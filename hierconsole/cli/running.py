@@ -18,6 +18,7 @@ from hierconsole.config import Preset, load_preset
 from hierconsole.config.family import Family
 from hierconsole.config.overrides import AssignmentError, parse_assignment
 from hierconsole.errors import HierconsoleError
+from hierconsole.locations import db_path, resolve_home
 from hierconsole.plurals import counted
 from hierconsole.present.tables.split_plan import split_plan_grid
 from hierconsole.present.tables.studies import audits_grid
@@ -400,6 +401,15 @@ def cmd_resume(args: argparse.Namespace) -> int:
     driven too, so a console that quit and left work behind can be replaced by a headless resume."""
     console = output_console()
     _check_parallel(args.parallel)
+    if not db_path(resolve_home(args.home, create=False)).exists():
+        # Nothing was ever run here: a mistyped home or study is answered from an empty read-only store
+        # (which refuses a missing home folder), and nothing is created. An existing store is opened for
+        # writing below even when nothing is to be resumed, since that is what brings an old one's schema up.
+        with Store(args.home, read_only=True) as empty:
+            if args.study:
+                read.resolve_study(empty, args.study)
+        console.print("nothing to resume")
+        return 0
     with Store(args.home) as store:
         only = read.resolve_study(store, args.study) if args.study else None
         parallel = args.parallel or _registered_parallel(store, only)
@@ -433,11 +443,16 @@ def cmd_resume(args: argparse.Namespace) -> int:
         return interrupted if interrupted is not None else code
 
 
+def _to_resume(store: Store, only: str | None) -> set[str]:
+    """The studies a resume would drive: those with a resumable or active job, or a phase to catch up on."""
+    studies = {s for _, s in read.resumable_jobs(store, only)} | {s for _, s in read.active_jobs(store, only)}
+    return studies | set(read.unfinished_studies(store, only))
+
+
 def _registered_parallel(store: Store, only: str | None) -> int:
     """Jobs at once for a resume not told --parallel: the most that the presets of the studies it would
     resume asked for (as registered), as their `run` gave them; 1 when there is nothing to resume."""
-    studies = {s for _, s in read.resumable_jobs(store, only)} | {s for _, s in read.active_jobs(store, only)}
-    studies |= set(read.unfinished_studies(store, only))
+    studies = _to_resume(store, only)
     return max((read.get_study(store, s).preset.compute.max_parallel_jobs for s in studies), default=1)
 
 

@@ -123,3 +123,21 @@ def test_a_mistyped_home_is_one_line_and_creates_nothing(tmp_path, argv):
     line = one_line_error(done)
     assert f"no hierconsole home at {missing}" in line and "--home" in line
     assert not missing.exists()
+
+
+@pytest.mark.parametrize("argv", [["resume"], ["resume", "nosuch"]])
+def test_resume_on_a_mistyped_home_is_one_line_and_creates_nothing(tmp_path, argv):
+    """As a reviewer met it: `resume` made the home and its store before saying there was nothing to do."""
+    missing = tmp_path / "no-such-home"
+    line = one_line_error(subprocess.run(cli_argv(missing, *argv), capture_output=True, text=True, timeout=120))
+    assert f"no hierconsole home at {missing}" in line and not missing.exists()
+
+
+def test_resume_in_a_home_with_no_store_creates_nothing(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    unknown = subprocess.run(cli_argv(home, "resume", "nosuch"), capture_output=True, text=True, timeout=120)
+    assert "no study 'nosuch'" in one_line_error(unknown)
+    nothing = subprocess.run(cli_argv(home, "resume"), capture_output=True, text=True, timeout=120)
+    assert (nothing.returncode, nothing.stdout.strip()) == (0, "nothing to resume"), nothing.stderr
+    assert list(home.iterdir()) == []
