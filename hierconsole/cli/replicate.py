@@ -9,6 +9,7 @@ prints the plan and the time left from the stages' recorded wall times, and crea
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,7 +23,7 @@ from hierconsole.config.family import load_family, resolve_family
 from hierconsole.config.files import resolve_preset
 from hierconsole.errors import HierconsoleError, InputError
 from hierconsole.extraction.architectures import ARCHITECTURES, DEFAULT_MODEL
-from hierconsole.locations import resolve_home
+from hierconsole.locations import db_path, resolve_home
 from hierconsole.plurals import counted
 from hierconsole.study.analysis.paper_tables import PAPER_TABLES_DIGEST
 from hierconsole.study.analysis.stage_costs import Estimate, StageWork, UnitCosts, estimate
@@ -35,13 +36,17 @@ from hierconsole.study.run.calibration import (
 )
 from hierconsole.study.run.input_hashes import file_sha256, folder_sha256, text_sha256
 from hierconsole.study.run.paper_stages import (
+    CARRIED_INPUT,
     CUB,
     DATASETS,
     DEFAULT_STAGES_AT_ONCE,
     NABIRDS,
     PAPER,
+    REPORT_STAGE,
     SCALES,
     SMOKE,
+    STUDY_STAGES,
+    TABLES_STAGE,
     StudyRun,
     assignment_list,
     factorial_stages,
@@ -51,7 +56,7 @@ from hierconsole.study.run.paper_stages import (
     run_plans,
 )
 from hierconsole.study.run.replication import load_records
-from hierconsole.study.run.stage_graph import Decision, Planned, dependents, plan
+from hierconsole.study.run.stage_graph import Decision, Planned, StageRecord, StageState, dependents, plan
 from hierconsole.study.run.stage_work import (
     calibration_run,
     calibration_shape,
@@ -98,7 +103,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="STAGE",
         action="append",
         default=[],
-        help="run this stage again, and every stage after it (repeatable)",
+        help="run this stage again, and every stage after it (repeatable); complete studies and features "
+        "of unchanged inputs are found and kept",
     )
     p.add_argument("--executor", choices=("local", "ray"), help="where the studies' jobs run (as for `run`)")
     p.add_argument("--ray-address", metavar="ADDRESS", help="with --executor ray: the cluster (as for `run`)")
@@ -252,6 +258,7 @@ def _print_plan(
     planned: list[Planned],
     records: Mapping,
     datasets: frozenset[str],
+    carried: Mapping[str, Mapping[str, str]],
     work: Mapping[str, StageWork],
     calibrated: Calibrated,
     home: Path,
@@ -268,7 +275,14 @@ def _print_plan(
             f"  {p.stage.name:<18} {p.decision.value:<8} {_jobs(work[p.stage.name]):<32} {guess:<34} {took}",
             highlight=False,
         )
-    omitted = sorted(set(DATASETS) - datasets)
+    kept = sorted({stage.partition("-")[2] for stage in carried})
+    if kept:
+        out.print(
+            f"carried: the finished studies of {', '.join(kept)} in this replication fill its tables "
+            "(its folder was not given, so its stages are not checked again)",
+            highlight=False,
+        )
+    omitted = sorted(set(DATASETS) - datasets - set(kept))
     if omitted:
         out.print(f"omitted: the tables of {', '.join(omitted)} (no folder given)", highlight=False)
     stale = [p.stage.name for p in planned if p.decision == Decision.STALE]
@@ -296,28 +310,91 @@ def _print_plan(
 def cmd_replicate(args: argparse.Namespace) -> int:
     external = _external(args)
     datasets = _datasets(args)
-    stages = paper_stages(datasets)
-    names = {s.name for s in stages}
+    names = {s.name for s in paper_stages(datasets)}
     unknown = sorted(set(args.redo) - names)
     if unknown:
         raise HierconsoleError(f"--redo {', '.join(unknown)}: not a stage of this replication ({', '.join(sorted(names))})")
     rid = replication_id(args)
     out = Console(soft_wrap=True)
     if args.dry_run:
-        if resolve_home(args.home, create=False).is_dir():
+        if db_path(resolve_home(args.home, create=False)).exists():
             with open_for_reading(args.home) as store:
                 records = load_records(store, rid)
         else:  # a replication may start from no home at all: it will make one, and nothing is done yet
             records = {}
-        home = resolve_home(args.home)
+    else:
+        from hierconsole.study.db.storage import Store
+
+        # Made (or migrated) before the first record, so every read below finds a store.
+        with Store(resolve_home(args.home)) as store:
+            records = load_records(store, rid)
+    carried = carried_outputs(records, datasets)
+    if carried:
+        external[CARRIED_INPUT] = text_sha256(json.dumps(carried, sort_keys=True))
+    stages = paper_stages(datasets, carried=bool(carried))
+    home = resolve_home(args.home)
+    tables_out = (args.out or home / "replications" / rid / "tables").resolve()
+    gone = outputs_gone(records, tables_out)
+    for stage, file in gone.items():
+        out.print(f"{stage}: {escape(file)} is not in {escape(str(tables_out))} as it was written: rebuilt", highlight=False)
+    redo = [*args.redo, *gone]
+    if args.dry_run:
         work, calibrated = _plan_estimate(args, stages, external, rid, home)
-        planned = plan(stages, external, records, dependents(stages, args.redo))
-        _print_plan(out, rid, planned, records, datasets, work, calibrated, home)
+        planned = plan(stages, external, records, dependents(stages, redo))
+        _print_plan(out, rid, planned, records, datasets, carried, work, calibrated, home)
         return 0
-    return _run(args, stages, external, rid, out)
+    return _run(args, stages, external, rid, out, redo, carried, tables_out)
 
 
-def _run(args: argparse.Namespace, stages: list, external: dict[str, str], rid: str, out: Console) -> int:
+def carried_outputs(records: Mapping[str, StageRecord], given: frozenset[str]) -> dict[str, Mapping[str, str]]:
+    """The recorded outputs of the study stages of each dataset not given whose study stages all finished
+    in this replication: their studies fill the tables as if the dataset had been given again (a dataset
+    run on its own after the other keeps the other's tables)."""
+    carried: dict[str, Mapping[str, str]] = {}
+    for dataset in DATASETS:
+        stages = STUDY_STAGES[dataset]
+        if dataset not in given and all(s in records and records[s].state == StageState.DONE for s in stages):
+            carried.update({s: records[s].outputs for s in stages})
+    return carried
+
+
+def outputs_gone(records: Mapping[str, StageRecord], tables_out: Path) -> dict[str, str]:
+    """Derived stage -> the first of its recorded files that is missing from ``tables_out`` or differs from
+    what it wrote (deleted, edited, or another --out): that stage runs again."""
+    gone: dict[str, str] = {}
+    for stage in (TABLES_STAGE, REPORT_STAGE):
+        record = records.get(stage)
+        if record is None or record.state != StageState.DONE:
+            continue
+        for name, digest in sorted(record.outputs.items()):
+            path = tables_out / name
+            if not path.is_file() or file_sha256(path) != digest:
+                gone[stage] = name
+                break
+    return gone
+
+
+def _absent_reasons(given: frozenset[str], carried: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """Why each study stage of a dataset neither given nor carried is absent (named in index.md)."""
+    return {
+        stage: f"no --{dataset} folder given"
+        for dataset in DATASETS
+        if dataset not in given
+        for stage in STUDY_STAGES[dataset]
+        if stage not in carried
+    }
+
+
+def _run(
+    args: argparse.Namespace,
+    stages: list,
+    external: dict[str, str],
+    rid: str,
+    out: Console,
+    redo: list[str],
+    carried: Mapping[str, Mapping[str, str]],
+    tables_out: Path,
+) -> int:
     from hierconsole.cli.replicate_progress import StageProgress
     from hierconsole.cli.replicate_stages import Replication
     from hierconsole.study.db.storage import Store
@@ -326,17 +403,16 @@ def _run(args: argparse.Namespace, stages: list, external: dict[str, str], rid: 
     from hierconsole.study.run.replication import run_replication
 
     home = resolve_home(args.home)
-    with Store(home):  # made (or migrated) before the first record, so every read below finds a store
-        pass
     _plan_estimate(args, stages, external, rid, home)  # what the console's estimate reads
     folder = home / "replications" / rid
-    tables_out = (args.out or folder / "tables").resolve()
     rep = Replication(args, home, rid, folder, external)
+    given = datasets_of(stages)
+    absent = _absent_reasons(given, carried)
 
     def tables(upstream: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
         comparable = args.scale != SMOKE
         with Store(home, read_only=True) as store:
-            measured, omitted = replication_tables(store, upstream, comparable=comparable)
+            measured, omitted = replication_tables(store, {**carried, **upstream}, comparable=comparable, absent=absent)
         rows = [(t.table_id, t.title, t.frame) for t in measured]
         written = write_tables(rows, omitted, tables_out, comparable=comparable)
         return {name: file_sha256(path) for name, path in sorted(written.items())}
@@ -347,6 +423,9 @@ def _run(args: argparse.Namespace, stages: list, external: dict[str, str], rid: 
         made: dict[str, str] = {}
         for leftover in tables_out.glob(".report-*.tmp"):  # a report killed mid-write
             leftover.unlink()
+        kept = given | {stage.partition("-")[2] for stage in carried}
+        for dataset in set(DATASETS) - kept:  # left out of this replication now: its report would be stale
+            (tables_out / f"report-{dataset}.html").unlink(missing_ok=True)
         for stage, dataset in factorial_stages(datasets_of(stages)).items():
             (study_id,) = upstream[stage].values()
             path = write_report(study_id, tables_out / f"report-{dataset}.html", home=str(home), force=True)
@@ -364,10 +443,11 @@ def _run(args: argparse.Namespace, stages: list, external: dict[str, str], rid: 
             stages,
             external,
             actions,
-            redo=args.redo,
+            redo=redo,
             on_stage=progress.stage,
             at_once=args.stages_at_once,
             on_failure=rep.stop,
+            timed=rep.timed,
         )
     ran = counted(len(outcome.ran), "stage")
     out.print(f"replication {escape(rid)}: {ran} ran in {time.monotonic() - started:.0f}s", highlight=False)

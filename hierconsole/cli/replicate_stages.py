@@ -31,8 +31,10 @@ from hierconsole.study.read.families import list_families
 from hierconsole.study.run.input_hashes import file_sha256, text_sha256
 from hierconsole.study.run.paper_stages import (
     CUB,
+    REPORT_STAGE,
     RESCORED,
     STAGE_RUNS,
+    TABLES_STAGE,
     StudyRun,
     assignment,
     plan_key,
@@ -70,6 +72,8 @@ class Replication:
     children: set[subprocess.Popen] = field(default_factory=set)
     """The stages' commands running now (stages run in threads of their own, some at once)."""
     stopping: bool = False
+    commanded: set[str] = field(default_factory=set)
+    """Stages that started a command in this run (the others found their outputs made and kept them)."""
     _guard: threading.Lock = field(default_factory=threading.Lock)
 
     # --- files ---------------------------------------------------------------------------------------
@@ -113,6 +117,7 @@ class Replication:
             assert child.stdout is not None
             with self._guard:
                 self.children.add(child)
+                self.commanded.add(stage)
                 if self.stopping:  # stop() ran while this command was being started
                     child.terminate()
             reader = threading.Thread(target=self._follow, args=(child.stdout, sink, log), daemon=True)
@@ -127,6 +132,11 @@ class Replication:
                 f"its output is in {log.path}; fix the cause and run replicate again (finished stages are kept)"
             )
         return code
+
+    def timed(self, stage: str) -> bool:
+        """Whether the stage's time in this run measured work: it ran a command, or it is the tables or the
+        report (work done in this process)."""
+        return stage in self.commanded or stage in (TABLES_STAGE, REPORT_STAGE)
 
     def stop(self) -> None:
         """Ask every running command to stop (SIGTERM: a `run` cancels its jobs, resumable; an extraction

@@ -112,6 +112,49 @@ def test_smoke_replication_end_to_end_then_nothing_to_do(data, tmp_path):
         assert "taxonomy-cub       stale" in plan.stdout and "extract-cub        done" in plan.stdout, plan.stdout
     finally:
         checklist.write_text(listed)
+    _outputs_are_rebuilt_where_they_are_missing(home, data, tables)
+    _a_redo_that_finds_its_studies_keeps_the_measured_time(home, data)
+    _a_dataset_run_alone_keeps_the_others_tables(home, data, tables)
+
+
+def _outputs_are_rebuilt_where_they_are_missing(home: Path, data: Path, tables: dict[str, bytes]) -> None:
+    """As a reviewer met it: a deleted table stayed deleted ("0 stages ran"), and --out naming a new folder
+    said the tables were there while nothing was written."""
+    (home / "replications" / "tiny-dinov2-smoke-seed0" / "tables" / "main-1.csv").unlink()
+    again = _replicate(home, data, "cub", "nabirds")
+    assert again.returncode == 0 and "tables: main-1.csv is not in" in again.stdout, again.stdout + again.stderr
+    assert _tables(home) == tables
+    elsewhere = home.parent / "elsewhere"
+    moved = _replicate(home, data, "cub", "nabirds", extra=("--out", str(elsewhere)))
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    assert {p.name: p.read_bytes() for p in elsewhere.iterdir() if p.suffix != ".html"} == tables
+    assert {"report-cub.html", "report-nabirds.html"} <= {p.name for p in elsewhere.iterdir()}
+
+
+def _last_time(home: Path, data: Path, stage: str) -> str:
+    plan = _replicate(home, data, "cub", "nabirds", extra=("--dry-run",))
+    (line,) = [line for line in plan.stdout.splitlines() if line.split()[:1] == [stage]]
+    return line.rsplit("last ", 1)[1]
+
+
+def _a_redo_that_finds_its_studies_keeps_the_measured_time(home: Path, data: Path) -> None:
+    """As a reviewer met it: `--redo families-cub` with nothing changed kept the complete family (no
+    retraining) and recorded its 0.4 s, which the next estimate then scaled every family by."""
+    before = _last_time(home, data, "families-cub")
+    redo = _replicate(home, data, "cub", "nabirds", extra=("--redo", "families-cub"))
+    assert redo.returncode == 0, redo.stdout + redo.stderr
+    assert _last_time(home, data, "families-cub") == before
+
+
+def _a_dataset_run_alone_keeps_the_others_tables(home: Path, data: Path, tables: dict[str, bytes]) -> None:
+    """As a reviewer met it: `replicate --nabirds` alone in a replication that had finished CUB deleted
+    CUB's tables and said they needed factorial-cub, a stage that was done."""
+    alone = _replicate(home, data, "nabirds")
+    assert alone.returncode == 0, alone.stdout + alone.stderr
+    assert _tables(home) == tables
+    assert (home / "replications" / "tiny-dinov2-smoke-seed0" / "tables" / "report-cub.html").is_file()
+    plan = _replicate(home, data, "nabirds", extra=("--dry-run",))
+    assert "carried: the finished studies of cub" in plan.stdout and "omitted" not in plan.stdout, plan.stdout
 
 
 def _kill_when(home: Path, base: Path, ready) -> None:  # noqa: ANN001

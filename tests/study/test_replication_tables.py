@@ -111,6 +111,12 @@ def test_outer_split_arms_are_means_over_splits_with_the_sd_over_splits(outer_fa
     # A dataset left out: its tables are named, not written.
     assert omitted["S5"] == "needs factorial-nabirds" and "S5" not in by_id
     assert {spec.table_id for spec in TABLES} == set(by_id) | set(omitted)
+    # With why a stage is absent (replicate: its dataset's folder was not given), said after it.
+    with Store(outer_family, read_only=True) as store:
+        _, told = replication_tables(
+            store, outputs, comparable=True, absent={"factorial-nabirds": "no --nabirds folder given"}
+        )
+    assert told["S5"] == "needs factorial-nabirds: no --nabirds folder given"
 
 
 def test_written_tables_are_byte_identical_and_name_what_is_omitted(outer_family, tmp_path):

@@ -186,3 +186,39 @@ def test_a_replications_id_names_its_model_scale_and_seed_and_gives_back_the_sca
     assert replication_scale(replication_name("tiny-dinov2", "smoke", 3)) == "smoke"
     assert replication_scale(replication_name("vitb14", "paper", 0)) == "paper"
     assert replication_scale("cub+nabirds") is None and replication_scale("a-huge-seed0") is None
+
+
+def test_a_stage_that_did_no_work_keeps_its_measured_time(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "src.txt").write_text("one")
+    with Store(tmp_path / "home") as store:
+        run_replication(lambda: nullcontext(store), "r1", GRAPH, EXT, _actions(work, []))
+        measured = {name: r.seconds for name, r in load_records(store, "r1").items()}
+        assert all(s is not None for s in measured.values())
+        # b is redone but finds its outputs made (timed says so); c did its work again.
+        run_replication(
+            lambda: nullcontext(store), "r1", GRAPH, EXT, _actions(work, []), redo=["b"], timed=lambda s: s != "b"
+        )
+        again = load_records(store, "r1")
+        assert again["b"].seconds == measured["b"] and again["b"].state == StageState.DONE
+        assert again["c"].seconds != measured["c"]  # measured anew (perf_counter never repeats)
+
+
+def test_carried_datasets_and_the_derived_outputs_that_are_gone(tmp_path):
+    from hierconsole.cli.replicate import carried_outputs, outputs_gone
+    from hierconsole.study.run.paper_stages import STUDY_STAGES
+
+    done = {s: StageRecord(StageState.DONE, "k", {"id": f"{s}-study"}, 1.0) for s in STUDY_STAGES["cub"]}
+    assert carried_outputs(done, frozenset({"nabirds"})) == {s: {"id": f"{s}-study"} for s in STUDY_STAGES["cub"]}
+    assert carried_outputs(done, frozenset({"cub"})) == {}  # given: planned, not carried
+    partial = {**done, "rescore-cub": StageRecord(StageState.FAILED, "k", {}, None)}
+    assert carried_outputs(partial, frozenset({"nabirds"})) == {}  # unfinished: not carried
+
+    (tmp_path / "a.csv").write_text("a")
+    digest = hashlib.sha256(b"a").hexdigest()
+    tables = {"tables": StageRecord(StageState.DONE, "k", {"a.csv": digest}, 1.0)}
+    assert outputs_gone(tables, tmp_path) == {}
+    assert outputs_gone(tables, tmp_path / "elsewhere") == {"tables": "a.csv"}
+    (tmp_path / "a.csv").write_text("edited")
+    assert outputs_gone(tables, tmp_path) == {"tables": "a.csv"}

@@ -392,12 +392,15 @@ def replication_tables(
     *,
     comparable: bool,
     published: Published = published_value,
+    absent: Mapping[str, str] | None = None,
 ) -> tuple[list[MeasuredTable], dict[str, str]]:
-    """Every table whose stages ran, and table id -> why for the ones omitted (a dataset left out)."""
+    """Every table whose stages ran, and table id -> why for the ones omitted (a dataset left out).
+    ``absent``: stage -> why it is not in ``outputs`` (e.g. its dataset's folder was not given), said after
+    the stages a table needs."""
     tables: list[MeasuredTable] = []
     omitted: dict[str, str] = {}
     for spec in TABLES:
-        table = measured_table(store, spec, outputs, comparable=comparable, published=published)
+        table = measured_table(store, spec, outputs, comparable=comparable, published=published, absent=absent)
         if isinstance(table, str):
             omitted[spec.table_id] = table
         else:
@@ -412,11 +415,15 @@ def measured_table(
     *,
     comparable: bool,
     published: Published = published_value,
+    absent: Mapping[str, str] | None = None,
 ) -> MeasuredTable | str:
-    """One table from the stages' outputs so far, or why it has no rows (the stage it needs is absent, or
-    none of the stages it reads has run)."""
-    absent = [stage for stage in spec.needs if stage not in outputs]
-    rows = [] if absent else list(spec.build(store, outputs))
-    if absent or not rows:
-        return f"needs {', '.join(absent)}" if absent else "no stage of it ran"
+    """One table from the stages' outputs so far, or why it has no rows (the stage it needs is absent, and
+    why where ``absent`` says, or none of the stages it reads has run)."""
+    missing = [stage for stage in spec.needs if stage not in outputs]
+    rows = [] if missing else list(spec.build(store, outputs))
+    if missing:
+        causes = sorted({absent[stage] for stage in missing if absent and stage in absent})
+        return f"needs {', '.join(missing)}" + (f": {'; '.join(causes)}" if causes else "")
+    if not rows:
+        return "no stage of it ran"
     return MeasuredTable(spec.table_id, spec.title, measured_frame(spec, rows, comparable=comparable, published=published))

@@ -159,14 +159,27 @@ DEFAULT_STAGES_AT_ONCE = 2
 after another whatever this says, so two lets an extraction run beside them, which is what overlaps."""
 
 
-def paper_stages(datasets: frozenset[str]) -> list[Stage]:
-    """The stage graph for the datasets given (a non-empty subset of {cub, nabirds})."""
+CARRIED_INPUT = "carried"
+"""The tables stage's input when a dataset is carried: finished in this replication by an earlier run, its
+folder not given to this one, so its stages are not planned again but its studies still fill the tables
+(the hash of those stages' recorded outputs)."""
+
+STUDY_STAGES = {
+    CUB: ("factorial-cub", "families-cub", "baselines-cub", "rescore-cub"),
+    NABIRDS: ("factorial-nabirds", "families-nabirds", "baselines-nabirds"),
+}
+"""A dataset's stages whose studies (and re-score) the tables read."""
+
+
+def paper_stages(datasets: frozenset[str], *, carried: bool = False) -> list[Stage]:
+    """The stage graph for the datasets given (a non-empty subset of {cub, nabirds}); ``carried``: the
+    tables also read the finished studies of a dataset not given (`CARRIED_INPUT`)."""
     if not datasets or not datasets <= set(DATASETS):
         raise ValueError(
             f"datasets must be a non-empty subset of {{{CUB}, {NABIRDS}}}, not {sorted(datasets)}"
         )
     stages: list[Stage] = []
-    study_stages: list[str] = []
+    study_stages = [stage for d in DATASETS if d in datasets for stage in STUDY_STAGES[d]]
     if CUB in datasets:
         stages += [
             Stage("extract-cub", (), ("cub_images", "weights", "model", "seed"), store=False),
@@ -177,7 +190,6 @@ def paper_stages(datasets: frozenset[str]) -> list[Stage]:
             Stage("baselines-cub", ("import-cub",), ("scale", plan_key("baselines-cub"))),
             Stage("rescore-cub", ("factorial-cub",), ()),
         ]
-        study_stages += ["factorial-cub", "families-cub", "baselines-cub", "rescore-cub"]
     if NABIRDS in datasets:
         stages += [
             Stage("extract-nabirds", (), ("nabirds_images", "weights", "model", "seed"), store=False),
@@ -186,9 +198,9 @@ def paper_stages(datasets: frozenset[str]) -> list[Stage]:
             Stage("families-nabirds", ("import-nabirds",), ("scale", plan_key("families-nabirds"))),
             Stage("baselines-nabirds", ("import-nabirds",), ("scale", plan_key("baselines-nabirds"))),
         ]
-        study_stages += ["factorial-nabirds", "families-nabirds", "baselines-nabirds"]
+    tables_inputs = ("scale", "paper_values", *((CARRIED_INPUT,) if carried else ()))
     stages += [
-        Stage(TABLES_STAGE, tuple(study_stages), ("scale", "paper_values"), derived=True),
+        Stage(TABLES_STAGE, tuple(study_stages), tables_inputs, derived=True),
         # The report reads each factorial's study, so those are its inputs beside the tables.
         Stage(REPORT_STAGE, (TABLES_STAGE, *factorial_stages(datasets)), (), derived=True),
     ]

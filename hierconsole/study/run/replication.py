@@ -72,13 +72,16 @@ def run_replication(
     on_stage: Callable[[str, bool], None] | None = None,
     at_once: int = 1,
     on_failure: Callable[[], None] | None = None,
+    timed: Callable[[str], bool] | None = None,
 ) -> Outcome:
     """Run every stage the plan says to run, as their inputs allow, until none is left.
 
     ``redo`` names stages to re-run together with everything downstream of them. ``on_stage`` hears each
     start and end, in this thread. A stage that raises is recorded failed; no further stage starts,
     ``on_failure`` is called (to stop the stages still running, which then fail too), and once every
-    running stage has ended the first error propagates."""
+    running stage has ended the first error propagates. ``timed(stage)`` says whether a finished stage's
+    time measured its work; when it did none (it found its outputs made and kept them, as a `--redo` of
+    unchanged inputs does) its last measured time stays on the record, which is what estimates read."""
     if at_once < 1:
         raise ValueError(f"at_once must be at least 1, not {at_once}")
     graph = list(stages)
@@ -139,7 +142,8 @@ def run_replication(
                 if on_failure is not None and running:
                     on_failure()
             continue
-        ledger.put(name, StageRecord(StageState.DONE, key, result, seconds), store_free=not _busy(running))
+        took = seconds if timed is None or timed(name) else last
+        ledger.put(name, StageRecord(StageState.DONE, key, result, took), store_free=not _busy(running))
         forced.discard(name)
         ran.append(name)
         if on_stage is not None:
