@@ -23,6 +23,8 @@ MESSAGE_CHARS = 2_000
 """The most characters an error prints: a message quoting a 10^6-column header stays a line, not megabytes."""
 REASON_CHARS = 300
 """The most characters of one problem, or of a library's reason quoted inside one."""
+_ONE_LINE_PROBLEMS = 3
+"""The problems a one-line message names (the rest are counted): a line, not a report."""
 
 
 def bounded(text: str, limit: int = MESSAGE_CHARS) -> str:
@@ -49,6 +51,16 @@ class InputError(HierconsoleError):
         self.problems = [problems] if isinstance(problems, str) else list(problems)
         self.hint = hint
         super().__init__(self._render())
+
+    def one_line(self, option: str | None = None) -> str:
+        """The message on one line, its source given as `option SOURCE` when the source is the value of a
+        command-line option (a command that checks all its inputs up front refuses each with one line)."""
+        where = self.source if option is None or self.source.startswith("-") else f"{option} {self.source}"
+        shown = [" ".join(p.split()) for p in self.problems[:_ONE_LINE_PROBLEMS]]
+        if len(self.problems) > len(shown):
+            shown.append(f"and {len(self.problems) - len(shown)} more problems")
+        line = f"{bounded(where, REASON_CHARS)}: " + "; ".join(bounded(p, REASON_CHARS) for p in shown)
+        return f"{line}; fix: {' '.join(self.hint.split())}" if self.hint else line
 
     def _render(self) -> str:
         shown = self.problems[:50]

@@ -30,7 +30,7 @@ from hierconsole.study.executors import (
     LOCAL_RAY,
     RAY_CONNECT_TIMEOUT,
     JobExecutor,
-    executor_name,
+    checked_executor,
     ray_address,
 )
 from hierconsole.study.executors.devices import check_devices
@@ -65,6 +65,12 @@ def _gpus(value: str) -> list[str]:
     ids = [g.strip() for g in value.split(",") if g.strip()]
     if not ids:
         raise argparse.ArgumentTypeError("give GPU ids separated by commas, e.g. 0,1")
+    # A GPU id is CUDA's index, 0 or more: anything else would only fail once a worker asked for it.
+    bad = next((g for g in ids if not (g.isascii() and g.isdigit())), None)
+    if bad is not None:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: GPU id {bad!r} is not a GPU index; give indices 0 or more separated by commas, e.g. 0,1"
+        )
     return ids
 
 
@@ -190,11 +196,9 @@ def open_executor(
     """The executor `--executor` (or $HIERCONSOLE_EXECUTOR) asks for, checked against the devices the
     studies want (`devices`: (compute.device, where it came from)); None: the local one, whose devices are
     probed here. A Ray cluster is connected to now, before anything is created."""
-    name = executor_name(getattr(args, "executor", None))
+    name = checked_executor(getattr(args, "executor", None), getattr(args, "ray_address", None))
     gpus = getattr(args, "gpus", None)
     if name == Executor.LOCAL:
-        if getattr(args, "ray_address", None) is not None:
-            raise HierconsoleError("--ray-address names the Ray cluster of --executor ray; add --executor ray")
         for device, source in devices:
             check_devices(device, gpus, source=source)
         return None

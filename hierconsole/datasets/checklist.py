@@ -160,6 +160,8 @@ def read_aliases(path: str | Path) -> dict[str, str]:
         raise InputError(path, f"cannot read the aliases: {exc.strerror or exc}") from exc
     except json.JSONDecodeError as exc:
         raise InputError(path, f"not valid JSON: {exc}") from exc
+    except UnicodeDecodeError as exc:  # JSON is UTF-8 text: a binary file (or another encoding) is not one
+        raise InputError(path, f"not UTF-8 text: {exc}", hint="save the aliases as UTF-8 JSON") from None
     if not isinstance(raw, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
     ):

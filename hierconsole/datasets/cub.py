@@ -109,12 +109,16 @@ def read_image_dir(
         raise InputError(root, "not a directory", hint="give the dataset folder that holds images.txt")
     problems: list[str] = []
     images = read_pair_file(root / "images.txt", ("image_id", "path"), problems)
+    if not problems and not images.keys:  # first: the other files' problems follow from it
+        problems.append("images.txt: no images listed")
     labels = read_pair_file(root / "image_class_labels.txt", ("image_id", "class_id"), problems)
     flags = read_pair_file(root / "train_test_split.txt", ("image_id", "is_training_image"), problems)
     classes = read_pair_file(root / "classes.txt", ("class_id", "class_name"), problems)
     image_line = images.line_of()
     class_ids = set(classes.keys)
-    for pf, what in ((labels, "a class"), (flags, "a split flag")):
+    # Checked against images.txt only when it lists images: else every line of the others would be
+    # reported as a consequence, burying the one problem there is.
+    for pf, what in ((labels, "a class"), (flags, "a split flag")) if images.keys else ():
         for key, line in zip(pf.keys, pf.lines, strict=True):
             if key not in image_line:
                 problems.append(f"{pf.path.name} line {line}: image id {key!r} is not in images.txt")
@@ -138,8 +142,6 @@ def read_image_dir(
                 f"train_test_split.txt line {line}: split flag {value!r} for image {key!r} is not 1 (train) "
                 "or 0 (test)"
             )
-    if not images.keys and images.path.is_file():
-        problems.append("images.txt: no images listed")
     if extra is not None:
         extra(problems, classes)
     if problems:
@@ -239,22 +241,12 @@ def match_classes(
     return found, how, problems
 
 
-def import_cub(
-    root: str | Path,
-    features_path: str | Path,
-    taxonomy_csv: str | Path,
-    *,
-    name: str = "cub",
-    level_names: tuple[str, str, str] = CUB_LEVEL_NAMES,
-) -> FeatureSet:
-    """A FeatureSet from a CUB-200-2011 folder, a features file and a Class,Genus,Family taxonomy CSV.
-
-    Rows follow images.txt; leaf indices follow class ids; leaves are named as in classes.txt. Writes
-    nothing. Raises InputError listing every problem of the stage that failed (folder, taxonomy, features).
-    """
-    root = Path(root)
-    taxonomy_csv = Path(taxonomy_csv)
-    table = read_image_dir(root)
+def cub_taxonomy(
+    table: ImageDir, taxonomy_csv: Path, level_names: tuple[str, str, str] = CUB_LEVEL_NAMES
+) -> tuple[Taxonomy, list[str], dict[str, int]]:
+    """The taxonomy a CSV gives the folder's classes, the class ids in leaf order and how the leaves were
+    matched: every check `import cub` makes of the taxonomy (so `replicate --cub-taxonomy` can refuse one
+    before it starts)."""
     rows, numbers = read_taxonomy_rows(taxonomy_csv, level_names=level_names)
     found, how, problems = match_classes(taxonomy_csv, rows, numbers, table.classes)
     used = set(table.class_ids)
@@ -292,6 +284,26 @@ def import_cub(
             problems,
             hint="give each CUB class with images exactly one row (leaf,middle,high) and no others",
         )
+    return tax, order, how
+
+
+def import_cub(
+    root: str | Path,
+    features_path: str | Path,
+    taxonomy_csv: str | Path,
+    *,
+    name: str = "cub",
+    level_names: tuple[str, str, str] = CUB_LEVEL_NAMES,
+) -> FeatureSet:
+    """A FeatureSet from a CUB-200-2011 folder, a features file and a Class,Genus,Family taxonomy CSV.
+
+    Rows follow images.txt; leaf indices follow class ids; leaves are named as in classes.txt. Writes
+    nothing. Raises InputError listing every problem of the stage that failed (folder, taxonomy, features).
+    """
+    root = Path(root)
+    taxonomy_csv = Path(taxonomy_csv)
+    table = read_image_dir(root)
+    tax, order, how = cub_taxonomy(table, taxonomy_csv, level_names)
     x, scheme = read_features_for(table, features_path)
     leaf_of = {cid: i for i, cid in enumerate(order)}
     return FeatureSet(

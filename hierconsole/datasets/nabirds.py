@@ -96,6 +96,24 @@ def display_names(table: ImageDir) -> dict[str, str]:
     }
 
 
+def read_nabirds_dir(root: str | Path) -> tuple[ImageDir, dict[str, list[str]]]:
+    """The folder's image list and each used class's path to the root, with every check `import
+    nabirds` makes before it reads the features (so `replicate` can refuse a folder before it starts)."""
+    root = Path(root)
+    parent_of: dict[str, str] = {}
+
+    def check_hierarchy(problems: list[str], classes: PairFile) -> None:
+        parent_of.update(read_hierarchy(root, set(classes.keys), problems))
+
+    table = read_image_dir(root, extra=check_hierarchy)
+    paths, problems = leaf_paths(table, parent_of)
+    if problems:
+        raise InputError(
+            root / "hierarchy.txt", problems, hint="hierarchy.txt must form one tree over classes.txt"
+        )
+    return table, paths
+
+
 def import_nabirds(
     root: str | Path,
     features_path: str | Path,
@@ -109,17 +127,7 @@ def import_nabirds(
     problem of the stage that failed.
     """
     root = Path(root)
-    parent_of: dict[str, str] = {}
-
-    def check_hierarchy(problems: list[str], classes: PairFile) -> None:
-        parent_of.update(read_hierarchy(root, set(classes.keys), problems))
-
-    table = read_image_dir(root, extra=check_hierarchy)
-    paths, problems = leaf_paths(table, parent_of)
-    if problems:
-        raise InputError(
-            root / "hierarchy.txt", problems, hint="hierarchy.txt must form one tree over classes.txt"
-        )
+    table, paths = read_nabirds_dir(root)
     names = display_names(table)
     leaves = list(paths)
     tax = Taxonomy.from_rows(

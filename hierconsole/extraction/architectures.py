@@ -96,6 +96,8 @@ def config_file(path: Path) -> Architecture:
         raise InputError(path, f"cannot read the model config: {exc.strerror or exc}") from exc
     except json.JSONDecodeError as exc:
         raise InputError(path, f"not valid JSON: {exc}") from exc
+    except UnicodeDecodeError as exc:  # JSON is UTF-8 text: a binary file (or another encoding) is not one
+        raise InputError(path, f"not UTF-8 text: {exc}", hint="give a JSON file of Dinov2Config fields") from None
     if not isinstance(raw, dict):
         raise InputError(path, "the model config must be a JSON object of Dinov2Config fields")
     problems = []

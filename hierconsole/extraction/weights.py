@@ -45,33 +45,57 @@ class WeightsSource:
         return f"weights {self.path} (sha256 {str(self.sha256)[:12]})"
 
 
+SEED_MAX = 2**64 - 1
+"""The largest seed of random weights: torch's generator takes 64 bits (a negative seed would alias one
+2**64 above it, so seeds start at 0)."""
+
+
+def check_seed(seed: int) -> None:
+    """Refuse a seed the random weights cannot be drawn from (`torch.manual_seed` overflows past 64 bits)."""
+    if not 0 <= seed <= SEED_MAX:
+        raise InputError("--seed", f"{seed} is out of range", hint=f"give a seed from 0 to {SEED_MAX} (2**64 - 1)")
+
+
+def weights_kind(path: Path) -> str:
+    """What a weights path is ("folder", "safetensors" or "state_dict"), read from its name and, for a
+    folder, its files; nothing is loaded or hashed, so a command can check --weights before it starts."""
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise InputError(
+                path, "the folder has no config.json, so it is not a Hugging Face model folder", hint=_HINT
+            )
+        if not _folder_weights(path):
+            raise InputError(path, f"the folder holds none of {', '.join(FOLDER_WEIGHTS)}", hint=_HINT)
+        return "folder"
+    if not path.is_file():
+        raise InputError(path, "the weights file does not exist", hint=_HINT)
+    suffix = path.suffix.lower()
+    if suffix == ".safetensors":
+        return "safetensors"
+    if suffix in STATE_DICT_SUFFIXES:
+        return "state_dict"
+    raise InputError(path, f"unknown weights format {suffix!r}", hint=_HINT)
+
+
+def _folder_weights(path: Path) -> list[Path]:
+    return [path / n for n in FOLDER_WEIGHTS if (path / n).is_file()]
+
+
 def weights_source(weights: str, seed: int | None) -> WeightsSource:
     if weights == RANDOM:
         if seed is None:
             raise InputError(
                 "--weights none", "random weights need a seed", hint="add --seed S (e.g. --seed 0)"
             )
+        check_seed(seed)
         return WeightsSource("random", None, seed, None)
     if seed is not None:
         raise InputError("--seed", "a seed only applies to --weights none", hint="drop --seed")
     path = Path(weights)
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise InputError(
-                path, "the folder has no config.json, so it is not a Hugging Face model folder", hint=_HINT
-            )
-        files = [path / n for n in FOLDER_WEIGHTS if (path / n).is_file()]
-        if not files:
-            raise InputError(path, f"the folder holds none of {', '.join(FOLDER_WEIGHTS)}", hint=_HINT)
-        return WeightsSource("folder", path, None, _sha256([path / "config.json", files[0]]))
-    if not path.is_file():
-        raise InputError(path, "the weights file does not exist", hint=_HINT)
-    suffix = path.suffix.lower()
-    if suffix == ".safetensors":
-        return WeightsSource("safetensors", path, None, _sha256([path]))
-    if suffix in STATE_DICT_SUFFIXES:
-        return WeightsSource("state_dict", path, None, _sha256([path]))
-    raise InputError(path, f"unknown weights format {suffix!r}", hint=_HINT)
+    kind = weights_kind(path)
+    if kind == "folder":
+        return WeightsSource(kind, path, None, _sha256([path / "config.json", _folder_weights(path)[0]]))
+    return WeightsSource(kind, path, None, _sha256([path]))
 
 
 def _sha256(paths: list[Path]) -> str:

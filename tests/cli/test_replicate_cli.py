@@ -15,7 +15,7 @@ from hierconsole.study.db.storage import Store
 from hierconsole.study.run.calibration import described, ensure_calibration
 from hierconsole.study.run.input_hashes import file_sha256, folder_sha256
 from hierconsole.study.run.stage_work import calibration_run, calibration_shape, dataset_size
-from tests.stores.layouts import make_cub, tiny_model
+from tests.stores.layouts import make_cub, make_nabirds, tiny_model
 
 
 def _cub(root):
@@ -25,6 +25,7 @@ def _cub(root):
         (images / f"img_{i}.jpg").write_bytes(bytes([i]) * 64)
     (root / "classes.txt").write_text("1 001.Black_footed_Albatross\n")
     (root / "image_class_labels.txt").write_text("1 1\n2 1\n3 1\n")
+    (root / "train_test_split.txt").write_text("1 1\n2 1\n3 0\n")
     (root / "images.txt").write_text("".join(f"{i + 1} 001.Black_footed_Albatross/img_{i}.jpg\n" for i in range(3)))
     (root.parent / "taxonomy.csv").write_text("leaf,middle,high\n001.Black_footed_Albatross,Phoebastria,Diomedeidae\n")
     return root
@@ -146,3 +147,166 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, said):
     done = _cli(home, *(a.format(tmp=tmp_path, cub=cub) for a in args))
     assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr
     assert not home.exists()
+
+
+def _nabirds(tmp):
+    return make_nabirds(tmp / "nab", supergroups=2, parents=2, leaves=2, per_class=1).root
+
+
+def _not_utf8(path):
+    path.write_bytes(b"1 caf\xe9/img.jpg\n")
+
+
+# Each case: (arrange the inputs in tmp, the options, what the one line must say: the option or file, what
+# is wrong, the fix). Every valid input beside the bad one is a real one, so only the bad one is refused.
+_TAXONOMY = ["--cub-taxonomy", "{tmp}/taxonomy.csv", "--weights", "none"]
+_REFUSED = {
+    "out-is-a-file": (
+        lambda tmp, cub: (tmp / "tables.md").write_text("x"),
+        ["--cub", "{cub}", *_TAXONOMY, "--out", "{tmp}/tables.md"],
+        ["--out", "tables.md", "is a file, not a folder", "give a folder"],
+    ),
+    "out-under-a-file": (
+        lambda tmp, cub: (tmp / "tables.md").write_text("x"),
+        ["--cub", "{cub}", *_TAXONOMY, "--out", "{tmp}/tables.md/tables"],
+        ["--out", "tables.md is a file", "give a folder"],
+    ),
+    "cub-images-not-utf8": (
+        lambda tmp, cub: _not_utf8(cub / "images.txt"),
+        ["--cub", "{cub}", *_TAXONOMY],
+        ["--cub", "images.txt: cannot read as UTF-8", "fix:"],
+    ),
+    "nabirds-images-not-utf8": (
+        lambda tmp, cub: _not_utf8(_nabirds(tmp) / "images.txt"),
+        ["--nabirds", "{tmp}/nab/nabirds", "--weights", "none"],
+        ["--nabirds", "images.txt: cannot read as UTF-8", "fix:"],
+    ),
+    "nabirds-hierarchy-not-utf8": (
+        lambda tmp, cub: (_nabirds(tmp) / "hierarchy.txt").write_bytes(b"1 \xff\n"),
+        ["--nabirds", "{tmp}/nab/nabirds", "--weights", "none"],
+        ["--nabirds", "hierarchy.txt: cannot read as UTF-8", "fix:"],
+    ),
+    "cub-lists-no-images": (
+        lambda tmp, cub: (cub / "images.txt").write_text(""),
+        ["--cub", "{cub}", *_TAXONOMY],
+        ["--cub", "images.txt: no images listed", "fix:"],
+    ),
+    "nabirds-lists-no-images": (
+        lambda tmp, cub: (_nabirds(tmp) / "images.txt").write_text("\n"),
+        ["--nabirds", "{tmp}/nab/nabirds", "--weights", "none"],
+        ["--nabirds", "images.txt: no images listed", "fix:"],
+    ),
+    "cub-without-classes": (
+        lambda tmp, cub: (cub / "classes.txt").unlink(),
+        ["--cub", "{cub}", *_TAXONOMY],
+        ["--cub", "classes.txt: missing", "fix:"],
+    ),
+    "cub-without-split": (
+        lambda tmp, cub: (cub / "train_test_split.txt").unlink(),
+        ["--cub", "{cub}", *_TAXONOMY],
+        ["--cub", "train_test_split.txt: missing", "fix:"],
+    ),
+    "nabirds-given-as-cub": (
+        lambda tmp, cub: _nabirds(tmp),
+        ["--cub", "{tmp}/nab/nabirds", *_TAXONOMY],
+        ["--cub", "hierarchy.txt", "NABirds folder", "pass it as --nabirds"],
+    ),
+    "cub-taxonomy-without-a-class": (
+        lambda tmp, cub: (tmp / "taxonomy.csv").write_text("leaf,middle,high\nSomething_Else,G,F\n"),
+        ["--cub", "{cub}", *_TAXONOMY],
+        ["--cub-taxonomy", "taxonomy.csv", "has no row", "fix:"],
+    ),
+    "model-malformed-json": (
+        lambda tmp, cub: (tmp / "m.json").write_text("{not json"),
+        ["--cub", "{cub}", *_TAXONOMY, "--model", "{tmp}/m.json"],
+        ["--model", "m.json", "not valid JSON"],
+    ),
+    "model-not-dinov2": (
+        lambda tmp, cub: (tmp / "m.json").write_text('{"model_type": "vit", "hidden_size": 32}'),
+        ["--cub", "{cub}", *_TAXONOMY, "--model", "{tmp}/m.json"],
+        ["--model", "m.json", "only DINOv2 models", "no 'num_hidden_layers'", "fix: give a DINOv2 config"],
+    ),
+    "model-json-list": (
+        lambda tmp, cub: (tmp / "m.json").write_text("[1, 2]"),
+        ["--cub", "{cub}", *_TAXONOMY, "--model", "{tmp}/m.json"],
+        ["--model", "m.json", "must be a JSON object"],
+    ),
+    "checklist-not-utf8": (
+        lambda tmp, cub: (tmp / "checklist.csv").write_bytes(b"category,English name\nspecies,caf\xe9\n"),
+        ["--cub", "{cub}", "--checklist", "{tmp}/checklist.csv", "--weights", "none"],
+        ["--checklist", "checklist.csv", "not UTF-8", "fix: save it as UTF-8"],
+    ),
+    "checklist-without-columns": (
+        lambda tmp, cub: (tmp / "checklist.csv").write_text("a,b\n1,2\n"),
+        ["--cub", "{cub}", "--checklist", "{tmp}/checklist.csv", "--weights", "none"],
+        ["--checklist", "checklist.csv", "no common column", "--common-column"],
+    ),
+    "checklist-is-a-folder": (
+        lambda tmp, cub: (tmp / "checklist").mkdir(),
+        ["--cub", "{cub}", "--checklist", "{tmp}/checklist", "--weights", "none"],
+        ["--checklist", "is a folder, not a file"],
+    ),
+    "aliases-not-json": (
+        lambda tmp, cub: (tmp / "a.json").write_text("{oops"),
+        ["--cub", "{cub}", "--checklist", "{tmp}/checklist.csv", "--aliases", "{tmp}/a.json", "--weights", "none"],
+        ["--aliases", "a.json", "not valid JSON"],
+    ),
+    "aliases-not-utf8": (
+        lambda tmp, cub: (tmp / "a.json").write_bytes(b'{"x": "caf\xe9"}'),
+        ["--cub", "{cub}", "--checklist", "{tmp}/checklist.csv", "--aliases", "{tmp}/a.json", "--weights", "none"],
+        ["--aliases", "a.json", "not UTF-8", "fix:"],
+    ),
+    "weights-unknown-format": (
+        lambda tmp, cub: (tmp / "w.csv").write_text("a,b\n"),
+        ["--cub", "{cub}", "--cub-taxonomy", "{tmp}/taxonomy.csv", "--weights", "{tmp}/w.csv"],
+        ["--weights", "w.csv", "unknown weights format '.csv'", "fix: pass a local Hugging Face DINOv2 folder"],
+    ),
+    "ray-address-without-ray": (
+        lambda tmp, cub: None,
+        ["--cub", "{cub}", *_TAXONOMY, "--ray-address", "auto"],
+        ["--ray-address", "add --executor ray"],
+    ),
+    "seed-out-of-range": (
+        lambda tmp, cub: None,
+        ["--cub", "{cub}", *_TAXONOMY, "--seed", "99999999999999999999"],
+        ["--seed", "99999999999999999999 is out of range", "from 0 to 18446744073709551615"],
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "run"])
+@pytest.mark.parametrize("case", sorted(_REFUSED))
+def test_an_input_a_stage_would_refuse_is_refused_up_front_in_one_line(tmp_path, case, dry_run, monkeypatch):
+    """Each of these once created the home and failed mid-run (a stage's "see log", a traceback, or after
+    the whole pipeline had trained); now it is one line naming the option, and nothing is created."""
+    monkeypatch.delenv("HIERCONSOLE_EXECUTOR", raising=False)
+    arrange, args, said = _REFUSED[case]
+    (tmp_path / "checklist.csv").write_text(
+        "category,English name,scientific name,family\nspecies,Black-footed Albatross,Phoebastria nigripes,"
+        "Diomedeidae (Albatrosses)\n"
+    )
+    cub = _cub(tmp_path / "CUB_200_2011")
+    arrange(tmp_path, cub)
+    home = tmp_path / "home"
+    done = _cli(home, *(a.format(tmp=tmp_path, cub=cub) for a in args), *(["--dry-run"] if dry_run else []))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    for part in said:
+        assert part in done.stderr, (part, done.stderr)
+    assert not home.exists()
+    assert not (tmp_path / "tables.md").is_dir()
+
+
+@pytest.mark.slow
+def test_extract_refuses_a_seed_out_of_range_without_a_traceback(tmp_path):
+    cub = _cub(tmp_path / "CUB_200_2011")
+    done = subprocess.run(
+        [sys.executable, "-m", "hierconsole", "extract", "cub", str(cub), "-o", str(tmp_path / "f.npz"),
+         "--weights", "none", "--seed", "99999999999999999999"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "--seed" in done.stderr and "from 0 to 18446744073709551615" in done.stderr
+    assert not (tmp_path / "f.npz").exists()

@@ -57,3 +57,23 @@ def test_a_family_with_a_bad_device_creates_nothing(tiny_home):
     text = one_line_error(cli(tiny_home, "run", "nabirds-curvature-control", "--device", "cuda"))
     assert "--device = 'cuda', but this machine's torch" in text
     assert tree_digest(tiny_home) == before and not (tiny_home / "studies").exists()
+
+
+@pytest.mark.parametrize("ids", ["abc", "-1", "0,x"])
+def test_resume_refuses_a_gpu_id_that_is_no_index_naming_it(tiny_home, ids):
+    before = tree_digest(tiny_home)
+    done = cli(tiny_home, "resume", "--gpus", ids)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    bad = {"abc": "abc", "-1": "-1", "0,x": "x"}[ids]
+    (error,) = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert f"GPU id {bad!r} is not a GPU index" in error and "e.g. 0,1" in error, error
+    assert tree_digest(tiny_home) == before
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="CUDA is present: --gpus 0 is not a bad value here")
+def test_resume_without_cuda_says_to_drop_gpus_not_an_option_it_lacks(tiny_home):
+    before = tree_digest(tiny_home)
+    text = one_line_error(cli(tiny_home, "resume", "--gpus", "0"))
+    assert "--gpus 0, but this machine's torch" in text and "(drop --gpus)" in text
+    assert "--device" not in text  # `resume` has no --device
+    assert tree_digest(tiny_home) == before

@@ -110,6 +110,18 @@ def executor_name(option: str | None) -> Executor:
     return Executor(value)
 
 
+def checked_executor(option: str | None, address: str | None) -> Executor:
+    """The executor `--executor` (or $HIERCONSOLE_EXECUTOR) names, refusing a `--ray-address` beside a
+    local one and checking a Ray one's address: what `run`, `resume` and `replicate` check before they
+    start anything."""
+    name = executor_name(option)
+    if name == Executor.LOCAL and address is not None:
+        raise ConfigError("--ray-address names the Ray cluster of --executor ray; add --executor ray")
+    if name == Executor.RAY:
+        ray_address(address)
+    return name
+
+
 def ray_address(option: str | None) -> str:
     """`--ray-address`, else $HIERCONSOLE_RAY_ADDRESS, else `local` (start an instance here)."""
     value, source = (

@@ -70,9 +70,9 @@ def check_devices(device: str, gpus: list[str] | None, *, source: str, python: s
     if found.cuda_devices == 0:
         why = "was built without CUDA" if not found.cuda_built else "sees no CUDA device"
         what = f"--gpus {','.join(gpus)}" if gpus else f"{source} = 'cuda'"
-        raise ConfigError(
-            f"{what}, but this machine's torch ({found.torch}) {why}; run on the CPU (--device cpu, no --gpus)"
-        )
+        # Only --gpus asked for CUDA: dropping it is the whole fix (and `resume` has no --device to name).
+        fix = "--device cpu, no --gpus" if device == "cuda" else "drop --gpus"
+        raise ConfigError(f"{what}, but this machine's torch ({found.torch}) {why}; run on the CPU ({fix})")
     for gpu in gpus or ():
         if gpu.isdigit() and int(gpu) >= found.cuda_devices:
             raise ConfigError(

@@ -19,7 +19,9 @@ from pathlib import Path
 from hierconsole.config.family import load_family, resolve_family
 from hierconsole.config.files import load_preset
 from hierconsole.config.preset import Preset
+from hierconsole.datasets.cub import PairFile, read_pair_file
 from hierconsole.datasets.splits import HOLDOUT_FRACTION
+from hierconsole.errors import InputError
 from hierconsole.study.analysis.stage_costs import Phase, StageWork
 from hierconsole.study.run.paper_stages import (
     RESCORED,
@@ -41,15 +43,23 @@ class DatasetSize:
     """Images train_test_split.txt marks as training (the official split's development set)."""
 
 
-def _lines(path: Path) -> list[str]:
-    return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+def _pairs(path: Path, columns: tuple[str, str]) -> PairFile:
+    """A list file read as `import` reads it (`replicate` has refused a folder whose lists it cannot read)."""
+    problems: list[str] = []
+    pairs = read_pair_file(path, columns, problems)
+    if problems:
+        raise InputError(path.parent, problems, hint="each line is '<id> <value>'")
+    return pairs
 
 
 def dataset_size(root: Path) -> DatasetSize:
     """Images and official-train images of a CUB_200_2011- or nabirds-layout folder (its lists only)."""
-    images = len(_lines(root / "images.txt"))
+    images = len(_pairs(root / "images.txt", ("image_id", "path")).keys)
     flags = root / "train_test_split.txt"
-    train = sum(line.split()[-1] == "1" for line in _lines(flags)) if flags.is_file() else images // 2
+    if flags.is_file():
+        train = _pairs(flags, ("image_id", "is_training_image")).values.count("1")
+    else:
+        train = images // 2
     return DatasetSize(images, train)
 
 
@@ -242,4 +252,4 @@ def calibration_shape(run: StudyRun, scale: str, size: DatasetSize) -> dict[str,
 
 def sample_images(root: Path, n: int) -> list[Path]:
     """The first ``n`` images images.txt lists (what the calibration runs the backbone on)."""
-    return [root / "images" / line.split(maxsplit=1)[1] for line in _lines(root / "images.txt")[:n]]
+    return [root / "images" / path for path in _pairs(root / "images.txt", ("image_id", "path")).values[:n]]
