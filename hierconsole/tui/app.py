@@ -29,7 +29,7 @@ from hierconsole.tui.messages import (
     QueueChanged,
     StudyLaunched,
 )
-from hierconsole.tui.orchestration import OrchestratorLoop
+from hierconsole.tui.orchestration import OrchestratorLoop, raise_parallel
 from hierconsole.tui.screens.dialogs import ConfirmDialog, QuitDialog
 from hierconsole.tui.widgets.chrome import NavBar, NoticeText
 from hierconsole.vocabulary import ACTIVE_STATES
@@ -313,7 +313,7 @@ class HierConsole(App[int]):
     @on(StudyLaunched)
     def _study_launched(self, message: StudyLaunched) -> None:
         if self._max_parallel is None:  # an explicit limit stays; otherwise honour what the preset asks
-            self.orchestrator_loop.submit(lambda orch: _raise_parallel(orch, message.parallel))
+            self.orchestrator_loop.submit(lambda orch: raise_parallel(orch, message.parallel))
         if message.executor == "ray" and message.ray_address == "local":
             self.own_ray_studies.add(message.study_id)
         self.study_id = message.study_id
@@ -343,6 +343,11 @@ class HierConsole(App[int]):
     @on(Worker.StateChanged)
     def _worker_state(self, event: Worker.StateChanged) -> None:
         self.report_worker_error(event)
+
+    @property
+    def follows_presets(self) -> bool:
+        """Whether the studies' presets set how many workers run at once (no --parallel was given)."""
+        return self._max_parallel is None
 
     def submit(self, command: Callable[[Orchestrator], str | None]) -> None:
         """Hand a command to the orchestrator loop (the only thread that may call the orchestrator)."""
@@ -418,7 +423,3 @@ class HierConsole(App[int]):
         if self._quitting:
             self.exit(0)
 
-
-def _raise_parallel(orch: Orchestrator, parallel: int) -> None:
-    """A launched study may ask for more worker processes than those running now; never fewer."""
-    orch.max_parallel = max(orch.max_parallel or 1, parallel)

@@ -132,3 +132,9 @@ class OrchestratorLoop:
         if cancel_jobs:
             self._publish()
         self.post(OrchestratorStopped(cancel_jobs))
+
+
+def raise_parallel(orch: Orchestrator, parallel: int) -> None:
+    """A launched or resumed study may ask for more worker processes than those running now; never fewer.
+    Called on the orchestrator's thread."""
+    orch.max_parallel = max(orch.max_parallel or 1, parallel)

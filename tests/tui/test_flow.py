@@ -139,3 +139,22 @@ async def test_cancel_resume_and_the_quit_question(fixed_copy):
         assert app.loop_done.wait(10)
         assert store.one("SELECT state FROM jobs WHERE job_id = ?", [crashed])[0] == "cancelled"
         assert {m.cancelled_jobs for m in messages if isinstance(m, OrchestratorStopped)} == {True}
+
+
+def test_a_job_resumed_in_a_console_with_no_limit_runs_as_its_studys_preset_asked(fixed_copy):
+    """A console opened after a run (no --parallel) ran the jobs it resumed one at a time, whatever the
+    study's preset asked; resuming now raises its limit to the preset's (here 2), as launching does."""
+    from hierconsole.study.run.orchestrator import Orchestrator
+    from hierconsole.tui.screens.runs import resume_job
+
+    crashed = f"{LIVE}/final-s3407"
+    with Store(fixed_copy) as store:
+        limited = Orchestrator(store, max_parallel=1)  # --parallel 1 given to the console: it stays
+        assert "queued" in resume_job(crashed, LIVE, follow_preset=False)(limited)
+        assert limited.max_parallel == 1
+        limited.cancel(crashed)
+        free = Orchestrator(store)
+        assert free.max_parallel is None
+        assert "queued" in resume_job(crashed, LIVE, follow_preset=True)(free)
+        assert free.max_parallel == 2
+        free.close_executors()

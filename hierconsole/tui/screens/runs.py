@@ -13,9 +13,11 @@ from textual.widgets import DataTable, Static
 from hierconsole.errors import HierconsoleError
 from hierconsole.plurals import counted
 from hierconsole.present import numbers as fmt
+from hierconsole.study import read
 from hierconsole.study.read import JobRow, StudyRow
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.messages import Notice
+from hierconsole.tui.orchestration import raise_parallel
 from hierconsole.tui.screens.base import ConsoleScreen
 from hierconsole.tui.screens.dialogs import ConfirmDialog
 from hierconsole.tui.widgets.table_sync import highlighted_key, sync_rows
@@ -93,9 +95,15 @@ def cancel_job(job_id: str) -> Callable[[Orchestrator], str]:
     return command
 
 
-def resume_job(job_id: str) -> Callable[[Orchestrator], str]:
+def resume_job(job_id: str, study_id: str, *, follow_preset: bool) -> Callable[[Orchestrator], str]:
+    """Queue a job again. ``follow_preset``: the console was given no worker limit, so the study's preset
+    says how many of its jobs run at once, as it did when the study was launched (a console opened later
+    would otherwise run the resumed jobs one at a time)."""
+
     def command(orch: Orchestrator) -> str:
         requeued = orch.resume([job_id])
+        if requeued and follow_preset:
+            raise_parallel(orch, read.get_study(orch.store, study_id).preset.compute.max_parallel_jobs)
         return (
             f"queued {job_id} again; it continues from its last checkpoint"
             if requeued
@@ -238,7 +246,9 @@ class RunsScreen(ConsoleScreen):
         if job is None or not job.resumable:
             self.notify("select a crashed, cancelled or failed job to resume", severity="warning")
             return
-        self.console_app.submit(resume_job(job.job_id))
+        self.console_app.submit(
+            resume_job(job.job_id, job.study_id, follow_preset=self.console_app.follows_presets)
+        )
 
     def _highlighted_study(self) -> StudyRow | None:
         """The study under the cursor: the highlighted row of the studies table when it has the focus,
