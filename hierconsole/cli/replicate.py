@@ -76,6 +76,10 @@ _T = TypeVar("_T")
 _R = TypeVar("_R")
 
 
+DEFAULT_SEED = 0
+"""The random weights' seed unless told (only --weights none takes one)."""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "replicate",
@@ -88,7 +92,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--cub", metavar="DIR", type=Path, help="the CUB_200_2011 folder")
     p.add_argument("--nabirds", metavar="DIR", type=Path, help="the nabirds folder")
     p.add_argument("--weights", metavar="PATH|none", required=True, help="backbone weights, or none (random)")
-    p.add_argument("--seed", type=int, default=0, help="seed of random weights with --weights none (default 0)")
+    p.add_argument(
+        "--seed", type=int, default=DEFAULT_SEED, help="seed of random weights with --weights none (default 0)"
+    )
     p.add_argument(
         "--model",
         default=DEFAULT_MODEL,
@@ -126,7 +132,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="stages that may run at the same time (default %(default)s); those that write the store "
         "always run one after another, so this lets an extraction run beside them",
     )
-    p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan and the time left; creates no dataset or study (stores this machine's calibration)",
+    )
     p.set_defaults(func=cmd_replicate)
 
 
@@ -146,6 +156,13 @@ def _external(args: argparse.Namespace) -> dict[str, str]:
         )
     checked_executor(args.executor, args.ray_address)  # as `run` checks it, before the studies start
     _checked(check_seed, args.seed, option="--seed")
+    if args.seed != DEFAULT_SEED and args.weights != "none":
+        # The seed names the replication: with real weights it would start a second one that retrains
+        # everything to the same numbers.
+        raise HierconsoleError(
+            f"--seed {args.seed}: a seed only applies to --weights none (random weights); drop --seed, since "
+            f"real weights are the same whatever the seed"
+        )
     _check_out(args.out)
     external = {"scale": args.scale, "seed": str(args.seed), "paper_values": PAPER_TABLES_DIGEST}
     if args.model in ARCHITECTURES:

@@ -271,6 +271,11 @@ _REFUSED = {
         ["--cub", "{cub}", *_TAXONOMY, "--seed", "99999999999999999999"],
         ["--seed", "99999999999999999999 is out of range", "from 0 to 18446744073709551615"],
     ),
+    "seed-with-real-weights": (  # it named a second replication that retrained everything to the same bits
+        lambda tmp, cub: (tmp / "w.safetensors").write_bytes(b"x"),
+        ["--cub", "{cub}", "--cub-taxonomy", "{tmp}/taxonomy.csv", "--weights", "{tmp}/w.safetensors", "--seed", "3"],
+        ["--seed 3", "only applies to --weights none", "drop --seed"],
+    ),
 }
 
 
