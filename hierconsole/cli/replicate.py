@@ -65,6 +65,7 @@ from hierconsole.study.run.paper_stages import (
 from hierconsole.study.run.replication import load_records
 from hierconsole.study.run.stage_graph import Decision, Planned, StageRecord, StageState, dependents, plan
 from hierconsole.study.run.stage_work import (
+    LIGHT_STAGES,
     calibration_run,
     calibration_shape,
     dataset_size,
@@ -325,7 +326,9 @@ def _estimate(planned: list[Planned], records: Mapping, work: Mapping[str, Stage
     return estimate(left, work, units, measured)
 
 
-def _jobs(work: StageWork) -> str:
+def _jobs(stage: str, work: StageWork) -> str:
+    if stage in LIGHT_STAGES:
+        return "in this process"
     jobs = sum(p.jobs for p in work.phases)
     commands = work.commands + work.torch_commands
     parts = [counted(jobs, "job")] if jobs else []
@@ -356,7 +359,7 @@ def _print_plan(
         left = by_stage.get(p.stage.name)
         guess = f"~{left.seconds:.0f}s {left.describe()}" if left else "-"
         out.print(
-            f"  {p.stage.name:<18} {p.decision.value:<8} {_jobs(work[p.stage.name]):<32} {guess:<34} {took}",
+            f"  {p.stage.name:<18} {p.decision.value:<8} {_jobs(p.stage.name, work[p.stage.name]):<32} {guess:<34} {took}",
             highlight=False,
         )
     kept = sorted({stage.partition("-")[2] for stage in carried})

@@ -85,6 +85,7 @@ def test_dry_run_lists_every_stage_and_creates_no_dataset_or_study(tmp_path):
     # Every stage has its jobs and a calibrated estimate; the extraction counts the layout's images.
     assert f"{layout.images} images" in lines["extract-cub"] and "calibrated" in lines["extract-cub"]
     assert "jobs" in lines["factorial-cub"] and "calibrated" in lines["factorial-cub"]
+    assert "in this process" in lines["tables"] and "in this process" in lines["report"]  # said "1 command"
     assert "time left on this machine: about" in done.stdout
     assert "calibration (measured now" in done.stdout and "no dataset or study was created" in done.stdout
     with Store(home, read_only=True) as store:

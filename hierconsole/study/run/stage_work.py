@@ -24,15 +24,17 @@ from hierconsole.datasets.splits import HOLDOUT_FRACTION
 from hierconsole.errors import InputError
 from hierconsole.study.analysis.stage_costs import Phase, StageWork
 from hierconsole.study.run.paper_stages import (
+    REPORT_STAGE,
     RESCORED,
     STAGE_RUNS,
+    TABLES_STAGE,
     StudyRun,
     run_overrides,
 )
 from hierconsole.study.run.stage_graph import Stage
 from hierconsole.vocabulary import HIER_STYLE, SUPCON, UNTRAINED_BASELINES, arm_parts
 
-LIGHT_STAGES = ("tables", "report")
+LIGHT_STAGES = (TABLES_STAGE, REPORT_STAGE)
 """Stages that run in the replicate process itself: priced as one light command's start-up each."""
 
 
