@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -28,7 +28,7 @@ from hierconsole.datasets.cub import cub_taxonomy, read_image_dir
 from hierconsole.datasets.nabirds import read_nabirds_dir
 from hierconsole.errors import HierconsoleError, InputError
 from hierconsole.extraction.architectures import ARCHITECTURES, DEFAULT_MODEL, architecture
-from hierconsole.extraction.weights import check_seed, weights_kind
+from hierconsole.extraction.weights import RANDOM, check_seed, weights_kind
 from hierconsole.locations import db_path, resolve_home
 from hierconsole.plurals import counted
 from hierconsole.study.analysis.paper_tables import PAPER_TABLES_DIGEST
@@ -157,7 +157,7 @@ def _external(args: argparse.Namespace) -> dict[str, str]:
         )
     checked_executor(args.executor, args.ray_address)  # as `run` checks it, before the studies start
     _checked(check_seed, args.seed, option="--seed")
-    if args.seed != DEFAULT_SEED and args.weights != "none":
+    if args.seed != DEFAULT_SEED and args.weights != RANDOM:
         # The seed names the replication: with real weights it would start a second one that retrains
         # everything to the same numbers.
         raise HierconsoleError(
@@ -196,8 +196,8 @@ def _external(args: argparse.Namespace) -> dict[str, str]:
         raise HierconsoleError("--checklist, --cub-taxonomy and --aliases are CUB's: give --cub DIR with them")
     if args.nabirds is not None and not (args.nabirds / "hierarchy.txt").is_file():
         raise HierconsoleError(f"--nabirds {args.nabirds}: no hierarchy.txt in it; pass the nabirds/ folder")
-    if args.weights == "none":
-        external["weights"] = "none"
+    if args.weights == RANDOM:
+        external["weights"] = RANDOM
     elif not Path(args.weights).exists():
         raise HierconsoleError(f"--weights {args.weights}: no such file or folder; pass the weights, or none")
     else:
@@ -215,7 +215,7 @@ def _external(args: argparse.Namespace) -> dict[str, str]:
     if args.nabirds is not None:
         external["nabirds_hierarchy"] = file_sha256(args.nabirds / "hierarchy.txt")
     external.update(run_plans(args.scale, _preset_sha256))
-    if args.weights != "none":
+    if args.weights != RANDOM:
         weights = Path(args.weights)
         external["weights"] = file_sha256(weights) if weights.is_file() else folder_sha256(weights)
     return external
@@ -362,7 +362,7 @@ def _print_plan(
             f"  {p.stage.name:<18} {p.decision.value:<8} {_jobs(p.stage.name, work[p.stage.name]):<32} {guess:<34} {took}",
             highlight=False,
         )
-    kept = sorted({stage.partition("-")[2] for stage in carried})
+    kept = sorted(datasets_of_stages(carried))
     if kept:
         out.print(
             f"carried: the finished studies of {', '.join(kept)} in this replication fill its tables "
@@ -423,7 +423,8 @@ def cmd_replicate(args: argparse.Namespace) -> int:
     tables_out = (args.out or home / "replications" / rid / "tables").resolve()
     gone = outputs_gone(records, tables_out)
     for stage, file in gone.items():
-        out.print(f"{stage}: {escape(file)} is not in {escape(str(tables_out))} as it was written: rebuilt", highlight=False)
+        then = "to be rebuilt" if args.dry_run else "rebuilt"
+        out.print(f"{stage}: {escape(file)} is not in {escape(str(tables_out))} as it was written: {then}", highlight=False)
     redo = [*args.redo, *gone]
     if args.dry_run:
         work, calibrated = _plan_estimate(args, stages, external, rid, home)
@@ -510,7 +511,7 @@ def _run(
         made: dict[str, str] = {}
         for leftover in tables_out.glob(".report-*.tmp"):  # a report killed mid-write
             leftover.unlink()
-        kept = given | {stage.partition("-")[2] for stage in carried}
+        kept = given | datasets_of_stages(carried)
         for dataset in set(DATASETS) - kept:  # left out of this replication now: its report would be stale
             (tables_out / f"report-{dataset}.html").unlink(missing_ok=True)
         for stage, dataset in factorial_stages(datasets_of(stages)).items():
@@ -549,5 +550,10 @@ def _run(
 
 
 def datasets_of(stages: list) -> frozenset[str]:
-    return frozenset(s.name.partition("-")[2] for s in stages if s.name.startswith("import-"))
+    return datasets_of_stages(s.name for s in stages if s.name.startswith("import-"))
+
+
+def datasets_of_stages(names: Iterable[str]) -> frozenset[str]:
+    """The datasets these stage names (`<step>-<dataset>`) belong to."""
+    return frozenset(name.partition("-")[2] for name in names)
 

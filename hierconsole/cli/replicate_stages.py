@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hierconsole.errors import HierconsoleError
+from hierconsole.extraction.weights import RANDOM
 from hierconsole.orphans import die_with_parent
 from hierconsole.study import read
 from hierconsole.study.db.storage import Store
@@ -180,7 +181,7 @@ class Replication:
                 out.parent.mkdir(parents=True, exist_ok=True)
                 argv = ["extract", dataset, str(self.root(dataset)), "-o", str(out), "--weights", self.args.weights]
                 argv += ["--model", self.args.model]
-                if self.args.weights == "none":
+                if self.args.weights == RANDOM:
                     argv += ["--seed", str(self.args.seed)]
                 self.command(stage, argv)
             return {"features": file_sha256(out)}
