@@ -416,7 +416,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
         return 0
     with Store(args.home) as store:
         only = read.resolve_study(store, args.study) if args.study else None
-        parallel = args.parallel or _registered_parallel(store, only)
+        # The same studies before and after the orchestrator settles running jobs (a dead worker's job
+        # turns crashed: resumable instead of active) and after the resumable ones are queued again.
+        studies = sorted(_to_resume(store, only))
+        parallel = args.parallel or _registered_parallel(store, studies)
         executor = open_executor(
             args, store, parallel=parallel, threads=read.job_threads(store), devices=[("cpu", "--gpus")]
         )
@@ -430,12 +433,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
             studies=[only] if only else None,  # `resume STUDY` launches that study's jobs, no other's
         )
         try:
-            requeue = read.resumable_jobs(store, only)
-            orch.resume([job_id for job_id, _ in requeue])
-            pending = read.active_jobs(store, only)
-            stalled = read.unfinished_studies(store, only)
-            studies = sorted({s for _, s in requeue} | {s for _, s in pending} | set(stalled))
-            if not studies:
+            orch.resume([job_id for job_id, _ in read.resumable_jobs(store, only)])
+            if not studies:  # said once the options are checked (the executor opened), as every resume does
                 console.print("nothing to resume")
                 return 0
             for study_id in studies:
@@ -453,10 +452,9 @@ def _to_resume(store: Store, only: str | None) -> set[str]:
     return studies | set(read.unfinished_studies(store, only))
 
 
-def _registered_parallel(store: Store, only: str | None) -> int:
-    """Jobs at once for a resume not told --parallel: the most that the presets of the studies it would
-    resume asked for (as registered), as their `run` gave them; 1 when there is nothing to resume."""
-    studies = _to_resume(store, only)
+def _registered_parallel(store: Store, studies: Sequence[str]) -> int:
+    """Jobs at once for a resume not told --parallel: the most that the resumed studies' presets asked for
+    (as registered), as their `run` gave them; 1 when there is none."""
     return max((read.get_study(store, s).preset.compute.max_parallel_jobs for s in studies), default=1)
 
 
