@@ -77,16 +77,34 @@ def command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
+def only_global_options(argv: Sequence[str]) -> bool:
+    """Whether `argv` holds nothing but the global options and their values: it opens the console."""
+    words = iter(argv)
+    for word in words:
+        if word in GLOBAL_VALUED:
+            if next(words, None) is None:
+                return False  # the full parser says which value is missing
+        elif not (word.split("=", 1)[0] in GLOBAL_VALUED or word in GLOBAL_FLAGS):
+            return False
+    return True
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; given `argv` that runs a command, with only that command's module registered (the same
-    parser for that command: its options, help and errors come from the same `register`)."""
-    command = None if argv is None or COMPLETING in os.environ else command_of(argv)
-    if command is None:
+    parser for that command: its options, help and errors come from the same `register`); given `argv`
+    that opens the console, with none (the console needs no command's parser, and registering all of them
+    imported the store, polars and the orchestrator before its first frame: a third of its start-up)."""
+    given = None if COMPLETING in os.environ else argv  # completion needs every command's parser
+    command = None if given is None else command_of(given)
+    epilog: str | None = None
+    if command is not None:
+        modules: tuple[str, ...] = (COMMANDS[command],)
+    elif given is not None and only_global_options(given):
+        modules = ()
+    else:
         from hierconsole.cli.completion import shipped_listing
 
         modules, epilog = COMMAND_MODULES, shipped_listing()
-    else:
-        modules, epilog = (COMMANDS[command],), None
     parser = argparse.ArgumentParser(
         prog="hierconsole",
         description="Controlled hierarchy-aware retrieval studies on frozen image features.",
