@@ -78,13 +78,14 @@ def command_of(argv: Sequence[str]) -> str | None:
 
 
 def only_global_options(argv: Sequence[str]) -> bool:
-    """Whether `argv` holds nothing but the global options and their values: it opens the console."""
+    """Whether `argv` holds nothing but the global options and their values (it opens the console), or
+    asks for the version: neither needs any command's parser."""
     words = iter(argv)
     for word in words:
         if word in GLOBAL_VALUED:
             if next(words, None) is None:
                 return False  # the full parser says which value is missing
-        elif not (word.split("=", 1)[0] in GLOBAL_VALUED or word in GLOBAL_FLAGS):
+        elif not (word.split("=", 1)[0] in GLOBAL_VALUED or word in GLOBAL_FLAGS or word == "--version"):
             return False
     return True
 
@@ -92,8 +93,8 @@ def only_global_options(argv: Sequence[str]) -> bool:
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; given `argv` that runs a command, with only that command's module registered (the same
     parser for that command: its options, help and errors come from the same `register`); given `argv`
-    that opens the console, with none (the console needs no command's parser, and registering all of them
-    imported the store, polars and the orchestrator before its first frame: a third of its start-up)."""
+    that opens the console or asks for the version, with none (registering them all imported the store,
+    polars and the orchestrator before the console's first frame: two thirds of its start-up)."""
     given = None if COMPLETING in os.environ else argv  # completion needs every command's parser
     command = None if given is None else command_of(given)
     epilog: str | None = None
