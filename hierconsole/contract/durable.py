@@ -6,6 +6,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+HASH_SIDECAR = ".sha256"
+"""Appended to a file's name for the file holding its SHA256 (checkpoints and final models). The sidecar is
+written before the file it vouches for, and copied before it (``transfer.changes``), so that a kill never
+leaves the file in place without its hash."""
+
 
 def fsync_dir(path: Path) -> None:
     """Make a rename in `path` durable (its directory entry reaches the disk), where the filesystem lets

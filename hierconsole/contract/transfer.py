@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from hierconsole.contract import layout
-from hierconsole.contract.durable import write_atomically
+from hierconsole.contract.durable import HASH_SIDECAR, write_atomically
 from hierconsole.contract.events import EventKind
 
 BOUNDARY_KINDS = frozenset(
@@ -103,12 +103,18 @@ def folder_state(folder: Path) -> FileState:
     return state
 
 
+def _sidecars_first(relative: str) -> tuple[bool, str]:
+    # Written in this order at home, a file's hash is in place before the file (as the worker wrote them).
+    return (not relative.endswith(HASH_SIDECAR), relative)
+
+
 def changes(folder: Path, known: FileState) -> tuple[list[FileCopy], FileState]:
     """The files of `folder` that are new or changed since `known`, and those that went; with the state
     they were read at. A file replaced while it is read is read whole either way (writes are atomic)."""
     now = folder_state(folder)
     copies: list[FileCopy] = []
-    for relative, seen in sorted(now.items()):
+    for relative in sorted(now, key=_sidecars_first):
+        seen = now[relative]
         if known.get(relative) == seen:
             continue
         try:

@@ -1,8 +1,9 @@
 """Atomic, verifiable checkpoints.
 
 A checkpoint is written to a temporary file, fsynced and renamed into place, so a kill leaves either the
-old file or the new one. Its SHA256 is written beside it afterwards; a file whose hash is missing or
-wrong (truncated by a crash of the machine, say) is skipped and the one before it is used. Payloads hold
+old file or the new one. Its SHA256 is written beside it the same way, before it, so that no checkpoint
+is ever in place without its hash; a file whose hash is missing or wrong (truncated by a crash of the
+machine, say) is skipped and the one before it is used. Payloads hold
 only tensors, numbers, strings and containers of them, so `torch.load(weights_only=True)` reads them.
 """
 
@@ -16,7 +17,7 @@ from typing import Any
 
 import torch
 
-from hierconsole.contract.durable import write_atomically
+from hierconsole.contract.durable import HASH_SIDECAR, write_atomically
 
 _NAME_RE = re.compile(r"^ckpt-(\d{6})\.pt$")
 
@@ -28,16 +29,20 @@ def save_payload(path: Path, payload: dict[str, Any]) -> str:
     data = buf.getvalue()
     digest = hashlib.sha256(data).hexdigest()
     path.parent.mkdir(parents=True, exist_ok=True)
+    # The hash lands first: a kill between the two writes then leaves a sidecar whose checkpoint never
+    # appeared (ignored), never a checkpoint without its hash (skipped on resume, its epoch lost).
+    write_atomically(path.with_name(path.name + HASH_SIDECAR), digest.encode())
     write_atomically(path, data)
-    write_atomically(path.with_name(path.name + ".sha256"), digest.encode())
     return digest
 
 
 def load_payload(path: Path, *, verify: bool = True) -> dict[str, Any]:
     data = path.read_bytes()
     if verify:
-        side = path.with_name(path.name + ".sha256")
-        if not side.exists() or side.read_text().strip() != hashlib.sha256(data).hexdigest():
+        side = path.with_name(path.name + HASH_SIDECAR)
+        if not side.exists():
+            raise ValueError(f"checkpoint {path} has no recorded SHA256 ({side.name} is missing)")
+        if side.read_text().strip() != hashlib.sha256(data).hexdigest():
             raise ValueError(f"checkpoint {path} does not match its recorded SHA256 (truncated?)")
     return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
 
@@ -62,7 +67,7 @@ def save_checkpoint(directory: Path, epoch: int, payload: dict[str, Any], *, kee
     for old_epoch, old in list_checkpoints(directory)[:-keep]:
         if old_epoch != epoch:
             old.unlink(missing_ok=True)
-            old.with_name(old.name + ".sha256").unlink(missing_ok=True)
+            old.with_name(old.name + HASH_SIDECAR).unlink(missing_ok=True)
     return digest
 
 
@@ -82,6 +87,8 @@ def load_latest(directory: Path) -> tuple[tuple[int, dict[str, Any]] | None, lis
 
 
 def _why(exc: BaseException) -> str:
+    if isinstance(exc, ValueError) and "no recorded SHA256" in str(exc):
+        return "its SHA256 was never recorded (no sidecar beside it)"
     if isinstance(exc, ValueError) and "SHA256" in str(exc):
         return "its content does not match its recorded SHA256 (a torn or altered write)"
     if isinstance(exc, OSError):
