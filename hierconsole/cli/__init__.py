@@ -60,6 +60,7 @@ only its module's parsers: importing every command's module cost a read command 
 tests/cli/test_parser.py checks it against what the modules register."""
 GLOBAL_FLAGS = ("--wide",)
 GLOBAL_VALUED = ("--home",)
+VERSION_FLAG = "--version"
 """The options before the command (build_parser adds them); a valued one takes the next word."""
 
 
@@ -85,7 +86,7 @@ def only_global_options(argv: Sequence[str]) -> bool:
         if word in GLOBAL_VALUED:
             if next(words, None) is None:
                 return False  # the full parser says which value is missing
-        elif not (word.split("=", 1)[0] in GLOBAL_VALUED or word in GLOBAL_FLAGS or word == "--version"):
+        elif not (word.split("=", 1)[0] in GLOBAL_VALUED or word in GLOBAL_FLAGS or word == VERSION_FLAG):
             return False
     return True
 
@@ -112,7 +113,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,  # the listing's lines as shipped_listing wraps them
     )
-    parser.add_argument("--version", action="version", version=f"hierconsole {__version__}")
+    parser.add_argument(VERSION_FLAG, action="version", version=f"hierconsole {__version__}")
     parser.add_argument(
         "--home",
         metavar="DIR",
