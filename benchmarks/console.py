@@ -60,8 +60,8 @@ def build_store(home: Path, n_studies: int) -> None:
     from hierconsole.study.db.catalog import register_dataset
     from hierconsole.study.db.storage import Store
     from hierconsole.study.run.lifecycle import advance, create_study
+    from tests.stores import fixed as fx
     from tests.tiny import TINY, tiny_preset
-    from tests.tui import fixtures as fx
 
     with Store(home) as store, pytest.MonkeyPatch.context() as mp:
         register_dataset(store, make_synthetic(TINY))

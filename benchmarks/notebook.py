@@ -1,4 +1,4 @@
-"""The notebook API's costs on the fabricated fixed store (tests/tui/fixtures.py: a complete study of three
+"""The notebook API's costs on the fabricated fixed store (tests/stores/fixed.py: a complete study of three
 seeds, 36 scored runs): `import hierconsole` and the first `open_home`, then each read in a warm process,
 against the same table from the CLI (`effects --json`, `export metrics`), each a fresh process as a shell
 runs it. Medians of 5, variants in rotation.

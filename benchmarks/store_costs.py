@@ -36,8 +36,8 @@ def build(home: Path, n_studies: int, epochs: int) -> None:
     from hierconsole.study.db.catalog import register_dataset
     from hierconsole.study.db.storage import Store
     from hierconsole.study.run.lifecycle import advance, create_study
+    from tests.stores import fixed as fx
     from tests.tiny import TINY, tiny_preset
-    from tests.tui import fixtures as fx
 
     with Store(home) as store, pytest.MonkeyPatch.context() as mp:
         register_dataset(store, make_synthetic(TINY))
@@ -88,7 +88,7 @@ def measure(home: Path, repeats: int, epochs: int) -> dict[str, float]:
     from hierconsole.study.analysis.audits import run_audits
     from hierconsole.study.db.storage import Store
     from hierconsole.study.run.ingest import JobRef, apply_events
-    from tests.tui import fixtures as fx
+    from tests.stores import fixed as fx
 
     sid = "bench-000"
     finals = [e for e in fx.training_events(42, epochs) if e["kind"] == "final"]
