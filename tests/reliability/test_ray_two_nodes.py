@@ -29,7 +29,9 @@ pytest.importorskip(
 
 from tests.reliability.ray_nodes import TwoNodes, two_nodes  # noqa: E402 - needs ray's `ray` command
 
-STUDY = ("--epochs", "20", "--seeds", "42,2024", "--parallel", "2")
+STUDY = ("--epochs", "150", "--seeds", "42,2024", "--parallel", "2")
+"""150 epochs (a few seconds of training a job): at 20, a job could end before the other node's worker had
+started under a loaded suite, so the two never ran at once and the test waited out its 300 s."""
 
 
 @pytest.fixture(scope="module")
@@ -60,10 +62,17 @@ def test_a_lost_node_crashes_its_jobs_and_resume_ends_as_local_workers_do(cluste
     try:
         # Both nodes work at once, and a job of the second has a checkpoint home: lose that node now.
         def spread() -> bool:
+            if run.poll() is not None:  # ended before the moment this test needs: say how, at once
+                raise AssertionError(f"the run ended first ({run.returncode}):\n{run.communicate()}")
             on_second = cluster.workers_on(cluster.second)
             return bool(on_second) and bool(cluster.workers_on(cluster.head)) and any(
                 home.glob("studies/*/jobs/*/checkpoints/ckpt-*.pt"))
-        wait_for(spread, timeout=300, what="a job on each node, and a checkpoint home")
+        try:
+            wait_for(spread, timeout=300, what="a job on each node, and a checkpoint home")
+        except AssertionError as exc:  # what the cluster looked like when the wait gave up
+            seen = (cluster.workers_on(cluster.head), cluster.workers_on(cluster.second),
+                    sorted(p.name for p in home.glob("studies/*/jobs/*/checkpoints/ckpt-*.pt")))  # fmt: skip
+            raise AssertionError(f"{exc}; workers on head, on second, checkpoints home: {seen}") from None
         lost_pids = cluster.workers_on(cluster.second)
         cluster.second.kill()
         out, err = run.communicate(timeout=300)
