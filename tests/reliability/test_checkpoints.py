@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -60,21 +61,29 @@ for epoch in range(1, 1_000_000):
 """
 
 
+TRIALS = 8
+"""Kills per test, each 3 ms later into the write loop than the one before: about half of the loop is the
+window between a checkpoint and its sidecar, so the old order failed within a few trials."""
+
+
+def _killed_mid_loop(script: str, trial: int, *folders: Path) -> None:
+    """Run `script` on `folders` until it has saved twice, then SIGKILL it ``trial`` x 3 ms later."""
+    process = subprocess.Popen([sys.executable, "-c", script, *map(str, folders)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline() == "saving\n"
+        time.sleep(0.003 * trial)
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+
+
 def test_a_kill_while_checkpointing_leaves_the_newest_checkpoint_verifiable(tmp_path):
     # A SIGKILL between a checkpoint's rename and its SHA256 sidecar's left a checkpoint without its hash:
-    # resume skipped it as "a torn or altered write" (CI, tests/reliability/test_ray_executor.py). The
-    # kills land at different phases of the write loop, about half of which is that window.
-    for trial in range(8):
+    # resume skipped it as "a torn or altered write" (a full-suite failure of
+    # tests/reliability/test_ray_executor.py's killed-worker test).
+    for trial in range(TRIALS):
         folder = tmp_path / f"trial-{trial}"
-        writer = subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(folder)], stdout=subprocess.PIPE, text=True
-        )
-        try:
-            assert writer.stdout is not None and writer.stdout.readline() == "saving\n"
-            time.sleep(0.003 * trial)
-        finally:
-            writer.kill()
-            writer.wait(timeout=30)
+        _killed_mid_loop(WRITER, trial, folder)
         latest, notes = load_latest(folder)
         assert notes == [] and latest is not None, (trial, notes)
         assert torch.equal(latest[1]["w"], torch.arange(50_000, dtype=torch.float32))
@@ -103,16 +112,8 @@ for epoch in range(1, 1_000_000):
 def test_a_kill_while_bringing_checkpoints_home_leaves_the_newest_verifiable(tmp_path):
     # The home's copy of a remote (Ray) job's folder was written in path order, each checkpoint before
     # its sidecar: an orchestrator killed between the two left a checkpoint without its hash at home.
-    for trial in range(8):
+    for trial in range(TRIALS):
         node, home = tmp_path / f"node-{trial}", tmp_path / f"home-{trial}"
-        mirror = subprocess.Popen(
-            [sys.executable, "-c", MIRROR, str(node), str(home)], stdout=subprocess.PIPE, text=True
-        )
-        try:
-            assert mirror.stdout is not None and mirror.stdout.readline() == "saving\n"
-            time.sleep(0.003 * trial)
-        finally:
-            mirror.kill()
-            mirror.wait(timeout=30)
+        _killed_mid_loop(MIRROR, trial, node, home)
         latest, notes = load_latest(home)
         assert notes == [] and latest is not None, (trial, notes)
