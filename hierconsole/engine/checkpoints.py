@@ -3,8 +3,8 @@
 A checkpoint is written to a temporary file, fsynced and renamed into place, so a kill leaves either the
 old file or the new one. Its SHA256 is written beside it the same way, before it, so that no checkpoint
 is ever in place without its hash; a file whose hash is missing or wrong (truncated by a crash of the
-machine, say) is skipped and the one before it is used. Payloads hold
-only tensors, numbers, strings and containers of them, so `torch.load(weights_only=True)` reads them.
+machine, say) is skipped and the one before it is used. Payloads hold only tensors, numbers, strings and
+containers of them, so `torch.load(weights_only=True)` reads them.
 """
 
 from __future__ import annotations
