@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from hierconsole.contract.durable import HASH_SIDECAR, write_atomically
+from hierconsole.contract.durable import recorded_hash, sidecar, write_with_hash
 
 _NAME_RE = re.compile(r"^ckpt-(\d{6})\.pt$")
 
@@ -26,23 +26,17 @@ def save_payload(path: Path, payload: dict[str, Any]) -> str:
     """Write `payload` atomically with a SHA256 sidecar; return the hash."""
     buf = io.BytesIO()
     torch.save(payload, buf)
-    data = buf.getvalue()
-    digest = hashlib.sha256(data).hexdigest()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # The hash lands first: a kill between the two writes then leaves a sidecar whose checkpoint never
-    # appeared (ignored), never a checkpoint without its hash (skipped on resume, its epoch lost).
-    write_atomically(path.with_name(path.name + HASH_SIDECAR), digest.encode())
-    write_atomically(path, data)
-    return digest
+    # The hash lands first (write_with_hash): a checkpoint in place without it would be skipped on resume.
+    return write_with_hash(path, buf.getvalue())
 
 
 def load_payload(path: Path, *, verify: bool = True) -> dict[str, Any]:
     data = path.read_bytes()
     if verify:
-        side = path.with_name(path.name + HASH_SIDECAR)
-        if not side.exists():
-            raise ValueError(f"checkpoint {path} has no recorded SHA256 ({side.name} is missing)")
-        if side.read_text().strip() != hashlib.sha256(data).hexdigest():
+        recorded = recorded_hash(path)
+        if recorded is None:
+            raise ValueError(f"checkpoint {path} has no recorded SHA256 ({sidecar(path).name} is missing)")
+        if recorded != hashlib.sha256(data).hexdigest():
             raise ValueError(f"checkpoint {path} does not match its recorded SHA256 (truncated?)")
     return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
 
@@ -67,7 +61,7 @@ def save_checkpoint(directory: Path, epoch: int, payload: dict[str, Any], *, kee
     for old_epoch, old in list_checkpoints(directory)[:-keep]:
         if old_epoch != epoch:
             old.unlink(missing_ok=True)
-            old.with_name(old.name + HASH_SIDECAR).unlink(missing_ok=True)
+            sidecar(old).unlink(missing_ok=True)
     return digest
 
 

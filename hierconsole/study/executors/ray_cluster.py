@@ -26,7 +26,7 @@ from typing import Any
 
 from hierconsole import __version__
 from hierconsole.contract import layout, transfer
-from hierconsole.contract.durable import HASH_SIDECAR, write_atomically
+from hierconsole.contract.durable import HASH_SIDECAR, sidecar, write_atomically
 from hierconsole.contract.jobspec import JobSpec
 from hierconsole.contract.liveness import pid_alive, process_start_time
 from hierconsole.errors import ConfigError, HierconsoleError
@@ -210,12 +210,10 @@ class RayExecutor:
         if not path.exists():
             raise HierconsoleError(f"{path}: a file the job reads is missing from the home; it cannot be sent to Ray")
         names = [relative]
-        sidecar = path.with_name(path.name + HASH_SIDECAR)
-        if path.is_file() and sidecar.exists():
-            names.append(relative + HASH_SIDECAR)
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        if path.is_file() and sidecar.exists():
-            files.append(sidecar)
+        if path.is_file() and sidecar(path).exists():
+            names.append(relative + HASH_SIDECAR)
+            files.append(sidecar(path))
         key = (relative, tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files))
         if key not in self._bundles:
             self._bundles = {k: v for k, v in self._bundles.items() if k[0] != relative}

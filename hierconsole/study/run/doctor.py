@@ -23,7 +23,7 @@ from pathlib import Path
 
 from hierconsole.contract import events as ev
 from hierconsole.contract import layout
-from hierconsole.contract.durable import HASH_SIDECAR
+from hierconsole.contract.durable import recorded_hash
 from hierconsole.contract.liveness import pid_alive
 from hierconsole.errors import HierconsoleError, StoreDamagedError
 from hierconsole.locations import db_path, job_dir
@@ -72,8 +72,7 @@ def check_checkpoints(folders: dict[str, Path]) -> list[str]:
     bad = []
     for folder in folders.values():
         for path in sorted((folder / layout.CHECKPOINTS).glob("*.pt")):
-            side = path.with_name(path.name + HASH_SIDECAR)
-            if not side.exists() or side.read_text().strip() != hashlib.sha256(path.read_bytes()).hexdigest():
+            if recorded_hash(path) != hashlib.sha256(path.read_bytes()).hexdigest():  # None: no sidecar
                 bad.append(str(path))
     return bad
 
