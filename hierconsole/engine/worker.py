@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 
@@ -38,6 +39,9 @@ from hierconsole.errors import HierconsoleError
 from hierconsole.vocabulary import SCORING_KINDS
 
 HEARTBEAT_SECONDS = 2.0
+SLOW_START_ENV = "HIERCONSOLE_FAULT_SLOW_START"
+"""Fault injection for the recovery tests: seconds the worker waits before anything else, as a start on a
+loaded machine or a cold filesystem can take, so that its first heartbeat comes ticks after its launch."""
 
 
 class EventLog:
@@ -114,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--standby", action="store_true", help="import the engine, then read SPEC from stdin")
     parser.add_argument("spec", type=Path, nargs="*", help="job specs; several are trained as one stack")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if slow_start := os.environ.get(SLOW_START_ENV):
+        time.sleep(float(slow_start))
     spec_paths: list[Path] = args.spec
     if args.standby:
         if spec_paths:

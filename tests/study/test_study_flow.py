@@ -15,6 +15,7 @@ import pytest
 from hierconsole.contract.jobspec import JobSpec
 from hierconsole.contract.liveness import pid_alive
 from hierconsole.engine.trainer import FAULT_ENV
+from hierconsole.engine.worker import SLOW_START_ENV
 from hierconsole.errors import HierconsoleError, SealError
 from hierconsole.locations import job_dir, resolve
 from hierconsole.study.analysis.audits import CHECKS, stored_audits
@@ -279,6 +280,17 @@ def test_a_frozen_worker_is_killed_and_marked_crashed(tmp_path, tiny_fs):
         assert row[0] == "crashed"
         error = store.one("SELECT error FROM jobs WHERE study_id = ? AND kind = 'final'", [study_id])[0]
         assert "no heartbeat" in error
+
+
+def test_a_worker_that_never_beats_is_judged_from_its_launch(tmp_path, tiny_fs, monkeypatch):
+    """Frozen before its first beat (a hung start): its launch starts the clock, as a beat would."""
+    monkeypatch.setenv(SLOW_START_ENV, "600")  # started, and silent far past the limit
+    with _store_with_tiny(tmp_path / "home", tiny_fs) as store:
+        study_id = create_study(store, tiny_preset(epochs=2, seeds=(42,)), "tiny")
+        orch = Orchestrator(store, max_parallel=1, stale_after=3.0, warm=False)
+        job_sql = "SELECT state, error FROM jobs WHERE study_id = ? AND kind = 'final'"
+        row = _tick_until(orch, store, job_sql, [study_id], lambda r: r[0] not in ("queued", "running"), timeout=60)
+        assert row[0] == "crashed" and "no heartbeat" in row[1], row
 
 
 def test_one_worker_per_gpu_each_sees_only_its_own(tmp_path, tiny_fs):

@@ -70,6 +70,8 @@ class Active:
     cancel_requested_at: float | None = None
     stale: bool = False
     heartbeat_seen: float = 0.0
+    """The newest heartbeat-file time counted for this worker (a time.time()). A launch sets it to the
+    launch's time: the file a dead predecessor left behind is older, and is not this worker's beat."""
     last_events: list[ev.Event] = field(default_factory=list)
 
     started: bool = False
@@ -363,8 +365,11 @@ class Orchestrator:
         handle = executor.launch(job_id, folder, spec, busy_gpus=busy)
         if os.environ.get(LAUNCH_FAULT_ENV):
             os.kill(os.getpid(), signal.SIGKILL)  # the crash tests: dead before the launch is recorded
+        # Judged from now on by what this worker writes: after a power loss the job folder still holds the
+        # dead worker's heartbeat file, minutes old, and the new one needs a moment to beat first.
         self.active[job_id] = Active(
-            job, folder, handle, executor, offset=read.offset, lines=read.lines, shown_node=handle.node
+            job, folder, handle, executor, offset=read.offset, lines=read.lines, shown_node=handle.node,
+            heartbeat_seen=time.time(),
         )
         self._record_running(job_id, handle)
 
@@ -412,7 +417,7 @@ class Orchestrator:
                 batch.append((a, events))
             with contextlib.suppress(FileNotFoundError):
                 mtime = (a.folder / layout.HEARTBEAT).stat().st_mtime
-                if mtime != a.heartbeat_seen:
+                if mtime > a.heartbeat_seen:
                     a.heartbeat_seen = mtime
                     beats.append((a.job_id, mtime))
         if not batch and not beats:
@@ -449,6 +454,7 @@ class Orchestrator:
         # The heartbeat thread beats every few seconds whatever the training does; a process that
         # stopped beating is frozen (SIGSTOP, a hung filesystem) and is ended so it cannot stay
         # "running" forever. It resumes from its last checkpoint.
+        # A launched worker that never beats within the limit is frozen too (its clock starts at launch).
         if (
             a.heartbeat_seen
             and time.time() - a.heartbeat_seen > self.stale_after
