@@ -3,9 +3,13 @@ that cancels, driving the orchestrator until the studies settle."""
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import signal
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -16,6 +20,7 @@ from rich.text import Text
 
 from hierconsole.contract import events as ev
 from hierconsole.errors import INTERRUPTED_EXIT, TERMINATED_EXIT, StoreWriteError
+from hierconsole.locations import resolve_home
 from hierconsole.plurals import counted
 from hierconsole.study import read
 from hierconsole.study.db.storage import Store
@@ -171,5 +176,25 @@ def drive(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return interrupted
+
+
+@contextlib.contextmanager
+def saying_backups(home: str | os.PathLike[str] | None, console: Console) -> Iterator[None]:
+    """Around a command that writes the store (its store closed inside): once it ends, without an error,
+    its last line says so if the store's latest backup could not be taken."""
+    yield
+    print_backup_note(resolve_home(home, create=False), console)
+
+
+def print_backup_note(home: Path, console: Console) -> None:
+    """Said once, in a command's last lines, while the store's latest backup could not be taken."""
+    skipped = read.backup_skipped(home)
+    if skipped:
+        console.print(
+            f"[yellow]warning:[/] the store's latest backup was not taken ({escape(skipped)}); until one is, "
+            f"`hierconsole doctor --repair` has no recent copy to rebuild a damaged store from",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 

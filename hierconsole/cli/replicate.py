@@ -322,6 +322,7 @@ def _run(
     carried: Mapping[str, Mapping[str, str]],
     tables_out: Path,
 ) -> int:
+    from hierconsole.cli.progress import print_backup_note
     from hierconsole.cli.replicate_progress import StageProgress
     from hierconsole.cli.replicate_stages import Replication
     from hierconsole.study.db.storage import Store
@@ -385,6 +386,7 @@ def _run(
             highlight=False,
         )
     out.print(f"tables: {escape(str(tables_out))} (index.md lists them)", highlight=False)
+    print_backup_note(home, out)  # the stages' own commands ran the store: said here, at the very end
     return 0
 
 

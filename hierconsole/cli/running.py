@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from hierconsole.cli.output import confirmed, output_console, print_grid
-from hierconsole.cli.progress import drive, problem_printer
+from hierconsole.cli.progress import drive, problem_printer, saying_backups
 from hierconsole.cli.reading import print_empty_levels
 from hierconsole.config import Preset, load_preset
 from hierconsole.config.family import Family
@@ -360,7 +360,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.name is not None:
         args.overrides.append(("study.name", args.name))
     console = output_console()
-    with Store(args.home) as store:
+    with saying_backups(args.home, console), Store(args.home) as store:
         study_id, preset, executor = start_study(store, args, args.preset, args.dataset, console)
         console.print(
             f"study [bold]{study_id}[/]: {preset.name} on {read.get_study(store, study_id).dataset_id}, "
@@ -414,7 +414,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
                 read.resolve_study(empty, args.study)
         console.print("nothing to resume")
         return 0
-    with Store(args.home) as store:
+    with saying_backups(args.home, console), Store(args.home) as store:
         only = read.resolve_study(store, args.study) if args.study else None
         # The same studies before and after the orchestrator settles running jobs (a dead worker's job
         # turns crashed: resumable instead of active) and after the resumable ones are queued again.
@@ -473,7 +473,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_rescore(args: argparse.Namespace) -> int:
     console = output_console()
-    with Store(args.home) as store:
+    with saying_backups(args.home, console), Store(args.home) as store:
         study_id = read.resolve_study(store, args.study)
         study = read.get_study(store, study_id)
         if study.phase != Phase.COMPLETE:
@@ -533,7 +533,7 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     parallel = args.parallel or family.members[0].preset.compute.max_parallel_jobs
     threads = max(m.preset.compute.threads_per_worker for m in family.members)
     console = output_console()
-    with Store(args.home) as store:
+    with saying_backups(args.home, console), Store(args.home) as store:
         executor = open_executor(args, store, parallel=parallel, threads=threads, devices=devices)
         try:
             drawn = family_splits(store, family, getattr(args, "dataset", None))

@@ -8,8 +8,10 @@ replays the job folders' event logs on top of it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import subprocess
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,6 +26,9 @@ BACKUP_DIR = "backups"
 PREFIX = "hierconsole-"
 ENV_MINUTES = "HIERCONSOLE_BACKUP_MINUTES"
 ENV_KEEP = "HIERCONSOLE_BACKUP_KEEP"
+SKIPPED_NOTE = "SKIPPED.txt"
+"""In the backups folder while the holder's latest backup could not be taken (no room, an I/O error): one
+line saying when and why, read by `doctor` and the commands that ran the store; removed by the next backup."""
 DEFAULT_MINUTES = 30.0
 DEFAULT_KEEP = 5
 
@@ -86,18 +91,34 @@ class Keeper:
         return periodic and self.changed
 
     def take(self, con: duckdb.DuckDBPyConnection) -> Path | None:
-        """A backup now; None when the WAL could not be checkpointed or the disk is too full (next time)."""
-        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S-%f")
-        target = backup_dir(self.home) / f"{PREFIX}{stamp}.duckdb"
+        """A backup now; None when the WAL could not be checkpointed or the disk is too full (next time).
+
+        A skip for want of room or an I/O error is written down (`skipped`): a home that ran for hours
+        without one backup must say so, not be found out at the repair that needed it."""
+        now = datetime.now(UTC)
+        target = backup_dir(self.home) / f"{PREFIX}{now.strftime('%Y%m%d-%H%M%S-%f')}.duckdb"
         try:
-            done = live.consistent_copy(con, self.source, target)
-        except OSError as exc:
-            log.info("could not back up the store: %s", exc)
-            done = False
+            skipped = live.consistent_copy(con, self.source, target)
+        except (OSError, subprocess.SubprocessError) as exc:
+            skipped = f"the copy failed ({exc})"
         self.last = time.monotonic()
-        if not done:
+        note = backup_dir(self.home) / SKIPPED_NOTE
+        if skipped is not None:
+            log.info("could not back up the store: %s", skipped)
+            if skipped != live.NOT_CHECKPOINTED:  # that one is taken at the next write, as always
+                with contextlib.suppress(OSError):  # no room even for a line: `skipped` in memory still says it
+                    note.write_text(f"{now.strftime('%Y-%m-%d %H:%M:%S')} UTC: {skipped}\n")
             return None
+        note.unlink(missing_ok=True)
         self.requested = self.changed = False
         for old in listed(self.home)[: -self.policy.keep]:
             old.unlink(missing_ok=True)
         return target
+
+
+def skipped(home: Path) -> str | None:
+    """Why the holder's latest backup of this home's store was not taken (with when), None if it was."""
+    try:
+        return (backup_dir(home) / SKIPPED_NOTE).read_text(errors="replace").strip() or None
+    except OSError:
+        return None

@@ -34,6 +34,8 @@ HOLDER = "holder.json"
 REFRESH_SECONDS = 2.0
 """The shortest interval between snapshots, and how long a store is open before its first one (so
 short commands, which close sooner, never pay for one)."""
+NOT_CHECKPOINTED = "the WAL was not checkpointed"
+"""Why a copy is skipped while a reader's transaction keeps the WAL: it is tried again at the next write."""
 SPARE_BYTES = 64 * 2**20
 """Free space a snapshot leaves beyond the store's size (the store grows too)."""
 MAX_SHARE = 0.1
@@ -103,7 +105,7 @@ class Publisher:
 
     def _publish(self, con: duckdb.DuckDBPyConnection) -> bool:
         self.folder.mkdir(exist_ok=True)
-        if not consistent_copy(con, self.source, self.folder / SNAPSHOT, tmp=self._tmp()):
+        if consistent_copy(con, self.source, self.folder / SNAPSHOT, tmp=self._tmp()) is not None:
             return False
         meta = {"pid": self.pid, "pid_start": process_start_time(self.pid), "taken_at": time.time()}
         holder = _holder_file(self.folder.parent)
@@ -129,10 +131,12 @@ class Publisher:
             self.folder.rmdir()  # only if empty: another holder's files stay
 
 
-def consistent_copy(con: duckdb.DuckDBPyConnection, source: Path, target: Path, *, tmp: Path | None = None) -> bool:
+def consistent_copy(
+    con: duckdb.DuckDBPyConnection, source: Path, target: Path, *, tmp: Path | None = None
+) -> str | None:
     """Copy the store `source` (open on `con`, by its only writer) to `target` as a consistent store;
-    False when it was skipped (the WAL not checkpointed, too little free space). Used by the live
-    snapshot and by the backups."""
+    None when done, else why it was skipped (the WAL not checkpointed, too little free space). Used by
+    the live snapshot and by the backups."""
     # After a CHECKPOINT the file holds every commit and the WAL is empty, and nothing else writes it
     # while this (the writer) thread copies it: the copy is a consistent store. A byte copy costs
     # milliseconds where a logical copy (COPY FROM DATABASE) took seconds on a large store. The copy
@@ -143,17 +147,26 @@ def consistent_copy(con: duckdb.DuckDBPyConnection, source: Path, target: Path, 
     if wal.exists() and wal.stat().st_size > 0:
         # The checkpoint did not take everything in: the file alone is an older state. Next time.
         log.info("copy of the store skipped: the WAL was not checkpointed")
-        return False
+        return NOT_CHECKPOINTED
     target.parent.mkdir(parents=True, exist_ok=True)
     size = source.stat().st_size
-    if shutil.disk_usage(target.parent).free < 2 * size + SPARE_BYTES:
+    free = shutil.disk_usage(target.parent).free
+    if free < 2 * size + SPARE_BYTES:
         # A copy must never be what fills the disk the store itself needs.
-        log.info("copy of the store skipped: too little free space for a copy of %d bytes", size)
-        return False
+        why = (
+            f"too little free space for a copy of the store: a copy of its {_mib(size)} needs "
+            f"{_mib(2 * size + SPARE_BYTES)} free (room for the store to grow kept), {_mib(free)} is"
+        )
+        log.info("copy of the store skipped: %s", why)
+        return why
     staged = tmp or target.with_name(f".{target.name}.{os.getpid()}")
     try:
         subprocess.run(["cp", str(source), str(staged)], check=True, capture_output=True, timeout=600)
         os.replace(staged, target)
     finally:
         staged.unlink(missing_ok=True)
-    return True
+    return None
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.0f} MiB"

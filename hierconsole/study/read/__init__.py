@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hierconsole.study.read.audits import Check, current_audits, failed_audit_counts, stored_audits
+    from hierconsole.study.read.backups import backup_skipped
     from hierconsole.study.read.datasets import DatasetInfo, get_dataset, list_datasets, taxonomy_lines
     from hierconsole.study.read.effects import study_effects
     from hierconsole.study.read.jobs import (
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 
 _MODULES = {
     "audits": ("Check", "current_audits", "failed_audit_counts", "stored_audits"),
+    "backups": ("backup_skipped",),
     "datasets": ("DatasetInfo", "get_dataset", "list_datasets", "taxonomy_lines"),
     "effects": ("study_effects",),
     "jobs": (
@@ -116,6 +118,7 @@ __all__ = [
     "StudyRow",
     "active_jobs",
     "aggregations",
+    "backup_skipped",
     "baselines",
     "current_audits",
     "empty_levels",

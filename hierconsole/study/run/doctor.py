@@ -81,6 +81,16 @@ def examine(home: Path) -> Report:
     """Every check of the store under `home`; a damaged store is a finding, not an error."""
     report = Report()
     folders = _job_folders(home)
+    skipped = backups.skipped(home)
+    newest = backups.newest(home)
+    report.add(
+        "latest backup taken",
+        skipped is None,
+        f"not taken: {skipped}; the newest backup is {newest.name if newest else 'none'}: free space on the "
+        f"home's disk"
+        if skipped
+        else (newest.name if newest else "none yet (taken at each study lock and every few minutes of writing)"),
+    )
     try:
         store = Store(home, read_only=True)
     except StoreDamagedError as exc:
