@@ -144,8 +144,37 @@ def _on_sigterm(handler: Any) -> Any:
     return signal.signal(signal.SIGTERM, handler)
 
 
+def not_utf8(argv: Sequence[str]) -> str | None:
+    """Why a word of `argv` cannot be taken, when one holds bytes that are not UTF-8 (a file named in
+    another encoding: Python hands such bytes over as surrogates, which no store row, manifest or message
+    can hold); None when every word is text."""
+    for word in argv:
+        try:
+            word.encode("utf-8")
+            continue
+        except UnicodeEncodeError as exc:
+            at = exc.start
+        shown = ascii(word.encode("utf-8", "surrogateescape") if _escaped(word) else word)
+        shown = shown[2:-1] if shown.startswith("b") else shown[1:-1]  # the quotes off: each bad byte as \xNN
+        return (
+            f"'{shown}' is not valid UTF-8 (at character {at}); hierconsole keeps file names, paths and names "
+            "as UTF-8 text: rename it to a UTF-8 name and give that"
+        )
+    return None
+
+
+def _escaped(word: str) -> bool:
+    """Whether every surrogate of `word` stands for a byte (how Python decodes a name it cannot read)."""
+    return all(not 0xD800 <= ord(ch) <= 0xDFFF or 0xDC80 <= ord(ch) <= 0xDCFF for ch in word)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser(sys.argv[1:] if argv is None else argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    undecodable = not_utf8(words)
+    if undecodable is not None:  # before any command reads the word, records it or quotes it
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(undecodable)}", highlight=False)
+        return HierconsoleError.exit_code
+    parser = build_parser(words)
     if COMPLETING in os.environ:  # the shell asks for completions (`hierconsole completion bash`): answer, exit
         from hierconsole.cli.completion import complete
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from hierconsole.config.options import MAX_INTEGER
+
 
 def positive_int(value: str) -> int:
     try:
         n = int(value)
     except ValueError:
         n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    if not 1 <= n <= MAX_INTEGER:
+        raise argparse.ArgumentTypeError(f"expected a positive integer up to {MAX_INTEGER:,}, got {value!r}")
     return n

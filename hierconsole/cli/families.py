@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tomllib
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +15,7 @@ from hierconsole.cli.reading import open_for_reading
 from hierconsole.cli.running import add_run_options, run_family
 from hierconsole.config import load_preset
 from hierconsole.config.family import sweep_family
+from hierconsole.config.overrides import parse_literal
 from hierconsole.errors import HierconsoleError
 from hierconsole.present.tables.families import (
     contrast_grid,
@@ -107,13 +107,7 @@ def _grid_axis(text: str) -> tuple[str, list[Any]]:
     values = _split_values(raw) if sep else []
     if not key.strip() or not values or any(not v for v in values):
         raise argparse.ArgumentTypeError(f"expected KEY=V1,V2,... (e.g. geometry.poincare.c=1e-6,0.1), got {text!r}")
-    parsed = []
-    for v in values:
-        try:
-            parsed.append(tomllib.loads(f"v = {v}")["v"])
-        except tomllib.TOMLDecodeError:
-            parsed.append(v)
-    return key.strip(), parsed
+    return key.strip(), [parse_literal(v) for v in values]
 
 
 # ---------------------------------------------------------------------------------------- commands

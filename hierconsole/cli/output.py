@@ -7,8 +7,11 @@ prints everything at its natural width instead.
 
 from __future__ import annotations
 
+import sys
+
 from rich.console import Console
 
+from hierconsole.errors import HierconsoleError
 from hierconsole.present.grid import Grid
 from hierconsole.present.render import render
 
@@ -34,8 +37,17 @@ def print_grid(console: Console, grid: Grid) -> None:
 
 
 def confirmed(question: str, *, yes: bool) -> bool:
-    """Whether to go on: `yes` (the --yes flag), else the user's answer to `question`; "kept" otherwise."""
-    if yes or input(f"{question} [y/N] ").strip().lower() in ("y", "yes"):
+    """Whether to go on: `yes` (the --yes flag), else the user's answer to `question`; "kept" otherwise.
+    With no terminal to answer on (a script, a pipe, stdin closed) it refuses rather than read one."""
+    if yes:
+        return True
+    if sys.stdin is None or not sys.stdin.isatty():
+        raise HierconsoleError(f"no terminal to confirm: {question} Pass --yes to go on without asking")
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:  # Ctrl-D at the prompt: no answer is a no
+        answer = ""
+    if answer.strip().lower() in ("y", "yes"):
         return True
     output_console().print("kept")
     return False

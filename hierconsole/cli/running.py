@@ -16,6 +16,7 @@ from hierconsole.cli.progress import drive, problem_printer, saying_backups
 from hierconsole.cli.reading import print_empty_levels
 from hierconsole.config import Preset, load_preset
 from hierconsole.config.family import Family
+from hierconsole.config.options import MAX_INTEGER
 from hierconsole.config.overrides import AssignmentError, parse_assignment
 from hierconsole.errors import HierconsoleError
 from hierconsole.locations import db_path, resolve_home
@@ -181,6 +182,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _check_parallel(parallel: int | None) -> None:
     if parallel is not None and parallel < 1:
         raise HierconsoleError(f"--parallel {parallel}: give at least 1 worker process at once")
+    if parallel is not None and parallel > MAX_INTEGER:
+        raise HierconsoleError(f"--parallel {parallel}: out of range; give at most {MAX_INTEGER:,} worker processes")
 
 
 def _parallel(args: argparse.Namespace, preset: Preset) -> int:
@@ -276,6 +279,7 @@ def dry_run(args: argparse.Namespace) -> int:
     its split plan printed; no study, job or folder is created."""
     from hierconsole.config.family import is_family_file, load_family
 
+    _check_parallel(args.parallel)  # a dry run refuses what the run would
     console = output_console()
     overrides = _cli_overrides(args)
     if is_family_file(args.preset):

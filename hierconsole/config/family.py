@@ -268,7 +268,7 @@ def is_family_file(path_or_name: str | Path) -> bool:
         path = resolve_family(path_or_name)
     except NotFoundError:
         return False
-    return read_toml(path, "family").get(FAMILY_TABLE) is not None
+    return read_toml(path, "preset or family").get(FAMILY_TABLE) is not None
 
 
 def resolve_family(path_or_name: str | Path) -> Path:

@@ -19,6 +19,13 @@ def read_toml(path: Path, what: str = "preset") -> dict[str, Any]:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:  # tomllib decodes the whole file first: random bytes fail there
+        raise ConfigError(
+            f"{path}: not a {what} file: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+            "give a TOML text file"
+        ) from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise ConfigError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
 

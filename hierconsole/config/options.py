@@ -50,6 +50,11 @@ class Check:
         raise NotImplementedError
 
 
+MAX_INTEGER = 2**31 - 1
+"""The largest integer any option may take: the store keeps epochs, counts and sizes in 32-bit INTEGER
+columns, so a larger one would pass a dry run and fail as the study is recorded."""
+
+
 class Number(Check):
     def __init__(self, *, integer: bool = False, gt=None, ge=None, lt=None, le=None):
         self.integer, self.gt, self.ge, self.lt, self.le = integer, gt, ge, lt, le
@@ -80,6 +85,8 @@ class Number(Check):
             or (self.le is not None and not value <= self.le)
         ):
             raise Invalid(f"out of range: expected {self.expected}")
+        if self.integer and value > MAX_INTEGER:
+            raise Invalid(f"out of range: at most {MAX_INTEGER:,} (the store keeps it as a 32-bit integer)")
         # Floats are canonicalised so that `lr = 1` and `lr = 1.0` give the same preset hash.
         return int(value) if self.integer else float(value)
 

@@ -22,11 +22,16 @@ def parse_assignment(text: str) -> tuple[str, object]:
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
         raise AssignmentError(f"expected KEY=VALUE (e.g. training.lr=1e-4), got {text!r}")
+    return key.strip(), parse_literal(raw)
+
+
+def parse_literal(raw: str) -> object:
+    """`raw` as a TOML literal, or the bare string when it is not one (nested past what the parser
+    recurses into, too: the option's check then says what it expects)."""
     try:
-        parsed = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        parsed = raw
-    return key.strip(), parsed
+        return tomllib.loads(f"v = {raw}")["v"]
+    except (tomllib.TOMLDecodeError, RecursionError):
+        return raw
 
 
 def split_assignments(text: str) -> list[str]:

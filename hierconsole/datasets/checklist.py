@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import csv
 import difflib
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from pathlib import Path
 
 from hierconsole.csv_input import read_csv_records
 from hierconsole.errors import InputError
+from hierconsole.json_input import read_json
 from hierconsole.taxonomy import Taxonomy
 from hierconsole.vocabulary import CUB_LEVEL_NAMES
 
@@ -154,14 +154,7 @@ def read_aliases(path: str | Path) -> dict[str, str]:
     """A JSON object: CUB class name (full, without prefix, or normalised) -> checklist common or
     scientific name."""
     path = Path(path)
-    try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(path, f"cannot read the aliases: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"not valid JSON: {exc}") from exc
-    except UnicodeDecodeError as exc:  # JSON is UTF-8 text: a binary file (or another encoding) is not one
-        raise InputError(path, f"not UTF-8 text: {exc}", hint="save the aliases as UTF-8 JSON") from None
+    raw = read_json(path, "the aliases", hint="save the aliases as UTF-8 JSON")
     if not isinstance(raw, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
     ):

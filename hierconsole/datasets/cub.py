@@ -113,7 +113,10 @@ def read_image_dir(
         problems.append("images.txt: no images listed")
     labels = read_pair_file(root / "image_class_labels.txt", ("image_id", "class_id"), problems)
     flags = read_pair_file(root / "train_test_split.txt", ("image_id", "is_training_image"), problems)
+    before = len(problems)
     classes = read_pair_file(root / "classes.txt", ("class_id", "class_name"), problems)
+    if len(problems) == before and not classes.keys:  # else every image's class would be named unknown
+        problems.append("classes.txt: no classes listed")
     image_line = images.line_of()
     class_ids = set(classes.keys)
     # Checked against images.txt only when it lists images: else every line of the others would be

@@ -63,7 +63,7 @@ def extraction_record(path: str | Path) -> dict | None:
             if "manifest" not in z.files:
                 return None
             manifest = json.loads(str(z["manifest"]))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # no manifest to compare: the import checks the rest
         return None
     if not isinstance(manifest, dict):
         return None

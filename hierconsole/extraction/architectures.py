@@ -8,11 +8,11 @@ LayerScale, LayerNorm eps 1e-6. A JSON file of Dinov2Config fields names any oth
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from hierconsole.errors import InputError
+from hierconsole.json_input import read_json
 
 DEFAULT_MODEL = "vitb14"
 
@@ -71,6 +71,11 @@ ARCHITECTURES: dict[str, Architecture] = {
 }
 
 _REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads")
+_SIZES = ("patch_size", "image_size", "mlp_ratio", "num_channels")
+"""The other fields that size the network: each a number > 0."""
+MAX_PARAMETERS = 4_000_000_000
+"""The most weights a config may describe (ViT-g/14 has 1.1 billion): a typo of a few digits would
+otherwise be found by the allocator, killing the process, not by a message."""
 _KNOWN = set(_COMMON) | set(_REQUIRED) | {"model_type", "initializer_range", "apply_layernorm"}
 
 
@@ -90,14 +95,7 @@ def architecture(model: str) -> Architecture:
 
 def config_file(path: Path) -> Architecture:
     """The architecture a Dinov2Config JSON (e.g. a Hugging Face model folder's config.json) describes."""
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(path, f"cannot read the model config: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"not valid JSON: {exc}") from exc
-    except UnicodeDecodeError as exc:  # JSON is UTF-8 text: a binary file (or another encoding) is not one
-        raise InputError(path, f"not UTF-8 text: {exc}", hint="give a JSON file of Dinov2Config fields") from None
+    raw = read_json(path, "the model config", hint="give a JSON file of Dinov2Config fields")
     if not isinstance(raw, dict):
         raise InputError(path, "the model config must be a JSON object of Dinov2Config fields")
     problems = []
@@ -105,16 +103,36 @@ def config_file(path: Path) -> Architecture:
         problems.append(
             f"model_type is {raw['model_type']!r}; only DINOv2 models (model_type 'dinov2') are supported"
         )
-    problems += [f"no {key!r}" for key in _REQUIRED if not isinstance(raw.get(key), int) or raw[key] < 1]
+    problems += [f"no {key!r}" for key in _REQUIRED if not _positive(raw.get(key), integer=True)]
+    problems += [f"{key} = {raw[key]!r}: expected a number > 0" for key in _SIZES if key in raw and not _positive(raw[key])]
     if problems:
         raise InputError(path, problems, hint="give a DINOv2 config (hidden_size, num_hidden_layers, ...)")
     config = {**_COMMON, **{k: v for k, v in raw.items() if k in _KNOWN and k != "model_type"}}
+    if _parameters(config) > MAX_PARAMETERS:
+        raise InputError(
+            path,
+            f"describes about {_parameters(config):.3g} weights, over the {MAX_PARAMETERS:,} a backbone may have",
+            hint="check hidden_size, num_hidden_layers, mlp_ratio and image_size",
+        )
     if config["hidden_size"] % config["num_attention_heads"]:
         raise InputError(path, "hidden_size is not a multiple of num_attention_heads")
     named = next((a for a in ARCHITECTURES.values() if same_network(a.config, config)), None)
     if named is not None:
         return named
     return Architecture(str(path), f"DINOv2 variant from {path.name}", config)
+
+
+def _positive(value: object, *, integer: bool = False) -> bool:
+    kinds = (int,) if integer else (int, float)
+    return isinstance(value, kinds) and not isinstance(value, bool) and value > 0 and value < float("inf")
+
+
+def _parameters(config: dict) -> float:
+    """About how many weights a config's network has: its blocks (attention and MLP), the patch embedding
+    and the position embeddings, in floats so that no size overflows."""
+    h, layers, ratio = float(config["hidden_size"]), float(config["num_hidden_layers"]), float(config["mlp_ratio"])
+    patch, image, channels = float(config["patch_size"]), float(config["image_size"]), float(config["num_channels"])
+    return layers * (4 + 2 * ratio) * h * h + (image / patch) ** 2 * h + channels * patch * patch * h
 
 
 def same_network(a: dict, b: dict) -> bool:

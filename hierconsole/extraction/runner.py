@@ -224,6 +224,9 @@ def _assemble(
     ]
     if not len(rows):
         first = failed[0]
+        # Nothing to resume: kept, the parts would mark every shard done, and a rerun once the images are
+        # fixed would refuse again without reading them.
+        parts.remove()
         raise InputError(
             images.base,
             f"none of the {len(images)} images could be read; the first, {first['path']}: {first['reason']}",
