@@ -38,15 +38,19 @@ def print_grid(console: Console, grid: Grid) -> None:
 
 def confirmed(question: str, *, yes: bool) -> bool:
     """Whether to go on: `yes` (the --yes flag), else the user's answer to `question`; "kept" otherwise.
-    With no terminal to answer on (a script, a pipe, stdin closed) it refuses rather than read one."""
+    An answer piped in counts as typed; with no answer to read (no terminal, stdin closed or empty) it
+    refuses in one line rather than guess."""
     if yes:
         return True
-    if sys.stdin is None or not sys.stdin.isatty():
-        raise HierconsoleError(f"no terminal to confirm: {question} Pass --yes to go on without asking")
+    no_answer = HierconsoleError(f"no terminal to confirm: {question} Pass --yes to go on without asking")
+    if sys.stdin is None:
+        raise no_answer
     try:
         answer = input(f"{question} [y/N] ")
-    except EOFError:  # Ctrl-D at the prompt: no answer is a no
-        answer = ""
+    except EOFError:
+        if not sys.stdin.isatty():
+            raise no_answer from None
+        answer = ""  # Ctrl-D at the prompt: no answer is a no
     if answer.strip().lower() in ("y", "yes"):
         return True
     output_console().print("kept")

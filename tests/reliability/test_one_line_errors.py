@@ -105,3 +105,17 @@ def test_delete_with_no_terminal_asks_for_yes(fixed_copy, what):
     text = one_line_error(done)
     assert "no terminal to confirm" in text and "--yes" in text, text
     assert tree_digest(fixed_copy) == before
+
+
+def test_delete_takes_an_answer_piped_in(fixed_copy):
+    """A script that pipes its answer (`yes | hierconsole delete ...`) is answered as a person typing is."""
+    with Store(fixed_copy, read_only=True) as store:
+        study = store.rows("SELECT study_id FROM studies ORDER BY study_id")[0][0]
+    done = cli(fixed_copy, "delete", study, input="n\n")
+    assert done.returncode == 1 and "kept" in done.stdout and "error" not in done.stderr, done.stdout + done.stderr
+    with Store(fixed_copy, read_only=True) as store:
+        assert study in {r[0] for r in store.rows("SELECT study_id FROM studies")}
+    done = cli(fixed_copy, "delete", study, input="y\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    with Store(fixed_copy, read_only=True) as store:
+        assert study not in {r[0] for r in store.rows("SELECT study_id FROM studies")}
