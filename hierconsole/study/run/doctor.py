@@ -108,10 +108,17 @@ def examine(home: Path) -> Report:
                 counts[table] = store.scan_table(table)
             except StoreDamagedError as exc:
                 unreadable.append(f"{table}: {exc}")
+        keys = 0
+        if not unreadable:
+            try:  # what the commands' lookups by id read, which a table scan does not
+                keys = store.scan_keys()
+            except StoreDamagedError as exc:
+                unreadable.append(f"an index of the primary keys: {exc}")
         report.add(
             "every table readable",
             not unreadable,
-            "; ".join(unreadable) or f"{len(counts)} tables, {sum(counts.values())} rows",
+            "; ".join(unreadable)
+            or f"{len(counts)} tables, {sum(counts.values())} rows, {keys} keys looked up through their indexes",
         )
         if unreadable:
             _folder_checks(report, folders)
