@@ -27,9 +27,9 @@ from hierconsole.config.options import (
     FreeText,
     Invalid,
     ListOf,
+    Name,
     Number,
     Optional,
-    Text,
     option,
     section,
     show,
@@ -167,7 +167,7 @@ _FRACTION = Number(gt=0, lt=1)
 
 @dataclass(frozen=True, kw_only=True)
 class StudyConfig:
-    name: str = option(Text(), doc="short study name shown in tables")
+    name: str = option(Name(), doc="short study name shown in tables; it names the study's folder")
     description: str = option(FreeText(), "", doc="one line on what the study is for")
 
 
