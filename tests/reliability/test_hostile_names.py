@@ -4,6 +4,7 @@ created; and `delete` never removes a folder outside the home, whatever a store'
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,27 @@ def test_delete_never_removes_a_folder_outside_the_home(tmp_path, tiny_fs):
     done = cli(home, "delete", real, "--yes")
     assert done.returncode == 0, done.stdout + done.stderr
     assert not (home / "studies" / real).exists()
+
+
+def test_a_study_named_by_an_earlier_version_still_reads_and_deletes(tmp_path, tiny_fs):
+    """Earlier versions took any non-empty study name: such a recorded study is listed and deleted as ever
+    (its preset is read back as recorded), while a new one of that name is refused."""
+    home = registered_home(tmp_path / "home", tiny_fs)
+    old_name, old_id = "my study", "my study-20250101-000000-abcd"
+    with Store(home) as store:
+        real = create_study(store, tiny_preset(epochs=1, seeds=(42,)), "tiny")
+        preset = json.loads(store.value("SELECT preset FROM studies WHERE study_id = ?", [real]))
+        preset["study"]["name"] = old_name
+        store.execute(
+            "INSERT INTO studies (study_id, name, dataset_id, preset, preset_sha256, phase) "
+            "SELECT ?, ?, dataset_id, ?, preset_sha256, phase FROM studies WHERE study_id = ?",
+            [old_id, old_name, json.dumps(preset), real],
+        )
+    (home / "studies" / old_id).mkdir()
+    listed = cli(home, "studies")
+    assert listed.returncode == 0 and "study-20250101-000000-abcd" in listed.stdout, listed.stdout + listed.stderr
+    done = cli(home, "delete", old_id, "--yes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not (home / "studies" / old_id).exists()
+    text = one_line_error(cli(home, *TINY_RUN, "--set", f'study.name="{old_name}"'))
+    assert "study.name" in text and RULE in text
