@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hierconsole.bounded_input import read_document
 from hierconsole.csv_input import read_csv_records
 from hierconsole.errors import InputError
 from hierconsole.taxonomy import Taxonomy
@@ -155,7 +156,7 @@ def read_aliases(path: str | Path) -> dict[str, str]:
     scientific name."""
     path = Path(path)
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        raw = json.loads(read_document(path, "an aliases JSON file").decode("utf-8"))
     except OSError as exc:
         raise InputError(path, f"cannot read the aliases: {exc.strerror or exc}") from exc
     except json.JSONDecodeError as exc:

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from hierconsole.bounded_input import read_document
 from hierconsole.errors import InputError
 
 DEFAULT_MODEL = "vitb14"
@@ -91,7 +92,7 @@ def architecture(model: str) -> Architecture:
 def config_file(path: Path) -> Architecture:
     """The architecture a Dinov2Config JSON (e.g. a Hugging Face model folder's config.json) describes."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(read_document(path, "a model config").decode("utf-8"))
     except OSError as exc:
         raise InputError(path, f"cannot read the model config: {exc.strerror or exc}") from exc
     except json.JSONDecodeError as exc:
