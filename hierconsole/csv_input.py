@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from hierconsole.bounded_input import text_lines
 from hierconsole.errors import InputError
 
 
@@ -13,22 +14,15 @@ def read_csv_records(
 ) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
     """(header, [(line number, fields), ...]) of a UTF-8 CSV file (a BOM is allowed); `what` names the
     file in errors ("the labels CSV"). The header is None for an empty file; `skip_blank` leaves out rows
-    whose every field is blank."""
+    whose every field is blank. Lines are read within `bounded_input`'s bounds (a device or a file
+    without line ends is refused, not read into memory)."""
     reader = None
     try:
-        with path.open(newline="", encoding="utf-8-sig") as fh:
-            reader = csv.reader(fh)
-            header = next(reader, None)
-            records = [
-                (reader.line_num, rec) for rec in reader if not skip_blank or any(v.strip() for v in rec)
-            ]
+        reader = csv.reader(text_lines(path, what, hint="save it as UTF-8 CSV"))
+        header = next(reader, None)
+        records = [(reader.line_num, rec) for rec in reader if not skip_blank or any(v.strip() for v in rec)]
     except OSError as exc:
         raise InputError(path, f"cannot read {what}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            path, f"{what} is not UTF-8 text (byte {exc.start:,} is {exc.object[exc.start : exc.start + 1]!r})",
-            hint="save it as UTF-8 CSV",
-        ) from None
     except csv.Error as exc:
         line = f"line {reader.line_num}: " if reader is not None else ""
         if "field larger than field limit" in str(exc):

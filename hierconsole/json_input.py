@@ -6,14 +6,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hierconsole.bounded_input import read_document
 from hierconsole.errors import InputError
 
 
 def read_json(path: Path, what: str, hint: str) -> Any:
-    """The value a UTF-8 JSON file holds; any file that is not one (unreadable, not UTF-8, not JSON, nested
+    """The value a UTF-8 JSON file holds (at most `bounded_input.MAX_DOCUMENT_BYTES`); any file that is not one (unreadable, not UTF-8, not JSON, nested
     deeper than the parser recurses) is an InputError naming `path`, saying what `what` should be by `hint`."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_document(path, what).decode("utf-8"))
     except OSError as exc:
         raise InputError(path, f"cannot read {what}: {exc.strerror or exc}") from exc
     except json.JSONDecodeError as exc:

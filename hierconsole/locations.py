@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path, PurePosixPath
 
-from hierconsole.errors import HierconsoleError
+from hierconsole.errors import REASON_CHARS, HierconsoleError, bounded
 
 ENV_HOME = "HIERCONSOLE_HOME"
 DB_NAME = "hierconsole.duckdb"
@@ -39,22 +39,49 @@ def db_path(home: Path) -> Path:
 
 def dataset_dir(home: Path, dataset_id: str) -> Path:
     """The self-contained folder of a registered dataset, which workers load without the store."""
-    return home / "datasets" / dataset_id
+    return home / "datasets" / _component(home, dataset_id, "dataset")
 
 
 def study_dir(home: Path, study_id: str) -> Path:
-    return home / "studies" / study_id
+    return home / "studies" / _component(home, study_id, "study")
 
 
 def report_path(home: Path, ref: str) -> Path:
     """Where the console writes the report of a study or family: HOME/reports/REF.html."""
-    return home / "reports" / f"{ref}.html"
+    return home / "reports" / f"{_component(home, ref, 'report of')}.html"
 
 
 def job_dir(home: Path, job_id: str) -> Path:
     """A job's folder: its spec, events, heartbeat, checkpoints and outputs. Job ids are `<study>/<name>`."""
     study_id, name = job_id.split("/", 1)
-    return study_dir(home, study_id) / "jobs" / name
+    return study_dir(home, study_id) / "jobs" / _component(home, name, "job")
+
+
+def _component(home: Path, name: str, what: str) -> str:
+    """`name` as one folder name under the home, refused when it is not one.
+
+    Names are checked where a user gives them (`hierconsole.names`); this is the second line, for an id
+    that reaches a path some other way (a damaged or crafted store's row, a caller's bug): an empty name,
+    `.`, `..` or one holding a separator would make the path leave its folder, and then the home.
+    """
+    if name in ("", ".", "..") or any(sep in name for sep in ("/", "\\", os.sep, "\0")):
+        raise HierconsoleError(
+            f"{what} {bounded(repr(name), REASON_CHARS)} is no folder name: its path would lead outside the "
+            f"home {home}; refused (a name holds letters, digits and . _ = + - only)"
+        )
+    return name
+
+
+def inside_home(home: Path, path: Path, what: str) -> Path:
+    """`path`, refused unless it lies strictly inside the home once resolved (symlinks and `..` followed):
+    what is about to be deleted or overwritten must never be outside it, whatever a stored row says."""
+    root, real = Path(home).resolve(), Path(path).resolve()
+    if real == root or not real.is_relative_to(root):
+        raise HierconsoleError(
+            f"{what}: its folder {path} is outside the home {home} (it resolves to {real}); refused, nothing "
+            f"was deleted (the store's row was damaged or written by hand)"
+        )
+    return path
 
 
 def relative(home: Path, path: Path) -> str:

@@ -8,6 +8,7 @@ from hierconsole.cli.output import confirmed, output_console, print_grid
 from hierconsole.cli.reading import open_for_reading
 from hierconsole.datasets.splits import HOLDOUT_FRACTION
 from hierconsole.errors import InputError
+from hierconsole.names import check_name
 from hierconsole.present.tables.studies import datasets_grid
 from hierconsole.study import read
 from hierconsole.study.db.catalog import delete_dataset, load_dataset, register_dataset
@@ -97,6 +98,7 @@ def _register(args: argparse.Namespace, fs) -> int:
 
 
 def _import_generic(args: argparse.Namespace) -> int:
+    check_name(args.name, "--name")  # before any file is read or the home is created
     from hierconsole.datasets import import_generic
 
     fs = import_generic(
@@ -111,12 +113,14 @@ def _import_generic(args: argparse.Namespace) -> int:
 
 
 def _import_cub(args: argparse.Namespace) -> int:
+    check_name(args.name, "--name")  # before any file is read or the home is created
     from hierconsole.datasets import import_cub
 
     return _register(args, import_cub(args.root, args.features, args.taxonomy, name=args.name))
 
 
 def _import_nabirds(args: argparse.Namespace) -> int:
+    check_name(args.name, "--name")  # before any file is read or the home is created
     from hierconsole.datasets import import_nabirds
 
     return _register(args, import_nabirds(args.root, args.features, name=args.name))

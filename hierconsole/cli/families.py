@@ -17,6 +17,7 @@ from hierconsole.config import load_preset
 from hierconsole.config.family import sweep_family
 from hierconsole.config.overrides import parse_literal
 from hierconsole.errors import HierconsoleError
+from hierconsole.names import check_name
 from hierconsole.present.tables.families import (
     contrast_grid,
     families_grid,
@@ -209,6 +210,8 @@ def _family_json(family: FamilyRow) -> dict[str, Any]:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    if args.name is not None:
+        check_name(args.name, "--name")
     base = load_preset(args.preset)
     keys = [k for k, _ in args.grid]
     if len(set(keys)) != len(keys):

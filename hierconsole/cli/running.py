@@ -20,6 +20,7 @@ from hierconsole.config.options import MAX_INTEGER
 from hierconsole.config.overrides import AssignmentError, parse_assignment
 from hierconsole.errors import HierconsoleError
 from hierconsole.locations import db_path, resolve_home
+from hierconsole.names import check_name
 from hierconsole.plurals import counted
 from hierconsole.present.tables.split_plan import split_plan_grid
 from hierconsole.present.tables.studies import audits_grid
@@ -352,6 +353,8 @@ def next_steps(store: Store, study_id: str, home_given: bool, console: Console) 
 def cmd_run(args: argparse.Namespace) -> int:
     from hierconsole.config.family import is_family_file
 
+    if args.name is not None:  # a study's or a family's name: checked before anything, dry run or not
+        check_name(args.name, "--name")
     if getattr(args, "dry_run", False):
         return dry_run(args)
     if is_family_file(args.preset):

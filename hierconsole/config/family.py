@@ -31,21 +31,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hierconsole.config.files import presets_dir, read_toml, resolve_preset, resolve_toml
+from hierconsole.config.options import show
 from hierconsole.config.outer_arms import OUTER_TABLES, OuterArms, build_outer, outer_members
 from hierconsole.config.preset import Preset
 from hierconsole.errors import ConfigError, HierconsoleError, NotFoundError
+from hierconsole.names import name_problem
 from hierconsole.vocabulary import ARMS
 
 FAMILY_TABLE = "family"
-MEMBER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]*$")
-"""Member names become part of study ids (folder names) and of `FAMILY:member` references."""
 SHARED_KEYS: tuple[str, ...] = ("training.seeds",)
 """Options every member must share: contrasts pair members by training seed."""
 
@@ -172,8 +171,9 @@ def build_family(
         if members:
             problems.append("give either [members.NAME] or [splits.NAME] (an outer-split family), not both")
         members = outer_members(outer["splits"], outer["configurations"], problems)
-    if not MEMBER_NAME.match(name):
-        problems.append(f"family.name = {name!r}: use letters, digits and . _ = + - (it names studies)")
+    # Member names become part of study names (so of ids and folder names) and of `FAMILY:member` references.
+    if (problem := name_problem(name)) is not None:
+        problems.append(f"family.name = {show(name)}: {problem}")
     if not members and outer is None:
         problems.append("no [members.NAME] table: a family needs at least one member")
     for key in SHARED_KEYS:
@@ -183,8 +183,8 @@ def build_family(
     built: list[Member] = []
     seen: set[str] = set()
     for member, values in members:
-        if not MEMBER_NAME.match(member):
-            problems.append(f"members.{member}: use letters, digits and . _ = + - in member names")
+        if (problem := name_problem(member)) is not None:
+            problems.append(f"members.{show(member)}: {problem}")
             continue
         if member in seen:
             problems.append(f"members.{member}: listed twice")

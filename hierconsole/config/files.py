@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from hierconsole.bounded_input import read_document
 from hierconsole.config.preset import Preset
 from hierconsole.errors import ConfigError, NotFoundError
 from hierconsole.locations import resource_dir
@@ -15,8 +16,8 @@ from hierconsole.locations import resource_dir
 def read_toml(path: Path, what: str = "preset") -> dict[str, Any]:
     """A TOML file's tables; a file that cannot be read or parsed is a ConfigError naming it."""
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        # Within bounds: a device or a huge file is refused at MAX_DOCUMENT_BYTES, not read whole.
+        return tomllib.loads(read_document(path, f"a {what} file").decode())
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:  # tomllib decodes the whole file first: random bytes fail there

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, field
 from typing import Any
 
+from hierconsole.names import NAME_RULE, name_problem
+
 
 class Invalid(Exception):
     """A value that fails its check; the message says what was expected."""
@@ -112,6 +114,18 @@ class Text(Check):
     def __call__(self, value: Any) -> str:
         if not isinstance(value, str) or not value.strip():
             raise Invalid(f"expected {self.expected}")
+        return value
+
+
+class Name(Check):
+    """A name that becomes an id and a folder name (`hierconsole.names`: one rule for every name)."""
+
+    expected = NAME_RULE
+
+    def __call__(self, value: Any) -> str:
+        problem = name_problem(value)
+        if problem is not None:
+            raise Invalid(problem)
         return value
 
 

@@ -16,7 +16,7 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -27,15 +27,16 @@ from hierconsole.config.options import (
     FreeText,
     Invalid,
     ListOf,
+    Name,
     Number,
     Optional,
-    Text,
     option,
     section,
     show,
     toml_type,
 )
 from hierconsole.errors import ConfigError
+from hierconsole.names import name_problem
 from hierconsole.vocabulary import (
     AGGREGATIONS,
     ARMS,
@@ -167,7 +168,7 @@ _FRACTION = Number(gt=0, lt=1)
 
 @dataclass(frozen=True, kw_only=True)
 class StudyConfig:
-    name: str = option(Text(), doc="short study name shown in tables")
+    name: str = option(Name(), doc="short study name shown in tables; it names the study's folder")
     description: str = option(FreeText(), "", doc="one line on what the study is for")
 
 
@@ -470,14 +471,26 @@ class Preset:
         return hashlib.sha256(self.canonical_json().encode("ascii")).hexdigest()
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, source: str | Path = "<dict>") -> Preset:
-        """Validate a TOML-shaped mapping; raise ConfigError listing every problem found."""
+    def from_dict(cls, data: Mapping[str, Any], *, source: str | Path = "<dict>", recorded: bool = False) -> Preset:
+        """Validate a TOML-shaped mapping; raise ConfigError listing every problem found.
+
+        `recorded`: a preset read back from the store or a job spec. Its study.name was checked when the
+        study was created, by the rule of that version; an earlier version took any non-empty name, so
+        such a name is kept as recorded (the study's id and folder exist already), not refused."""
+        kept = None
+        if recorded:
+            study = data.get("study")
+            name = study.get("name") if isinstance(study, Mapping) else None
+            if isinstance(study, Mapping) and isinstance(name, str) and name.strip() and name_problem(name):
+                kept, data = name, {**data, "study": {**study, "name": "recorded"}}
         problems: list[str] = []
         parts = _build(cls, data, "", problems)
         if parts is not None:
             _cross_check(parts, problems)
         if problems or parts is None:
             raise _config_error(source, problems)
+        if kept is not None:
+            parts["study"] = replace(parts["study"], name=kept)
         return cls(**parts, source=str(source))
 
     def with_overrides(

@@ -240,7 +240,7 @@ class JobSpec:
             study_id=d["study_id"],
             kind=JobKind(d["kind"]),
             seed=int(d["seed"]),
-            preset=Preset.from_dict(d["preset"], source=f"{source} (preset)"),
+            preset=Preset.from_dict(d["preset"], source=f"{source} (preset)", recorded=True),
             dataset_dir=d["dataset_dir"],
             dataset_sha256=d.get("dataset_sha256"),
             out_dir=d["out_dir"],

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hierconsole.bounded_input import text_lines
 from hierconsole.datasets.features_io import align_rows, read_features, with_extraction
 from hierconsole.datasets.featureset import FeatureSet, source_hashes
 from hierconsole.errors import InputError
@@ -50,11 +51,15 @@ def read_pair_file(path: Path, columns: tuple[str, str], problems: list[str]) ->
         return PairFile(path, keys, values, lines)
     first: dict[str, int] = {}
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        problems.append(f"{path.name}: cannot read as UTF-8 text: {exc}")
+        # Within bounds: a device or a file without line ends is refused, not read into memory.
+        text = list(text_lines(path, "the list"))
+    except OSError as exc:
+        problems.append(f"{path.name}: cannot read as UTF-8 text: {exc.strerror or exc}")
         return PairFile(path, keys, values, lines)
-    for number, raw in enumerate(text.splitlines(), start=1):
+    except InputError as exc:
+        problems.append(f"{path.name}: {'; '.join(exc.problems)}")
+        return PairFile(path, keys, values, lines)
+    for number, raw in enumerate(text, start=1):
         line = raw.strip()
         if not line:
             continue

@@ -114,21 +114,25 @@ def _read_list(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(ids), tuple(paths)
 
 
-def outside_paths(ids: tuple[str, ...], paths: tuple[str, ...]) -> list[str]:
-    """The listed paths that leave the folder they are relative to: absolute ones, or ones whose `..`
-    climb out of it (read lexically, so a dataset's own symlinks inside the folder stay allowed)."""
+def outside_paths(base: Path, ids: tuple[str, ...], paths: tuple[str, ...]) -> list[str]:
+    """The listed paths that leave `base`, the folder they are relative to: absolute ones, ones whose `..`
+    climb out of it, and ones that lead out once resolved (a symlink in the folder to a file elsewhere).
+    A dataset's own symlinks that stay inside the folder (as resolved) remain allowed."""
+    root = base.resolve()
     out = []
     for key, rel in zip(ids, paths, strict=True):
         norm = os.path.normpath(rel)
         if os.path.isabs(rel) or norm == ".." or norm.startswith(".." + os.sep):
             out.append(f"id {key!r}: {rel!r} is outside the image folder")
+        elif not (real := (base / rel).resolve()).is_relative_to(root):
+            out.append(f"id {key!r}: {rel!r} is outside the image folder (a link to {str(real)!r})")
     return out
 
 
 def check_inside(images: ImageList) -> None:
     """Refuse a list that names files outside its folder (an id,path list can otherwise make the
     extraction open and decode any file the user can read); `--allow-outside-paths` lifts it."""
-    problems = outside_paths(images.ids, images.paths)
+    problems = outside_paths(images.base, images.ids, images.paths)
     if problems:
         raise InputError(
             images.listing if images.listing != "images.txt" else images.root / "images.txt",

@@ -175,17 +175,17 @@ _REFUSED = {
     "cub-images-not-utf8": (
         lambda tmp, cub: _not_utf8(cub / "images.txt"),
         ["--cub", "{cub}", *_TAXONOMY],
-        ["--cub", "images.txt: cannot read as UTF-8", "fix:"],
+        ["--cub", "images.txt: the list is not UTF-8 text (line 1", "fix:"],
     ),
     "nabirds-images-not-utf8": (
         lambda tmp, cub: _not_utf8(_nabirds(tmp) / "images.txt"),
         ["--nabirds", "{tmp}/nab/nabirds", "--weights", "none"],
-        ["--nabirds", "images.txt: cannot read as UTF-8", "fix:"],
+        ["--nabirds", "images.txt: the list is not UTF-8 text (line 1", "fix:"],
     ),
     "nabirds-hierarchy-not-utf8": (
         lambda tmp, cub: (_nabirds(tmp) / "hierarchy.txt").write_bytes(b"1 \xff\n"),
         ["--nabirds", "{tmp}/nab/nabirds", "--weights", "none"],
-        ["--nabirds", "hierarchy.txt: cannot read as UTF-8", "fix:"],
+        ["--nabirds", "hierarchy.txt: the list is not UTF-8 text (line 1", "fix:"],
     ),
     "cub-lists-no-images": (
         lambda tmp, cub: (cub / "images.txt").write_text(""),

@@ -334,8 +334,10 @@ def test_bad_value_names_file_key_value_and_allowed(
         ("c = 1.0", "c = 0.0", "geometry.poincare.c", ["0.0", "a number > 0"]),
         ("n_query = 10", "n_query = 10\npca_whiten = 1", "evaluation.pca_whiten", ["1", "true or false"]),
         ("n_query = 10", 'n_query = 10\nbaselines = ["hiers"]', "evaluation.baselines", ["'frozen', 'pca', 'hier'"]),
-        ('name = "t"', "name = 3", "study.name", ["3", "a non-empty string"]),
-        ('name = "t"', 'name = "  "', "study.name", ["a non-empty string"]),
+        ('name = "t"', "name = 3", "study.name", ["3", "expected a string: letters, digits and . _ = + - only"]),
+        ('name = "t"', 'name = "  "', "study.name", ["not a usable name", "starting with a letter or digit"]),
+        ('name = "t"', 'name = "../t"', "study.name", ["../t", "not a usable name (it names folders in the home)"]),
+        ('name = "t"', f'name = "{"t" * 101}"', "study.name", ["is 101 characters long", "at most 100 characters"]),
         (
             'dataset = "synthetic:demo"',
             'dataset = "synthetic:huge"',
@@ -358,7 +360,7 @@ def test_bad_value_in_required_key(
 @pytest.mark.parametrize(
     ("line", "key", "expected"),
     [
-        ('name = "t"', "study.name", "a non-empty string"),
+        ('name = "t"', "study.name", "letters, digits and . _ = + - only"),
         ('dataset = "synthetic:demo"', "data.dataset", "'synthetic:demo'"),
         ("n_query = 10", "evaluation.n_query", "an integer >= 1"),
         ("r = 0.4", "geometry.poincare.r", "a number > 0"),

@@ -1,12 +1,14 @@
-"""Hostile and damaged inputs to `extract` and the CSV readers, as a fault probe met them: a decompression
-bomb, list paths outside the image folder, a killed extraction's decoding workers, an oversized CSV field,
-a header of a million columns and a weights file that carries code. Each is one clear line (exit 2) or a
-listed, skipped image, and nothing leaks."""
+"""Hostile and damaged inputs to `extract` and the file readers, as a fault probe met them: a decompression
+bomb, list paths (and symlinks) outside the image folder, a killed extraction's decoding workers, an
+oversized CSV field, a header of a million columns, a weights file that carries code, and `/dev/zero` or a
+line with no end given to each reader of a user's file. Each is one clear line (exit 2) or a listed,
+skipped image, and nothing leaks."""
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import struct
 import subprocess
@@ -18,7 +20,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from hierconsole.bounded_input import MAX_DOCUMENT_BYTES, MAX_LINE_BYTES
 from tests.extraction.conftest import TINY
+from tests.generic_files import write_generic
 from tests.reliability.conftest import cli_argv, one_line_error, wait_for
 
 pytestmark = pytest.mark.slow  # the CLI in subprocesses
@@ -172,7 +176,13 @@ def test_an_oversized_csv_field_is_named_as_such(tmp_path):
 def test_a_million_column_header_is_refused_in_a_bounded_line(tmp_path):
     root = _folder(tmp_path, 1)
     listing = tmp_path / "list.csv"
+    # Its 6.9 MB are past the bound of a line: refused as such, before any column is looked at.
     listing.write_text(",".join(f"c{i}" for i in range(1_000_000)) + "\n")
+    done = _extract(tmp_path, "folder", str(root), "--list", str(listing), "-o", str(tmp_path / "f.npz"), *TINY_FLAGS)
+    text = one_line_error(done)
+    assert "line 1 is longer than 1 MiB" in text and len(done.stderr) < 3_000
+    # A header of 100,000 columns fits a line: its columns are checked, and the message quotes it cut short.
+    listing.write_text(",".join(f"c{i}" for i in range(100_000)) + "\n")
     done = _extract(tmp_path, "folder", str(root), "--list", str(listing), "-o", str(tmp_path / "f.npz"), *TINY_FLAGS)
     text = one_line_error(done)
     assert "the header must name the columns id and path" in text
@@ -193,3 +203,136 @@ def test_weights_that_carry_code_are_refused_without_torchs_unsafe_advice(tmp_pa
     text = one_line_error(done)
     assert "refused unread" in text and "state dict" in text
     assert "weights_only" not in text and "this would have run" not in done.stdout + done.stderr
+
+
+def test_a_symlink_in_the_image_folder_to_a_file_outside_is_refused(tmp_path):
+    """The outside-paths rule holds for where a path leads, not only for how it is written: a symlink in
+    the folder to a file outside it is refused as `../` is, whether the folder is walked or listed."""
+    root = _folder(tmp_path, 2)
+    secret = tmp_path / "secret.png"
+    Image.fromarray(np.zeros((30, 40, 3), dtype=np.uint8)).save(secret)
+    (root / "link.png").symlink_to(secret)
+    (root / "inside.png").symlink_to(root / "bird_0.png")  # a dataset's own link inside stays allowed
+    out = tmp_path / "features.npz"
+    listing = tmp_path / "list.csv"
+    listing.write_text("id,path\nok,bird_0.png\nin,inside.png\nlink,link.png\n")
+    for how in ([], ["--list", str(listing)]):
+        done = _extract(tmp_path, "folder", str(root), *how, "-o", str(out), *TINY_FLAGS, *_model(tmp_path))
+        text = one_line_error(done)
+        assert "'link.png' is outside the image folder" in text and "--allow-outside-paths" in text, text
+        assert "inside.png" not in text and "bird_0" not in text, text
+        assert not out.exists()
+    # Asked for, it is read where it leads.
+    done = _extract(tmp_path, "folder", str(root), "-o", str(out), *TINY_FLAGS, *_model(tmp_path), "--allow-outside-paths")
+    assert done.returncode == 0, done.stdout + done.stderr
+    with np.load(out) as z:
+        assert "link.png" in set(map(str, z["ids"]))
+
+
+# -- a file with no end: /dev/zero, or one line of 50 MB ---------------------------------------------------
+
+MEMORY_CAP = 3 << 30
+"""Address space a refused command may take: torch's import needs well under 1 GiB of it here; a reader
+that held an endless line whole would pass the cap and fail the test rather than eat the machine."""
+ENDLESS = 50_000_000
+
+
+def _capped() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+
+
+def _endless(path: Path, first: bytes = b"") -> Path:
+    """`first`, then 50 MB without a line end."""
+    with path.open("wb") as fh:
+        fh.write(first)
+        block = b"x" * (1 << 20)
+        for _ in range(ENDLESS // len(block)):
+            fh.write(block)
+    return path
+
+
+def _files(tmp: Path) -> dict[str, Path]:
+    """Valid inputs of every reader, so that only the one under test is bad."""
+    generic = write_generic(tmp / "generic")
+    classes = tmp / "classes.txt"
+    classes.write_text("1 001.Black_footed_Albatross\n")
+    checklist = tmp / "checklist.csv"
+    checklist.write_text(
+        "category,English name,scientific name,family\n"
+        "species,Black-footed Albatross,Phoebastria nigripes,Diomedeidae (Albatrosses)\n"
+    )
+    folder = tmp / "images"
+    folder.mkdir()
+    Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)).save(folder / "a.png")
+    model = tmp / "model.json"
+    model.write_text(json.dumps(TINY))
+    return {
+        "features": generic.features, "labels": generic.labels, "taxonomy": generic.taxonomy,
+        "classes": classes, "checklist": checklist, "folder": folder, "model": model,
+    }  # fmt: skip
+
+
+def _generic(f: dict[str, Path], **bad: Path) -> list[str]:
+    g = {**f, **bad}
+    return ["import", "generic", str(g["features"]), str(g["labels"]), str(g["taxonomy"]), "--name", "x"]
+
+
+def _build_cub(f: dict[str, Path], tmp: Path, **bad: Path) -> list[str]:
+    g = {**f, **bad}
+    extra = ["--aliases", str(g["aliases"])] if "aliases" in g else []
+    return ["taxonomy", "build-cub", str(g["classes"]), str(g["checklist"]), "-o", str(tmp / "tax.csv"), *extra]
+
+
+# Each reader: (the command, given the valid files, the temp folder and the bad file; what it is called).
+READERS = {
+    "labels-csv": (lambda f, tmp, bad: _generic(f, labels=bad), "line of the labels CSV"),
+    "taxonomy-csv": (lambda f, tmp, bad: _generic(f, taxonomy=bad), "line of the taxonomy CSV"),
+    "image-list": (
+        lambda f, tmp, bad: ["extract", "folder", str(f["folder"]), "--list", str(bad), "-o", str(tmp / "o.npz"), *TINY_FLAGS],
+        "line of the image list",
+    ),
+    "cub-list": (lambda f, tmp, bad: _build_cub(f, tmp, classes=bad), "line of the list"),
+    "checklist-csv": (lambda f, tmp, bad: _build_cub(f, tmp, checklist=bad), "line of the checklist"),
+    "per-seed-csv": (lambda f, tmp, bad: ["effects", "--from-csv", str(bad)], "line of the per-seed CSV"),
+    "aliases-json": (lambda f, tmp, bad: _build_cub(f, tmp, aliases=bad), "an aliases JSON file"),
+    "model-json": (
+        lambda f, tmp, bad: ["extract", "folder", str(f["folder"]), "-o", str(tmp / "o.npz"), "--model", str(bad), *TINY_FLAGS],
+        "a model config",
+    ),
+    # `run` reads its file once to learn whether it is a family: that read meets the bound for both.
+    "preset-toml": (lambda f, tmp, bad: ["run", str(bad), "--dry-run"], "a preset or family file"),
+    "family-toml": (lambda f, tmp, bad: ["run", str(bad), "--dry-run"], "a preset or family file"),
+}
+WHOLE = {"aliases-json", "model-json", "preset-toml", "family-toml"}
+"""Readers of a file read whole (JSON, TOML): bounded by size, not by line."""
+NO_DEVICES = {"cub-list", "preset-toml", "family-toml"}
+"""Readers that take regular files only: a device is refused as no such file, unread."""
+
+
+@pytest.mark.parametrize("source", ["dev-zero", "endless-line"])
+@pytest.mark.parametrize("reader", READERS)
+def test_a_file_without_end_is_refused_in_bounded_memory(tmp_path, reader, source):
+    command, what = READERS[reader]
+    files = _files(tmp_path)
+    suffix = ".json" if reader.endswith("json") else ".toml" if reader.endswith("toml") else ".csv"
+    bad = tmp_path / f"bad{suffix}"
+    if source == "dev-zero":
+        bad.symlink_to("/dev/zero")  # a name the reader accepts (.json, .csv) for the device
+    else:
+        # A family's first line makes it one (a [family] table), so that its reader is the one that meets the rest.
+        _endless(bad, b"[family]\n#" if reader == "family-toml" else b"#" if reader == "preset-toml" else b"")
+    home = tmp_path / "home"
+    home.mkdir()
+    done = subprocess.run(
+        cli_argv(home, *command(files, tmp_path, bad)),
+        capture_output=True, text=True, timeout=300, preexec_fn=_capped,
+    )  # fmt: skip
+    text = one_line_error(done)
+    assert "bad" + suffix in text, text
+    if source == "dev-zero" and reader in NO_DEVICES:
+        assert "missing" in text or "not found" in text, text
+    elif reader in WHOLE:
+        assert f"larger than {MAX_DOCUMENT_BYTES >> 20} MiB, the most {what} may be" in text, text
+    else:
+        assert f"line 1 is longer than {MAX_LINE_BYTES >> 20} MiB, the most a {what} may hold" in text, text
+    assert len(done.stderr) < 2_000, done.stderr

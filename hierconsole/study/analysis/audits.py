@@ -128,7 +128,7 @@ def _preset(store: Store, study_id: str) -> dict[str, Any]:
 
 
 def _registered(store: Store, study_id: str) -> Preset:
-    return Preset.from_dict(_preset(store, study_id), source=f"study {study_id}")
+    return Preset.from_dict(_preset(store, study_id), source=f"study {study_id}", recorded=True)
 
 
 def _split_path(store: Store, study_id: str, role: str) -> str:

@@ -8,7 +8,6 @@ name the folder relative to the home (`locations`), so a home can move.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,11 +17,10 @@ import numpy as np
 from hierconsole.datasets import SPLIT_NAMES, FeatureSet
 from hierconsole.datasets.synthetic import BUILT_IN
 from hierconsole.errors import HierconsoleError, NotFoundError
-from hierconsole.locations import dataset_dir, relative, resolve
+from hierconsole.locations import dataset_dir, inside_home, relative, resolve
+from hierconsole.names import check_name
 from hierconsole.study.db.storage import Store
 from hierconsole.vocabulary import SYNTHETIC_PREFIX
-
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 @dataclass(frozen=True)
@@ -44,12 +42,8 @@ class DatasetInfo:
 
 
 def check_dataset_id(dataset_id: str) -> str:
-    if not _ID_RE.match(dataset_id):
-        raise HierconsoleError(
-            f"dataset name {dataset_id!r} is not usable: use 1-64 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit (pass --name NAME)"
-        )
-    return dataset_id
+    """The rule of every name; the CLI checks `--name` before reading any file, this catches the rest."""
+    return check_name(dataset_id, "dataset name")
 
 
 def register_dataset(store: Store, fs: FeatureSet, *, replace: bool = False) -> DatasetInfo:
@@ -176,13 +170,14 @@ def delete_dataset(store: Store, dataset_id: str) -> None:
     """Remove a dataset's rows and folder; refused while any study uses it (its runs depend on the data)."""
     info = get_dataset(store, dataset_id)
     _refuse_if_used(store, dataset_id, "delete")
+    folder = inside_home(store.home, info.artifact_dir, f"dataset {dataset_id}")
 
     def delete(con) -> None:
         con.execute("DELETE FROM taxonomy_nodes WHERE dataset_id = ?", [dataset_id])
         con.execute("DELETE FROM datasets WHERE dataset_id = ?", [dataset_id])
 
     store.write(delete)
-    shutil.rmtree(info.artifact_dir, ignore_errors=True)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def registered_dataset(store: Store, ref: str) -> str:

@@ -40,7 +40,7 @@ def get_study(store: Store, study_id: str) -> StudyInfo:
         name=r["name"],
         dataset_id=r["dataset_id"],
         phase=Phase(r["phase"]),
-        preset=Preset.from_dict(json.loads(r["preset"]), source=f"study {study_id}"),
+        preset=Preset.from_dict(json.loads(r["preset"]), source=f"study {study_id}", recorded=True),
         preset_sha256=r["preset_sha256"],
         temperatures=json.loads(r["temperatures"]) if r["temperatures"] else None,
         locked_at=r["locked_at"],

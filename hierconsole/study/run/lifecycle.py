@@ -23,7 +23,7 @@ from hierconsole.contract.jobspec import CellSpec, JobSpec
 from hierconsole.datasets import FeatureSet
 from hierconsole.datasets.splits import Split, strict_valid_counts
 from hierconsole.errors import HierconsoleError, SealError
-from hierconsole.locations import job_dir, relative, resolve, study_dir
+from hierconsole.locations import inside_home, job_dir, relative, resolve, study_dir
 from hierconsole.study.analysis.audits import run_audits
 from hierconsole.study.analysis.durations import Duration, arm_durations, stored_durations
 from hierconsole.study.analysis.lock import lock_digest
@@ -378,8 +378,10 @@ def seal_for_scoring(store: Store, study_id: str, *, rescore: Aggregation | None
 
 
 def delete_study(store: Store, study_id: str) -> None:
-    """Remove a study's rows and artifacts. Refused while any of its jobs is queued or running."""
+    """Remove a study's rows and artifacts. Refused while any of its jobs is queued or running, and when
+    its folder would be outside the home (a crafted or damaged row), before any row is deleted."""
     get_study(store, study_id)
+    folder = inside_home(store.home, study_dir(store.home, study_id), f"study {study_id}")
     active = store.value(
         f"SELECT count(*) FROM jobs WHERE study_id = ? AND state IN ({sql_list(ACTIVE_STATES)})", [study_id]
     )
@@ -401,4 +403,4 @@ def delete_study(store: Store, study_id: str) -> None:
             con.execute(f"DELETE FROM {table} WHERE study_id = ?", [study_id])
 
     store.write(delete)
-    shutil.rmtree(study_dir(store.home, study_id), ignore_errors=True)
+    shutil.rmtree(folder, ignore_errors=True)
