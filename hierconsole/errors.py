@@ -83,6 +83,12 @@ class StoreBusyError(HierconsoleError):
 class StoreDamagedError(HierconsoleError):
     """The store file is truncated, garbled, not a hierconsole store, or of an unknown version."""
 
+    def __init__(self, message: str, reason: str | None = None):
+        super().__init__(message)
+        self.reason = reason or message
+        """What is wrong with the file, without the way back (the note of a repair that skips a damaged
+        backup quotes it: the way back the message gives is that very repair)."""
+
 
 class StoreReadOnlyError(HierconsoleError):
     """A command that writes was pointed at a store it may not write (a read-only home)."""

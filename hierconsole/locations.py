@@ -46,6 +46,15 @@ def study_dir(home: Path, study_id: str) -> Path:
     return home / "studies" / _component(home, study_id, "study")
 
 
+STUDY_RECORD = "study.json"
+
+
+def study_record(home: Path, study_id: str) -> Path:
+    """The rows a study's creation inserted and its first jobs (`lifecycle.create_study`), which a rebuild
+    from a backup taken before the study re-inserts (`doctor --repair`)."""
+    return study_dir(home, study_id) / STUDY_RECORD
+
+
 def report_path(home: Path, ref: str) -> Path:
     """Where the console writes the report of a study or family: HOME/reports/REF.html."""
     return home / "reports" / f"{_component(home, ref, 'report of')}.html"

@@ -1,6 +1,8 @@
 """`doctor` checks a home's store and `doctor --repair` rebuilds a damaged one (truncated, garbled in the
 middle, deleted) from the newest backup and the job folders: the rebuilt store's exports equal the
-originals row for row, and `resume` finishes a half-finished study bit-identical to an uninterrupted run."""
+originals row for row, and `resume` finishes a half-finished study bit-identical to an uninterrupted run.
+A study created after that backup is rebuilt from its record; a damaged newest backup is skipped for an
+older one; a repair refuses while a run holds the store and leaves a sound store alone unless forced."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from hierconsole.datasets import FeatureSet
 from hierconsole.study.db import backups
 from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import HEADER_BYTES, Store
-from tests.reliability.conftest import TINY_RUN, cli, cli_argv, one_line_error, wait_for
+from tests.reliability.conftest import TINY_RUN, cli, cli_argv, one_line_error, tree_digest, wait_for
 
 pytestmark = pytest.mark.slow  # studies in subprocesses
 
@@ -169,6 +171,8 @@ def test_repair_from_the_lock_backup_replays_the_evaluation_and_audits(studied, 
     with Store(home, path=kept, read_only=True) as store:  # the lock's copy: nothing scored yet
         assert store.value("SELECT count(*) FROM metrics") == 0
     _delete(home / "hierconsole.duckdb")
+    for record in home.glob("studies/half-*/study.json"):
+        record.unlink()  # as an older hierconsole left it: no record of the half study's creation
     repaired = cli(home, "doctor", "--repair", timeout=600)
     # Rebuilt; the check after it names the lost study's job folder (no job row) as a problem.
     assert repaired.returncode == 1 and "rebuilt" in repaired.stdout, repaired.stdout + repaired.stderr
@@ -216,3 +220,122 @@ def test_repair_without_a_backup_is_one_line(studied, tmp_path):
     _truncate(home / "hierconsole.duckdb")
     text = one_line_error(cli(home, "doctor", "--repair"))
     assert "no readable backup" in text and "untouched" in text
+
+
+# -- issue 39: a repair that refuses a held store, leaves a healthy one alone, keeps every study with event
+# logs in the home, and falls back past a damaged newest backup.
+
+LONG = [*TINY_RUN, "--epochs", "40", "--seeds", "42", "--set", "study.name='long'"]
+
+
+def _aside_files(home: Path) -> list[Path]:
+    """What a repair leaves beside the store: the damaged file moved aside, a rebuild under way."""
+    return sorted([*home.glob("hierconsole.damaged-*"), *home.glob(".hierconsole.rebuilding-*")])
+
+
+def test_repair_refuses_while_a_run_holds_the_store(tmp_path, tiny_fs):
+    home = _new_home(tmp_path / "home", tiny_fs)
+    store = home / "hierconsole.duckdb"
+    run = subprocess.Popen(cli_argv(home, *LONG), env=OFTEN, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Training: the run holds the store (and has taken backups, which the old repair rebuilt from).
+        wait_for(lambda: any(home.glob("studies/long-*/jobs/*/checkpoints/ckpt-*.pt")), timeout=300, what="a checkpoint")
+        assert run.poll() is None, "the run ended before the repair could be tried; lengthen LONG"
+        inode = store.stat().st_ino
+        text = one_line_error(cli(home, "doctor", "--repair", timeout=600))
+        assert f"PID {run.pid}" in text and "nothing was changed" in text, text
+        assert store.stat().st_ino == inode and not _aside_files(home)
+        out, err = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, err
+    (study,) = _studies(home)
+    assert study in out
+    exports = _exports(home, tmp_path / "exports")  # its runs, metrics and audits read
+    assert all(text.strip() for text in exports.values()), exports
+
+
+def test_repair_leaves_a_healthy_store_alone(studied, tmp_path):
+    home = tmp_path / "home"
+    shutil.copytree(studied, home)
+    before = tree_digest(home)
+    done = cli(home, "doctor", "--repair", timeout=600)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    said = " ".join(done.stdout.split())
+    assert len(done.stdout.strip().splitlines()) == 1 and "healthy" in said and "nothing" in said, done.stdout
+    assert tree_digest(home) == before and not _aside_files(home)
+
+
+def test_forced_repair_says_first_what_it_drops(studied, tmp_path):
+    home = tmp_path / "home"
+    shutil.copytree(studied, home)
+    half = _studies(home)[1]
+    _keep_only_the_earliest_with(home, 1)  # taken before the half study was created
+    (home / "studies" / half / "study.json").unlink(missing_ok=True)  # as an older hierconsole left its folder
+    done = cli(home, "doctor", "--repair", "--force", timeout=600)
+    assert "Traceback" not in done.stdout + done.stderr, done.stderr
+    said = " ".join(done.stdout.split())
+    assert "drop" in said and half in said and "rebuilt" in said, done.stdout + done.stderr
+    assert said.index(half) < said.index(f"rebuilt {home}"), said  # said before it was done
+    assert _studies(home) == [s for s in _studies(aside_store(home)) if s != half]
+
+
+def aside_store(home: Path) -> Path:
+    """A home holding only the store a forced repair kept aside (healthy, it was replaced all the same)."""
+    (aside,) = home.glob("hierconsole.damaged-*.duckdb")
+    other = home.parent / "aside"
+    other.mkdir()
+    shutil.copyfile(aside, other / "hierconsole.duckdb")
+    return other
+
+
+def test_a_study_created_after_the_newest_backup_survives_a_repair(studied, tmp_path):
+    home = tmp_path / "home"
+    shutil.copytree(studied, home)
+    original = _exports(home, tmp_path / "before")
+    _keep_only_the_earliest_with(home, 1)  # the lock's copy of the finished study: no half study in it
+    _delete(home / "hierconsole.duckdb")
+    repaired = cli(home, "doctor", "--repair", timeout=600)
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert "not in the rebuilt store" not in " ".join(repaired.stdout.split())
+    after = _exports(home, tmp_path / "after")
+    assert after == original, _differing_lines(after, original)
+
+
+def _garble_last_block(path: Path) -> None:
+    """Garble the file's last block (the catalog's and free list's): a read-only open reads every table
+    of it, and only an open for writing (the rebuild's) meets the damage."""
+    data = bytearray(path.read_bytes())
+    with duckdb.connect(str(path), read_only=True) as con:
+        size = con.execute("SELECT block_size FROM pragma_database_size()").fetchone()[0]
+    start = len(data) - size
+    data[start + 8 :] = os.urandom(size - 8)
+    path.write_bytes(bytes(data))
+
+
+def _garble_header(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[4096 : 3 * 4096] = os.urandom(2 * 4096)
+    path.write_bytes(bytes(data))
+
+
+BACKUP_DAMAGES = {"garbled": _garble, "last block garbled": _garble_last_block, "header garbled": _garble_header, "truncated": _truncate}
+
+
+@pytest.mark.parametrize("damage", BACKUP_DAMAGES)
+def test_repair_falls_back_past_a_damaged_newest_backup(studied, tmp_path, damage):
+    home = tmp_path / "home"
+    shutil.copytree(studied, home)
+    original = _exports(home, tmp_path / "before")
+    _delete(home / "hierconsole.duckdb")
+    *_, older, newest = backups.listed(home)
+    BACKUP_DAMAGES[damage](newest)
+    repaired = cli(home, "doctor", "--repair", timeout=600)
+    assert "Traceback" not in repaired.stdout + repaired.stderr, repaired.stderr
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    said = " ".join(repaired.stdout.split())
+    assert said.count(newest.name) == 1 and "skipped" in said, said  # one note names it
+    assert f"from the backup {older}" in said, said
+    after = _exports(home, tmp_path / "after")
+    assert after == original, _differing_lines(after, original)

@@ -11,6 +11,7 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,6 +22,9 @@ from hierconsole.locations import dataset_dir, inside_home, relative, resolve
 from hierconsole.names import check_name
 from hierconsole.study.db.storage import Store
 from hierconsole.vocabulary import SYNTHETIC_PREFIX
+
+if TYPE_CHECKING:
+    import duckdb  # write callbacks are handed a connection by Store.write
 
 
 @dataclass(frozen=True)
@@ -64,42 +68,8 @@ def register_dataset(store: Store, fs: FeatureSet, *, replace: bool = False) -> 
     if staging.exists():
         shutil.rmtree(staging)
     fs.save(staging)
-    tax = fs.taxonomy
-    counts = np.bincount(fs.split, minlength=len(SPLIT_NAMES))
-
-    def insert(con) -> None:
-        con.execute("DELETE FROM datasets WHERE dataset_id = ?", [dataset_id])
-        con.execute("DELETE FROM taxonomy_nodes WHERE dataset_id = ?", [dataset_id])
-        con.execute(
-            "INSERT INTO datasets (dataset_id, kind, n_samples, dim, n_leaf, n_middle, n_high, n_train, "
-            "n_val, n_test, level_names, sha256, taxonomy_sha256, artifact_dir, sources, params) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                dataset_id,
-                fs.kind,
-                int(fs.features.shape[0]),
-                int(fs.dim),
-                len(tax.leaves),
-                len(tax.middles),
-                len(tax.highs),
-                int(counts[SPLIT_NAMES.index("train")]),
-                int(counts[SPLIT_NAMES.index("val")]),
-                int(counts[SPLIT_NAMES.index("test")]),
-                list(tax.level_names),
-                fs.sha256(),
-                tax.sha256(),
-                relative(store.home, target),
-                json.dumps(fs.sources, sort_keys=True),
-                json.dumps(fs.params, sort_keys=True, default=str),
-            ],
-        )
-        con.executemany(
-            "INSERT INTO taxonomy_nodes VALUES (?, ?, ?, ?, ?)",
-            [(dataset_id, i, leaf, mid, high) for i, (leaf, mid, high) in enumerate(tax.rows())],
-        )
-
     try:
-        store.write(insert)
+        store.write(lambda con: _insert_rows(con, store.home, fs, target))
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -108,6 +78,52 @@ def register_dataset(store: Store, fs: FeatureSet, *, replace: bool = False) -> 
         shutil.rmtree(target)
     staging.rename(target)
     return get_dataset(store, dataset_id)
+
+
+def _insert_rows(con: duckdb.DuckDBPyConnection, home: Path, fs: FeatureSet, target: Path) -> None:
+    """The dataset's rows (replacing any of the same name), naming its folder `target`."""
+    dataset_id = fs.name
+    tax = fs.taxonomy
+    counts = np.bincount(fs.split, minlength=len(SPLIT_NAMES))
+    con.execute("DELETE FROM datasets WHERE dataset_id = ?", [dataset_id])
+    con.execute("DELETE FROM taxonomy_nodes WHERE dataset_id = ?", [dataset_id])
+    con.execute(
+        "INSERT INTO datasets (dataset_id, kind, n_samples, dim, n_leaf, n_middle, n_high, n_train, "
+        "n_val, n_test, level_names, sha256, taxonomy_sha256, artifact_dir, sources, params) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            dataset_id,
+            fs.kind,
+            int(fs.features.shape[0]),
+            int(fs.dim),
+            len(tax.leaves),
+            len(tax.middles),
+            len(tax.highs),
+            int(counts[SPLIT_NAMES.index("train")]),
+            int(counts[SPLIT_NAMES.index("val")]),
+            int(counts[SPLIT_NAMES.index("test")]),
+            list(tax.level_names),
+            fs.sha256(),
+            tax.sha256(),
+            relative(home, target),
+            json.dumps(fs.sources, sort_keys=True),
+            json.dumps(fs.params, sort_keys=True, default=str),
+        ],
+    )
+    con.executemany(
+        "INSERT INTO taxonomy_nodes VALUES (?, ?, ?, ?, ?)",
+        [(dataset_id, i, leaf, mid, high) for i, (leaf, mid, high) in enumerate(tax.rows())],
+    )
+
+
+def restore_dataset(store: Store, folder: Path) -> str:
+    """Record a dataset folder the store has no rows for (`doctor --repair` rebuilding from a backup taken
+    before its registration): the folder is self-contained, so its rows are what the registration wrote
+    (but the time). Its id."""
+    fs = FeatureSet.load(folder)
+    check_dataset_id(fs.name)
+    store.write(lambda con: _insert_rows(con, store.home, fs, folder))
+    return fs.name
 
 
 def _info(home: Path, row: dict) -> DatasetInfo:

@@ -20,7 +20,7 @@ import logging
 import queue
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -94,6 +94,28 @@ def _is_lock_error(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()
 
 
+@contextlib.contextmanager
+def kept_from_writers(home: Path, why: str) -> Iterator[None]:
+    """While inside, no other process can open the home's store for writing: the file is held open
+    read-only, whose shared lock a writer's open is refused by (it says so, naming this process). Raises
+    StoreBusyError, naming the holder and `why` it matters, when a process holds the store already. A
+    file that is missing, or too damaged to open, is held by nobody (nor kept: there is nothing to keep)."""
+    path = db_path(home)
+    con = None
+    if path.exists():
+        try:
+            con = duckdb.connect(str(path), read_only=True)
+        except duckdb.Error as exc:
+            if _is_lock_error(exc):
+                raise StoreBusyError(f"the store {path} is in use by {_holder(exc)}: {why}") from None
+    try:
+        yield
+    finally:
+        if con is not None:
+            with contextlib.suppress(duckdb.Error):
+                con.close()
+
+
 def _reason(exc: BaseException) -> str:
     """The first line of a DuckDB error, without its category prefix; for an "invalidated" database,
     the original error that invalidated it (e.g. the full disk), which is what the user can fix."""
@@ -107,7 +129,8 @@ def _damaged_error(path: Path, exc: BaseException) -> StoreDamagedError:
     reason = _reason(exc)
     return StoreDamagedError(
         f"the store {path} cannot be opened: {reason}. It is damaged or not a hierconsole store: "
-        f"{recovery_advice(path.parent)}, or move it aside and use another --home DIR; nothing was changed."
+        f"{recovery_advice(path.parent)}, or move it aside and use another --home DIR; nothing was changed.",
+        reason=f"it cannot be opened ({reason})",
     )
 
 
@@ -136,7 +159,8 @@ def damaged_while_reading(path: Path, exc: BaseException, home: Path | None = No
     """A read that met a damaged part of the store: nothing partial is shown, the whole command stops."""
     return StoreDamagedError(
         f"the store {path} is damaged ({_reason(exc)}), so nothing read from it can be trusted to be "
-        f"complete: {recovery_advice(home or path.parent)}; nothing was changed."
+        f"complete: {recovery_advice(home or path.parent)}; nothing was changed.",
+        reason=f"it is damaged ({_reason(exc)})",
     )
 
 
@@ -167,7 +191,8 @@ def check_complete(con: duckdb.DuckDBPyConnection, path: Path, home: Path | None
         raise StoreDamagedError(
             f"the store {path} is truncated: its tables use {needed} bytes and the file holds {held}, so "
             f"nothing read from it can be trusted to be complete: {recovery_advice(home or path.parent)}; "
-            f"nothing was changed."
+            f"nothing was changed.",
+            reason=f"it is truncated (its tables use {needed} bytes, the file holds {held})",
         )
 
 

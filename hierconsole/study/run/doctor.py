@@ -4,12 +4,18 @@ The checks read the store in full (every table), compare it with what the job fo
 log's events against the events stored for its job, each checkpoint against its SHA256 sidecar, each job
 folder against a job row) and name the jobs left running with no orchestrator (orphaned).
 
-The rebuild starts from the newest backup (`db.backups`), the last consistent state, and brings it up to
-date from the job folders with the orchestrator's own start-up recovery (`Orchestrator.recover`): every
-job the backup shows unfinished, whose folder has a log, is replayed through `ingest` exactly as a
-restarted orchestrator would replay it, takes the state its last event says, and moves its study on
-(`advance`, which creates the next phase's jobs, lock and audits as the original run did); repeated until
-nothing moves. It is written to a new file; the damaged store is kept aside, never overwritten.
+A repair refuses while another process holds the store (it would go on writing the file replaced under
+it), and leaves a store whose file checks sound alone unless forced (a rebuild could only lose what the
+backup lacks; a forced one says first what that is). The rebuild starts from the newest backup
+(`db.backups`) that reads in full and replays (older ones are tried past a damaged one), the last
+consistent state; re-inserts what the home records and the backup lacks (a dataset registered after it,
+from its self-contained folder; a study created after it, from the record its creation wrote beside its
+splits, with its first jobs); and brings it up to date from the job folders with the orchestrator's own
+start-up recovery (`Orchestrator.recover`): every job the backup shows unfinished, whose folder has a log,
+is replayed through `ingest` exactly as a restarted orchestrator would replay it, takes the state its last
+event says, and moves its study on (`advance`, which creates the next phase's jobs, lock and audits as the
+original run did); repeated until nothing moves. It is written to a new file; the damaged store is kept
+aside, never overwritten.
 """
 
 from __future__ import annotations
@@ -17,18 +23,20 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from hierconsole.contract import events as ev
 from hierconsole.contract import layout
-from hierconsole.contract.durable import recorded_hash
+from hierconsole.contract.durable import fsync_dir, recorded_hash
 from hierconsole.contract.liveness import pid_alive
 from hierconsole.errors import HierconsoleError, StoreDamagedError
 from hierconsole.locations import db_path, job_dir
 from hierconsole.study.db import backups
-from hierconsole.study.db.storage import SCHEMA_VERSION, Store
+from hierconsole.study.db.catalog import restore_dataset
+from hierconsole.study.db.storage import SCHEMA_VERSION, Store, kept_from_writers
 from hierconsole.vocabulary import JobState, Phase
 
 OK = "ok"
@@ -166,59 +174,195 @@ def _folder_checks(report: Report, folders: dict[str, Path]) -> None:
     report.add("job folders", True, f"{len(folders)} (their event logs are what a repair replays)")
 
 
+STORE_CHECKS = ("store opens", "schema version", "every table readable")
+"""The checks of the store file itself; the others compare it with the job folders. A repair rebuilds
+only a store one of these finds damaged (or a missing one): a rebuild of a sound store would only lose
+what its backup lacks."""
+
+
+def store_damage(home: Path) -> str | None:
+    """What is wrong with the store file, or None when it opens, has this version's schema and every
+    table reads in full."""
+    if not db_path(home).exists():
+        return f"the store {db_path(home)} is missing"
+    problems = [
+        f"{f.check}: {f.detail}"
+        for f in examine(home).findings
+        if f.check in STORE_CHECKS and f.status == PROBLEM
+    ]
+    return "; ".join(problems) or None
+
+
+@dataclass(frozen=True)
+class Untouched:
+    """A repair that found the store sound and did nothing."""
+
+    store: Path
+
+
+@dataclass(frozen=True)
+class Rebuild:
+    """A rebuilt store, not yet in place: what it was built from and what it lacks."""
+
+    backup: Path
+    skipped: list[str]
+    """One note per newer backup passed over (damaged, or failing in the replay), naming it and why."""
+    replayed: int
+    """Jobs brought up to date from their event logs."""
+    restored: list[str]
+    """Studies (and datasets) the backup lacks, re-inserted from their records (created after it)."""
+    lost: list[str]
+    """Study folders the rebuilt store lacks and cannot get: no record (an older hierconsole's), or one
+    that cannot be read; each with why."""
+    drops: list[str] | None
+    """What the rebuilt store lacks that the current one holds (a forced rebuild of a sound store); None
+    when the current store cannot be read to tell."""
+
+
 @dataclass(frozen=True)
 class Repaired:
     rebuilt: Path
     """The store now in place."""
     damaged: Path | None
-    """Where the damaged store was moved (None: there was no file)."""
-    backup: Path
-    replayed: int
-    """Jobs brought up to date from their event logs."""
-    lost: list[str]
-    """Job folders whose study the backup does not know (created after it): not rebuilt."""
+    """Where the damaged (or, forced, the replaced) store was moved (None: there was no file)."""
+    done: Rebuild
 
 
-def repair(home: Path) -> Repaired:
-    """Rebuild the store from the newest readable backup and the job folders; the damaged file aside."""
+BUSY = (
+    "a repair replaces the store file, which that process would go on writing (its results would be "
+    "lost); let it end, or stop it (or close that console), then repair again; nothing was changed"
+)
+
+
+def repair(
+    home: Path, *, force: bool = False, announce: Callable[[Rebuild], None] | None = None
+) -> Repaired | Untouched:
+    """Rebuild a damaged store from the newest usable backup, the study records and the job folders; the
+    damaged file kept aside. Refused (StoreBusyError) while another process holds the store; a store
+    that checks sound is left alone unless `force`. `announce` is told what the rebuilt store holds and
+    lacks before it replaces the current one."""
     target = db_path(home)
-    source = _newest_readable_backup(home)
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    building = home / f".hierconsole.rebuilding-{stamp}.duckdb"
-    shutil.copyfile(source, building)
-    try:
-        with Store(home, path=building) as store:
-            replayed = _bring_up_to_date(store)
-            known = {r[0] for r in store.rows("SELECT study_id FROM studies")}
-        lost = sorted(j for j in _job_folders(home) if j.split("/", 1)[0] not in known)
-    except BaseException:
-        building.unlink(missing_ok=True)
-        building.with_name(building.name + ".wal").unlink(missing_ok=True)
-        raise
-    damaged = None
-    if target.exists():
-        damaged = home / f"hierconsole.damaged-{stamp}.duckdb"
-        os.replace(target, damaged)
-        wal = target.with_name(target.name + ".wal")
-        if wal.exists():
-            os.replace(wal, damaged.with_name(damaged.name + ".wal"))
-    os.replace(building, target)
-    return Repaired(target, damaged, source, replayed, lost)
-
-
-def _newest_readable_backup(home: Path) -> Path:
-    for copy in reversed(backups.listed(home)):
+    with kept_from_writers(home, BUSY):
+        if store_damage(home) is None and not force:
+            return Untouched(target)
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        building = home / f".hierconsole.rebuilding-{stamp}.duckdb"
         try:
-            with Store(home, path=copy, read_only=True) as store:
+            rebuild = _rebuild(home, building)
+            if announce is not None:
+                announce(rebuild)
+        except BaseException:
+            _remove_store_file(building)
+            raise
+        damaged = None
+        if target.exists():
+            damaged = home / f"hierconsole.damaged-{stamp}.duckdb"
+            os.replace(target, damaged)
+            wal = _wal(target)
+            if wal.exists():
+                os.replace(wal, _wal(damaged))
+        os.replace(building, target)
+        fsync_dir(home)
+    return Repaired(target, damaged, rebuild)
+
+
+def _wal(path: Path) -> Path:
+    return path.with_name(path.name + ".wal")
+
+
+def _remove_store_file(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    _wal(path).unlink(missing_ok=True)
+
+
+def _rebuild(home: Path, building: Path) -> Rebuild:
+    """The store rebuilt into `building` from the newest backup that reads in full and replays; each newer
+    one passed over with a note saying why (garbled, truncated, failing mid-replay)."""
+    skipped = []
+    for copy in reversed(backups.listed(home)):
+        _remove_store_file(building)
+        shutil.copyfile(copy, building)
+        try:
+            with Store(home, path=building) as store:
                 store.verify_readable()
-            return copy
-        except HierconsoleError:
+                restored, lost = _restore_records(store)
+                replayed = _bring_up_to_date(store)
+        except Exception as exc:  # noqa: BLE001 - any failure of a copy is the copy's: the next older one is tried
+            skipped.append(f"skipped the backup {copy}: {_why(exc)}")
             continue
+        drops = _drops(home, building)
+        return Rebuild(copy, skipped, replayed, restored, lost, drops)
+    _remove_store_file(building)
+    tried = f" ({'; '.join(skipped)})" if skipped else ""
     raise HierconsoleError(
-        f"no readable backup of the store under {backups.backup_dir(home)}: the studies' own rows (presets, "
-        f"splits, datasets) are kept only in the store and its backups, so it cannot be rebuilt; the job "
-        f"folders are untouched (restore a copy of the home from elsewhere, if there is one)"
+        f"no readable backup of the store under {backups.backup_dir(home)}{tried}: the studies' own rows "
+        f"(presets, splits, datasets) of studies created before a backup are kept only in the store and its "
+        f"backups, so it cannot be rebuilt; the job folders are untouched (restore a copy of the home from "
+        f"elsewhere, if there is one)"
     )
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, StoreDamagedError):
+        return exc.reason
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def _restore_records(store: Store) -> tuple[list[str], list[str]]:
+    """Re-insert what the backup lacks and the home records: each dataset folder's rows, then each study's
+    creation rows and first jobs from its record, oldest first. (restored, lost)."""
+    from hierconsole.study.run.lifecycle import recorded_study, restore_study
+
+    home = store.home
+    restored, lost = [], []
+    datasets = {r[0] for r in store.rows("SELECT dataset_id FROM datasets")}
+    for folder in sorted((home / "datasets").glob("*/manifest.json")):
+        if folder.parent.name not in datasets and not folder.parent.name.startswith("."):
+            try:
+                restored.append(f"dataset {restore_dataset(store, folder.parent)}")
+            except HierconsoleError as exc:
+                lost.append(f"dataset {folder.parent.name} ({_why(exc)})")
+    known = {r[0] for r in store.rows("SELECT study_id FROM studies")}
+    records = []
+    for folder in sorted(p for p in (home / "studies").glob("*") if p.is_dir() and p.name not in known):
+        try:
+            record = recorded_study(home, folder.name)
+        except HierconsoleError as exc:
+            lost.append(f"{folder.name} ({exc})")
+            continue
+        if record is None:
+            lost.append(f"{folder.name} (no record of its creation in its folder: an older hierconsole created it)")
+        else:
+            records.append(record)
+    for record in sorted(records, key=lambda r: r["study"]["created_at"]):
+        restore_study(store, record)
+        restored.append(record["study"]["study_id"])
+    return restored, lost
+
+
+def _drops(home: Path, building: Path) -> list[str] | None:
+    """What the store at `building` lacks that the home's current store holds: studies and datasets by
+    id, and the tables with fewer rows; None when the current store is missing or cannot be read."""
+    if not db_path(home).exists():
+        return None
+    keys = {"studies": "study_id", "datasets": "dataset_id"}
+    try:
+        with Store(home, read_only=True) as current:
+            now = current.verify_readable()
+            ids = {t: {r[0] for r in current.rows(f"SELECT {key} FROM {t}")} for t, key in keys.items()}
+    except HierconsoleError:
+        return None
+    with Store(home, path=building, read_only=True) as rebuilt:
+        then = rebuilt.verify_readable()
+        kept = {t: {r[0] for r in rebuilt.rows(f"SELECT {key} FROM {t}")} for t, key in keys.items()}
+    drops = [f"{t} {', '.join(sorted(ids[t] - kept[t]))}" for t in ids if ids[t] - kept[t]]
+    drops += [
+        f"{now[t] - then.get(t, 0)} of the {now[t]} rows of {t}"
+        for t in sorted(now)
+        if then.get(t, 0) < now[t] and t not in keys  # those named by id above
+    ]
+    return drops
 
 
 def _bring_up_to_date(store: Store) -> int:

@@ -19,11 +19,12 @@ import numpy as np
 
 from hierconsole.config.preset import TUNE, Preset
 from hierconsole.contract import layout
+from hierconsole.contract.durable import write_atomically
 from hierconsole.contract.jobspec import CellSpec, JobSpec
 from hierconsole.datasets import FeatureSet
 from hierconsole.datasets.splits import Split, strict_valid_counts
 from hierconsole.errors import HierconsoleError, SealError
-from hierconsole.locations import inside_home, job_dir, relative, resolve, study_dir
+from hierconsole.locations import inside_home, job_dir, relative, resolve, study_dir, study_record
 from hierconsole.study.analysis.audits import run_audits
 from hierconsole.study.analysis.durations import Duration, arm_durations, stored_durations
 from hierconsole.study.analysis.lock import lock_digest
@@ -132,24 +133,31 @@ def create_study(store: Store, preset: Preset, dataset_id: str, *, drawn: DrawnS
     paths = plan.StudyPaths(store.home, study_id, info.artifact_dir, info.sha256)
     specs = plan.tune_jobs(paths, preset) if temps is None else plan.final_jobs(paths, preset, temps)
 
+    study_row = {
+        "study_id": study_id,
+        "name": preset.name,
+        "dataset_id": dataset_id,
+        "preset": preset.canonical_json(),
+        "preset_sha256": preset.sha256(),
+        "phase": phase,
+        "temperatures": json.dumps(temps) if temps is not None else None,
+    }
+
     def insert(con: duckdb.DuckDBPyConnection) -> None:
-        con.execute(
-            "INSERT INTO studies (study_id, name, dataset_id, preset, preset_sha256, phase, temperatures) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [
-                study_id,
-                preset.name,
-                dataset_id,
-                preset.canonical_json(),
-                preset.sha256(),
-                phase,
-                json.dumps(temps) if temps is not None else None,
-            ],
-        )
-        con.executemany("INSERT INTO splits VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        if shuffle_row is not None:
-            con.execute(f"INSERT INTO taxonomy_shuffles VALUES ({', '.join('?' * len(shuffle_row))})", shuffle_row)
+        _insert_study_rows(con, study_row, rows, shuffle_row)
         insert_jobs(con, store.home, specs)
+        # Written inside the transaction: a failed write rolls the rows back (and the folder goes below),
+        # and committed rows always have their record.
+        created = con.execute("SELECT created_at FROM studies WHERE study_id = ?", [study_id]).fetchone()
+        assert created is not None  # inserted just above
+        record = {
+            "format": RECORD_FORMAT,
+            "study": {**study_row, "created_at": created[0].isoformat()},
+            "splits": rows,
+            "taxonomy_shuffle": shuffle_row,
+            "jobs": [spec.job_id for spec in specs],
+        }
+        write_atomically(study_record(store.home, study_id), json.dumps(record, indent=1, default=_plain).encode())
 
     try:
         store.write(insert)
@@ -157,6 +165,58 @@ def create_study(store: Store, preset: Preset, dataset_id: str, *, drawn: DrawnS
         shutil.rmtree(folder, ignore_errors=True)
         raise
     return study_id
+
+
+RECORD_FORMAT = 1
+"""The format of a study's record (`locations.study_record`)."""
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar in a record as the Python number it holds."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def _insert_study_rows(
+    con: duckdb.DuckDBPyConnection, study: dict[str, Any], splits: list[list[Any]], shuffle: list[Any] | None
+) -> None:
+    """The rows a study's creation inserts besides its jobs: its own, its splits', its shuffled taxonomy's."""
+    con.execute(
+        f"INSERT INTO studies ({', '.join(study)}) VALUES ({', '.join('?' * len(study))})", list(study.values())
+    )
+    con.executemany("INSERT INTO splits VALUES (?, ?, ?, ?, ?, ?, ?, ?)", splits)
+    if shuffle is not None:
+        con.execute(f"INSERT INTO taxonomy_shuffles VALUES ({', '.join('?' * len(shuffle))})", shuffle)
+
+
+def recorded_study(home: Path, study_id: str) -> dict[str, Any] | None:
+    """A study's record as its creation wrote it; None when its folder holds none (an older hierconsole
+    created it). Raises HierconsoleError when the file cannot be read as one."""
+    path = study_record(home, study_id)
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text())
+        if record.get("format") != RECORD_FORMAT:
+            raise ValueError(f"format {record.get('format')!r}, this hierconsole reads {RECORD_FORMAT}")
+        record["study"]["created_at"] = datetime.fromisoformat(record["study"]["created_at"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise HierconsoleError(f"{path}: not a readable study record ({exc})") from None
+    return record
+
+
+def restore_study(store: Store, record: dict[str, Any]) -> None:
+    """Insert a study's creation rows and first jobs as its record has them: a store rebuilt from a backup
+    taken before the study was created has none of them (`doctor --repair`, whose replay of the job
+    folders' event logs then brings the study up to date)."""
+    specs = [JobSpec.read(layout.spec_path(job_dir(store.home, job_id))) for job_id in record["jobs"]]
+
+    def insert(con: duckdb.DuckDBPyConnection) -> None:
+        _insert_study_rows(con, record["study"], record["splits"], record["taxonomy_shuffle"])
+        insert_jobs(con, store.home, specs)
+
+    store.write(insert)
 
 
 def _taxonomy_shuffle(
