@@ -6,8 +6,7 @@ exit status 2, no traceback, and leave the home (and any output asked for) as it
 Most cases call the CLI's entry (`hierconsole.cli:main`, which maps HierconsoleError to exit 2) in this
 process, so that hundreds of them fit the quick loop; a handful run as real processes (marked slow).
 
-Left out on purpose, for other fixes under way: lines of unbounded length (a /dev/zero) belong to the
-bounded readers, and names holding '/' or '..' to the path-safe names.
+A line past the readers' bound (no newline) and names that would climb out of the home are among them.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hierconsole.bounded_input import MAX_LINE_BYTES
 from hierconsole.cli import main
 from hierconsole.datasets import make_synthetic
 from tests.generic_files import write_generic
@@ -35,7 +35,9 @@ from tests.tiny import TINY
 CASES_PER_FILE = 12
 """Text variants drawn per file and seed family; with the fixed kinds below, a few hundred cases in all."""
 LONG_LINE = 200_000
-"""Characters of a very long line: long, but far below the bounded readers' cap (that case is theirs)."""
+"""Characters of a very long line, still under the bounded readers' cap."""
+ENDLESS_LINE = 2 * MAX_LINE_BYTES
+"""Bytes of a line past the bounded readers' cap, with no newline: refused, not read into memory."""
 EXTRACT_FLAGS = ("--weights", "none", "--seed", "0", "--workers", "0")
 """Random weights of a tiny model: what `extract` needs besides the file under test."""
 DEEP = 3_000
@@ -68,6 +70,7 @@ def _text_variants(valid: bytes, rng: random.Random, numeric: bool = True) -> It
     yield "tabs-and-pipes", text.replace(",", "\t|").replace(" ", "|").encode()
     yield "header-only", text.splitlines(keepends=True)[0].encode()
     yield "long-line", text.encode() + b"x" * LONG_LINE + b"\n"
+    yield "endless-line", text.encode() + b"x" * ENDLESS_LINE
     if "," in text:  # a file without commas is not CSV: an unclosed quote changes nothing there
         yield "quote-unclosed", text.replace(",", ',"', 1).encode()
     if numeric and _replace_numbers(text, "x", rng) != text:  # only where whole-number fields stand
@@ -287,7 +290,7 @@ def _cases(v: Valid) -> list[Case]:
             files = {folder / f"bird_{k}.png": data + bytes([k]) for k in range(3)}
             argv = ["extract", "folder", str(folder), "-o", str(out), *EXTRACT_FLAGS, "--model", str(v.model)]
             add(f"images-{kind}", argv, files, (out,))
-    for name in ("", " ", "\t", "x" * 5_000, "a\nb", "\x00", "\x1b[31mred"):
+    for name in ("", " ", "\t", "x" * 5_000, "a\nb", "\x00", "\x1b[31mred", "../../evil", "a/b", "/tmp/x", ".hidden", ".."):
         add(f"name-{name[:8]!r}", ["import", "generic", *generic, "--name", name], {})
     return cases
 
