@@ -55,6 +55,12 @@ def study_record(home: Path, study_id: str) -> Path:
     return study_dir(home, study_id) / STUDY_RECORD
 
 
+def family_record(home: Path, family_id: str) -> Path:
+    """The rows a family's creation inserted (`families.create_family`), which a rebuild from a backup
+    taken before the family re-inserts once its member studies are back (`doctor --repair`)."""
+    return home / "families" / f"{_component(home, family_id, 'family')}.json"
+
+
 def report_path(home: Path, ref: str) -> Path:
     """Where the console writes the report of a study or family: HOME/reports/REF.html."""
     return home / "reports" / f"{_component(home, ref, 'report of')}.html"

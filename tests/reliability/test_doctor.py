@@ -21,6 +21,7 @@ from hierconsole.study.db import backups
 from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import HEADER_BYTES, Store
 from tests.reliability.conftest import TINY_RUN, cli, cli_argv, one_line_error, tree_digest, wait_for
+from tests.stores.real import family_file
 
 pytestmark = pytest.mark.slow  # studies in subprocesses
 
@@ -339,3 +340,38 @@ def test_repair_falls_back_past_a_damaged_newest_backup(studied, tmp_path, damag
     assert f"from the backup {older}" in said, said
     after = _exports(home, tmp_path / "after")
     assert after == original, _differing_lines(after, original)
+
+
+def test_a_family_created_after_the_newest_backup_survives_a_repair(studied, tmp_path):
+    """Its member studies come back from their records, and the family's own rows (members, overrides,
+    definition) from the family's record, so `families` and the contrasts read as before."""
+    home = tmp_path / "home"
+    shutil.copytree(studied, home)
+    path = family_file(
+        tmp_path / "fam.toml", "fam", {"a": {}, "b": {"training.lr": 2e-3}}, [], {"training.epochs": 1, "training.seeds": [42]}
+    )
+    family = cli(home, "run", str(path), env=AT_LOCK, timeout=600)
+    assert family.returncode == 0, family.stdout + family.stderr
+    with Store(home, read_only=True) as store:
+        before = store.rows("SELECT * FROM families ORDER BY ALL"), store.rows("SELECT * FROM family_members ORDER BY ALL")
+    original = _exports(home, tmp_path / "before")
+    _keep_only_the_earliest_with(home, 2)  # the finished and the half study: the family came after
+    _delete(home / "hierconsole.duckdb")
+    repaired = cli(home, "doctor", "--repair", timeout=600)
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    said = " ".join(repaired.stdout.split())
+    assert "family fam-" in said and "cannot restore" not in said, said
+    with Store(home, read_only=True) as store:
+        after = store.rows("SELECT * FROM families ORDER BY ALL"), store.rows("SELECT * FROM family_members ORDER BY ALL")
+    assert after == before
+    # Its members locked after the backup: the replay locks them again, so the times their lock audit
+    # names are the repair's (README); its verdict, and every other value, are the original's.
+    exported, original = _lock_times_dropped(_exports(home, tmp_path / "after")), _lock_times_dropped(original)
+    assert exported == original, _differing_lines(exported, original)
+
+
+def _lock_times_dropped(exports: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
+    def line(text: str) -> str:
+        return text.split(',"last final run finished', 1)[0] if ",test_read_after_lock," in text else text
+
+    return {key: "\n".join(line(t) for t in text.splitlines()) for key, text in exports.items()}

@@ -312,6 +312,7 @@ def _why(exc: BaseException) -> str:
 def _restore_records(store: Store) -> tuple[list[str], list[str]]:
     """Re-insert what the backup lacks and the home records: each dataset folder's rows, then each study's
     creation rows and first jobs from its record, oldest first. (restored, lost)."""
+    from hierconsole.study.run.families import restore_families
     from hierconsole.study.run.lifecycle import recorded_study, restore_study
 
     home = store.home
@@ -338,7 +339,8 @@ def _restore_records(store: Store) -> tuple[list[str], list[str]]:
     for record in sorted(records, key=lambda r: r["study"]["created_at"]):
         restore_study(store, record)
         restored.append(record["study"]["study_id"])
-    return restored, lost
+    families, families_lost = restore_families(store)
+    return restored + families, lost + families_lost
 
 
 def _drops(home: Path, building: Path) -> list[str] | None:

@@ -6,9 +6,11 @@ import json
 import secrets
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hierconsole.config.family import Family
+from hierconsole.contract.durable import write_atomically
+from hierconsole.locations import family_record
 from hierconsole.study.db.catalog import ensure_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.db.views import sql_list
@@ -53,21 +55,78 @@ def create_family(
         raise
     family_id = new_family_id(family)
 
-    def insert(con: duckdb.DuckDBPyConnection) -> None:
-        con.execute(
-            "INSERT INTO families (family_id, name, definition, sha256) VALUES (?, ?, ?, ?)",
-            [family_id, family.name, json.dumps(family.definition(), default=str), family.sha256()],
-        )
-        con.executemany(
-            "INSERT INTO family_members (family_id, member, position, study_id, overrides) VALUES (?, ?, ?, ?, ?)",
-            [
-                [family_id, m.name, i, study_id, json.dumps(m.overrides, default=str)]
-                for i, (m, study_id) in enumerate(zip(family.members, created, strict=True))
-            ],
-        )
+    row = {
+        "family_id": family_id,
+        "name": family.name,
+        "definition": json.dumps(family.definition(), default=str),
+        "sha256": family.sha256(),
+    }
+    members = [
+        [family_id, m.name, i, study_id, json.dumps(m.overrides, default=str)]
+        for i, (m, study_id) in enumerate(zip(family.members, created, strict=True))
+    ]
 
-    store.write(insert)
+    def insert(con: duckdb.DuckDBPyConnection) -> None:
+        _insert_family_rows(con, row, members)
+        # Written inside the transaction, as a study's record is: committed rows always have their record.
+        created_at = con.execute("SELECT created_at FROM families WHERE family_id = ?", [family_id]).fetchone()
+        assert created_at is not None  # inserted just above
+        record = {"format": FAMILY_RECORD_FORMAT, "family": {**row, "created_at": created_at[0].isoformat()}}
+        write_atomically(family_record(store.home, family_id), json.dumps({**record, "members": members}).encode())
+
+    try:
+        store.write(insert)
+    except BaseException:
+        family_record(store.home, family_id).unlink(missing_ok=True)
+        raise
     return family_id, created
+
+
+FAMILY_RECORD_FORMAT = 1
+"""The format of a family's record (`locations.family_record`)."""
+
+
+def _insert_family_rows(con: duckdb.DuckDBPyConnection, family: dict[str, Any], members: list[list[Any]]) -> None:
+    con.execute(
+        f"INSERT INTO families ({', '.join(family)}) VALUES ({', '.join('?' * len(family))})", list(family.values())
+    )
+    con.executemany(
+        "INSERT INTO family_members (family_id, member, position, study_id, overrides) VALUES (?, ?, ?, ?, ?)",
+        members,
+    )
+
+
+def restore_families(store: Store) -> tuple[list[str], list[str]]:
+    """Re-insert every recorded family the store lacks whose member studies it holds (`doctor --repair`,
+    after the studies created since its backup are back). (restored, lost: each with why)."""
+    folder = store.home / "families"
+    known = {r[0] for r in store.rows("SELECT family_id FROM families")}
+    studies = {r[0] for r in store.rows("SELECT study_id FROM studies")}
+    records, lost = [], []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        if path.stem in known:
+            continue
+        try:
+            record = json.loads(path.read_text())
+            if record.get("format") != FAMILY_RECORD_FORMAT:
+                raise ValueError(f"format {record.get('format')!r}, this hierconsole reads {FAMILY_RECORD_FORMAT}")
+            record["family"]["created_at"] = datetime.fromisoformat(record["family"]["created_at"])
+            members = [list(m) for m in record["members"]]
+            missing = sorted(m[3] for m in members if m[3] not in studies)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+            lost.append(f"family {path.stem} ({path}: not a readable family record: {exc})")
+            continue
+        if missing:
+            lost.append(f"family {path.stem} (its member studies {', '.join(missing)} are not in the rebuilt store)")
+        else:
+            records.append((record["family"], members))
+    for family, members in sorted(records, key=lambda r: r[0]["created_at"]):
+
+        def insert(con: duckdb.DuckDBPyConnection, f: dict[str, Any] = family, m: list[list[Any]] = members) -> None:
+            _insert_family_rows(con, f, m)
+
+        store.write(insert)
+    return [f"family {family['family_id']}" for family, _ in records], lost
 
 
 def _discard(store: Store, study_id: str) -> None:
