@@ -10,11 +10,13 @@ from hierconsole.bounded_input import read_document
 from hierconsole.errors import InputError
 
 
-def read_json(path: Path, what: str, hint: str) -> Any:
-    """The value a UTF-8 JSON file holds (at most `bounded_input.MAX_DOCUMENT_BYTES`); any file that is not one (unreadable, not UTF-8, not JSON, nested
-    deeper than the parser recurses) is an InputError naming `path`, saying what `what` should be by `hint`."""
+def read_json(path: Path, what: str, hint: str, kind: str) -> Any:
+    """The value a UTF-8 JSON file holds; any file that is not one (unreadable, not UTF-8, not JSON, nested
+    deeper than the parser recurses, larger than `bounded_input.MAX_DOCUMENT_BYTES`) is an InputError
+    naming `path`, saying what `what` should be by `hint`; `kind` names such a file ("a model config")
+    in the size bound's line."""
     try:
-        return json.loads(read_document(path, what).decode("utf-8"))
+        return json.loads(read_document(path, kind).decode("utf-8"))
     except OSError as exc:
         raise InputError(path, f"cannot read {what}: {exc.strerror or exc}") from exc
     except json.JSONDecodeError as exc:

@@ -154,7 +154,7 @@ def read_aliases(path: str | Path) -> dict[str, str]:
     """A JSON object: CUB class name (full, without prefix, or normalised) -> checklist common or
     scientific name."""
     path = Path(path)
-    raw = read_json(path, "the aliases", hint="save the aliases as UTF-8 JSON")
+    raw = read_json(path, "the aliases", hint="save the aliases as UTF-8 JSON", kind="an aliases JSON file")
     if not isinstance(raw, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
     ):

@@ -95,7 +95,7 @@ def architecture(model: str) -> Architecture:
 
 def config_file(path: Path) -> Architecture:
     """The architecture a Dinov2Config JSON (e.g. a Hugging Face model folder's config.json) describes."""
-    raw = read_json(path, "the model config", hint="give a JSON file of Dinov2Config fields")
+    raw = read_json(path, "the model config", hint="give a JSON file of Dinov2Config fields", kind="a model config")
     if not isinstance(raw, dict):
         raise InputError(path, "the model config must be a JSON object of Dinov2Config fields")
     problems = []
