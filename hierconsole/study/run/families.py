@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from hierconsole.config.family import Family
 from hierconsole.contract.durable import write_atomically
+from hierconsole.errors import HierconsoleError
 from hierconsole.locations import family_record
 from hierconsole.study.db.catalog import ensure_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.db.views import sql_list
 from hierconsole.study.run.drawn_splits import DrawnSplits
-from hierconsole.study.run.lifecycle import create_study, delete_study, study_splits
+from hierconsole.study.run.lifecycle import create_study, delete_study, read_record, study_splits
 from hierconsole.vocabulary import ACTIVE_STATES, JobState
 
 if TYPE_CHECKING:
@@ -107,13 +108,13 @@ def restore_families(store: Store) -> tuple[list[str], list[str]]:
         if path.stem in known:
             continue
         try:
-            record = json.loads(path.read_text())
-            if record.get("format") != FAMILY_RECORD_FORMAT:
-                raise ValueError(f"format {record.get('format')!r}, this hierconsole reads {FAMILY_RECORD_FORMAT}")
-            record["family"]["created_at"] = datetime.fromisoformat(record["family"]["created_at"])
+            record = read_record(path, FAMILY_RECORD_FORMAT, "family")
             members = [list(m) for m in record["members"]]
             missing = sorted(m[3] for m in members if m[3] not in studies)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        except HierconsoleError as exc:
+            lost.append(f"family {path.stem} ({exc})")
+            continue
+        except (KeyError, TypeError, IndexError) as exc:
             lost.append(f"family {path.stem} ({path}: not a readable family record: {exc})")
             continue
         if missing:

@@ -196,13 +196,19 @@ def recorded_study(home: Path, study_id: str) -> dict[str, Any] | None:
     path = study_record(home, study_id)
     if not path.exists():
         return None
+    return read_record(path, RECORD_FORMAT, "study")
+
+
+def read_record(path: Path, fmt: int, what: str) -> dict[str, Any]:
+    """A creation record (a study's, a family's) of format `fmt`, its `what` row's `created_at` parsed;
+    one that cannot be read as one is a HierconsoleError naming the file."""
     try:
         record = json.loads(path.read_text())
-        if record.get("format") != RECORD_FORMAT:
-            raise ValueError(f"format {record.get('format')!r}, this hierconsole reads {RECORD_FORMAT}")
-        record["study"]["created_at"] = datetime.fromisoformat(record["study"]["created_at"])
+        if record.get("format") != fmt:
+            raise ValueError(f"format {record.get('format')!r}, this hierconsole reads {fmt}")
+        record[what]["created_at"] = datetime.fromisoformat(record[what]["created_at"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise HierconsoleError(f"{path}: not a readable study record ({exc})") from None
+        raise HierconsoleError(f"{path}: not a readable {what} record ({exc})") from None
     return record
 
 
