@@ -76,7 +76,7 @@ def test_html_report_in_headless_chromium(report_home, tmp_path, capsys):
     assert inputs.provenance["dataset"]["sha256"] in text and inputs.provenance["lock_sha256"] in text
     assert "update_budget" in text and "FAIL" in text  # the fixed study's failing audit, with its evidence
     assert f"hierconsole report {COMPLETE} -o report.html" in text
-    assert "hierconsole run demo --set" in text and "training.epochs=5" in text
+    assert "hierconsole run demo --dataset tiny --set" in text and "training.epochs=5" in text
 
 
 @pytest.mark.slow

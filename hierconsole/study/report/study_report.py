@@ -265,9 +265,16 @@ def study_commands(inputs: StudyInputs) -> list[str]:
         family, member = inputs.family
         run = f"hierconsole run {shlex.quote(family)}    # the family this study is member {member} of"
     elif inputs.preset_name:
-        run = shlex.join(["hierconsole", "run", inputs.preset_name, *_set_arguments(inputs.overrides)])
+        # The dataset always: a study's dataset is its own row, not a preset option, so the preset's
+        # `data.dataset` (the demo's synthetic data) is not where an imported dataset's study trained.
+        run = shlex.join(
+            ["hierconsole", "run", inputs.preset_name, "--dataset", inputs.dataset_id, *_set_arguments(inputs.overrides)]
+        )
     else:
-        run = "hierconsole run PRESET.toml    # the preset file the study was made from (its options are in Protocol)"
+        run = (
+            f"hierconsole run PRESET.toml --dataset {shlex.quote(inputs.dataset_id)}    "
+            f"# the preset file the study was made from (its options are in Protocol)"
+        )
     return [
         run,
         f"hierconsole audit {inputs.study_id} --recheck",
