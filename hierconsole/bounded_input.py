@@ -10,9 +10,10 @@ line naming the file (and the line) and the bound.
 from __future__ import annotations
 
 import codecs
+import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
 from hierconsole.errors import InputError
 
@@ -57,13 +58,7 @@ def byte_lines(path: Path, what: str, limit: int = MAX_TEXT_BYTES) -> Iterator[b
     OSError (a missing or unreadable file) is the caller's to word, as its other errors are."""
     with Path(path).open("rb") as fh:
         total = 0
-        number = 0
-        while True:
-            # readline(n) never holds more than n bytes, whatever the file: no line end, no growth.
-            raw = fh.readline(MAX_LINE_BYTES + 1)
-            if not raw:
-                return
-            number += 1
+        for number, raw in enumerate(_any_line_ends(fh), start=1):
             if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):  # its end is further still
                 raise _too_long(path, what, number)
             total += len(raw)
@@ -72,6 +67,31 @@ def byte_lines(path: Path, what: str, limit: int = MAX_TEXT_BYTES) -> Iterator[b
             if number == 1 and raw.startswith(_BOM):
                 raw = raw[len(_BOM) :]
             yield raw
+
+
+_BARE_CR = re.compile(rb"(?<=\r)(?!\n)")
+"""After a carriage return that no line feed follows: where a line of an old Mac file ends."""
+
+
+def _any_line_ends(fh: BinaryIO) -> Iterator[bytes]:
+    """The lines of a binary file ending in a line feed, CR LF or a bare CR (as Python's text files and
+    the csv module read them), each read at most MAX_LINE_BYTES + 1 bytes at a time: a line longer than
+    that comes out longer than MAX_LINE_BYTES without its end, for the caller to refuse."""
+    rest = b""
+    while True:
+        # readline(n) never holds more than n bytes, whatever the file: no line end, no growth.
+        raw = fh.readline(MAX_LINE_BYTES + 1)
+        data = rest + raw
+        if not data:
+            return
+        *ended, rest = _BARE_CR.split(data)
+        yield from ended
+        if not raw or rest.endswith(b"\n") or len(rest) > MAX_LINE_BYTES:
+            if rest:
+                yield rest
+            rest = b""
+            if not raw:
+                return
 
 
 def text_lines(

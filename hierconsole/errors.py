@@ -90,6 +90,10 @@ class StoreDamagedError(HierconsoleError):
         backup quotes it: the way back the message gives is that very repair)."""
 
 
+class StoreNeedsUpgradeError(StoreDamagedError):
+    """A sound store of an older schema, opened by a command that does not write (which would upgrade it)."""
+
+
 class StoreReadOnlyError(HierconsoleError):
     """A command that writes was pointed at a store it may not write (a read-only home)."""
 

@@ -88,13 +88,15 @@ def _component(home: Path, name: str, what: str) -> str:
 
 
 def inside_home(home: Path, path: Path, what: str) -> Path:
-    """`path`, refused unless it lies strictly inside the home once resolved (symlinks and `..` followed):
-    what is about to be deleted or overwritten must never be outside it, whatever a stored row says."""
-    root, real = Path(home).resolve(), Path(path).resolve()
-    if real == root or not real.is_relative_to(root):
+    """`path`, refused unless it lies strictly inside the home, `..` followed, and is no symbolic link
+    itself: what is about to be deleted or overwritten must never be outside it, whatever a stored row
+    says. The home's own folders may be links to another disk (`datasets/` on a larger one): the check
+    is of the path, not of where the home's folders lie."""
+    root, real = Path(os.path.abspath(home)), Path(os.path.normpath(os.path.abspath(path)))
+    if real == root or not real.is_relative_to(root) or real.is_symlink():
         raise HierconsoleError(
-            f"{what}: its folder {path} is outside the home {home} (it resolves to {real}); refused, nothing "
-            f"was deleted (the store's row was damaged or written by hand)"
+            f"{what}: its folder {path} is outside the home {home} (it leads to {real.resolve()}); refused, "
+            f"nothing was deleted (the store's row was damaged or written by hand)"
         )
     return path
 

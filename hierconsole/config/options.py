@@ -10,6 +10,7 @@ import difflib
 import itertools
 import json
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, field
 from typing import Any
@@ -78,6 +79,8 @@ class Number(Check):
             raise Invalid(f"expected {self.expected}")
         if self.integer and not isinstance(value, int):
             raise Invalid(f"expected {self.expected} (write it without a decimal point)")
+        if isinstance(value, int) and not self.integer and abs(value) > sys.float_info.max:
+            raise Invalid(f"expected {self.expected} (finite)")  # a whole number no float holds
         if not math.isfinite(value):
             raise Invalid(f"expected {self.expected} (finite)")
         if (

@@ -6,6 +6,7 @@ older one; a repair refuses while a run holds the store and leaves a sound store
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -16,10 +17,11 @@ import duckdb
 import polars as pl
 import pytest
 
+from hierconsole.cli import main
 from hierconsole.datasets import FeatureSet
 from hierconsole.study.db import backups
 from hierconsole.study.db.catalog import register_dataset
-from hierconsole.study.db.storage import HEADER_BYTES, Store
+from hierconsole.study.db.storage import HEADER_BYTES, SCHEMA_VERSION, Store
 from tests.reliability.conftest import TINY_RUN, cli, cli_argv, one_line_error, tree_digest, wait_for
 from tests.stores.real import family_file
 
@@ -375,3 +377,38 @@ def _lock_times_dropped(exports: dict[tuple[str, str], str]) -> dict[tuple[str, 
         return text.split(',"last final run finished', 1)[0] if ",test_read_after_lock," in text else text
 
     return {key: "\n".join(line(t) for t in text.splitlines()) for key, text in exports.items()}
+
+
+def test_repair_leaves_a_store_of_an_older_schema_to_the_next_writing_command(fixed_copy, capsys):
+    """Sound, only older (a hierconsole upgraded since): a read-only open refuses it as needing an upgrade,
+    which the repair once took for damage, rebuilding it from the newest backup with nothing announced."""
+    path = fixed_copy / "hierconsole.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION - 1)])
+    before = tree_digest(fixed_copy)
+    assert main(["--home", str(fixed_copy), "doctor", "--repair"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "nothing was done" in said, said
+    assert tree_digest(fixed_copy) == before and not list(fixed_copy.glob("hierconsole.damaged-*"))
+
+
+def test_a_damaged_study_record_is_that_studys_loss_not_the_repairs(studied, tmp_path):
+    """A record that cannot be restored (hand-edited, its keys SQL) is named as lost; the rest is rebuilt
+    from the same backup (every older backup lacks that study too, so skipping the backup ended the repair)."""
+    home = tmp_path / "home"
+    shutil.copytree(studied, home)
+    original = _exports(home, tmp_path / "before")
+    _keep_only_the_earliest_with(home, 1)
+    (record,) = home.glob("studies/half-*/study.json")
+    bad = json.loads(record.read_text())
+    bad["study"]["phase) VALUES (1); DROP TABLE runs; --"] = "x"
+    record.write_text(json.dumps(bad))
+    _delete(home / "hierconsole.duckdb")
+    repaired = cli(home, "doctor", "--repair", timeout=600)
+    assert repaired.returncode in (0, 1) and "Traceback" not in repaired.stderr, repaired.stdout + repaired.stderr
+    said = " ".join(repaired.stdout.split())
+    assert f"cannot restore them: {record.parent.name}" in said and "columns this hierconsole never writes" in said, said
+    finished = _studies(home)
+    assert len(finished) == 1 and not finished[0].startswith("half")
+    after = _exports(home, tmp_path / "after")
+    assert after == {k: v for k, v in original.items() if k[0] == finished[0]}

@@ -5,10 +5,12 @@ created; and `delete` never removes a folder outside the home, whatever a store'
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
+from hierconsole.cli import main
 from hierconsole.datasets import FeatureSet
 from hierconsole.study.db.storage import Store
 from hierconsole.study.run.lifecycle import create_study
@@ -151,3 +153,15 @@ def test_a_study_named_by_an_earlier_version_still_reads_and_deletes(tmp_path, t
     assert not (home / "studies" / old_id).exists()
     text = one_line_error(cli(home, *TINY_RUN, "--set", f'study.name="{old_name}"'))
     assert "study.name" in text and RULE in text
+
+
+def test_a_home_whose_datasets_folder_lies_on_another_disk_still_deletes(tmp_path, tiny_fs, capsys):
+    """The home's own folders may be links elsewhere (datasets on a larger disk): the outside-the-home
+    guard is of the path a row names, not of where the home's folders lie."""
+    home = registered_home(tmp_path / "home", tiny_fs)
+    elsewhere = tmp_path / "big-disk" / "datasets"
+    elsewhere.parent.mkdir()
+    shutil.move(home / "datasets", elsewhere)
+    (home / "datasets").symlink_to(elsewhere, target_is_directory=True)
+    assert main(["--home", str(home), "datasets", "delete", "tiny", "--yes"]) == 0, capsys.readouterr()
+    assert not (elsewhere / "tiny").exists()

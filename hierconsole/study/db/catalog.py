@@ -122,6 +122,8 @@ def restore_dataset(store: Store, folder: Path) -> str:
     (but the time). Its id."""
     fs = FeatureSet.load(folder)
     check_dataset_id(fs.name)
+    if fs.name != folder.name:  # a copy beside it (`cp -r cub cub.old`) must not take the rows of `cub`
+        raise HierconsoleError(f"its manifest names the dataset {fs.name!r}, not its folder's name {folder.name!r}")
     store.write(lambda con: _insert_rows(con, store.home, fs, folder))
     return fs.name
 

@@ -32,6 +32,7 @@ from hierconsole.errors import (
     HierconsoleError,
     StoreBusyError,
     StoreDamagedError,
+    StoreNeedsUpgradeError,
     StoreReadOnlyError,
     StoreWriteError,
 )
@@ -389,7 +390,7 @@ class Store:
                 f"understands ({SCHEMA_VERSION}); upgrade hierconsole, or use another --home DIR"
             )
         if self.read_only and version < SCHEMA_VERSION:
-            raise StoreDamagedError(
+            raise StoreNeedsUpgradeError(
                 f"the store {self.path} has schema version {version} and needs an upgrade to "
                 f"{SCHEMA_VERSION}, which a read command does not write; run a writing command once "
                 f"(e.g. `hierconsole resume`) on a writable copy"

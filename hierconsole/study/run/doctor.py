@@ -32,7 +32,7 @@ from hierconsole.contract import events as ev
 from hierconsole.contract import layout
 from hierconsole.contract.durable import fsync_dir, recorded_hash
 from hierconsole.contract.liveness import pid_alive
-from hierconsole.errors import HierconsoleError, StoreDamagedError
+from hierconsole.errors import HierconsoleError, StoreDamagedError, StoreNeedsUpgradeError
 from hierconsole.locations import db_path, job_dir
 from hierconsole.study.db import backups
 from hierconsole.study.db.catalog import restore_dataset
@@ -185,6 +185,13 @@ def store_damage(home: Path) -> str | None:
     table reads in full."""
     if not db_path(home).exists():
         return f"the store {db_path(home)} is missing"
+    try:
+        with Store(home, read_only=True):
+            pass
+    except StoreNeedsUpgradeError:
+        return None  # sound, of an older schema: the next writing command brings it up, as it always did
+    except HierconsoleError:
+        pass  # said by the checks below
     problems = [
         f"{f.check}: {f.detail}"
         for f in examine(home).findings
@@ -281,8 +288,8 @@ def _rebuild(home: Path, building: Path) -> Rebuild:
     skipped = []
     for copy in reversed(backups.listed(home)):
         _remove_store_file(building)
-        shutil.copyfile(copy, building)
         try:
+            shutil.copyfile(copy, building)  # an unreadable backup (EIO, no room for the copy) is skipped too
             with Store(home, path=building) as store:
                 store.verify_readable()
                 restored, lost = _restore_records(store)
@@ -322,7 +329,7 @@ def _restore_records(store: Store) -> tuple[list[str], list[str]]:
         if folder.parent.name not in datasets and not folder.parent.name.startswith("."):
             try:
                 restored.append(f"dataset {restore_dataset(store, folder.parent)}")
-            except HierconsoleError as exc:
+            except Exception as exc:  # noqa: BLE001 - a folder that cannot be restored is its own loss, not the backup's
                 lost.append(f"dataset {folder.parent.name} ({_why(exc)})")
     known = {r[0] for r in store.rows("SELECT study_id FROM studies")}
     records = []
@@ -335,10 +342,19 @@ def _restore_records(store: Store) -> tuple[list[str], list[str]]:
         if record is None:
             lost.append(f"{folder.name} (no record of its creation in its folder: an older hierconsole created it)")
         else:
-            records.append(record)
+            records.append({**record, "folder": folder.name})
     for record in sorted(records, key=lambda r: r["study"]["created_at"]):
-        restore_study(store, record)
-        restored.append(record["study"]["study_id"])
+        study_id = record["study"].get("study_id")
+        try:
+            if study_id not in known and study_id == record["folder"]:
+                restore_study(store, record)
+            else:  # a record copied into another study's folder must not restore that other study
+                raise HierconsoleError(f"its record names the study {study_id!r}, not its folder's")
+        except Exception as exc:  # noqa: BLE001 - one study's damaged record is that study's loss, never the
+            # backup's: every older backup lacks the same study, and would fail the same way
+            lost.append(f"{record['folder']} ({_why(exc)})")
+            continue
+        restored.append(study_id)
     families, families_lost = restore_families(store)
     return restored + families, lost + families_lost
 

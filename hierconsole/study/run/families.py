@@ -16,7 +16,13 @@ from hierconsole.study.db.catalog import ensure_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.db.views import sql_list
 from hierconsole.study.run.drawn_splits import DrawnSplits
-from hierconsole.study.run.lifecycle import create_study, delete_study, read_record, study_splits
+from hierconsole.study.run.lifecycle import (
+    check_record_columns,
+    create_study,
+    delete_study,
+    read_record,
+    study_splits,
+)
 from hierconsole.vocabulary import ACTIVE_STATES, JobState
 
 if TYPE_CHECKING:
@@ -85,9 +91,11 @@ def create_family(
 
 FAMILY_RECORD_FORMAT = 1
 """The format of a family's record (`locations.family_record`)."""
+FAMILY_RECORD_COLUMNS = frozenset({"family_id", "name", "definition", "sha256", "created_at"})
 
 
 def _insert_family_rows(con: duckdb.DuckDBPyConnection, family: dict[str, Any], members: list[list[Any]]) -> None:
+    check_record_columns(family, FAMILY_RECORD_COLUMNS, "family")
     con.execute(
         f"INSERT INTO families ({', '.join(family)}) VALUES ({', '.join('?' * len(family))})", list(family.values())
     )
@@ -111,6 +119,8 @@ def restore_families(store: Store) -> tuple[list[str], list[str]]:
             record = read_record(path, FAMILY_RECORD_FORMAT, "family")
             members = [list(m) for m in record["members"]]
             missing = sorted(m[3] for m in members if m[3] not in studies)
+            if record["family"].get("family_id") != path.stem or any(m[0] != path.stem for m in members):
+                raise HierconsoleError(f"{path}: its rows name another family than its file")
         except HierconsoleError as exc:
             lost.append(f"family {path.stem} ({exc})")
             continue
@@ -121,13 +131,19 @@ def restore_families(store: Store) -> tuple[list[str], list[str]]:
             lost.append(f"family {path.stem} (its member studies {', '.join(missing)} are not in the rebuilt store)")
         else:
             records.append((record["family"], members))
+    restored = []
     for family, members in sorted(records, key=lambda r: r[0]["created_at"]):
 
         def insert(con: duckdb.DuckDBPyConnection, f: dict[str, Any] = family, m: list[list[Any]] = members) -> None:
             _insert_family_rows(con, f, m)
 
-        store.write(insert)
-    return [f"family {family['family_id']}" for family, _ in records], lost
+        try:
+            store.write(insert)
+        except Exception as exc:  # noqa: BLE001 - one family's damaged record is its own loss, not the backup's
+            lost.append(f"family {family['family_id']} ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})")
+            continue
+        restored.append(f"family {family['family_id']}")
+    return restored, lost
 
 
 def _discard(store: Store, study_id: str) -> None:

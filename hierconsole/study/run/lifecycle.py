@@ -169,6 +169,17 @@ def create_study(store: Store, preset: Preset, dataset_id: str, *, drawn: DrawnS
 
 RECORD_FORMAT = 1
 """The format of a study's record (`locations.study_record`)."""
+STUDY_RECORD_COLUMNS = frozenset(
+    {"study_id", "name", "dataset_id", "preset", "preset_sha256", "phase", "temperatures", "created_at"}
+)
+"""The `studies` columns a record holds: its keys become the insert's column names, so no other is taken."""
+
+
+def check_record_columns(row: dict[str, Any], columns: frozenset[str], what: str) -> None:
+    """Refuse a record's row whose keys are not the columns its creation writes (a damaged or hand-made
+    record: its keys would be SQL)."""
+    if not set(row) <= columns:
+        raise HierconsoleError(f"its {what} row has columns this hierconsole never writes: {sorted(set(row) - columns)}")
 
 
 def _plain(value: Any) -> Any:
@@ -182,6 +193,7 @@ def _insert_study_rows(
     con: duckdb.DuckDBPyConnection, study: dict[str, Any], splits: list[list[Any]], shuffle: list[Any] | None
 ) -> None:
     """The rows a study's creation inserts besides its jobs: its own, its splits', its shuffled taxonomy's."""
+    check_record_columns(study, STUDY_RECORD_COLUMNS, "study")
     con.execute(
         f"INSERT INTO studies ({', '.join(study)}) VALUES ({', '.join('?' * len(study))})", list(study.values())
     )
