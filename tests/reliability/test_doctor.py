@@ -19,6 +19,7 @@ import pytest
 
 from hierconsole.cli import main
 from hierconsole.datasets import FeatureSet
+from hierconsole.errors import StoreBusyError
 from hierconsole.study.db import backups
 from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import HEADER_BYTES, SCHEMA_VERSION, Store
@@ -412,3 +413,24 @@ def test_a_damaged_study_record_is_that_studys_loss_not_the_repairs(studied, tmp
     assert len(finished) == 1 and not finished[0].startswith("half")
     after = _exports(home, tmp_path / "after")
     assert after == {k: v for k, v in original.items() if k[0] == finished[0]}
+
+
+def test_a_store_created_while_a_missing_one_is_repaired_is_not_moved_aside(studied, tmp_path):
+    """A missing store cannot be held against writers: a hierconsole started during the repair may create
+    one (the store refuses to, in a home with job folders; not in one without). Its work must not become
+    `hierconsole.damaged-*` under the rebuilt store, the process writing on, unseen."""
+    from hierconsole.study.run import doctor
+
+    home = tmp_path / "home"
+    shutil.copytree(studied, home)
+    _delete(home / "hierconsole.duckdb")
+
+    def a_run_starts(rebuild: doctor.Rebuild) -> None:  # the moment before the swap: a file another process made
+        with duckdb.connect(str(home / "hierconsole.duckdb")) as con:
+            con.execute("CREATE TABLE made_by AS SELECT 'a run started meanwhile' AS who")
+
+    with pytest.raises(StoreBusyError, match="created while the repair ran"):
+        doctor.repair(home, announce=a_run_starts)
+    with duckdb.connect(str(home / "hierconsole.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT who FROM made_by").fetchone() == ("a run started meanwhile",)
+    assert not list(home.glob("hierconsole.damaged-*")) and not list(home.glob(".hierconsole.rebuilding-*"))

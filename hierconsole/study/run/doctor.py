@@ -32,7 +32,7 @@ from hierconsole.contract import events as ev
 from hierconsole.contract import layout
 from hierconsole.contract.durable import fsync_dir, recorded_hash
 from hierconsole.contract.liveness import pid_alive
-from hierconsole.errors import HierconsoleError, StoreDamagedError, StoreNeedsUpgradeError
+from hierconsole.errors import HierconsoleError, StoreBusyError, StoreDamagedError, StoreNeedsUpgradeError
 from hierconsole.locations import db_path, job_dir
 from hierconsole.study.db import backups
 from hierconsole.study.db.catalog import restore_dataset
@@ -252,12 +252,20 @@ def repair(
     with kept_from_writers(home, BUSY):
         if store_damage(home) is None and not force:
             return Untouched(target)
+        # A missing store cannot be held against writers: one that appears meanwhile is a `run` or a console
+        # started during the repair, whose work must not be moved aside as if it were the damaged store.
+        missing = not target.exists()
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         building = home / f".hierconsole.rebuilding-{stamp}.duckdb"
         try:
             rebuild = _rebuild(home, building)
             if announce is not None:
                 announce(rebuild)
+            if missing and target.exists():
+                raise StoreBusyError(
+                    f"the store {target} was created while the repair ran, by a hierconsole started meanwhile: "
+                    f"{BUSY}"
+                )
         except BaseException:
             _remove_store_file(building)
             raise
