@@ -37,6 +37,11 @@ def db_path(home: Path) -> Path:
     return home / DB_NAME
 
 
+def wal_path(store: Path) -> Path:
+    """The write-ahead log DuckDB keeps beside a store file: it moves and goes with the file."""
+    return store.with_name(store.name + ".wal")
+
+
 def dataset_dir(home: Path, dataset_id: str) -> Path:
     """The self-contained folder of a registered dataset, which workers load without the store."""
     return home / "datasets" / _component(home, dataset_id, "dataset")

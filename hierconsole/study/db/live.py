@@ -27,6 +27,7 @@ from pathlib import Path
 import duckdb
 
 from hierconsole.contract.liveness import pid_alive, process_start_time
+from hierconsole.locations import wal_path
 
 LIVE_DIR = ".live"
 SNAPSHOT = "snapshot.duckdb"
@@ -143,7 +144,7 @@ def consistent_copy(
     # runs in another process: closing any descriptor of the file in *this* process would drop
     # DuckDB's POSIX lock on it, and let a second writer in.
     con.execute("CHECKPOINT")
-    wal = source.with_name(source.name + ".wal")
+    wal = wal_path(source)
     if wal.exists() and wal.stat().st_size > 0:
         # The checkpoint did not take everything in: the file alone is an older state. Next time.
         log.info("copy of the store skipped: the WAL was not checkpointed")

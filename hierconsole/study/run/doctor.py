@@ -33,7 +33,7 @@ from hierconsole.contract import layout
 from hierconsole.contract.durable import fsync_dir, recorded_hash
 from hierconsole.contract.liveness import pid_alive
 from hierconsole.errors import HierconsoleError, StoreBusyError, StoreDamagedError, StoreNeedsUpgradeError
-from hierconsole.locations import db_path, job_dir
+from hierconsole.locations import db_path, job_dir, wal_path
 from hierconsole.study.db import backups
 from hierconsole.study.db.catalog import restore_dataset
 from hierconsole.study.db.storage import SCHEMA_VERSION, Store, kept_from_writers
@@ -273,21 +273,17 @@ def repair(
         if target.exists():
             damaged = home / f"hierconsole.damaged-{stamp}.duckdb"
             os.replace(target, damaged)
-            wal = _wal(target)
+            wal = wal_path(target)
             if wal.exists():
-                os.replace(wal, _wal(damaged))
+                os.replace(wal, wal_path(damaged))
         os.replace(building, target)
         fsync_dir(home)
     return Repaired(target, damaged, rebuild)
 
 
-def _wal(path: Path) -> Path:
-    return path.with_name(path.name + ".wal")
-
-
 def _remove_store_file(path: Path) -> None:
     path.unlink(missing_ok=True)
-    _wal(path).unlink(missing_ok=True)
+    wal_path(path).unlink(missing_ok=True)
 
 
 def _rebuild(home: Path, building: Path) -> Rebuild:
@@ -327,7 +323,7 @@ def _why(exc: BaseException) -> str:
 def _restore_records(store: Store) -> tuple[list[str], list[str]]:
     """Re-insert what the backup lacks and the home records: each dataset folder's rows, then each study's
     creation rows and first jobs from its record, oldest first. (restored, lost)."""
-    from hierconsole.study.run.families import restore_families
+    from hierconsole.study.run.families import recorded_families, restore_family
     from hierconsole.study.run.lifecycle import recorded_study, restore_study
 
     home = store.home
@@ -363,8 +359,16 @@ def _restore_records(store: Store) -> tuple[list[str], list[str]]:
             lost.append(f"{record['folder']} ({_why(exc)})")
             continue
         restored.append(study_id)
-    families, families_lost = restore_families(store)
-    return restored + families, lost + families_lost
+    families, families_lost = recorded_families(store)
+    lost += families_lost
+    for family, members in families:
+        try:
+            restore_family(store, family, members)
+        except Exception as exc:  # noqa: BLE001 - one family's damaged record is its own loss, not the backup's
+            lost.append(f"family {family['family_id']} ({_why(exc)})")
+            continue
+        restored.append(f"family {family['family_id']}")
+    return restored, lost
 
 
 def _drops(home: Path, building: Path) -> list[str] | None:

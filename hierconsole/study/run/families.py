@@ -105,9 +105,10 @@ def _insert_family_rows(con: duckdb.DuckDBPyConnection, family: dict[str, Any], 
     )
 
 
-def restore_families(store: Store) -> tuple[list[str], list[str]]:
-    """Re-insert every recorded family the store lacks whose member studies it holds (`doctor --repair`,
-    after the studies created since its backup are back). (restored, lost: each with why)."""
+def recorded_families(store: Store) -> tuple[list[tuple[dict[str, Any], list[list[Any]]]], list[str]]:
+    """Every recorded family the store lacks whose member studies it holds, oldest first, as (its row, its
+    members' rows) for `restore_family`; and those that cannot be, each with why (`doctor --repair`, after
+    the studies created since its backup are back)."""
     folder = store.home / "families"
     known = {r[0] for r in store.rows("SELECT family_id FROM families")}
     studies = {r[0] for r in store.rows("SELECT study_id FROM studies")}
@@ -131,19 +132,12 @@ def restore_families(store: Store) -> tuple[list[str], list[str]]:
             lost.append(f"family {path.stem} (its member studies {', '.join(missing)} are not in the rebuilt store)")
         else:
             records.append((record["family"], members))
-    restored = []
-    for family, members in sorted(records, key=lambda r: r[0]["created_at"]):
+    return sorted(records, key=lambda r: r[0]["created_at"]), lost
 
-        def insert(con: duckdb.DuckDBPyConnection, f: dict[str, Any] = family, m: list[list[Any]] = members) -> None:
-            _insert_family_rows(con, f, m)
 
-        try:
-            store.write(insert)
-        except Exception as exc:  # noqa: BLE001 - one family's damaged record is its own loss, not the backup's
-            lost.append(f"family {family['family_id']} ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})")
-            continue
-        restored.append(f"family {family['family_id']}")
-    return restored, lost
+def restore_family(store: Store, family: dict[str, Any], members: list[list[Any]]) -> None:
+    """Insert a family's rows as its record has them (`recorded_families`)."""
+    store.write(lambda con: _insert_family_rows(con, family, members))
 
 
 def _discard(store: Store, study_id: str) -> None:
