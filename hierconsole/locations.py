@@ -123,7 +123,7 @@ def resolve(home: Path, stored: str) -> Path:
 
 
 def resource_dir(name: str) -> Path:
-    """The `store/` or `presets/` folder: top-level in a checkout, `_store`/`_presets` inside a wheel."""
+    """A shipped folder (`store/`, `presets/`, `paper/`): top-level in a checkout, `_<name>` inside a wheel."""
     pkg = Path(__file__).resolve().parent
     for candidate in (pkg / f"_{name}", pkg.parent / name):
         if candidate.is_dir():

@@ -26,7 +26,8 @@ from hierconsole.study.analysis.statistics import (
     seeds_to_resolve,
 )
 from hierconsole.vocabulary import ARMS
-from tests.paper_tables import CUB_S7, CUB_S7_EFFECTS, CUB_S11, SEEDS, cub_s7_table
+from tests.paper_tables import SEEDS, per_seed_table
+from tests.paper_tables import effects as effects_of
 
 
 def reference_effects(rows: dict[tuple[str, int], float]) -> dict[str, list[float]]:
@@ -69,7 +70,7 @@ def test_normalize_arm_rejects_others(text):
 
 
 def test_arm_table_matches_paper_table1_and_loops():
-    table = arm_table(cub_s7_table())
+    table = arm_table(per_seed_table("S3"))
     assert table.columns == ["arm", "metric", "mean", "sd", "n"]
     assert table["arm"].unique(maintain_order=True).to_list() == list(ARMS)
     got = {(r["arm"], r["metric"]): r for r in table.iter_rows(named=True)}
@@ -84,9 +85,9 @@ def test_arm_table_matches_paper_table1_and_loops():
     for key, (mean, sd) in paper.items():
         assert round(got[key]["mean"], 4) == pytest.approx(mean, abs=1e-12)
         assert round(got[key]["sd"], 4) == pytest.approx(sd, abs=1e-12)
-    for arm, metric_i in itertools.product(ARMS, range(4)):
-        values = np.array([r[2 + metric_i] for r in CUB_S7 if r[0] == arm])
-        metric = ["leaf_mAP", "middle_mAP", "high_mAP", "hier_mAP"][metric_i]
+    cub = per_seed_table("S3")
+    for arm, metric in itertools.product(ARMS, ["leaf_mAP", "middle_mAP", "high_mAP", "hier_mAP"]):
+        values = cub.filter(pl.col("arm") == arm)[metric].to_numpy()
         assert got[(arm, metric)]["mean"] == pytest.approx(values.mean(), abs=1e-15)
         assert got[(arm, metric)]["sd"] == pytest.approx(values.std(ddof=1), abs=1e-15)
         assert got[(arm, metric)]["n"] == 3
@@ -104,18 +105,18 @@ def test_arm_table_one_seed_has_null_sd_and_partial_arms_are_fine():
 # ---------------------------------------------------------------------------------------- effects
 
 
-def test_effects_reproduce_paper_table_s7():
-    effects = simple_effects(cub_s7_table(), "hier_mAP")
-    assert list(effects) == ["hier_mAP"]
-    assert list(effects["hier_mAP"]) == list(EFFECTS)
-    for name, (per_seed, mean, sd) in CUB_S7_EFFECTS.items():
-        e = effects["hier_mAP"][name]
+def test_effects_reproduce_paper_table_s4():
+    measured = simple_effects(per_seed_table("S3"), "hier_mAP")
+    assert list(measured) == ["hier_mAP"]
+    assert list(measured["hier_mAP"]) == list(EFFECTS)
+    for name, paper in effects_of("S4").items():
+        e = measured["hier_mAP"][name]
         assert list(e.per_seed) == list(SEEDS)
         # Table values are rounded to 6 decimals, so differences of them carry up to ~2e-6 of rounding.
-        for s, v in zip(SEEDS, per_seed, strict=True):
-            assert e.per_seed[s] == pytest.approx(v, abs=2.1e-6)
-        assert e.mean == pytest.approx(mean, abs=2e-6)
-        assert e.sd == pytest.approx(sd, abs=2e-6)
+        for s in SEEDS:
+            assert e.per_seed[s] == pytest.approx(paper[f"seed_{s}"], abs=2.1e-6)
+        assert e.mean == pytest.approx(paper["mean"], abs=2e-6)
+        assert e.sd == pytest.approx(paper["sd"], abs=2e-6)
         assert e.n_seeds == 3
         assert e.positive_seeds == (0 if name == "interaction" else 3)
 
@@ -124,22 +125,23 @@ def test_effects_reproduce_paper_table_s11_from_constructed_arms():
     # Choose E_R per seed freely, then H_R = E_R + geom_R, E_S = E_R + loss_E, H_S = E_S + geom_S;
     # loss_H and the interaction then follow and must match the paper's rows.
     base = {42: 0.5012, 2024: 0.4987, 3407: 0.5033}
+    s11 = effects_of("S11")
     rows = []
-    for i, s in enumerate(SEEDS):
+    for s in SEEDS:
         er = base[s]
-        hr = er + CUB_S11["geom_R"][0][i]
-        es = er + CUB_S11["loss_E"][0][i]
-        hs = es + CUB_S11["geom_S"][0][i]
+        hr = er + s11["geom_R"][f"seed_{s}"]
+        es = er + s11["loss_E"][f"seed_{s}"]
+        hs = es + s11["geom_S"][f"seed_{s}"]
         rows += [("ER", s, er), ("HR", s, hr), ("ES", s, es), ("HS", s, hs)]
     df = pl.DataFrame(rows, schema=["arm", "seed", "hier_mAP"], orient="row")
     effects = simple_effects(df)["hier_mAP"]
-    for name, (per_seed, mean, sd) in CUB_S11.items():
+    for name, paper in s11.items():
         # The three chosen contrasts come back exactly; the two derived ones carry the table's rounding.
         tol = 1e-12 if name in ("geom_R", "geom_S", "loss_E") else 2e-6
-        for s, v in zip(SEEDS, per_seed, strict=True):
-            assert effects[name].per_seed[s] == pytest.approx(v, abs=tol)
-        assert effects[name].mean == pytest.approx(mean, abs=1e-6)
-        assert effects[name].sd == pytest.approx(sd, abs=1e-6)
+        for s in SEEDS:
+            assert effects[name].per_seed[s] == pytest.approx(paper[f"seed_{s}"], abs=tol)
+        assert effects[name].mean == pytest.approx(paper["mean"], abs=1e-6)
+        assert effects[name].sd == pytest.approx(paper["sd"], abs=1e-6)
     assert effects["interaction"].positive_seeds == 0
     assert effects["loss_H"].positive_seeds == 3
 
@@ -165,7 +167,7 @@ def test_effects_match_loop_reference_on_random_table():
 
 
 def test_effects_json_shape_is_exact():
-    effects = simple_effects(cub_s7_table(), ["hier_mAP", "leaf_mAP"])
+    effects = simple_effects(per_seed_table("S3"), ["hier_mAP", "leaf_mAP"])
     doc = effects_json(effects)
     assert list(doc) == ["hier_mAP", "leaf_mAP"]
     for by_effect in doc.values():
@@ -192,7 +194,7 @@ def test_one_seed_gives_null_sd():
 
 
 def test_every_effect_carries_the_statistics_of_its_per_seed_values():
-    effects = simple_effects(cub_s7_table())
+    effects = simple_effects(per_seed_table("S3"))
     for by_effect in effects.values():
         for e in by_effect.values():
             values = [e.per_seed[s] for s in SEEDS]
@@ -201,7 +203,7 @@ def test_every_effect_carries_the_statistics_of_its_per_seed_values():
             assert e.evidence.p_signflip == p_signflip(values)
             assert e.evidence.seeds_to_resolve == seeds_to_resolve(values)
             assert e.evidence.ci95_boot_seed is None  # three seeds: every resample enumerated
-    # Paper Table S7, CUB hier_mAP: all four simple effects are positive in all three seeds, so the exact
+    # Paper supplement Table 4 (Sec. S7), CUB hier_mAP: all four simple effects are positive in all three seeds, so the exact
     # sign-flip p is its floor for three seeds, 2/8, and their t intervals exclude zero.
     for name in ("geom_R", "geom_S", "loss_E", "loss_H"):
         e = effects["hier_mAP"][name]
@@ -217,7 +219,7 @@ def _without(df: pl.DataFrame, arm: str, seed: int) -> pl.DataFrame:
 
 
 def test_missing_cell_is_an_error_naming_seed_and_arm():
-    df = _without(cub_s7_table(), "H_S", 2024)
+    df = _without(per_seed_table("S3"), "H_S", 2024)
     with pytest.raises(InputError) as err:
         simple_effects(df)
     text = str(err.value)
@@ -237,11 +239,11 @@ def test_seed_in_only_some_arms_is_an_error():
         }
     )
     with pytest.raises(InputError, match=r"seed 99 lacks arm\(s\) E_S, H_S \(present: E_R, H_R\)"):
-        simple_effects(pl.concat([cub_s7_table(), extra]))
+        simple_effects(pl.concat([per_seed_table("S3"), extra]))
 
 
 def test_duplicate_arm_seed_is_an_error():
-    df = pl.concat([cub_s7_table(), cub_s7_table().head(1)])
+    df = pl.concat([per_seed_table("S3"), per_seed_table("S3").head(1)])
     with pytest.raises(InputError, match="duplicate row for arm E_R, seed 42"):
         simple_effects(df)
     with pytest.raises(InputError, match="duplicate"):
@@ -249,12 +251,12 @@ def test_duplicate_arm_seed_is_an_error():
 
 
 def test_unknown_arm_and_bad_values_are_errors_not_nan():
-    df = cub_s7_table().with_columns(
+    df = per_seed_table("S3").with_columns(
         pl.when(pl.col("seed") == 3407).then(pl.lit("X_Q")).otherwise(pl.col("arm")).alias("arm")
     )
     with pytest.raises(InputError, match="unknown arm 'X_Q'"):
         simple_effects(df)
-    nan = cub_s7_table().with_columns(
+    nan = per_seed_table("S3").with_columns(
         pl.when((pl.col("arm") == "H_R") & (pl.col("seed") == 42))
         .then(float("nan"))
         .otherwise(pl.col("leaf_mAP"))
@@ -262,7 +264,7 @@ def test_unknown_arm_and_bad_values_are_errors_not_nan():
     )
     with pytest.raises(InputError, match="arm H_R, seed 42: metric 'leaf_mAP' is nan"):
         simple_effects(nan)
-    null = cub_s7_table().with_columns(
+    null = per_seed_table("S3").with_columns(
         pl.when(pl.col("arm") == "E_S").then(None).otherwise(pl.col("high_mAP")).alias("high_mAP")
     )
     with pytest.raises(InputError, match="arm E_S, seed 2024: metric 'high_mAP' is missing"):
@@ -270,7 +272,7 @@ def test_unknown_arm_and_bad_values_are_errors_not_nan():
 
 
 def test_metric_selection_errors_list_valid_columns():
-    df = cub_s7_table().with_columns(pl.lit("cub").alias("dataset"))
+    df = per_seed_table("S3").with_columns(pl.lit("cub").alias("dataset"))
     with pytest.raises(InputError) as err:
         simple_effects(df, "genus_mAP")
     assert "'genus_mAP' does not exist" in str(err.value)
@@ -282,24 +284,24 @@ def test_metric_selection_errors_list_valid_columns():
 
 def test_missing_key_column_is_an_error():
     with pytest.raises(InputError, match="missing column 'seed'"):
-        simple_effects(cub_s7_table().drop("seed"))
+        simple_effects(per_seed_table("S3").drop("seed"))
 
 
 # ---------------------------------------------------------------------------------- redistribution
 
 
 def test_redistribution_reproduces_paper_section_5_4():
-    result = redistribution(cub_s7_table())
+    result = redistribution(per_seed_table("S3"))
     s = result.contrasts["geom_S"]
     # Paper §5.4: H_S - E_S changes CUB Class/Genus/Family mAP by -0.0594/-0.0074/+0.0134.
     assert [round(s[level].mean, 4) for level in ("leaf", "middle", "high")] == [-0.0594, -0.0074, 0.0134]
     assert result.pattern == {"geom_S": True, "geom_R": False}
     assert result.seeds_with_pattern == {"geom_S": 3, "geom_R": 0}
-    for level, col in (("leaf", 2), ("middle", 3), ("high", 4)):
-        for s_i, seed in enumerate(SEEDS):
-            hs = CUB_S7[9 + s_i][col]
-            es = CUB_S7[6 + s_i][col]
-            hr, er = CUB_S7[3 + s_i][col], CUB_S7[s_i][col]
+    cub = {(r["arm"], r["seed"]): r for r in per_seed_table("S3").iter_rows(named=True)}
+    for level in ("leaf", "middle", "high"):
+        col = f"{level}_mAP"
+        for seed in SEEDS:
+            hs, es, hr, er = (cub[(arm, seed)][col] for arm in ("H_S", "E_S", "H_R", "E_R"))
             assert result.contrasts["geom_S"][level].per_seed[seed] == hs - es
             assert result.contrasts["geom_R"][level].per_seed[seed] == hr - er
 
@@ -325,7 +327,7 @@ def test_redistribution_counts_seeds_showing_the_pattern():
 
 def test_redistribution_needs_all_level_columns():
     with pytest.raises(InputError, match="needs column 'high_R@5'"):
-        redistribution(cub_s7_table(), "R@5")
+        redistribution(per_seed_table("S3"), "R@5")
 
 
 # ------------------------------------------------------------------------------- long -> per-seed

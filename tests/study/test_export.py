@@ -30,12 +30,12 @@ from hierconsole.study.report.writers import (
     write_table,
 )
 from hierconsole.vocabulary import ARMS
-from tests.paper_tables import cub_s7_table
+from tests.paper_tables import per_seed_table
 
 
 @pytest.fixture
 def per_seed() -> pl.DataFrame:
-    return cub_s7_table()
+    return per_seed_table("S3")
 
 
 def sample_frame() -> pl.DataFrame:

@@ -15,13 +15,13 @@ from hierconsole.study.analysis.frames import analysis_frame
 from hierconsole.study.analysis.headline import headline, pooled_headline
 from hierconsole.study.analysis.statistics import EVIDENCE_KEYS, evidence
 from hierconsole.vocabulary import LEVELS
-from tests.paper_tables import SEEDS, cub_s7_table
+from tests.paper_tables import SEEDS, per_seed_table
 from tests.stores.fixed import COMPLETE, metric_value
 from tests.stores.fixed import SEEDS as FIXED_SEEDS
 
 
 def test_headline_is_the_difference_of_magnitudes_seed_by_seed():
-    table = cub_s7_table()
+    table = per_seed_table("S3")
     effects = simple_effects(table, "hier_mAP")
     rows = headline(effects)
     assert [(h.loss, h.geometry) for h in rows] == list(HEADLINE_PAIRS)
@@ -45,8 +45,8 @@ def test_headline_is_the_difference_of_magnitudes_seed_by_seed():
 
 
 def test_headline_pooled_over_datasets_by_seed_or_by_dataset():
-    a = simple_effects(cub_s7_table(), "hier_mAP")
-    shifted = cub_s7_table().with_columns(
+    a = simple_effects(per_seed_table("S3"), "hier_mAP")
+    shifted = per_seed_table("S3").with_columns(
         pl.when(pl.col("arm") == "E_S").then(pl.col("hier_mAP") - 0.03).otherwise(pl.col("hier_mAP"))
     )
     b = simple_effects(shifted, "hier_mAP")
@@ -61,13 +61,13 @@ def test_headline_pooled_over_datasets_by_seed_or_by_dataset():
     for h in by_dataset:
         assert h.per_unit == pytest.approx({"cub": single[h.name].mean, "other": other[h.name].mean})
     # A dataset without the cells of a comparison leaves that comparison out of the pool.
-    only_s = simple_effects(cub_s7_table().filter(pl.col("arm").is_in(["E_S", "H_S"])), "hier_mAP")
+    only_s = simple_effects(per_seed_table("S3").filter(pl.col("arm").is_in(["E_S", "H_S"])), "hier_mAP")
     assert pooled_headline({"cub": a, "s": only_s}) == []
 
 
 def test_headline_table_exports_every_metric():
-    frame = analysis_frame("headline", cub_s7_table())
-    assert set(frame["metric"]) == set(simple_effects(cub_s7_table()))
+    frame = analysis_frame("headline", per_seed_table("S3"))
+    assert set(frame["metric"]) == set(simple_effects(per_seed_table("S3")))
     assert frame.columns[:3] == ["metric", "comparison", "definition"]
     assert frame.height == len(HEADLINE_PAIRS) * frame["metric"].n_unique()
 

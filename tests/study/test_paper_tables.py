@@ -1,7 +1,8 @@
 """The paper's transcribed tables checked against themselves: wherever the paper's numbers determine one
 another (per-seed effects are differences of per-seed arms, a mean ± SD summarises three per-seed values,
 the hier score is the mean of middle and high, the text restates a table), the transcription must agree
-with itself to the paper's rounding. A typo in one cell breaks one of these checks.
+with itself to the paper's rounding. A typo in one cell breaks one of these checks. The shipped files are
+read back beside the loader's tables by a plain CSV parse.
 
 Inconsistencies that are the paper's own (not the transcription's) are listed in PAPER_INCONSISTENCIES and
 checked to be exactly that large, so they are marked rather than "fixed".
@@ -9,18 +10,24 @@ checked to be exactly that large, so they are marked rather than "fixed".
 
 from __future__ import annotations
 
+import csv
 import math
 import statistics
+import tomllib
 
-import polars as pl
 import pytest
 
-from hierconsole.errors import InputError, NotFoundError
 from hierconsole.factorial import CONTRASTS
-from hierconsole.study.analysis.paper_tables import PAPER_TABLES, PaperTable, paper_long, paper_table
+from hierconsole.study.analysis.paper_tables import (
+    PAPER_DIR,
+    PAPER_TABLES,
+    PaperTable,
+    load_tables,
+    paper_long,
+)
 from hierconsole.vocabulary import AGGREGATIONS, ARMS, BASELINES, LEVELS
+from tests.paper_tables import SEEDS
 
-SEEDS = (42, 2024, 3407)
 HALF = 0.5  # a printed value is within half a unit of its last digit of the exact one
 EPS = 1e-12
 
@@ -43,13 +50,10 @@ def per_seed_arms(table_id: str) -> dict[tuple[str, int], dict[str, float]]:
 # -- the index ------------------------------------------------------------------------------------------
 
 
-def test_every_table_has_rows_and_both_frames():
+def test_every_table_has_rows_and_its_long_frame():
     assert len(PAPER_TABLES) == 26
     for table_id, t in PAPER_TABLES.items():
         assert t.id == table_id and t.rows and t.title and t.source
-        wide = paper_table(table_id)
-        assert wide.height == len(t.rows)
-        assert wide.columns[: len(t.keys)] == list(t.keys)
         long = paper_long(table_id)
         printed = sum(c is not None for r in t.rows for c in t.cells(r).values())
         assert long.height == printed
@@ -65,23 +69,22 @@ def test_the_papers_numbering_is_indexed():
 def test_keys_use_the_projects_words():
     arms = {*ARMS, *BASELINES, "euclidean_regression", "supcon", "matched_euclidean", "matched_hyperbolic"}
     for t in PAPER_TABLES.values():
-        frame = paper_table(t.id)
-        assert set(frame["dataset"]) <= {"cub", "nabirds"}, t.id
+        frame = {k: {t.key_of(row)[i] for row in t.rows} for i, k in enumerate(t.keys)}
+        assert frame["dataset"] <= {"cub", "nabirds"}, t.id
         if "aggregation" in t.keys:
-            assert set(frame["aggregation"]) <= set(AGGREGATIONS), t.id
+            assert frame["aggregation"] <= set(AGGREGATIONS), t.id
         if "arm" in t.keys:
-            assert set(frame["arm"]) <= arms, t.id
+            assert frame["arm"] <= arms, t.id
         if "level" in t.keys:
-            assert set(frame["level"].drop_nulls()) <= set(LEVELS), t.id
+            assert frame["level"] - {None} <= set(LEVELS), t.id
         if "effect" in t.keys:
-            assert set(frame["effect"]) <= set(CONTRASTS), t.id
+            assert frame["effect"] <= set(CONTRASTS), t.id
 
 
-def test_sd_cells_are_mean_sd_pairs_and_wide_frames_name_them():
-    frame = paper_table("main-1")
-    row = frame.filter((pl.col("dataset") == "cub") & (pl.col("arm") == "E_R")).row(0, named=True)
-    assert row["leaf_mAP_mean"] == 0.6171 and row["leaf_mAP_sd"] == 0.0028
-    assert PAPER_TABLES["main-1"].value(("nabirds", "macro", "H_S"), "hier_mAP") == (0.3869, 0.0020)
+def test_sd_cells_are_mean_sd_pairs():
+    long = paper_long("main-1").row(0, named=True)
+    assert (long["arm"], long["column"], long["value"], long["sd"]) == ("E_R", "leaf_mAP", 0.6171, 0.0028)
+    assert by_key("main-1")[("nabirds", "macro", "H_S")]["hier_mAP"] == (0.3869, 0.0020)
     with pytest.raises(ValueError, match="not a \\(mean, sd\\) pair"):
         PaperTable("x", "x", "x", ("dataset",), ("v",), (("cub", 0.5),), 4, with_sd=True)
     with pytest.raises(ValueError, match="expected 2"):
@@ -90,18 +93,59 @@ def test_sd_cells_are_mean_sd_pairs_and_wide_frames_name_them():
         PaperTable("x", "x", "x", ("dataset",), ("v",), (("cub", 1.0), ("cub", 2.0)), 4)
 
 
-def test_an_unknown_table_is_named_with_the_valid_ids():
-    with pytest.raises(NotFoundError, match="unknown paper table 'S13'.*main-1"):
-        paper_table("S13")
+# -- the shipped files ----------------------------------------------------------------------------------
 
 
-def test_paper_values_views_are_the_supplement_tables():
-    from hierconsole.study.analysis.paper_values import CUB_S7, CUB_S7_EFFECTS, CUB_S11, cub_s7_table
+def _plain(text: str, *, verbatim: bool) -> object:
+    """A CSV cell parsed the simplest way, independently of the loader: empty is None, "m ± s" a pair,
+    else an int, else a float, else the text."""
+    if text == "" or verbatim:
+        return text or None
+    if "±" in text:
+        mean, sd = text.split("±")
+        return (float(mean), float(sd))
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
-    assert CUB_S7[0] == ("E_R", 42, 0.613884, 0.500621, 0.564324, 0.532472)
-    assert len(CUB_S7) == 12 and cub_s7_table().height == 12
-    assert CUB_S7_EFFECTS["interaction"] == ((-0.008165, -0.006678, -0.006892), -0.007245, 0.000804)
-    assert CUB_S11["geom_S"] == ((+0.004214, +0.004807, +0.004921), +0.004647, 0.000380)
+
+def test_the_loader_reads_every_shipped_file_as_written():
+    # Each table is its CSV's cells as written, in tables.toml's order, with its entry's words: a loader
+    # that shifted a column, dropped a row or mistyped a cell (3 for 3.0, "0" for 0) fails here.
+    index = tomllib.loads((PAPER_DIR / "tables.toml").read_text(encoding="utf-8"))["table"]
+    assert [entry["id"] for entry in index] == list(PAPER_TABLES)
+    assert sorted(p.name for p in PAPER_DIR.iterdir()) == sorted(["tables.toml", *(f"{i}.csv" for i in PAPER_TABLES)])
+    for entry in index:
+        t = PAPER_TABLES[entry["id"]]
+        assert (t.title, t.source, t.keys, t.decimals) == (entry["title"], entry["source"], tuple(entry["keys"]), entry["decimals"])
+        assert (t.with_sd, t.note) == (entry.get("with_sd", False), entry.get("note", ""))
+        with (PAPER_DIR / f"{t.id}.csv").open(encoding="utf-8", newline="") as f:
+            header, *body = csv.reader(f)
+        assert header == [*t.keys, *t.columns] and len(body) == len(t.rows), t.id
+        for row, texts in zip(t.rows, body, strict=True):
+            for name, cell, text in zip(header, row, texts, strict=True):
+                plain = _plain(text, verbatim=name in entry.get("text", ()))
+                assert cell == plain and repr(cell) == repr(plain), (t.id, name, text)
+
+
+def test_a_damaged_table_file_is_named_with_its_line(tmp_path):
+    for f in ("tables.toml", "S3.csv"):
+        (tmp_path / f).write_bytes((PAPER_DIR / f).read_bytes())
+    (tmp_path / "tables.toml").write_text(
+        '[[table]]\nid = "S3"\ntitle = "t"\nsource = "s"\nkeys = ["dataset", "aggregation", "arm", "seed"]\ndecimals = 6\n'
+        'with_sd = true\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(ValueError, match="S3.csv, line 2: '0.613884' is not 'mean ± sd'"):
+        load_tables(tmp_path)
+    (tmp_path / "tables.toml").write_text(
+        '[[table]]\nid = "S3"\ntitle = "t"\nsource = "s"\nkeys = ["dataset", "arm"]\ndecimals = 6\n', encoding="utf-8"
+    )
+    with pytest.raises(ValueError, match="does not start with the keys"):
+        load_tables(tmp_path)
 
 
 # -- per-seed tables against their summaries ----------------------------------------------------------
@@ -333,51 +377,7 @@ def test_section_4_restates_the_valid_query_ranges_and_run_counts():
         assert audit[(dataset, "Official Q/G cells")] == f"{len(ARMS) * len(seeds) * len(qg)}/36 verified"
 
 
-# -- the measured values beside the paper's -------------------------------------------------------------
-
-
-def test_every_tables_printed_shape_melts_back_to_its_long_shape():
-    for t in PAPER_TABLES.values():
-        join = [*t.keys, "column"]
-        assert t.long_of(t.frame()).sort(join, nulls_last=True).equals(t.long().sort(join, nulls_last=True)), t.id
-
-
-def test_the_projects_arms_frame_of_table_3_sits_beside_table_1():
-    from hierconsole.study.analysis.arms import arm_table
-    from hierconsole.study.analysis.frames import arms_frame
-    from hierconsole.study.analysis.paper_tables import beside_paper
-    from hierconsole.study.analysis.paper_values import cub_s7_table
-
-    table = PAPER_TABLES["main-1"]
-    measured = arms_frame(arm_table(cub_s7_table())).with_columns(
-        pl.lit("cub").alias("dataset"), pl.lit("micro").alias("aggregation")
-    )
-    out = beside_paper(table, table.long_of(measured), comparable=True, complete=False)
-    assert out.height == paper_long("main-1").height  # every published number, in the paper's order
-    assert out.select("dataset", "arm", "column").rows() == paper_long("main-1").select("dataset", "arm", "column").rows()
-    cub = out.filter(pl.col("dataset") == "cub")
-    assert cub["measured"].null_count() == 0 and cub["seed_sd"].null_count() == 0
-    assert cub["difference"].abs().max() <= HALF * unit(table) + 1e-6
-    assert (cub["difference"] == cub["measured"] - cub["published"]).all()
-    assert out.filter(pl.col("dataset") == "nabirds")["measured"].null_count() == 16
-    with pytest.raises(InputError, match="no value for the paper's \\[\\('nabirds'"):
-        beside_paper(table, table.long_of(measured), comparable=True)
-
-
-def test_beside_paper_keeps_text_cells_and_null_keys_and_rejects_bad_frames():
-    from hierconsole.study.analysis.paper_tables import BESIDE_COLUMNS, beside_paper
-
-    audit = beside_paper(PAPER_TABLES["S12"], paper_long("S12"), comparable=False)
-    assert audit.columns == ["dataset", "check", "column", *BESIDE_COLUMNS]
-    assert (audit["measured"] == audit["published"]).all() and audit["difference"].null_count() == audit.height
-    assert not audit["comparable"].any()
-    counts = paper_long("sec-S3").with_columns(pl.col("value") + 1)  # level is null on some rows
-    out = beside_paper(PAPER_TABLES["sec-S3"], counts, comparable=True)
-    assert out["difference"].to_list() == [1.0] * out.height
-    with pytest.raises(InputError, match="no column value"):
-        beside_paper(PAPER_TABLES["S3"], paper_long("S3").drop("value"), comparable=True)
-    with pytest.raises(InputError, match="share their keys"):
-        beside_paper(PAPER_TABLES["S3"], pl.concat([paper_long("S3"), paper_long("S3").head(1)]), comparable=True)
+# -- the digest a replication's tables stage is keyed by ------------------------------------------------
 
 
 def test_the_digest_follows_the_numbers_not_the_prose():

@@ -154,21 +154,6 @@ def test_store_loop_resumes_skips_and_redoes(tmp_path):
         assert store.value("SELECT count(*) FROM replication_stages WHERE replication_id = 'r1'") == 3
 
 
-def test_paper_comparison_sets_each_value_beside_the_published_one():
-    from hierconsole.study.analysis.paper_values import CUB_S11, SOURCES, paper_comparison
-
-    measured = {row: (mean + 0.001, 0.0005) for row, (_, mean, _sd) in CUB_S11.items()}
-    rows = paper_comparison("S11", CUB_S11, measured, comparable=False)
-    assert [r.row for r in rows] == list(CUB_S11)
-    assert all(abs(r.difference - 0.001) < 1e-12 and not r.comparable for r in rows)
-    assert rows[0].published == 0.008904 and rows[0].seed_sd == 0.0005
-    assert "Table S11" in SOURCES["CUB_S11"]
-    with pytest.raises(KeyError, match="interaction"):
-        paper_comparison(
-            "S11", CUB_S11, {k: v for k, v in measured.items() if k != "interaction"}, comparable=True
-        )
-
-
 def test_each_datasets_registered_aggregation_is_its_factorial_presets():
     from hierconsole.config.files import load_preset
     from hierconsole.study.analysis.paper_datasets import DATASETS, REGISTERED
