@@ -310,17 +310,7 @@ def _family_effects(args: argparse.Namespace, store: Store) -> int:
         doc = {
             "family": family.family_id,
             "metric": metric,
-            "effects": {
-                name: {
-                    "per_member": e.per_study,
-                    "mean": e.mean,
-                    "sd": e.sd,
-                    "positive_members": e.positive,
-                    "n_members": e.n,
-                    **e.evidence.columns(),
-                }
-                for name, e in pooled.items()
-            },
+            "effects": {name: e.to_json() for name, e in pooled.items()},
         }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return 0

@@ -1,7 +1,7 @@
 """The notebook's frames: read-layer results laid out long, one row per value, for polars (or pandas).
 
 Where a study has seeds, every row holds one seed's value and, beside it, the summary over the seeds
-(mean, sample SD, positive seeds, n seeds, the intervals and tests of `study.analysis.statistics`),
+(a `study.analysis.paired.PairedSummary`: mean, sample SD, positive seeds, n seeds, intervals, tests),
 repeated on each of its seeds' rows: filter by seed for the per-seed values, or take one row per
 (metric, effect) for the summary (`summary=True` does that). The numbers are the read layer's own,
 never recomputed here, so they equal what `hierconsole ... --json` prints.
@@ -18,8 +18,8 @@ import polars as pl
 from hierconsole.study.analysis.audits import Check
 from hierconsole.study.analysis.contrasts import StudyContrast
 from hierconsole.study.analysis.effects import Effect, SimpleEffects, iter_effects
+from hierconsole.study.analysis.paired import PairedSummary, summary_schema
 from hierconsole.study.analysis.pooled import PooledEffect
-from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA, Evidence
 from hierconsole.study.read.families import FamilyRow
 from hierconsole.study.read.jobs import JobRow
 from hierconsole.study.read.studies import StudyRow
@@ -28,45 +28,26 @@ EFFECT_GROUPS: tuple[str, ...] = ("effects", "baseline_contrasts")
 """The `group` of an effects row: the simple effects and interaction, or a cell against a baseline; the
 two keys of `hierconsole effects --json` that hold them."""
 
-SEED_COUNTS = ("positive_seeds", "n_seeds")
-MEMBER_COUNTS = ("positive_members", "n_members")
-"""The names of the summary's counts: over seeds (a study), over members (a family's pooled effects)."""
-
-
-def _summary(
-    mean: float, sd: float | None, positive: int, n: int, evidence: Evidence, counts: tuple[str, str] = SEED_COUNTS
-) -> dict[str, Any]:
-    return {"mean": mean, "sd": sd, counts[0]: positive, counts[1]: n, **evidence.columns()}
-
 
 def _long(
     keys: Sequence[dict[str, Any]],
-    values: Sequence[dict[Any, float]],
-    summaries: Sequence[dict[str, Any]],
+    summaries: Sequence[PairedSummary],
     key_schema: dict[str, Any],
     *,
     summary: bool,
     unit: tuple[str, Any] = ("seed", pl.Int64),
-    counts: tuple[str, str] = SEED_COUNTS,
 ) -> pl.DataFrame:
     """Each of `keys` once with its summary (`summary`), or once per unit (seed or member) with that
     unit's value beside the summary."""
     name, dtype = unit
     rows: list[dict[str, Any]] = []
-    for key, by_unit, summ in zip(keys, values, summaries, strict=True):
+    for key, s in zip(keys, summaries, strict=True):
+        columns = s.columns()
         if summary:
-            rows.append({**key, **summ})
+            rows.append({**key, **columns})
         else:
-            rows.extend({**key, name: u, "value": v, **summ} for u, v in by_unit.items())
-    schema = {
-        **key_schema,
-        **({} if summary else {name: dtype, "value": pl.Float64}),
-        "mean": pl.Float64,
-        "sd": pl.Float64,
-        counts[0]: pl.Int64,
-        counts[1]: pl.Int64,
-        **EVIDENCE_SCHEMA,
-    }
+            rows.extend({**key, name: u, "value": v, **columns} for u, v in s.per_unit.items())
+    schema = {**key_schema, **({} if summary else {name: dtype, "value": pl.Float64}), **summary_schema(name)}
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -75,8 +56,7 @@ def effects_long(groups: dict[str, SimpleEffects], *, summary: bool = False) -> 
     effects: list[tuple[str, Effect]] = [(g, e) for g, by_metric in groups.items() for e in iter_effects(by_metric)]
     return _long(
         [{"group": g, "metric": e.metric, "effect": e.name, "definition": e.definition} for g, e in effects],
-        [e.per_seed for _, e in effects],
-        [_summary(e.mean, e.sd, e.positive_seeds, e.n_seeds, e.evidence) for _, e in effects],
+        [e for _, e in effects],
         {"group": pl.String, "metric": pl.String, "effect": pl.String, "definition": pl.String},
         summary=summary,
     )
@@ -92,8 +72,7 @@ def contrasts_long(contrasts: Iterable[StudyContrast], *, summary: bool = False)
              "arm_a": r.arm_a, "arm_b": r.arm_b, "level": r.level}
             for c, r in pairs
         ],  # fmt: skip
-        [r.per_seed for _, r in pairs],
-        [_summary(r.mean, r.sd, r.positive_seeds, r.n_seeds, r.evidence) for _, r in pairs],
+        [r for _, r in pairs],
         {k: pl.String for k in ("contrast", "a", "b", "metric", "arm_a", "arm_b", "level")},
         summary=summary,
     )
@@ -105,12 +84,10 @@ def pooled_long(family_id: str, pooled: dict[str, PooledEffect], *, summary: boo
     effects = list(pooled.values())
     return _long(
         [{"family": family_id, "metric": e.metric, "effect": e.name, "definition": e.definition} for e in effects],
-        [e.per_study for e in effects],
-        [_summary(e.mean, e.sd, e.positive, e.n, e.evidence, MEMBER_COUNTS) for e in effects],
+        effects,
         {"family": pl.String, "metric": pl.String, "effect": pl.String, "definition": pl.String},
         summary=summary,
         unit=("member", pl.String),
-        counts=MEMBER_COUNTS,
     )
 
 

@@ -58,7 +58,7 @@ def test_effects_forest_draws_every_seed_mean_and_both_intervals(demo):
     t_bar, boot_bar = bars[0].get_segments()[0], bars[1].get_segments()[0]
     assert tuple(t_bar[:, 0]) == pytest.approx(e.evidence.ci95_t)
     assert tuple(boot_bar[:, 0]) == pytest.approx(e.evidence.ci95_boot)
-    assert sorted(points[0].get_offsets()[:, 0]) == pytest.approx(sorted(e.per_seed.values()))
+    assert sorted(points[0].get_offsets()[:, 0]) == pytest.approx(sorted(e.per_unit.values()))
     legend = fig.legends[0]
     assert _texts(legend.get_texts()) == ["per seed", "mean", "95 % t interval", "95 % bootstrap"]
     # geom_R is drawn in the colour of the arm it adds.

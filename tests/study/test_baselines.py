@@ -161,7 +161,7 @@ def test_arm_table_contrasts_and_export_carry_the_baselines(study):
     e = effects["E_S_vs_frozen"]
     assert e.definition == "E_S - frozen"
     by = {r["seed"]: r[HIER_METRIC] for r in seeds.filter(pl.col("arm") == "E_S").iter_rows(named=True)}
-    assert e.per_seed == {s: v - frozen["mean"] for s, v in by.items()}
+    assert e.per_unit == {s: v - frozen["mean"] for s, v in by.items()}
     assert "E_S_vs_pca" in effects and "geom_S" not in effects  # no H_S cell in this study
     assert arms_export["arm"].to_list() == ["E_R", "E_S", "frozen", "pca"]
     assert arms_export.filter(pl.col("arm") == "pca")["n"].to_list() == [None]

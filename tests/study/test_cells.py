@@ -51,7 +51,7 @@ def test_effects_on_a_subset_omit_what_needs_a_missing_arm():
     assert list(effects["m"]) == ["geom_R"]
     e = effects["m"]["geom_R"]
     by = {(r["arm"], r["seed"]): r["m"] for r in table.iter_rows(named=True)}
-    assert e.per_seed == {s: by[("H_R", s)] - by[("E_R", s)] for s in (1, 2, 3)}
+    assert e.per_unit == {s: by[("H_R", s)] - by[("E_R", s)] for s in (1, 2, 3)}
     assert omitted_effects(["E_R", "H_R"]) == {
         "geom_S": ("E_S", "H_S"),
         "loss_E": ("E_S",),

@@ -31,10 +31,10 @@ def test_pairs_by_seed_and_reports_the_dropped_ones():
     result = contrast_tables(a, b, a="A", b="B")
     assert [(r.arm_a, r.arm_b, r.level) for r in result.rows] == [("E_S", "E_S", lv) for lv in ("leaf", "middle", "high", "hier")]
     leaf = result.rows[0]
-    assert leaf.per_seed == pytest.approx({2: -0.05, 3: 0.10})
+    assert leaf.per_unit == pytest.approx({2: -0.05, 3: 0.10})
     assert leaf.mean == pytest.approx(0.025)
     assert leaf.sd == pytest.approx(((0.075**2 + 0.075**2) / 1) ** 0.5)
-    assert (leaf.positive_seeds, leaf.n_seeds) == (1, 2)
+    assert (leaf.positive, leaf.n) == (1, 2)
     assert result.dropped == {"a": [1], "b": [4]}
     assert result.dropped_text() == "dropped seed(s) 1 only in A; seed(s) 4 only in B"
     doc = json.loads(json.dumps(result.to_json()))
@@ -47,7 +47,7 @@ def test_one_seed_has_no_sd_and_recall_has_no_hier_row():
     b = _table({"E_R": {7: 0.1}}, metric="R@1")
     result = contrast_tables(a, b, a="A", b="B", metric="R@1", arms=[("H_R", "E_R")])
     assert [r.level for r in result.rows] == ["leaf", "middle", "high"]
-    assert all(r.sd is None and r.n_seeds == 1 for r in result.rows)
+    assert all(r.sd is None and r.n == 1 for r in result.rows)
     assert result.to_json()["rows"][0]["sd"] is None
     frame = contrasts_frame([result])
     assert frame.columns[:7] == ["contrast", "a", "b", "arm_a", "arm_b", "level", "metric"]
@@ -77,7 +77,7 @@ def test_contrast_rows_carry_the_intervals_and_tests_in_json_and_frames():
     b = _table({"E_S": {1: 0.40, 2: 0.41, 3: 0.36, 4: 0.30}})
     result = contrast_tables(a, b, a="A", b="B")
     row = result.rows[0]
-    values = [row.per_seed[s] for s in sorted(row.per_seed)]
+    values = [row.per_unit[s] for s in sorted(row.per_unit)]
     assert row.evidence == evidence(values)
     assert row.evidence.p_signflip == 2 / 16  # four positive seeds: the floor of four
     doc = result.to_json()["rows"][0]

@@ -111,14 +111,14 @@ def test_effects_reproduce_paper_table_s4():
     assert list(measured["hier_mAP"]) == list(EFFECTS)
     for name, paper in effects_of("S4").items():
         e = measured["hier_mAP"][name]
-        assert list(e.per_seed) == list(SEEDS)
+        assert list(e.per_unit) == list(SEEDS)
         # Table values are rounded to 6 decimals, so differences of them carry up to ~2e-6 of rounding.
         for s in SEEDS:
-            assert e.per_seed[s] == pytest.approx(paper[f"seed_{s}"], abs=2.1e-6)
+            assert e.per_unit[s] == pytest.approx(paper[f"seed_{s}"], abs=2.1e-6)
         assert e.mean == pytest.approx(paper["mean"], abs=2e-6)
         assert e.sd == pytest.approx(paper["sd"], abs=2e-6)
-        assert e.n_seeds == 3
-        assert e.positive_seeds == (0 if name == "interaction" else 3)
+        assert e.n == 3
+        assert e.positive == (0 if name == "interaction" else 3)
 
 
 def test_effects_reproduce_paper_table_s11_from_constructed_arms():
@@ -139,11 +139,11 @@ def test_effects_reproduce_paper_table_s11_from_constructed_arms():
         # The three chosen contrasts come back exactly; the two derived ones carry the table's rounding.
         tol = 1e-12 if name in ("geom_R", "geom_S", "loss_E") else 2e-6
         for s in SEEDS:
-            assert effects[name].per_seed[s] == pytest.approx(paper[f"seed_{s}"], abs=tol)
+            assert effects[name].per_unit[s] == pytest.approx(paper[f"seed_{s}"], abs=tol)
         assert effects[name].mean == pytest.approx(paper["mean"], abs=1e-6)
         assert effects[name].sd == pytest.approx(paper["sd"], abs=1e-6)
-    assert effects["interaction"].positive_seeds == 0
-    assert effects["loss_H"].positive_seeds == 3
+    assert effects["interaction"].positive == 0
+    assert effects["loss_H"].positive == 3
 
 
 def test_effects_match_loop_reference_on_random_table():
@@ -159,11 +159,11 @@ def test_effects_match_loop_reference_on_random_table():
     ref = reference_effects(rows)
     for name, values in ref.items():
         e = effects[name]
-        assert list(e.per_seed) == sorted(seeds)
-        assert list(e.per_seed.values()) == pytest.approx(values, abs=0)
+        assert list(e.per_unit) == sorted(seeds)
+        assert list(e.per_unit.values()) == pytest.approx(values, abs=0)
         assert e.mean == pytest.approx(statistics.mean(values), abs=1e-15)
         assert e.sd == pytest.approx(float(np.std(values, ddof=1)), abs=1e-15)
-        assert e.positive_seeds == sum(v > 0 for v in values)
+        assert e.positive == sum(v > 0 for v in values)
 
 
 def test_effects_json_shape_is_exact():
@@ -184,7 +184,7 @@ def test_effects_json_shape_is_exact():
 def test_one_seed_gives_null_sd():
     df = pl.DataFrame({"arm": list(ARMS), "seed": [1] * 4, "m": [0.1, 0.2, 0.4, 0.8]})
     e = simple_effects(df)["m"]["interaction"]
-    assert e.per_seed == {1: pytest.approx((0.8 - 0.4) - (0.2 - 0.1))}
+    assert e.per_unit == {1: pytest.approx((0.8 - 0.4) - (0.2 - 0.1))}
     assert e.sd is None
     assert effects_json(simple_effects(df))["m"]["interaction"]["sd"] is None
     # One seed: no interval, no bootstrap, no seeds_to_resolve; the sign-flip p of one value is 1.
@@ -197,7 +197,7 @@ def test_every_effect_carries_the_statistics_of_its_per_seed_values():
     effects = simple_effects(per_seed_table("S3"))
     for by_effect in effects.values():
         for e in by_effect.values():
-            values = [e.per_seed[s] for s in SEEDS]
+            values = [e.per_unit[s] for s in SEEDS]
             assert e.evidence.ci95_t == ci95_t(values)
             assert e.evidence.ci95_boot == ci95_boot(values)
             assert e.evidence.p_signflip == p_signflip(values)
@@ -302,8 +302,8 @@ def test_redistribution_reproduces_paper_section_5_4():
         col = f"{level}_mAP"
         for seed in SEEDS:
             hs, es, hr, er = (cub[(arm, seed)][col] for arm in ("H_S", "E_S", "H_R", "E_R"))
-            assert result.contrasts["geom_S"][level].per_seed[seed] == hs - es
-            assert result.contrasts["geom_R"][level].per_seed[seed] == hr - er
+            assert result.contrasts["geom_S"][level].per_unit[seed] == hs - es
+            assert result.contrasts["geom_R"][level].per_unit[seed] == hr - er
 
 
 def test_redistribution_counts_seeds_showing_the_pattern():
@@ -322,7 +322,7 @@ def test_redistribution_counts_seeds_showing_the_pattern():
     assert result.pattern["geom_S"] is True
     assert result.seeds_with_pattern["geom_S"] == 2
     assert result.pattern["geom_R"] is False
-    assert result.contrasts["geom_S"]["middle"].positive_seeds == 1
+    assert result.contrasts["geom_S"]["middle"].positive == 1
 
 
 def test_redistribution_needs_all_level_columns():
@@ -398,7 +398,7 @@ def test_hier_map_never_includes_the_leaf():
 def test_per_seed_from_long_feeds_effects():
     wide = per_seed_from_long(make_long(seed=3))
     effects = simple_effects(wide)
-    assert "hier_mAP" in effects and effects["hier_mAP"]["geom_R"].n_seeds == 2
+    assert "hier_mAP" in effects and effects["hier_mAP"]["geom_R"].n == 2
 
 
 def test_long_missing_cell_is_an_error():
@@ -468,7 +468,7 @@ def test_load_effects_csv_reads_spellings_and_skips_text_columns(tmp_path):
     assert df["arm"].to_list() == ["E_R", "H_R", "E_S", "H_S"] * 2
     assert df.schema["seed"] == pl.Int64
     e = simple_effects(df)["hier_mAP"]["geom_S"]
-    assert e.per_seed == {1: pytest.approx(0.005), 2: pytest.approx(0.005)}
+    assert e.per_unit == {1: pytest.approx(0.005), 2: pytest.approx(0.005)}
     assert load_effects_csv(path, ["leaf_R@1"]).columns == ["arm", "seed", "leaf_R@1"]
 
 

@@ -216,7 +216,7 @@ def test_effects_frame_holds_the_effects(per_seed):
         0, named=True
     )
     e = effects["hier_mAP"]["interaction"]
-    assert row["seed_42"] == e.per_seed[42] and row["mean"] == e.mean and row["sd"] == e.sd
+    assert row["seed_42"] == e.per_unit[42] and row["mean"] == e.mean and row["sd"] == e.sd
     assert row["positive_seeds"] == 0 and row["n_seeds"] == 3
     assert row["definition"] == "(H_S - E_S) - (H_R - E_R)"
     md = render_markdown(frame.filter(pl.col("metric") == "hier_mAP"), precision=6)

@@ -136,9 +136,9 @@ def test_arm_table_and_contrasts_pair_hier_per_seed(study):
     assert table["n"] == 2 and table["sd"] == pytest.approx(float(np.std(list(by_seed.values()), ddof=1)))
     effects = simple_effects(seeds, HIER_METRIC, baselines=base)[HIER_METRIC]
     e = effects["E_S_vs_hier"]
-    assert e.definition == "E_S - hier" and e.n_seeds == 2
+    assert e.definition == "E_S - hier" and e.n == 2
     es = {r["seed"]: r[HIER_METRIC] for r in seeds.filter(pl.col("arm") == "E_S").iter_rows(named=True)}
-    assert e.per_seed == {s: es[s] - by_seed[s] for s in SEEDS}
+    assert e.per_unit == {s: es[s] - by_seed[s] for s in SEEDS}
     assert "E_R_vs_frozen" in effects
     assert arms_export["arm"].to_list() == ["E_R", "E_S", "frozen", "hier"]
     row = arms_export.filter(pl.col("arm") == HIER_STYLE).row(0, named=True)

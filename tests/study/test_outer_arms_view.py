@@ -36,13 +36,13 @@ def test_values_by_hand_and_a_level_missing_on_one_split_left_out():
     view = outer_arms_view("fam", OUTER, tables, metrics=("leaf_mAP", "middle_mAP", "high_mAP"))
     assert view.metrics == ("middle_mAP",) and view.omitted == ("leaf_mAP", "high_mAP")
     sup = view.arm("sup", "middle_mAP")
-    assert sup.per_split == {"a": 0.625, "b": 0.5, "c": 0.75}
+    assert sup.per_unit == {"a": 0.625, "b": 0.5, "c": 0.75}
     assert sup.seeds == {"a": 2, "b": 2, "c": 2}
     assert sup.mean == pytest.approx(0.625, abs=1e-15) and sup.sd == pytest.approx(0.125, abs=1e-15)
     frozen = view.arm("frozen", "middle_mAP")
-    assert frozen.per_split == {"a": 0.25, "b": 0.5, "c": 0.0} and frozen.seeds == {"a": 1, "b": 1, "c": 1}
+    assert frozen.per_unit == {"a": 0.25, "b": 0.5, "c": 0.0} and frozen.seeds == {"a": 1, "b": 1, "c": 1}
     [gain] = view.gains
-    assert gain.per_split == {"a": 0.375, "b": 0.0, "c": 0.75}
+    assert gain.per_unit == {"a": 0.375, "b": 0.0, "c": 0.75}
     assert gain.mean == pytest.approx(0.375, abs=1e-15) and gain.sd == pytest.approx(0.375, abs=1e-15)
     assert (gain.positive, gain.n) == (2, 3)  # zero is not positive
     assert outer_arms_frame(view).columns[:8] == ["name", "label", "arm", "configuration", "metric", "a", "b", "c"]

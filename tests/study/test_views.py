@@ -36,7 +36,7 @@ def test_effects_summary_agrees_with_the_python_effects(fixed_home, level):
     for effect, mean, sd, positive, n in rows:
         e = python[effect]
         assert mean == pytest.approx(e.mean, abs=1e-12) and sd == pytest.approx(e.sd, abs=1e-12)
-        assert (positive, n) == (e.positive_seeds, e.n_seeds)
+        assert (positive, n) == (e.positive, e.n)
 
 
 def test_the_hier_level_of_the_views_is_the_hier_score(fixed_home):

@@ -40,7 +40,7 @@ async def test_families_view_shows_members_and_contrasts(fixed_copy):
             assert f"done - live: study {LIVE} is not locked" in text
             for row in expected.rows:
                 assert f"{row.mean:+.6f} ± {row.sd:.6f}" in text, row
-                assert f"{row.positive_seeds}/{row.n_seeds}" in text
+                assert f"{row.positive}/{row.n}" in text
             assert "H_S − E_S" in text
 
 

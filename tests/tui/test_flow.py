@@ -84,8 +84,8 @@ async def test_empty_store_to_exported_effects(tmp_path, tiny_fs, monkeypatch):
             effect = simple_effects(table, ["hier_mAP"])["hier_mAP"]["geom_S"]
             text = shown(app)
             # One seed: its value, the mean with no SD, the seed count (the digits of styles.EFFECT_DIGITS).
-            assert f"{effect.mean:+.6f} (n=1)" in text and f"{effect.positive_seeds}/1" in text
-            assert f"{effect.per_seed[42]:+.6f}" in text
+            assert f"{effect.mean:+.6f} (n=1)" in text and f"{effect.positive}/1" in text
+            assert f"{effect.per_unit[42]:+.6f}" in text
 
             await pilot.press("4")
             await settle(pilot, app)

@@ -48,7 +48,7 @@ async def test_effects_show_the_domain_numbers_for_each_metric(open_store):
             effects = simple_effects(table, [metric])[metric]
             for name, e in effects.items():
                 assert f"{name} " in text and mean_sd(e) in text, (metric, name)
-                assert f"{e.positive_seeds}/{e.n_seeds}" in text
+                assert f"{e.positive}/{e.n}" in text
         await pilot.press("a")  # one aggregation only: the console says how to get another
         await pilot.pause()
         assert any("rescore" in n.message for n in app._notifications)
@@ -133,7 +133,7 @@ async def test_redistribution_bars_per_level_and_seed(open_store):
             assert f"pattern {verdict} ({result.seeds_with_pattern[contrast]}/3)" in text
             for e in by_level.values():
                 assert mean_sd(e) in text
-                for value in e.per_seed.values():
+                for value in e.per_unit.values():
                     assert f"{value:+.{EFFECT_DIGITS}f}" in text
 
 

@@ -57,7 +57,7 @@ async def test_the_redistribution_view_shows_every_value_whole(open_store, size)
     words = []
     for by_level in result.contrasts.values():
         for e in by_level.values():
-            words += [f"{e.mean:+.{EFFECT_DIGITS}f}", *(f"{v:+.{EFFECT_DIGITS}f}" for v in e.per_seed.values())]
+            words += [f"{e.mean:+.{EFFECT_DIGITS}f}", *(f"{v:+.{EFFECT_DIGITS}f}" for v in e.per_unit.values())]
     assert_whole(text, words, f"redistribution view at {size}")
     assert width <= visible
 

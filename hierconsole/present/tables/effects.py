@@ -11,7 +11,7 @@ from hierconsole.factorial import BASELINE_EFFECTS, EFFECTS
 from hierconsole.plurals import counted
 from hierconsole.present import numbers
 from hierconsole.present.grid import Column, Grid
-from hierconsole.present.tables.evidence import EVIDENCE_COLUMNS, evidence_cells
+from hierconsole.present.tables.evidence import summary_cells, summary_columns
 from hierconsole.study.analysis.effects import Effect, SimpleEffects, seeds_of
 from hierconsole.study.analysis.redistribution import Redistribution
 from hierconsole.styles import ARM_COLOURS
@@ -80,9 +80,7 @@ def _effect_grid(title: str, effects: SimpleEffects, names: set[str], digits: in
             Column("effect", numeric=False),
             Column("definition", numeric=False, droppable=True, style="dim"),
             *_seed_columns(seeds),
-            Column("mean ± SD"),
-            Column(">0 seeds"),
-            *EVIDENCE_COLUMNS,
+            *summary_columns("seed"),
         ],
         key_columns=2,
     )
@@ -93,10 +91,8 @@ def _effect_grid(title: str, effects: SimpleEffects, names: set[str], digits: in
                 metric if j == 0 else "",
                 e.name,
                 e.definition,
-                *(numbers.signed(e.per_seed.get(s), digits) for s in seeds),
-                numbers.mean_sd(e.mean, e.sd, digits, sign=True),
-                numbers.count(e.positive_seeds, e.n_seeds),
-                *evidence_cells(e.evidence, digits),
+                *(numbers.signed(e.per_unit.get(s), digits) for s in seeds),
+                *summary_cells(e, digits),
                 end_section=j == len(shown) - 1,
             )
     return grid
@@ -207,7 +203,7 @@ def redistribution_bars_grid(result: Redistribution, digits: int) -> Grid:
     """Per contrast and level, a bar for the mean and for each seed, growing left when H is below E, beside
     its value; the bars are the first thing a narrow form leaves out, the values never."""
     scale = max(
-        (abs(v) for by_level in result.contrasts.values() for e in by_level.values() for v in (e.mean, *e.per_seed.values())),
+        (abs(v) for by_level in result.contrasts.values() for e in by_level.values() for v in (e.mean, *e.per_unit.values())),
         default=0.0,
     )
     grid = Grid(
@@ -234,7 +230,7 @@ def redistribution_bars_grid(result: Redistribution, digits: int) -> Grid:
                 numbers.zero_bar(e.mean, scale),
                 numbers.mean_sd(e.mean, e.sd, digits, sign=True),
             )
-            for seed, value in sorted(e.per_seed.items()):
+            for seed, value in sorted(e.per_unit.items()):
                 grid.add_row("", "", Text(f"seed {seed}", style="dim"), numbers.zero_bar(value, scale), numbers.signed(value, digits))
         grid.end_section()
     grid.note(f"bars: full width = {scale:.{digits}f} {result.metric}")

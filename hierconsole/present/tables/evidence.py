@@ -1,10 +1,11 @@
-"""The interval and test columns every effect-like table shares (effects, contrasts, pooled effects)."""
+"""The summary columns every paired table shares (effects, contrasts, pooled effects, outer-split gains):
+mean ± SD, the positive units, the intervals and the tests."""
 
 from __future__ import annotations
 
 from hierconsole.present import numbers
 from hierconsole.present.grid import Cell, Column
-from hierconsole.study.analysis.statistics import Evidence
+from hierconsole.study.analysis.paired import PairedSummary
 
 INTERVALS = "95% intervals"
 TESTS = "tests"
@@ -18,8 +19,17 @@ EVIDENCE_COLUMNS = [
 ]
 
 
-def evidence_cells(e: Evidence, digits: int) -> list[Cell]:
+def summary_columns(unit: str) -> list[Column]:
+    """mean ± SD, `>0 <unit>s` and the :data:`EVIDENCE_COLUMNS`."""
+    return [Column("mean ± SD"), Column(f">0 {unit}s"), *EVIDENCE_COLUMNS]
+
+
+def summary_cells(s: PairedSummary, digits: int) -> list[Cell]:
+    """The cells of :func:`summary_columns`: a signed mean ± SD, positive/n, intervals and tests."""
+    e = s.evidence
     return [
+        numbers.mean_sd(s.mean, s.sd, digits, sign=True),
+        numbers.count(s.positive, s.n),
         numbers.interval(e.ci95_t, digits),
         numbers.interval(e.ci95_boot, digits),
         numbers.p_value(e.p_signflip),

@@ -11,7 +11,7 @@ from rich.text import Text
 from hierconsole.present import numbers
 from hierconsole.present.grid import Column, Grid
 from hierconsole.present.tables.effects import PER_SEED
-from hierconsole.present.tables.evidence import EVIDENCE_COLUMNS, evidence_cells
+from hierconsole.present.tables.evidence import summary_cells, summary_columns
 from hierconsole.study.analysis.contrasts import StudyContrast, contrast_caption
 from hierconsole.study.analysis.outer_arms import UNIT, OuterArmsView
 from hierconsole.study.analysis.pooled import PooledEffect
@@ -21,7 +21,7 @@ from hierconsole.study.read.families import FamilyRow
 def contrast_grid(contrast: StudyContrast, digits: int) -> Grid:
     """A − B per arm pair and level, paired by seed, with intervals and tests; a seed one study lacks
     shows as NO_VALUE (and the note under the table names it)."""
-    seeds = sorted({s for r in contrast.rows for s in r.per_seed})
+    seeds = sorted({s for r in contrast.rows for s in r.per_unit})
     name = f"{contrast.name}: " if contrast.name else ""
     grid = Grid(
         f"{name}{contrast.a} − {contrast.b} ({contrast_caption(contrast.metric)}, paired by seed)",
@@ -29,9 +29,7 @@ def contrast_grid(contrast: StudyContrast, digits: int) -> Grid:
             Column("arms", numeric=False),
             Column("level", numeric=False),
             *(Column(str(s), group=PER_SEED, record_header=f"seed {s}") for s in seeds),
-            Column("mean ± SD"),
-            Column(">0 seeds"),
-            *EVIDENCE_COLUMNS,
+            *summary_columns("seed"),
         ],
         key_columns=2,
     )
@@ -43,10 +41,8 @@ def contrast_grid(contrast: StudyContrast, digits: int) -> Grid:
         grid.add_row(
             pair if pair != previous else "",
             r.level,
-            *(numbers.signed(r.per_seed.get(s), digits) for s in seeds),
-            numbers.mean_sd(r.mean, r.sd, digits, sign=True),
-            numbers.count(r.positive_seeds, r.n_seeds),
-            *evidence_cells(r.evidence, digits),
+            *(numbers.signed(r.per_unit.get(s), digits) for s in seeds),
+            *summary_cells(r, digits),
         )
         previous = pair
     dropped = contrast.dropped_text()
@@ -64,19 +60,15 @@ def pooled_effects_grid(title: str, members: Sequence[str], pooled: Mapping[str,
             Column("effect", numeric=False),
             Column("definition", numeric=False, droppable=True, style="dim"),
             *(Column(m, group="per member", record_header=f"member {m}") for m in members),
-            Column("mean ± SD"),
-            Column(">0 members"),
-            *EVIDENCE_COLUMNS,
+            *summary_columns("member"),
         ],
     )
     for name, e in pooled.items():
         grid.add_row(
             name,
             e.definition,
-            *(numbers.signed(e.per_study.get(m), digits) for m in members),
-            numbers.mean_sd(e.mean, e.sd, digits, sign=True),
-            numbers.count(e.positive, e.n),
-            *evidence_cells(e.evidence, digits),
+            *(numbers.signed(e.per_unit.get(m), digits) for m in members),
+            *summary_cells(e, digits),
         )
     grid.note("seeds to resolve counts members here: the member is the unit")
     return grid
@@ -151,7 +143,7 @@ def outer_arms_grid(view: OuterArmsView, digits: int) -> Grid:
             a.label if a.name != previous else "",
             a.metric,
             where if a.name != previous else "",
-            *(numbers.plain(a.per_split[s], digits) for s in view.splits),
+            *(numbers.plain(a.per_unit[s], digits) for s in view.splits),
             numbers.mean_sd(a.mean, a.sd, digits),
         )
         previous = a.name
@@ -168,9 +160,7 @@ def outer_gains_grid(view: OuterArmsView, digits: int) -> Grid:
             Column("gain", numeric=False),
             Column("metric", numeric=False),
             *(Column(s, group=PER_SPLIT, record_header=f"split {s}") for s in view.splits),
-            Column("mean ± SD"),
-            Column(">0 splits"),
-            *EVIDENCE_COLUMNS,
+            *summary_columns("split"),
         ],
         key_columns=2,
     )
@@ -181,10 +171,8 @@ def outer_gains_grid(view: OuterArmsView, digits: int) -> Grid:
         grid.add_row(
             g.name if g.name != previous else "",
             g.metric,
-            *(numbers.signed(g.per_split[s], digits) for s in view.splits),
-            numbers.mean_sd(g.mean, g.sd, digits, sign=True),
-            numbers.count(g.positive, g.n),
-            *evidence_cells(g.evidence, digits),
+            *(numbers.signed(g.per_unit[s], digits) for s in view.splits),
+            *summary_cells(g, digits),
         )
         previous = g.name
     grid.note("paired by split (the same split's A and B); seeds to resolve counts splits here")

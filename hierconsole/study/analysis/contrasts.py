@@ -2,9 +2,8 @@
 
 The within-study effects (`study.analysis.effects`) compare arms of one study; the paper's controls compare
 studies (Full - Shuffled supervision, Base - Near-flat curvature, ...). Both use the same unit, the
-training seed, with the Q/G perturbations averaged within the seed first, and the same summary: mean,
-sample SD (n-1; none for one seed), the number of seeds where the difference is positive, and the intervals
-and tests of `study.analysis.statistics`.
+training seed, with the Q/G perturbations averaged within the seed first, and the same summary
+(`study.analysis.paired`).
 
 Pure computation over two per-seed wide tables lives here; `study.read.contrasts.compare_studies` adds
 the store-side refusals (different datasets, different query/gallery protocols, unlocked studies).
@@ -20,8 +19,8 @@ from typing import Any
 import polars as pl
 
 from hierconsole.errors import HierconsoleError
+from hierconsole.study.analysis.paired import PairedSummary, summary_schema
 from hierconsole.study.analysis.per_seed import arms_present, normalize_arm
-from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA, Evidence, evidence, mean_sd
 from hierconsole.vocabulary import HIER_METRIC, HIER_SCORE, LEVELS, MAP, RANKING_METRICS
 
 CONTRAST_LEVELS: tuple[str, ...] = (*LEVELS, HIER_SCORE)
@@ -29,18 +28,13 @@ CONTRAST_LEVELS: tuple[str, ...] = (*LEVELS, HIER_SCORE)
 DEFAULT_METRIC = HIER_METRIC
 
 
-@dataclass(frozen=True)
-class ContrastRow:
+@dataclass(frozen=True, kw_only=True)
+class ContrastRow(PairedSummary[int]):
+    """metric(A, arm_a, seed) - metric(B, arm_b, seed) at one level (`per_unit`: seed -> difference)."""
+
     arm_a: str
     arm_b: str
     level: str
-    per_seed: dict[int, float]
-    mean: float
-    sd: float | None
-    positive_seeds: int
-    n_seeds: int
-    evidence: Evidence
-    """Intervals and tests over the per-seed differences (`study.analysis.statistics`)."""
 
 
 @dataclass(frozen=True)
@@ -70,12 +64,7 @@ class StudyContrast:
                     "arm_b": r.arm_b,
                     "level": r.level,
                     "metric": columns[r.level],
-                    "per_seed": {str(s): v for s, v in r.per_seed.items()},
-                    "mean": r.mean,
-                    "sd": r.sd,
-                    "positive_seeds": r.positive_seeds,
-                    "n_seeds": r.n_seeds,
-                    **r.evidence.columns(),
+                    **r.to_json(),
                 }
                 for r in self.rows
             ],
@@ -179,22 +168,7 @@ def contrast_tables(
                     f"{a} ({arm_a}) and {b} ({arm_b}) share no training seed: seeds "
                     f"{sorted(va)} and {sorted(vb)}; contrasts are paired by seed"
                 )
-            per_seed = {s: va[s] - vb[s] for s in seeds}
-            values = list(per_seed.values())
-            mean, sd = mean_sd(values)
-            rows.append(
-                ContrastRow(
-                    arm_a=arm_a,
-                    arm_b=arm_b,
-                    level=level,
-                    per_seed=per_seed,
-                    mean=mean,
-                    sd=sd,
-                    positive_seeds=sum(v > 0 for v in values),
-                    n_seeds=len(values),
-                    evidence=evidence(values),
-                )
-            )
+            rows.append(ContrastRow(arm_a=arm_a, arm_b=arm_b, level=level, per_unit={s: va[s] - vb[s] for s in seeds}))
     dropped = {"a": sorted(seeds_a - seeds_b), "b": sorted(seeds_b - seeds_a)}
     return StudyContrast(metric=metric, a=a, b=b, rows=rows, dropped=dropped, name=name)
 
@@ -203,7 +177,7 @@ def contrast_tables(
 def contrasts_frame(contrasts: Sequence[StudyContrast]) -> pl.DataFrame:
     """One row per (contrast, arm pair, level): `seed_<s>` per seed, mean, sd, positive_seeds, n_seeds and
     the evidence columns (:data:`EVIDENCE_KEYS`)."""
-    seeds = sorted({s for c in contrasts for r in c.rows for s in r.per_seed})
+    seeds = sorted({s for c in contrasts for r in c.rows for s in r.per_unit})
     rows = [
         {
             "contrast": c.name or f"{c.a} - {c.b}",
@@ -213,12 +187,8 @@ def contrasts_frame(contrasts: Sequence[StudyContrast]) -> pl.DataFrame:
             "arm_b": r.arm_b,
             "level": r.level,
             "metric": metric_columns(c.metric)[r.level],  # the column compared: leaf_mAP, ..., hier_mAP
-            **{f"seed_{s}": r.per_seed.get(s) for s in seeds},
-            "mean": r.mean,
-            "sd": r.sd,
-            "positive_seeds": r.positive_seeds,
-            "n_seeds": r.n_seeds,
-            **r.evidence.columns(),
+            **{f"seed_{s}": r.per_unit.get(s) for s in seeds},
+            **r.columns(),
         }
         for c in contrasts
         for r in c.rows
@@ -232,10 +202,6 @@ def contrasts_frame(contrasts: Sequence[StudyContrast]) -> pl.DataFrame:
         "level": pl.String,
         "metric": pl.String,
         **{f"seed_{s}": pl.Float64 for s in seeds},
-        "mean": pl.Float64,
-        "sd": pl.Float64,
-        "positive_seeds": pl.Int64,
-        "n_seeds": pl.Int64,
-        **EVIDENCE_SCHEMA,
+        **summary_schema("seed"),
     }
     return pl.DataFrame(rows, schema=schema)

@@ -1,8 +1,7 @@
 """Protocol simple effects and the interaction (paper §3.4, §5.2-5.3), paired within the training seed.
 
 Every effect is a difference of arms *paired within a seed* (definitions in `hierconsole.factorial`),
-then summarised across seeds: mean, sample SD (n-1), the number of seeds where it is > 0, and the
-intervals and tests of `study.analysis.statistics` (t and bootstrap intervals, sign-flip p, seeds to resolve).
+then summarised across seeds as a :class:`~hierconsole.study.analysis.paired.PairedSummary`.
 """
 
 from __future__ import annotations
@@ -14,30 +13,22 @@ import polars as pl
 
 from hierconsole.errors import InputError
 from hierconsole.factorial import BASELINE_CONTRASTS, BASELINE_EFFECTS, CONTRASTS, EFFECTS
+from hierconsole.study.analysis.paired import PairedSummary
 from hierconsole.study.analysis.per_seed import (
     DEFAULT_SOURCE,
     arms_present,
     baseline_values,
     indexed_cells,
 )
-from hierconsole.study.analysis.statistics import Evidence, evidence, mean_sd
 from hierconsole.vocabulary import ARMS, BASELINE_SEED
 
 
-@dataclass(frozen=True)
-class Effect:
-    """One contrast of one metric across paired seeds."""
+@dataclass(frozen=True, kw_only=True)
+class Effect(PairedSummary[int]):
+    """One contrast of one metric across paired seeds (`per_unit`: seed -> value)."""
 
     metric: str
     name: str
-    per_seed: dict[int, float]
-    mean: float
-    sd: float | None
-    """Sample SD (ddof=1); None when only one seed exists, since a spread of one value is undefined."""
-    positive_seeds: int
-    n_seeds: int
-    evidence: Evidence
-    """Intervals and tests over the per-seed values (`study.analysis.statistics`)."""
 
     @property
     def definition(self) -> str:
@@ -88,21 +79,6 @@ def _paired_seeds(cells: Mapping[tuple[str, int], object], source: str) -> list[
     return seeds
 
 
-def _effect(metric: str, name: str, per_seed: dict[int, float]) -> Effect:
-    values = list(per_seed.values())
-    mean, sd = mean_sd(values)
-    return Effect(
-        metric=metric,
-        name=name,
-        per_seed=per_seed,
-        mean=mean,
-        sd=sd,
-        positive_seeds=sum(v > 0 for v in values),
-        n_seeds=len(values),
-        evidence=evidence(values),
-    )
-
-
 def simple_effects(
     per_seed: pl.DataFrame,
     metrics: Sequence[str] | str | None = None,
@@ -141,7 +117,7 @@ def simple_effects(
                 )
                 for s in seeds
             }
-            out[m][name] = _effect(m, name, values)
+            out[m][name] = Effect(metric=m, name=name, per_unit=values)
     return out
 
 
@@ -149,20 +125,7 @@ def simple_effects(
 def effects_json(effects: SimpleEffects) -> dict:
     """The JSON shape of ``hierconsole effects --json`` (seeds as strings, sd null for one seed), with the
     intervals and tests under their :data:`~hierconsole.study.analysis.statistics.EVIDENCE_KEYS`."""
-    return {
-        metric: {
-            name: {
-                "per_seed": {str(s): v for s, v in e.per_seed.items()},
-                "mean": e.mean,
-                "sd": e.sd,
-                "positive_seeds": e.positive_seeds,
-                "n_seeds": e.n_seeds,
-                **e.evidence.columns(),
-            }
-            for name, e in by_effect.items()
-        }
-        for metric, by_effect in effects.items()
-    }
+    return {metric: {name: e.to_json() for name, e in by_effect.items()} for metric, by_effect in effects.items()}
 
 
 
@@ -170,7 +133,7 @@ def seeds_of(effects: SimpleEffects) -> list[int]:
     """The seeds of an effects result, ascending (every metric and effect shares them)."""
     for by_effect in effects.values():
         for e in by_effect.values():
-            return sorted(e.per_seed)
+            return sorted(e.per_unit)
     return []
 
 

@@ -15,8 +15,8 @@ from hierconsole.errors import HierconsoleError, InputError, NotFoundError
 from hierconsole.study.analysis.arms import arm_table
 from hierconsole.study.analysis.effects import Effect, SimpleEffects, iter_effects, seeds_of, simple_effects
 from hierconsole.study.analysis.headline import headline, headline_frame
+from hierconsole.study.analysis.paired import summary_schema
 from hierconsole.study.analysis.redistribution import Redistribution, redistribution
-from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA
 from hierconsole.vocabulary import ARMS, BASELINES, HIER_METRIC, LEVELS, MAP
 
 TABLES: dict[str, str] = {
@@ -74,12 +74,8 @@ def effects_frame(effects: SimpleEffects) -> pl.DataFrame:
                 "metric": e.metric,
                 "effect": e.name,
                 "definition": e.definition,
-                **{_seed_column(s): e.per_seed[s] for s in seeds},
-                "mean": e.mean,
-                "sd": e.sd,
-                "positive_seeds": e.positive_seeds,
-                "n_seeds": e.n_seeds,
-                **e.evidence.columns(),
+                **{_seed_column(s): e.per_unit[s] for s in seeds},
+                **e.columns(),
             }
         )
     schema = {
@@ -87,11 +83,7 @@ def effects_frame(effects: SimpleEffects) -> pl.DataFrame:
         "effect": pl.String,
         "definition": pl.String,
         **{_seed_column(s): pl.Float64 for s in seeds},
-        "mean": pl.Float64,
-        "sd": pl.Float64,
-        "positive_seeds": pl.Int64,
-        "n_seeds": pl.Int64,
-        **EVIDENCE_SCHEMA,
+        **summary_schema("seed"),
     }
     return pl.DataFrame(rows, schema=schema)
 
@@ -181,7 +173,7 @@ def recall_frame(arm_long: pl.DataFrame, *, source: str = "arm table") -> pl.Dat
 
 def redistribution_frame(result: Redistribution) -> pl.DataFrame:
     """One row per (contrast, level): seed values, mean, sd, positive_seeds, n_seeds, pattern flag."""
-    seeds = sorted(next(iter(next(iter(result.contrasts.values())).values())).per_seed)
+    seeds = sorted(next(iter(next(iter(result.contrasts.values())).values())).per_unit)
     rows = []
     for contrast, by_level in result.contrasts.items():
         for level, e in by_level.items():
@@ -192,11 +184,7 @@ def redistribution_frame(result: Redistribution) -> pl.DataFrame:
         "level": pl.String,
         "metric": pl.String,
         **{_seed_column(s): pl.Float64 for s in seeds},
-        "mean": pl.Float64,
-        "sd": pl.Float64,
-        "positive_seeds": pl.Int64,
-        "n_seeds": pl.Int64,
-        **EVIDENCE_SCHEMA,
+        **summary_schema("seed"),
         "pattern": pl.Boolean,
         "seeds_with_pattern": pl.Int64,
     }
@@ -211,12 +199,8 @@ def _redistribution_row(
         "definition": e.definition,
         "level": level,
         "metric": result.metric,
-        **{_seed_column(s): e.per_seed[s] for s in seeds},
-        "mean": e.mean,
-        "sd": e.sd,
-        "positive_seeds": e.positive_seeds,
-        "n_seeds": e.n_seeds,
-        **e.evidence.columns(),
+        **{_seed_column(s): e.per_unit[s] for s in seeds},
+        **e.columns(),
         "pattern": result.pattern[contrast],
         "seeds_with_pattern": result.seeds_with_pattern[contrast],
     }

@@ -8,6 +8,7 @@ effect. Within a study the training seed is the unit; pooled over datasets (a re
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -16,24 +17,18 @@ import polars as pl
 
 from hierconsole.factorial import EFFECTS, HEADLINE_PAIRS, headline_name
 from hierconsole.study.analysis.effects import SimpleEffects
-from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA, Evidence, evidence, mean_sd
+from hierconsole.study.analysis.paired import PairedSummary, summary_schema
 from hierconsole.vocabulary import HIER_METRIC
 
 
-@dataclass(frozen=True)
-class Headline:
-    """|loss| - |geometry| of one metric: per unit (a seed, or `dataset:seed` when pooled), summarised."""
+@dataclass(frozen=True, kw_only=True)
+class Headline(PairedSummary[str]):
+    """|loss| - |geometry| of one metric: per unit (a seed, or `dataset:seed` when pooled), summarised;
+    `positive` counts the units where the objective contrast is the larger in magnitude."""
 
     metric: str
     loss: str
     geometry: str
-    per_unit: dict[str, float]
-    mean: float
-    sd: float | None
-    positive: int
-    """Units where the objective contrast is the larger in magnitude."""
-    n: int
-    evidence: Evidence
 
     @property
     def name(self) -> str:
@@ -43,42 +38,18 @@ class Headline:
     def definition(self) -> str:
         return f"|{EFFECTS[self.loss]}| - |{EFFECTS[self.geometry]}|"
 
-    def to_json(self) -> dict:
-        return {
-            "metric": self.metric,
-            "name": self.name,
-            "loss": self.loss,
-            "geometry": self.geometry,
-            "per_unit": self.per_unit,
-            "mean": self.mean,
-            "sd": self.sd,
-            "positive": self.positive,
-            "n": self.n,
-            **self.evidence.columns(),
-        }
-
-
-def _summary(metric: str, loss: str, geometry: str, per_unit: dict[str, float]) -> Headline:
-    values = list(per_unit.values())
-    mean, sd = mean_sd(values)
-    return Headline(
-        metric=metric,
-        loss=loss,
-        geometry=geometry,
-        per_unit=per_unit,
-        mean=mean,
-        sd=sd,
-        positive=sum(v > 0 for v in values),
-        n=len(values),
-        evidence=evidence(values),
-    )
+    def to_json(self, *, named: bool = False) -> dict:
+        """The comparison's labels, then `per_unit`, mean, sd, `positive`, `n` and the evidence: the headline's
+        keys name no unit, since a pooled one mixes datasets and seeds."""
+        labels = {"metric": self.metric, "name": self.name, "loss": self.loss, "geometry": self.geometry}
+        return labels | super().to_json(named=named)
 
 
 def _per_seed(effects: SimpleEffects, metric: str, loss: str, geometry: str) -> dict[int, float] | None:
     by_effect = effects.get(metric, {})
     if loss not in by_effect or geometry not in by_effect:
         return None
-    lo, geo = by_effect[loss].per_seed, by_effect[geometry].per_seed
+    lo, geo = by_effect[loss].per_unit, by_effect[geometry].per_unit
     return {s: abs(lo[s]) - abs(geo[s]) for s in sorted(lo)}
 
 
@@ -88,7 +59,8 @@ def headline(effects: SimpleEffects, metric: str = HIER_METRIC) -> list[Headline
     for loss, geometry in HEADLINE_PAIRS:
         values = _per_seed(effects, metric, loss, geometry)
         if values is not None:
-            out.append(_summary(metric, loss, geometry, {str(s): v for s, v in values.items()}))
+            per_unit = {str(s): v for s, v in values.items()}
+            out.append(Headline(metric=metric, loss=loss, geometry=geometry, per_unit=per_unit))
     return out
 
 
@@ -110,37 +82,20 @@ def pooled_headline(
         for label, values in per.items():
             assert values is not None
             if unit == "dataset":
-                per_unit[label] = mean_sd(list(values.values()))[0]
+                per_unit[label] = statistics.fmean(values.values())
             else:
                 per_unit.update({f"{label}:{s}": v for s, v in values.items()})
-        out.append(_summary(metric, loss, geometry, per_unit))
+        kind = "dataset" if unit == "dataset" else "dataset:seed"
+        out.append(Headline(metric=metric, loss=loss, geometry=geometry, per_unit=per_unit, unit=kind))
     return out
 
 
 def headline_frame(rows: list[Headline]) -> pl.DataFrame:
     """One row per comparison: metric, comparison, definition, mean, sd, positive, n, the evidence columns."""
-    schema = {
-        "metric": pl.String,
-        "comparison": pl.String,
-        "definition": pl.String,
-        "mean": pl.Float64,
-        "sd": pl.Float64,
-        "positive": pl.Int64,
-        "n": pl.Int64,
-        **EVIDENCE_SCHEMA,
-    }
+    schema = {"metric": pl.String, "comparison": pl.String, "definition": pl.String, **summary_schema(None)}
     return pl.DataFrame(
         [
-            {
-                "metric": h.metric,
-                "comparison": h.name,
-                "definition": h.definition,
-                "mean": h.mean,
-                "sd": h.sd,
-                "positive": h.positive,
-                "n": h.n,
-                **h.evidence.columns(),
-            }
+            {"metric": h.metric, "comparison": h.name, "definition": h.definition, **h.columns(named=False)}
             for h in rows
         ],
         schema=schema,

@@ -13,48 +13,37 @@ import polars as pl
 
 from hierconsole.errors import HierconsoleError
 from hierconsole.study.analysis.frames import MAP_METRICS
-from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA, Evidence, evidence, mean_sd
+from hierconsole.study.analysis.paired import PairedSummary, summary_schema
 
 UNIT = "outer split"
+SPLIT = "split"
+"""The unit's kind in keys: `per_split`, `positive_splits`, `n_splits`."""
 
 
-@dataclass(frozen=True)
-class ArmSummary:
-    """One arm and metric: the value on each split (mean over its seeds), then over splits."""
+@dataclass(frozen=True, kw_only=True)
+class ArmSummary(PairedSummary[str]):
+    """One arm and metric: the value on each split (`per_unit`: its mean over the split's seeds), then
+    mean ± SD over splits."""
 
+    unit: str = SPLIT
     name: str
     label: str
     arm: str
     configuration: str | None
     metric: str
-    per_split: dict[str, float]
     seeds: dict[str, int]
     """Rows averaged on each split: training seeds, or 1 for a seed-independent baseline."""
-    mean: float
-    sd: float | None
-
-    @property
-    def n(self) -> int:
-        return len(self.per_split)
 
 
-@dataclass(frozen=True)
-class GainSummary:
-    """A - B on every split, then mean ± SD over splits and the splits where it is positive."""
+@dataclass(frozen=True, kw_only=True)
+class GainSummary(PairedSummary[str]):
+    """A - B on every split (`per_unit`), then mean ± SD over splits and the splits where it is positive."""
 
+    unit: str = SPLIT
     name: str
     a: str
     b: str
     metric: str
-    per_split: dict[str, float]
-    mean: float
-    sd: float | None
-    positive: int
-    evidence: Evidence
-
-    @property
-    def n(self) -> int:
-        return len(self.per_split)
 
 
 @dataclass(frozen=True)
@@ -78,7 +67,7 @@ class OuterArmsView:
                 a.name, {"label": a.label, "arm": a.arm, "configuration": a.configuration, "metrics": {}}
             )
             entry["metrics"][a.metric] = {
-                "per_split": a.per_split,
+                "per_split": a.per_unit,
                 "seeds": a.seeds,
                 "mean": a.mean,
                 "sd": a.sd,
@@ -87,14 +76,7 @@ class OuterArmsView:
         gains: dict[str, dict[str, Any]] = {}
         for g in self.gains:
             entry = gains.setdefault(g.name, {"a": g.a, "b": g.b, "metrics": {}})
-            entry["metrics"][g.metric] = {
-                "per_split": g.per_split,
-                "mean": g.mean,
-                "sd": g.sd,
-                "positive_splits": g.positive,
-                "n_splits": g.n,
-                **g.evidence.columns(),
-            }
+            entry["metrics"][g.metric] = g.to_json()
         return {
             "family": self.family,
             "unit": UNIT,
@@ -138,7 +120,6 @@ def outer_arms_view(
         for metric in usable:
             per_split = {s: statistics.fmean(rows[(a["name"], s)][metric].to_list()) for s in splits}
             values[(a["name"], metric)] = per_split
-            mean, sd = mean_sd(list(per_split.values()))
             arms.append(
                 ArmSummary(
                     name=a["name"],
@@ -146,10 +127,8 @@ def outer_arms_view(
                     arm=a["arm"],
                     configuration=a["configuration"],
                     metric=metric,
-                    per_split=per_split,
+                    per_unit=per_split,
                     seeds={s: rows[(a["name"], s)].height for s in splits},
-                    mean=mean,
-                    sd=sd,
                 )
             )
     gains: list[GainSummary] = []
@@ -157,21 +136,7 @@ def outer_arms_view(
         for metric in usable:
             a_values, b_values = values[(g["a"], metric)], values[(g["b"], metric)]
             per_split = {s: a_values[s] - b_values[s] for s in splits}
-            diffs = list(per_split.values())
-            mean, sd = mean_sd(diffs)
-            gains.append(
-                GainSummary(
-                    name=g["name"],
-                    a=g["a"],
-                    b=g["b"],
-                    metric=metric,
-                    per_split=per_split,
-                    mean=mean,
-                    sd=sd,
-                    positive=sum(d > 0 for d in diffs),
-                    evidence=evidence(diffs),
-                )
-            )
+            gains.append(GainSummary(name=g["name"], a=g["a"], b=g["b"], metric=metric, per_unit=per_split))
     return OuterArmsView(family, splits, tuple(usable), tuple(arms), tuple(gains), omitted)
 
 
@@ -184,7 +149,7 @@ def outer_arms_frame(view: OuterArmsView) -> pl.DataFrame:
             "arm": a.arm,
             "configuration": a.configuration,
             "metric": a.metric,
-            **{s: a.per_split[s] for s in view.splits},
+            **{s: a.per_unit[s] for s in view.splits},
             "mean": a.mean,
             "sd": a.sd,
             "n_splits": a.n,
@@ -214,12 +179,8 @@ def outer_gains_frame(view: OuterArmsView) -> pl.DataFrame:
             "a": g.a,
             "b": g.b,
             "metric": g.metric,
-            **{s: g.per_split[s] for s in view.splits},
-            "mean": g.mean,
-            "sd": g.sd,
-            "positive_splits": g.positive,
-            "n_splits": g.n,
-            **g.evidence.columns(),
+            **{s: g.per_unit[s] for s in view.splits},
+            **g.columns(),
         }
         for g in view.gains
     ]
@@ -229,10 +190,6 @@ def outer_gains_frame(view: OuterArmsView) -> pl.DataFrame:
         "b": pl.String,
         "metric": pl.String,
         **{s: pl.Float64 for s in view.splits},
-        "mean": pl.Float64,
-        "sd": pl.Float64,
-        "positive_splits": pl.Int64,
-        "n_splits": pl.Int64,
-        **EVIDENCE_SCHEMA,
+        **summary_schema(SPLIT),
     }
     return pl.DataFrame(rows, schema=schema)

@@ -9,24 +9,19 @@ import polars as pl
 
 from hierconsole.factorial import CONTRASTS, EFFECTS
 from hierconsole.study.analysis.effects import simple_effects
-from hierconsole.study.analysis.statistics import Evidence, evidence, mean_sd
+from hierconsole.study.analysis.paired import PairedSummary
 from hierconsole.vocabulary import HIER_METRIC
 
 
-@dataclass(frozen=True)
-class PooledEffect:
-    """One effect with the study (an outer split, a family member) as the unit: each study's value is its
-    effect averaged over its seeds; the summary is over studies (sample SD, positive studies)."""
+@dataclass(frozen=True, kw_only=True)
+class PooledEffect(PairedSummary[str]):
+    """One effect with the member (an outer split, a family member: a study) as the unit: each member's
+    value is its effect averaged over its seeds; the summary is over members (`seeds_to_resolve` then
+    counts members)."""
 
+    unit: str = "member"
     metric: str
     name: str
-    per_study: dict[str, float]
-    mean: float
-    sd: float | None
-    positive: int
-    n: int
-    evidence: Evidence
-    """Intervals and tests with the study as the unit (`seeds_to_resolve` then counts studies)."""
 
     @property
     def definition(self) -> str:
@@ -44,18 +39,7 @@ def pooled_effects(tables: Mapping[str, pl.DataFrame], metric: str = HIER_METRIC
         effects = simple_effects(table, metric, source=label)[metric]
         per_study[label] = {name: e.mean for name, e in effects.items()}
     common = [n for n in CONTRASTS if all(n in values for values in per_study.values())]
-    out = {}
-    for name in common:
-        values = {label: per_study[label][name] for label in tables}
-        mean, sd = mean_sd(list(values.values()))
-        out[name] = PooledEffect(
-            metric=metric,
-            name=name,
-            per_study=values,
-            mean=mean,
-            sd=sd,
-            positive=sum(v > 0 for v in values.values()),
-            n=len(values),
-            evidence=evidence(list(values.values())),
-        )
-    return out
+    return {
+        name: PooledEffect(metric=metric, name=name, per_unit={label: per_study[label][name] for label in tables})
+        for name in common
+    }

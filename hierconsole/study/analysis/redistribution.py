@@ -35,7 +35,7 @@ class Redistribution:
                 c: {
                     "levels": {
                         level: {
-                            "per_seed": {str(s): v for s, v in e.per_seed.items()},
+                            "per_seed": {str(s): v for s, v in e.per_unit.items()},
                             "mean": e.mean,
                             "sd": e.sd,
                             **e.evidence.columns(),
@@ -86,9 +86,9 @@ def redistribution(
         leaf, middle, high = (by_level[level] for level in LEVELS)
         pattern[c] = leaf.mean < 0 and middle.mean < 0 and high.mean > 0
         seeds_with_pattern[c] = sum(
-            leaf.per_seed[s] < 0 and middle.per_seed[s] < 0 and high.per_seed[s] > 0 for s in leaf.per_seed
+            leaf.per_unit[s] < 0 and middle.per_unit[s] < 0 and high.per_unit[s] > 0 for s in leaf.per_unit
         )
-    n_seeds = next(iter(contrasts[available[0]].values())).n_seeds
+    n_seeds = next(iter(contrasts[available[0]].values())).n
     return Redistribution(
         metric=metric,
         contrasts=contrasts,

@@ -147,7 +147,7 @@ def _arm_rows(
 def _effect_rows(store: Store, dataset: str, study_id: str, aggregation: str | None = None) -> Iterator[Row]:
     view = study_effects(store, study_id, effect_metrics=[HIER_METRIC], aggregation=aggregation)
     for name, effect in view.effects.get(HIER_METRIC, {}).items():
-        yield Row(dataset, name, HIER_METRIC, effect.mean, effect.sd, effect.n_seeds)
+        yield Row(dataset, name, HIER_METRIC, effect.mean, effect.sd, effect.n)
 
 
 def _recall_rows(store: Store, dataset: str, study_id: str) -> Iterator[Row]:
@@ -157,9 +157,9 @@ def _recall_rows(store: Store, dataset: str, study_id: str) -> Iterator[Row]:
 def _seed_effect_rows(store: Store, dataset: str, study_id: str) -> Iterator[Row]:
     view = study_effects(store, study_id, effect_metrics=[HIER_METRIC])
     for name, effect in view.effects.get(HIER_METRIC, {}).items():
-        for seed, value in sorted(effect.per_seed.items()):
+        for seed, value in sorted(effect.per_unit.items()):
             yield Row(dataset, f"{name} seed {seed}", HIER_METRIC, value, None, 1)
-        yield Row(dataset, f"{name} mean", HIER_METRIC, effect.mean, effect.sd, effect.n_seeds)
+        yield Row(dataset, f"{name} mean", HIER_METRIC, effect.mean, effect.sd, effect.n)
 
 
 def _tuning_rows(store: Store, dataset: str, study_id: str) -> Iterator[Row]:

@@ -11,8 +11,8 @@ from matplotlib.lines import Line2D
 
 from hierconsole.errors import HierconsoleError
 from hierconsole.factorial import CONTRASTS, EFFECTS
+from hierconsole.study.analysis.paired import PairedSummary
 from hierconsole.study.analysis.report_inputs import FamilyInputs, StudyInputs, level_label
-from hierconsole.study.analysis.statistics import Evidence
 from hierconsole.study.report.figures.style import (
     MUTED,
     NEUTRAL,
@@ -31,29 +31,28 @@ T_OFFSET = 0.17
 @dataclass(frozen=True)
 class ForestRow:
     label: str
-    values: list[float]
-    mean: float
-    evidence: Evidence
+    summary: PairedSummary
     colour: str = NEUTRAL
 
 
-def draw_forest(ax: Axes, rows: list[ForestRow], *, unit: str = "seed") -> None:
+def draw_forest(ax: Axes, rows: list[ForestRow]) -> None:
     """Draw `rows` top to bottom on `ax`: points per unit, the mean, the t and bootstrap intervals."""
     n = len(rows)
     for i, row in enumerate(rows):
         y = n - 1 - i
-        ax.scatter(row.values, [y] * len(row.values), s=12, facecolors="none", edgecolors=row.colour, linewidths=0.8, zorder=3)
-        if row.evidence.ci95_t is not None:
-            ax.hlines(y + T_OFFSET, *row.evidence.ci95_t, colors=row.colour, linewidth=2.0)
-        if row.evidence.ci95_boot is not None:
-            ax.hlines(y - T_OFFSET, *row.evidence.ci95_boot, colors=MUTED, linewidth=1.2)
-        ax.plot([row.mean], [y], marker="D", markersize=4, color=row.colour, linestyle="none", zorder=4)
+        s, evidence = row.summary, row.summary.evidence
+        ax.scatter(list(s.per_unit.values()), [y] * s.n, s=12, facecolors="none", edgecolors=row.colour, linewidths=0.8, zorder=3)
+        if evidence.ci95_t is not None:
+            ax.hlines(y + T_OFFSET, *evidence.ci95_t, colors=row.colour, linewidth=2.0)
+        if evidence.ci95_boot is not None:
+            ax.hlines(y - T_OFFSET, *evidence.ci95_boot, colors=MUTED, linewidth=1.2)
+        ax.plot([s.mean], [y], marker="D", markersize=4, color=row.colour, linestyle="none", zorder=4)
     ax.axvline(0.0, **ZERO_LINE)
     ax.set_yticks(range(n), [r.label for r in reversed(rows)])
     ax.set_ylim(-0.6, n - 0.4)
     ax.figure.legend(
         handles=[
-            Line2D([], [], marker="o", markerfacecolor="none", markeredgecolor=NEUTRAL, linestyle="none", label=f"per {unit}"),
+            Line2D([], [], marker="o", markerfacecolor="none", markeredgecolor=NEUTRAL, linestyle="none", label=f"per {rows[0].summary.unit}"),
             Line2D([], [], marker="D", color=NEUTRAL, linestyle="none", markersize=4, label="mean"),
             Line2D([], [], color=NEUTRAL, linewidth=2.0, label="95 % t interval"),
             Line2D([], [], color=MUTED, linewidth=1.2, label="95 % bootstrap"),
@@ -92,17 +91,7 @@ def effects_forest(inputs: StudyInputs, metric: str = HIER_METRIC) -> Figure:
             f"study {inputs.study_id} has no metric {metric!r}\n  fix: use one of {', '.join(inputs.effects)}"
         )
     effects = inputs.effects[metric]
-    rows = [
-        ForestRow(
-            f"{name}\n{EFFECTS[name]}",
-            [e.per_seed[s] for s in sorted(e.per_seed)],
-            e.mean,
-            e.evidence,
-            _effect_colour(name),
-        )
-        for name, e in effects.items()
-        if name in EFFECTS
-    ]
+    rows = [ForestRow(f"{name}\n{EFFECTS[name]}", e, _effect_colour(name)) for name, e in effects.items() if name in EFFECTS]
     if not rows:
         raise HierconsoleError(f"study {inputs.study_id} trains no pair of cells that makes an effect ({inputs.omitted})")
     fig = figure("single", _height(len(rows)))
@@ -118,15 +107,12 @@ def pooled_forest(inputs: FamilyInputs) -> Figure:
     """A family's members' effects pooled with the member as the unit (outer splits)."""
     if isinstance(inputs.pooled, str):
         raise HierconsoleError(inputs.pooled)
-    rows = [
-        ForestRow(f"{name}\n{EFFECTS[name]}", list(e.per_study.values()), e.mean, e.evidence)
-        for name, e in inputs.pooled.items()
-    ]
+    rows = [ForestRow(f"{name}\n{EFFECTS[name]}", e) for name, e in inputs.pooled.items()]
     if not rows:
         raise HierconsoleError(f"family {inputs.name}: no effect every member can compute")
     fig = figure("single", _height(len(rows)))
     ax = fig.axes[0]
-    draw_forest(ax, rows, unit="member")
+    draw_forest(ax, rows)
     ax.set_xlabel(f"Δ {_metric_label(inputs.metric, inputs.level_names)}, member mean over seeds")
     ax.set_title(f"{inputs.name}: effects pooled over {len(inputs.members)} members", loc="left")
     return fig
@@ -144,15 +130,7 @@ def contrasts_forest(inputs: FamilyInputs) -> Figure:
         for r in result.rows:
             level = "hier" if r.level == HIER_SCORE else level_label(r.level, inputs.level_names)
             arms = r.arm_a if r.arm_a == r.arm_b else f"{r.arm_a} − {r.arm_b}"
-            rows.append(
-                ForestRow(
-                    f"{name} · {arms} · {level}",
-                    [r.per_seed[s] for s in sorted(r.per_seed)],
-                    r.mean,
-                    r.evidence,
-                    arm_colour(r.arm_a),
-                )
-            )
+            rows.append(ForestRow(f"{name} · {arms} · {level}", r, arm_colour(r.arm_a)))
     if not rows:
         detail = "; ".join(waiting) or "it declares none"
         raise HierconsoleError(f"family {inputs.name} has no contrast to plot yet ({detail})")

@@ -62,7 +62,7 @@ def redistribution_figure(inputs: StudyInputs) -> Figure:
         colour = arm_colour(plus if isinstance(plus, str) else "")
         for x, level in zip(xs, LEVELS, strict=True):
             e = by_level[level]
-            right.scatter([x + shift] * len(e.per_seed), list(e.per_seed.values()), s=10, facecolors="none", edgecolors=colour, linewidths=0.7)
+            right.scatter([x + shift] * e.n, list(e.per_unit.values()), s=10, facecolors="none", edgecolors=colour, linewidths=0.7)
         means = [by_level[level].mean for level in LEVELS]
         t = [by_level[level].evidence.ci95_t for level in LEVELS]
         lower = [m - iv[0] if iv else 0.0 for m, iv in zip(means, t, strict=True)]
