@@ -21,6 +21,15 @@ from hierconsole.cli.tracker import TRACKERS, add_arguments, cmd_export_tracker,
 from hierconsole.errors import HierconsoleError
 from hierconsole.factorial import BASELINE_EFFECTS, EFFECTS
 from hierconsole.plurals import counted
+from hierconsole.present.export import (
+    FORMATS,
+    MAX_PRECISION,
+    STDOUT,
+    STDOUT_FORMAT,
+    check_format,
+    export_table,
+    write_table,
+)
 from hierconsole.present.tables.effects import (
     arms_grid,
     baseline_contrasts_grid,
@@ -42,15 +51,6 @@ from hierconsole.study.analysis.frames import (
 )
 from hierconsole.study.analysis.per_seed_csv import load_effects_csv
 from hierconsole.study.db.storage import Store
-from hierconsole.study.report.writers import (
-    FORMATS,
-    MAX_PRECISION,
-    STDOUT,
-    STDOUT_FORMAT,
-    check_format,
-    export_table,
-    write_table,
-)
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from hierconsole.vocabulary import AGGREGATIONS, ARM_LEGEND, BASELINE_LEGEND, POSTHOC_NOTE
 

@@ -1,6 +1,6 @@
 """Everything a figure or a report shows about a study or a family, gathered once.
 
-The read layer fills these (`study.read.report_inputs`); the figures and the report (`study.report`) only
+The read layer fills these (`study.read.report_inputs`); the figures and the report (`present.report`) only
 draw and lay them out. They live here, below both, because the two rooms may not import each other.
 """
 

@@ -1,5 +1,5 @@
 """What a study's or a family's figures and report show, read from the store in one place
-(`study.analysis.report_inputs` holds the containers; `study.report` draws and lays them out)."""
+(`study.analysis.report_inputs` holds the containers; `present.report` draws and lays them out)."""
 
 from __future__ import annotations
 

@@ -7,9 +7,9 @@ import statistics
 from matplotlib.figure import Figure
 
 from hierconsole.errors import HierconsoleError
+from hierconsole.present.report.figures.style import MUTED, arm_colour, drawn_in_style, figure
 from hierconsole.study.analysis.report_inputs import FamilyInputs, MemberInputs
 from hierconsole.study.analysis.statistics import ci95_t
-from hierconsole.study.report.figures.style import MUTED, arm_colour, drawn_in_style, figure
 from hierconsole.vocabulary import HIER_METRIC
 
 RADIUS_MARKERS = ("o", "s", "^", "v", "D", "P")

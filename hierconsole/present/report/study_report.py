@@ -15,6 +15,9 @@ import polars as pl
 
 from hierconsole.errors import HierconsoleError
 from hierconsole.factorial import EFFECTS
+from hierconsole.present.report.document import Block, Code, Document, Facts, Figure, Section, Table, Text
+from hierconsole.present.report.figures import draw
+from hierconsole.present.report.figures.style import figure_bytes
 from hierconsole.study.analysis.contrasts import StudyContrast, contrasts_frame
 from hierconsole.study.analysis.effects import SimpleEffects
 from hierconsole.study.analysis.frames import arms_frame, effects_frame, recall_frame, redistribution_frame
@@ -22,9 +25,6 @@ from hierconsole.study.analysis.headline import headline_frame
 from hierconsole.study.analysis.outer_arms import outer_arms_frame, outer_gains_frame
 from hierconsole.study.analysis.report_inputs import FamilyInputs, StudyInputs, level_label
 from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA, STATISTICS_LEGEND
-from hierconsole.study.report.document import Block, Code, Document, Facts, Figure, Section, Table, Text
-from hierconsole.study.report.figures import draw
-from hierconsole.study.report.figures.style import figure_bytes
 from hierconsole.styles import EFFECT_DIGITS
 from hierconsole.vocabulary import ARM_LEGEND, BASELINE_LEGEND, HIER_METRIC, LEVELS, MAP, Phase
 
