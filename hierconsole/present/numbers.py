@@ -31,6 +31,12 @@ def bracket(lo: float, hi: float, digits: int, *, sign: bool = False) -> str:
     return f"[{fixed(lo, digits, sign=sign)}, {fixed(hi, digits, sign=sign)}]"
 
 
+def setting(value: float | None) -> str:
+    """An option's value as it was set (0.5, 1e-06), never rounded: a near-flat curvature must not read as
+    0; NO_VALUE where the option does not apply (a Euclidean member's curvature)."""
+    return NO_VALUE if value is None else f"{value:g}"
+
+
 def sign_style(value: float) -> str:
     return POSITIVE_STYLE if value > 0 else NEGATIVE_STYLE if value < 0 else ""
 

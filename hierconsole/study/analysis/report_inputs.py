@@ -83,8 +83,9 @@ class MemberInputs:
     study_id: str
     phase: str
     overrides: dict[str, Any]
-    curvature: float
-    radius: float
+    curvature: float | None
+    radius: float | None
+    """The Poincaré operating point (c, r); None for a member training Euclidean cells only, which has none."""
     arms: tuple[str, ...]
     """The cells the member trains."""
     per_seed: pl.DataFrame | None
