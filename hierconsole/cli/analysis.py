@@ -6,7 +6,6 @@ Both work from a study in the store or, without any store, from a per-seed CSV t
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from hierconsole.present.export import (
     export_table,
     write_table,
 )
+from hierconsole.present.json_output import json_text
 from hierconsole.present.tables.effects import (
     arms_grid,
     baseline_contrasts_grid,
@@ -156,7 +156,7 @@ def cmd_effects(args: argparse.Namespace) -> int:
 def _show_effects(args: argparse.Namespace, view: EffectsView) -> int:
     if args.json:
         # Plain stdout, not rich: the JSON must reach pipes byte-exact, without wrapping or colour.
-        sys.stdout.write(json.dumps(view.to_json(), indent=2) + "\n")
+        sys.stdout.write(json_text(view.to_json()))
         return 0
     arm_digits = ARM_DIGITS if args.precision is None else args.precision
     effect_digits = EFFECT_DIGITS if args.precision is None else args.precision
@@ -322,7 +322,7 @@ def _family_effects(args: argparse.Namespace, store: Store) -> int:
                 for name, e in pooled.items()
             },
         }
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stdout.write(json_text(doc))
         return 0
     digits = EFFECT_DIGITS if args.precision is None else args.precision
     title = f"{family.name}: effects of {metric} per member (mean over its seeds), pooled over members"
