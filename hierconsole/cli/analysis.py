@@ -6,7 +6,6 @@ Both work from a study in the store or, without any store, from a per-seed CSV t
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -21,6 +20,16 @@ from hierconsole.cli.tracker import TRACKERS, add_arguments, cmd_export_tracker,
 from hierconsole.errors import HierconsoleError
 from hierconsole.factorial import BASELINE_EFFECTS, EFFECTS
 from hierconsole.plurals import counted
+from hierconsole.present.export import (
+    FORMATS,
+    MAX_PRECISION,
+    STDOUT,
+    STDOUT_FORMAT,
+    check_format,
+    export_table,
+    write_table,
+)
+from hierconsole.present.json_output import json_text
 from hierconsole.present.tables.effects import (
     arms_grid,
     baseline_contrasts_grid,
@@ -42,15 +51,6 @@ from hierconsole.study.analysis.frames import (
 )
 from hierconsole.study.analysis.per_seed_csv import load_effects_csv
 from hierconsole.study.db.storage import Store
-from hierconsole.study.report.writers import (
-    FORMATS,
-    MAX_PRECISION,
-    STDOUT,
-    STDOUT_FORMAT,
-    check_format,
-    export_table,
-    write_table,
-)
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from hierconsole.vocabulary import AGGREGATIONS, ARM_LEGEND, BASELINE_LEGEND, POSTHOC_NOTE
 
@@ -156,7 +156,7 @@ def cmd_effects(args: argparse.Namespace) -> int:
 def _show_effects(args: argparse.Namespace, view: EffectsView) -> int:
     if args.json:
         # Plain stdout, not rich: the JSON must reach pipes byte-exact, without wrapping or colour.
-        sys.stdout.write(json.dumps(view.to_json(), indent=2) + "\n")
+        sys.stdout.write(json_text(view.to_json()))
         return 0
     arm_digits = ARM_DIGITS if args.precision is None else args.precision
     effect_digits = EFFECT_DIGITS if args.precision is None else args.precision
@@ -312,7 +312,7 @@ def _family_effects(args: argparse.Namespace, store: Store) -> int:
             "metric": metric,
             "effects": {name: e.to_json() for name, e in pooled.items()},
         }
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stdout.write(json_text(doc))
         return 0
     digits = EFFECT_DIGITS if args.precision is None else args.precision
     title = f"{family.name}: effects of {metric} per member (mean over its seeds), pooled over members"

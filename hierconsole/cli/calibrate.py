@@ -9,7 +9,6 @@ backbone built and run on a handful of the dataset's images. `replicate --dry-ru
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from hierconsole.config.files import load_preset
 from hierconsole.config.overrides import parse_assignment
+from hierconsole.present.json_output import json_text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -58,20 +58,17 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     comparison = comparison_seconds(max(1, args.gallery), preset.training.out_dim, poincare)
     torch.set_num_threads(default_threads)  # `extract` runs on torch's default threads
     backbone, image = extraction_seconds(arch, args.images)
-    json.dump(
-        {
-            "import": imported,
-            "extractor_import": extractor,
-            "cell_update": cell_update,
-            "comparison": comparison,
-            "backbone": backbone,
-            "image": image,
-            "cores": os.cpu_count() or 1,
-            "threads": preset.compute.threads_per_worker,
-            "torch": torch.__version__,
-            "machine": f"{platform.node()} {platform.machine()}",
-        },
-        sys.stdout,
-    )
-    sys.stdout.write("\n")
+    doc = {
+        "import": imported,
+        "extractor_import": extractor,
+        "cell_update": cell_update,
+        "comparison": comparison,
+        "backbone": backbone,
+        "image": image,
+        "cores": os.cpu_count() or 1,
+        "threads": preset.compute.threads_per_worker,
+        "torch": torch.__version__,
+        "machine": f"{platform.node()} {platform.machine()}",
+    }
+    sys.stdout.write(json_text(doc, indent=None))
     return 0

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import sys
 from pathlib import Path
@@ -44,6 +43,7 @@ from hierconsole.extraction.sources import (
 )
 from hierconsole.extraction.weights import weights_source
 from hierconsole.plurals import counted
+from hierconsole.present.json_output import json_text
 
 EXTRA = ("transformers", "PIL")
 DEFAULT_WORKERS = min(8, max(1, (os.cpu_count() or 2) - 1))
@@ -140,7 +140,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "--progress",
             choices=("bar", "json"),
             default="bar",
-            help="bar: a progress bar on stderr (default); json: one line {\"done\": N, \"total\": M} per "
+            help="bar: a progress bar on stderr (default); json: one line {\"schema\": V, \"done\": N, \"total\": M} per "
             "update on stdout, for programs that follow an extraction (the console does)",
         )
         q.set_defaults(func=_extract)
@@ -260,7 +260,7 @@ def _run_reporting_json(images: ImageList, backbone, out: Path, settings) -> Any
     from hierconsole.extraction.runner import run_extraction
 
     def progress(done: int, total: int) -> None:
-        sys.stdout.write(json.dumps({"done": done, "total": total}) + "\n")
+        sys.stdout.write(json_text({"done": done, "total": total}, indent=None))
         sys.stdout.flush()
 
     return run_extraction(images, backbone, DINOV2_EVAL, out, settings, progress=progress)

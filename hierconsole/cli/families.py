@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -18,6 +17,7 @@ from hierconsole.config.family import sweep_family
 from hierconsole.config.overrides import parse_literal
 from hierconsole.errors import HierconsoleError
 from hierconsole.names import check_name
+from hierconsole.present.json_output import json_text
 from hierconsole.present.tables.families import (
     contrast_grid,
     families_grid,
@@ -135,7 +135,7 @@ def cmd_contrast(args: argparse.Namespace) -> int:
             family, contrasts = family_contrasts(store, args.a, metric=args.metric)
             if args.json:
                 doc = {"family": family.family_id, "contrasts": [{"name": c.name, **c.to_json()} for c in contrasts]}
-                sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+                sys.stdout.write(json_text(doc))
                 _dropped_to_stderr(contrasts)
                 return 0
             console = output_console()
@@ -146,7 +146,7 @@ def cmd_contrast(args: argparse.Namespace) -> int:
         a, b = resolve_reference(store, args.a), resolve_reference(store, args.b)
         result = compare_studies(store, a, b, metric=args.metric, arms=arms)
     if args.json:
-        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+        sys.stdout.write(json_text(result.to_json()))
         _dropped_to_stderr([result])
         return 0
     print_grid(output_console(), contrast_grid(result, args.precision))
@@ -172,7 +172,7 @@ def cmd_families(args: argparse.Namespace) -> int:
         if args.family:
             docs[0]["outer"] = outer if outer is None or isinstance(outer, str) else outer.to_json()
         doc = docs[0] if args.family else {"families": docs}
-        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+        sys.stdout.write(json_text(doc, default=str))
         return 0
     console = output_console()
     if not families:

@@ -325,9 +325,9 @@ def _run(
     from hierconsole.cli.progress import print_backup_note
     from hierconsole.cli.replicate_progress import StageProgress
     from hierconsole.cli.replicate_stages import Replication
+    from hierconsole.present.report.replication_tables import write_tables
     from hierconsole.study.db.storage import Store
     from hierconsole.study.read.paper_tables import replication_tables
-    from hierconsole.study.report.replication_tables import write_tables
     from hierconsole.study.run.replication import run_replication
 
     home = resolve_home(args.home)

@@ -11,14 +11,15 @@ from pathlib import Path
 
 from hierconsole.cli.reading import open_for_reading
 from hierconsole.errors import HierconsoleError
-from hierconsole.study.report.figures import (
+from hierconsole.present.export import check_output, write_output
+from hierconsole.present.report.figures import (
     FIGURE_FORMATS,
     KINDS,
     check_figure_path,
     check_kind,
     require_matplotlib,
 )
-from hierconsole.study.report.output import (
+from hierconsole.present.report.output import (
     DEFAULT_REPORT,
     check_report_target,
     document_for,
@@ -26,7 +27,6 @@ from hierconsole.study.report.output import (
     report_format,
     write_document,
 )
-from hierconsole.study.report.writers import check_output, write_output
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -65,10 +65,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
     fmt = check_figure_path(args.output)
     check_output(args.output, args.force)
     require_matplotlib()
+    from hierconsole.present.report.figures import draw
+    from hierconsole.present.report.figures.style import figure_bytes
     from hierconsole.study.analysis.report_inputs import FamilyInputs
     from hierconsole.study.read.report_inputs import inputs_for
-    from hierconsole.study.report.figures import draw
-    from hierconsole.study.report.figures.style import figure_bytes
 
     with open_for_reading(args.home) as store:
         inputs = inputs_for(store, args.ref)

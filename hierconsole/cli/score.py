@@ -7,7 +7,6 @@ The one command that runs the engine in this process (the metrics need torch): i
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import pickle
 import zipfile
@@ -22,6 +21,7 @@ from hierconsole.config.options import Invalid
 from hierconsole.config.preset import CURVATURE
 from hierconsole.errors import InputError
 from hierconsole.plurals import counted
+from hierconsole.present.json_output import json_text
 from hierconsole.vocabulary import (
     AGGREGATIONS,
     DEFAULT_LEVEL_NAMES,
@@ -222,7 +222,7 @@ def _score(args: argparse.Namespace) -> int:
     )
     metrics = evaluation.aggregate(args.aggregate)
     if args.json:
-        print(json.dumps({level: {k: _json_value(v) for k, v in m.items()} for level, m in metrics.items()}))
+        print(json_text({level: {k: _json_value(v) for k, v in m.items()} for level, m in metrics.items()}, indent=None), end="")
         return 0
     names = level_names or DEFAULT_LEVEL_NAMES
     shown = {

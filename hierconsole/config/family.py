@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +77,17 @@ class Family:
     source: str = "<dict>"
     outer: OuterArms | None = None
     """The outer splits and their arms, for an outer-split family with arms (else None)."""
+    command_line: dict[str, Any] = field(default_factory=dict)
+    """The command line's overrides (--set, --epochs, --seeds, --device) on every member, also in
+    `overrides`: recorded apart, so a report can print the command that runs the family again."""
+
+    def run_argument(self) -> str | None:
+        """What `hierconsole run` takes to load this family again: a shipped family's name, else its file;
+        None for a family built in memory (a sweep)."""
+        path = Path(self.source)
+        if not path.is_file():
+            return None
+        return path.stem if path.resolve() == (families_dir() / f"{path.stem}.toml").resolve() else str(path.resolve())
 
     def member(self, name: str) -> Member:
         for m in self.members:
@@ -104,6 +115,11 @@ class Family:
         }
         if self.outer is not None:
             doc["outer"] = self.outer.definition()
+        # How to run it again (a report's Regenerate): the file, and the command line's overrides if any.
+        if self.run_argument() is not None:
+            doc["file"] = self.run_argument()
+        if self.command_line:
+            doc["command_line"] = dict(self.command_line)
         return doc
 
     def sha256(self) -> str:
@@ -126,6 +142,7 @@ class Family:
             contrasts=self.contrasts,
             source=self.source,
             outer=self.outer,
+            command_line={**self.command_line, **values},
         )
 
 

@@ -1,6 +1,7 @@
 """How a number, a count and a state read, wherever they are shown: signed values in the sign's colour,
-mean ± SD, intervals, seed counts, durations and bars. Defined once for the CLI, the console and the
-exports' text forms, so the two front ends cannot print the same value two ways."""
+mean ± SD, intervals, seed counts, durations and bars. Defined once for the CLI, the console, the exports'
+text forms (Markdown, LaTeX) and the report, so no two of them can print the same value two ways: the plain
+spellings (`fixed`, `bracket`) are the digits; the Rich ones below add only colour."""
 
 from __future__ import annotations
 
@@ -20,33 +21,49 @@ NO_VALUE = "—"
 """A cell with no value (a seed a contrast lacks), never an empty string that reads as a zero."""
 
 
+def fixed(value: float, digits: int, *, sign: bool = False) -> str:
+    """A number at `digits` decimals, its sign always written with `sign` (a difference)."""
+    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+
+
+def bracket(lo: float, hi: float, digits: int, *, sign: bool = False) -> str:
+    """An interval's bounds as `[lo, hi]`."""
+    return f"[{fixed(lo, digits, sign=sign)}, {fixed(hi, digits, sign=sign)}]"
+
+
+def setting(value: float | None) -> str:
+    """An option's value as it was set (0.5, 1e-06), never rounded: a near-flat curvature must not read as
+    0; NO_VALUE where the option does not apply (a Euclidean member's curvature)."""
+    return NO_VALUE if value is None else f"{value:g}"
+
+
 def sign_style(value: float) -> str:
     return POSITIVE_STYLE if value > 0 else NEGATIVE_STYLE if value < 0 else ""
 
 
 def plain(value: float | None, digits: int = ARM_DIGITS) -> Text:
     """An unsigned value (an arm's metric); a missing one as NO_VALUE."""
-    return Text(NO_VALUE, style="dim") if value is None else Text(f"{value:.{digits}f}")
+    return Text(NO_VALUE, style="dim") if value is None else Text(fixed(value, digits))
 
 
 def signed(value: float | None, digits: int = EFFECT_DIGITS) -> Text:
     """A difference, with its sign always written and coloured."""
     if value is None:
         return Text(NO_VALUE, style="dim")
-    return Text(f"{value:+.{digits}f}", style=sign_style(value))
+    return Text(fixed(value, digits, sign=True), style=sign_style(value))
 
 
 def loss(value: float | None) -> Text:
     """A training loss as the queue shows it: three decimals, one above 10 (a loss is read for its trend)."""
     if value is None:
         return Text(NO_VALUE, style="dim", justify="right")
-    return Text(f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}", justify="right")
+    return Text(fixed(value, 3 if abs(value) < 10 else 1), justify="right")
 
 
 def mean_sd(mean: float, sd: float | None, digits: int = ARM_DIGITS, *, sign: bool = False) -> Text:
     """`mean ± sd`; with one value `mean (n=1)`, since a spread of one value is undefined."""
     text = signed(mean, digits) if sign else plain(mean, digits)
-    text.append(" (n=1)" if sd is None else f" ± {sd:.{digits}f}", style="default")
+    text.append(" (n=1)" if sd is None else f" ± {fixed(sd, digits)}", style="default")
     return text
 
 
@@ -56,7 +73,7 @@ def interval(bounds: tuple[float, float] | None, digits: int = EFFECT_DIGITS) ->
         return Text(NO_VALUE, style="dim")
     lo, hi = bounds
     style = POSITIVE_STYLE if lo > 0 else NEGATIVE_STYLE if hi < 0 else ""
-    return Text(f"[{lo:+.{digits}f}, {hi:+.{digits}f}]", style=style)
+    return Text(bracket(lo, hi, digits, sign=True), style=style)
 
 
 def p_value(p: float | None) -> Text:

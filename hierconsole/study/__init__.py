@@ -9,9 +9,10 @@
 - `analysis`: computations over per-seed tables and stored rows: arm summaries, effects, redistribution,
   cross-study contrasts, pooled effects, statistics, the audits, the exportable frames.
 - `read`: the one read layer every front end shows, ending at what the user sees.
-- `report`: what leaves the tool: export writers (and figures and reports).
 
-Layers, held by import-linter: `read`, `run` and `report` above `analysis` and `executors`, above `db`.
+What leaves the tool (grids, exported files, figures, the report) is `hierconsole.present`'s.
+
+Layers, held by import-linter: `read` and `run` above `analysis` and `executors`, above `db`.
 Nothing here imports `hierconsole.engine`: workers are started by module name and talk back through
 `hierconsole.contract`.
 """

@@ -12,6 +12,7 @@ import torch
 from hierconsole.cli import main
 from hierconsole.engine.geometry import Euclidean, Poincare
 from hierconsole.engine.retrieval import evaluate
+from hierconsole.present.json_output import JSON_SCHEMA, SCHEMA_KEY
 
 
 def _labels(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -39,7 +40,9 @@ def _write(tmp_path: Path, name: str = "emb.npz", **arrays) -> Path:
 
 def _run_json(capsys, *argv: str) -> dict:
     assert main(["score", *argv, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+    doc = json.loads(capsys.readouterr().out)
+    assert doc.pop(SCHEMA_KEY) == JSON_SCHEMA  # the shape's version, then the levels
+    return doc
 
 
 def test_json_shape_and_values_micro(tmp_path, capsys):

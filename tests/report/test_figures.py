@@ -14,8 +14,8 @@ from matplotlib.container import ErrorbarContainer
 from hierconsole.cli import main
 from hierconsole.errors import HierconsoleError
 from hierconsole.factorial import EFFECTS
+from hierconsole.present.report.figures import KINDS, draw
 from hierconsole.study.read.report_inputs import family_inputs, study_inputs
-from hierconsole.study.report.figures import KINDS, draw
 from hierconsole.styles import ARM_COLOURS
 from hierconsole.vocabulary import ARMS, BASELINES, LEVELS
 from tests.report.conftest import FAMILY, MEMBERS, TUNED

@@ -14,10 +14,10 @@ import pytest
 from PIL import Image
 
 from hierconsole.cli import main
+from hierconsole.present.report.document import Document, Section, Table, Text, render_html
+from hierconsole.present.report.study_report import FAMILY_SECTION_IDS, SECTION_IDS, study_sections
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.report_inputs import study_inputs
-from hierconsole.study.report.document import Document, Section, Table, Text, render_html
-from hierconsole.study.report.study_report import FAMILY_SECTION_IDS, SECTION_IDS, study_sections
 from tests.report.chromium import Browser
 from tests.report.conftest import FAMILY
 from tests.stores.fixed import COMPLETE

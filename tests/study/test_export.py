@@ -8,6 +8,15 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from hierconsole.errors import HierconsoleError, InputError
+from hierconsole.present.export import (
+    FORMATS,
+    check_format,
+    export_table,
+    latex_escape,
+    render_latex,
+    render_markdown,
+    write_table,
+)
 from hierconsole.study.analysis.arms import arm_table
 from hierconsole.study.analysis.effects import simple_effects
 from hierconsole.study.analysis.frames import (
@@ -20,15 +29,6 @@ from hierconsole.study.analysis.frames import (
 )
 from hierconsole.study.analysis.redistribution import redistribution
 from hierconsole.study.analysis.statistics import EVIDENCE_KEYS
-from hierconsole.study.report.writers import (
-    FORMATS,
-    check_format,
-    export_table,
-    latex_escape,
-    render_latex,
-    render_markdown,
-    write_table,
-)
 from hierconsole.vocabulary import ARMS
 from tests.paper_tables import per_seed_table
 

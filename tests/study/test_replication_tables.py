@@ -12,11 +12,11 @@ import pytest
 from hierconsole.config.family import load_family
 from hierconsole.config.files import load_preset
 from hierconsole.config.overrides import parse_assignment
+from hierconsole.present.report.replication_tables import write_tables
 from hierconsole.study.analysis.paper_tables import paper_long
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.paper_tables import TABLES, replication_tables
 from hierconsole.study.read.results import per_seed
-from hierconsole.study.report.replication_tables import write_tables
 from hierconsole.study.run.paper_stages import (
     PAPER,
     SCALES,

@@ -233,5 +233,5 @@ def redistribution_bars_grid(result: Redistribution, digits: int) -> Grid:
             for seed, value in sorted(e.per_unit.items()):
                 grid.add_row("", "", Text(f"seed {seed}", style="dim"), numbers.zero_bar(value, scale), numbers.signed(value, digits))
         grid.end_section()
-    grid.note(f"bars: full width = {scale:.{digits}f} {result.metric}")
+    grid.note(f"bars: full width = {numbers.fixed(scale, digits)} {result.metric}")
     return grid

@@ -1,7 +1,7 @@
 """The exportable tables: their catalogue, and the flat frames of the analysis results.
 
 Every analysis table (arms, effects, recall, deviation, redistribution) is a function of a per-seed wide
-table; the raw store tables come from `study/read/results.py`. The writers (`study/report/writers.py`)
+table; the raw store tables come from `study/read/results.py`. The writers (`present/export.py`)
 turn any of them into a file.
 """
 

@@ -1,6 +1,6 @@
 """Everything a figure or a report shows about a study or a family, gathered once.
 
-The read layer fills these (`study.read.report_inputs`); the figures and the report (`study.report`) only
+The read layer fills these (`study.read.report_inputs`); the figures and the report (`present.report`) only
 draw and lay them out. They live here, below both, because the two rooms may not import each other.
 """
 
@@ -83,8 +83,9 @@ class MemberInputs:
     study_id: str
     phase: str
     overrides: dict[str, Any]
-    curvature: float
-    radius: float
+    curvature: float | None
+    radius: float | None
+    """The Poincaré operating point (c, r); None for a member training Euclidean cells only, which has none."""
     arms: tuple[str, ...]
     """The cells the member trains."""
     per_seed: pl.DataFrame | None

@@ -1,5 +1,5 @@
 """The paper's tables as a replication measured them, each value beside the paper's published one (written
-to files by `study.report.replication_tables`).
+to files by `present.report.replication_tables`).
 
 Every table is one long frame with the same columns — which table, dataset, row and column of the paper's
 table it fills, the measured value, its seed SD and count, the published value, the difference and whether

@@ -1,5 +1,5 @@
 """What a study's or a family's figures and report show, read from the store in one place
-(`study.analysis.report_inputs` holds the containers; `study.report` draws and lays them out)."""
+(`study.analysis.report_inputs` holds the containers; `present.report` draws and lays them out)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from hierconsole import __version__
 from hierconsole.config import load_preset
 from hierconsole.config.family import flatten
 from hierconsole.contract.events import EventKind
+from hierconsole.datasets.featureset import file_sha256
 from hierconsole.errors import ConfigError, HierconsoleError, NotFoundError
 from hierconsole.study.analysis.arms import arm_table
 from hierconsole.study.analysis.effects import SimpleEffects, omitted_text, simple_effects
@@ -31,7 +32,7 @@ from hierconsole.study.read.results import (
     registered_aggregation,
     variance,
 )
-from hierconsole.vocabulary import HIER_LEVELS, HIER_METRIC, LEVELS, MAP, JobKind, Phase
+from hierconsole.vocabulary import HIER_LEVELS, HIER_METRIC, LEVELS, MAP, POINCARE, JobKind, Phase, arm_parts
 
 # What the preset records about the run rather than the protocol: never reported as an override.
 _NOT_PROTOCOL = ("study.name", "study.description")
@@ -106,7 +107,12 @@ def provenance(store: Store, study_id: str) -> dict[str, Any]:
             "extraction": params.get("extraction"),
         }
     lock = store.one("SELECT lock_sha256, created_at, locked_at, test_first_read_at FROM studies WHERE study_id = ?", [study_id])
-    splits = dict(store.rows("SELECT role, sha256 FROM splits WHERE study_id = ? ORDER BY role", [study_id]))
+    # The files' own hashes, as the report's caption says (`sha256sum` checks them): the recorded `sha256`
+    # is the drawn split's, and the final-train file holds the development indices under the protocol's.
+    splits = {
+        role: file_sha256(store.home / path) if (store.home / path).is_file() else "missing"
+        for role, path in store.rows("SELECT role, path FROM splits WHERE study_id = ? ORDER BY role", [study_id])
+    }
     return {
         "hierconsole": __version__,
         "dataset": dataset,
@@ -233,14 +239,15 @@ def family_inputs(store: Store, ref: str, *, metric: str = HIER_METRIC) -> Famil
     members = []
     for m in family.members:
         info = get_study(store, m.study_id)
+        poincare = info.preset.geometry.poincare if any(arm_parts(a)[0] == POINCARE for a in info.preset.cells) else None
         members.append(
             MemberInputs(
                 member=m.member,
                 study_id=m.study_id,
                 phase=str(m.phase),
                 overrides=m.overrides,
-                curvature=info.preset.geometry.poincare.c,
-                radius=info.preset.geometry.poincare.r,
+                curvature=None if poincare is None else poincare.c,
+                radius=None if poincare is None else poincare.r,
                 arms=tuple(info.preset.cells),
                 per_seed=_evaluated(store, m.study_id) if m.phase == Phase.COMPLETE else None,
             )

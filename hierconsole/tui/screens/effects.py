@@ -279,9 +279,9 @@ class EffectsScreen(AnalysisScreen):
     def write_report(self, study_id: str) -> None:
         # The same document as `hierconsole report STUDY`, rewritten each time from the store (it holds
         # nothing the store does not), into the home so the console never asks where.
+        from hierconsole.present.report.figures import require_matplotlib
+        from hierconsole.present.report.output import document_for, write_document
         from hierconsole.study.read.report_inputs import inputs_for
-        from hierconsole.study.report.figures import require_matplotlib
-        from hierconsole.study.report.output import document_for, write_document
 
         store = self.console_app.store
         target = report_path(store.home, study_id)

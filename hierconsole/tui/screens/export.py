@@ -1,4 +1,4 @@
-"""Export: pick a table and a format, write it through `hierconsole.study.report.writers`, show where it went."""
+"""Export: pick a table and a format, write it through `hierconsole.present.export`, show where it went."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from textual.widgets.option_list import Option
 
 from hierconsole.errors import HierconsoleError
 from hierconsole.plurals import counted
+from hierconsole.present.export import FORMATS, STDOUT, export_table
 from hierconsole.study.analysis.frames import TABLES
 from hierconsole.study.read import table_frame
-from hierconsole.study.report.writers import FORMATS, STDOUT, export_table
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen
 from hierconsole.tui.screens.dialogs import ConfirmDialog

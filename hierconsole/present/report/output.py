@@ -6,9 +6,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hierconsole.errors import HierconsoleError
+from hierconsole.present.export import check_output, write_output
+from hierconsole.present.report.document import Document, render_html, render_markdown
 from hierconsole.study.analysis.report_inputs import FamilyInputs, StudyInputs
-from hierconsole.study.report.document import Document, render_html, render_markdown
-from hierconsole.study.report.writers import check_output, write_output
 
 REPORT_FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 DEFAULT_REPORT = "report.html"
@@ -42,7 +42,7 @@ def check_report_target(path: str | Path, force: bool) -> str:
 
 
 def document_for(inputs: StudyInputs | FamilyInputs) -> Document:
-    from hierconsole.study.report.study_report import family_document, study_document
+    from hierconsole.present.report.study_report import family_document, study_document
 
     return family_document(inputs) if isinstance(inputs, FamilyInputs) else study_document(inputs)
 

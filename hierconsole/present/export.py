@@ -21,6 +21,7 @@ from pathlib import Path
 import polars as pl
 
 from hierconsole.errors import HierconsoleError
+from hierconsole.present.numbers import bracket, fixed
 from hierconsole.study.analysis.frames import check_table, listing
 
 FORMATS: dict[str, str] = {
@@ -156,7 +157,7 @@ def _cell(value: object, precision: int) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.{precision}f}"
+        return fixed(value, precision)
     return str(value)
 
 
@@ -193,12 +194,12 @@ def display_rows(df: pl.DataFrame, precision: int, pm: str) -> tuple[list[str], 
                 continue
             a, b = record[first], record[second]
             if kind == "interval":
-                cells.append("" if a is None or b is None else f"[{_cell(float(a), precision)}, {_cell(float(b), precision)}]")
+                cells.append("" if a is None or b is None else bracket(float(a), float(b), precision))
             elif a is None:
                 cells.append("")
             else:
                 # One seed has no sample SD; say so rather than print a misleading 0.
-                cells.append(f"{_cell(float(a), precision)}{pm}{'n/a' if b is None else _cell(float(b), precision)}")
+                cells.append(f"{fixed(float(a), precision)}{pm}{'n/a' if b is None else fixed(float(b), precision)}")
         rows.append(cells)
     return headers, numeric, rows
 

@@ -1,9 +1,9 @@
 """A report as data: a title and sections of blocks (text, tables, figures, commands), rendered as one
 self-contained HTML file or as Markdown with its figures beside it.
 
-Any caller assembles its own sections (the study and family reports in `study.report.study_report`, the
+Any caller assembles its own sections (the study and family reports in `present.report.study_report`, the
 replication's whole-paper report) and hands them to :func:`render_html` or :func:`render_markdown`.
-The renderers compute nothing: tables arrive as frames (formatted by `writers.display_rows`, the same
+The renderers compute nothing: tables arrive as frames (formatted by `present.export.display_rows`, the same
 "mean ± SD" and "[lo, hi]" cells as the Markdown and LaTeX exports), figures as PNG bytes.
 """
 
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from hierconsole import __version__
-from hierconsole.study.report.writers import display_rows
-from hierconsole.study.report.writers import render_markdown as markdown_table
+from hierconsole.present.export import display_rows
+from hierconsole.present.export import render_markdown as markdown_table
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,7 @@ from matplotlib.lines import Line2D
 
 from hierconsole.errors import HierconsoleError
 from hierconsole.factorial import CONTRASTS, EFFECTS
-from hierconsole.study.analysis.paired import PairedSummary
-from hierconsole.study.analysis.report_inputs import FamilyInputs, StudyInputs, level_label
-from hierconsole.study.report.figures.style import (
+from hierconsole.present.report.figures.style import (
     MUTED,
     NEUTRAL,
     ROW_HEIGHT,
@@ -22,6 +20,8 @@ from hierconsole.study.report.figures.style import (
     drawn_in_style,
     figure,
 )
+from hierconsole.study.analysis.paired import PairedSummary
+from hierconsole.study.analysis.report_inputs import FamilyInputs, StudyInputs, level_label
 from hierconsole.vocabulary import HIER_METRIC, HIER_SCORE
 
 T_OFFSET = 0.17

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import polars as pl
 
+from hierconsole.present.export import write_table
 from hierconsole.study.analysis.paper_tables import PAPER_TABLES
-from hierconsole.study.report.writers import write_table
 
 FORMATS = {"csv": "csv", "md": "md", "tex": "latex"}
 """File suffix -> the table writer's format; each table is written in all of them."""

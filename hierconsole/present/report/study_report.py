@@ -15,6 +15,10 @@ import polars as pl
 
 from hierconsole.errors import HierconsoleError
 from hierconsole.factorial import EFFECTS
+from hierconsole.present import numbers
+from hierconsole.present.report.document import Block, Code, Document, Facts, Figure, Section, Table, Text
+from hierconsole.present.report.figures import draw
+from hierconsole.present.report.figures.style import figure_bytes
 from hierconsole.study.analysis.contrasts import StudyContrast, contrasts_frame
 from hierconsole.study.analysis.effects import SimpleEffects
 from hierconsole.study.analysis.frames import arms_frame, effects_frame, recall_frame, redistribution_frame
@@ -22,9 +26,6 @@ from hierconsole.study.analysis.headline import headline_frame
 from hierconsole.study.analysis.outer_arms import outer_arms_frame, outer_gains_frame
 from hierconsole.study.analysis.report_inputs import FamilyInputs, StudyInputs, level_label
 from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA, STATISTICS_LEGEND
-from hierconsole.study.report.document import Block, Code, Document, Facts, Figure, Section, Table, Text
-from hierconsole.study.report.figures import draw
-from hierconsole.study.report.figures.style import figure_bytes
 from hierconsole.styles import EFFECT_DIGITS
 from hierconsole.vocabulary import ARM_LEGEND, BASELINE_LEGEND, HIER_METRIC, LEVELS, MAP, Phase
 
@@ -335,8 +336,8 @@ def family_sections(inputs: FamilyInputs) -> list[Section]:
             "study": [m.study_id for m in inputs.members],
             "phase": [m.phase for m in inputs.members],
             "cells": [", ".join(m.arms) for m in inputs.members],
-            "c": [m.curvature for m in inputs.members],
-            "r": [m.radius for m in inputs.members],
+            "c": [numbers.setting(m.curvature) for m in inputs.members],
+            "r": [numbers.setting(m.radius) for m in inputs.members],
             "overrides": [", ".join(f"{k}={_value(v)}" for k, v in m.overrides.items()) for m in inputs.members],
         }
     )
@@ -387,13 +388,25 @@ def family_sections(inputs: FamilyInputs) -> list[Section]:
         )
     sections.append(Section("provenance", FAMILY_SECTION_IDS["provenance"], prov_blocks))
     commands = [
-        f"hierconsole run {shlex.quote(inputs.name)}    # the family file (presets/families/{inputs.name}.toml or yours)",
+        family_run_command(inputs),
         f"hierconsole contrast {shlex.quote(inputs.name)} --json",
         f"hierconsole report {shlex.quote(inputs.name)} -o report.html",
         *(f"hierconsole plot {kind} {shlex.quote(inputs.name)} -o {kind}.pdf" for kind in ("contrasts", "effects", "curvature")),
     ]
     sections.append(Section("commands", FAMILY_SECTION_IDS["commands"], [Code("\n".join(commands), "With the same --home:")]))
     return sections
+
+
+def family_run_command(inputs: FamilyInputs) -> str:
+    """`hierconsole run` as the family ran: its file, its members' dataset and the command line's
+    overrides (without them a family run with `--set expected=none` is refused as printed)."""
+    file = inputs.definition.get("file")
+    if file is None:  # recorded before the file was, or built in memory (a sweep)
+        return f"hierconsole run {shlex.quote(inputs.name)}    # the family file (presets/families/{inputs.name}.toml or yours)"
+    datasets = {(prov.get("dataset") or {}).get("id") for prov in inputs.provenance.get("members", {}).values()}
+    # One --dataset for every member; members on datasets of their own (data.dataset) keep their own.
+    dataset = ["--dataset", str(next(iter(datasets)))] if len(datasets) == 1 and None not in datasets else []
+    return shlex.join(["hierconsole", "run", str(file), *dataset, *_set_arguments(inputs.definition.get("command_line", {}))])
 
 
 def _outer_blocks(inputs: FamilyInputs) -> list[Block]:

@@ -7,9 +7,9 @@ from matplotlib.figure import Figure
 
 from hierconsole.errors import HierconsoleError
 from hierconsole.factorial import CONTRASTS, EFFECTS
+from hierconsole.present.report.figures.style import ZERO_LINE, arm_colour, drawn_in_style, figure
 from hierconsole.study.analysis.report_inputs import StudyInputs, level_label
 from hierconsole.study.analysis.statistics import t_half_width
-from hierconsole.study.report.figures.style import ZERO_LINE, arm_colour, drawn_in_style, figure
 from hierconsole.vocabulary import ARMS, BASELINES, LEVELS, MAP
 
 OFFSET = 0.08

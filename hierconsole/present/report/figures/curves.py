@@ -6,9 +6,9 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from hierconsole.errors import HierconsoleError
+from hierconsole.present.report.figures.style import NEUTRAL, arm_colour, drawn_in_style, figure
 from hierconsole.study.analysis.report_inputs import StudyInputs, level_label
 from hierconsole.study.analysis.statistics import t_half_width
-from hierconsole.study.report.figures.style import NEUTRAL, arm_colour, drawn_in_style, figure
 from hierconsole.vocabulary import ARMS, BASELINES, LEVELS
 
 SEED_STYLES = ("-", "--", ":", "-.")
