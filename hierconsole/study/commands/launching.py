@@ -121,42 +121,29 @@ class Workers:
         executor: str | None = None,
         address: str | None = None,
         connect_timeout: float = RAY_CONNECT_TIMEOUT,
+        problems: list[Problem] | None = None,
     ) -> Workers:
         """The options as given (`executor` None: $HIERCONSOLE_EXECUTOR, else local); LaunchProblems lists
-        every problem. Ray is looked for, never imported: it is loaded only when a Ray study is launched."""
-        problems: list[Problem] = []
-        workers = cls._parsed(parallel, gpus, executor, address, connect_timeout, problems)
-        if problems:
-            raise LaunchProblems(problems)
-        return workers
-
-    @classmethod
-    def _parsed(
-        cls,
-        parallel: str | int | None,
-        gpus: str | Sequence[str] | None,
-        executor: str | None,
-        address: str | None,
-        connect_timeout: float,
-        problems: list[Problem],
-    ) -> Workers:
+        every problem (added to `problems` instead, when given). Ray is looked for, never imported: it is
+        loaded only when a Ray study is launched."""
+        found: list[Problem] = []
         chosen, where = Executor.LOCAL, LOCAL_RAY
         address = address.strip() if address is not None and address.strip() else None
         try:
             chosen = executor_name(executor or None)
         except HierconsoleError as exc:
-            problems.append(Problem("executor", str(exc)))
+            found.append(Problem("executor", str(exc)))
         if chosen == Executor.RAY:
             if importlib.util.find_spec("ray") is None:
-                problems.append(
+                found.append(
                     Problem("executor", f"--executor ray needs Ray, which is not installed here; install it: {RAY_INSTALL}")
                 )
             try:
                 where = ray_address(address)
             except HierconsoleError as exc:
-                problems.append(Problem("address", str(exc)))
+                found.append(Problem("address", str(exc)))
         elif address is not None:
-            problems.append(
+            found.append(
                 Problem("address", "--ray-address names the Ray cluster of --executor ray; add --executor ray")
             )
         gpu_ids: tuple[str, ...] | None = None
@@ -164,20 +151,24 @@ class Workers:
             try:
                 gpu_ids = parse_gpus(gpus if isinstance(gpus, str) else ",".join(str(g) for g in gpus))
             except HierconsoleError as exc:
-                problems.append(Problem("gpus", str(exc)))
-        n = _whole(parallel, "parallel", problems)
+                found.append(Problem("gpus", str(exc)))
+        n = _whole(parallel, "parallel", found)
         try:
             check_parallel(n)
         except HierconsoleError as exc:
-            problems.append(Problem("parallel", str(exc)))
+            found.append(Problem("parallel", str(exc)))
         if chosen == Executor.RAY and gpu_ids:
-            problems.append(
+            found.append(
                 Problem(
                     "gpus",
                     f"--gpus {','.join(gpu_ids)} picks GPUs of this machine for local workers; with --executor "
                     f"ray, Ray gives each cuda job one GPU of its node (use --device cuda, no --gpus)",
                 )
             )
+        if problems is not None:
+            problems.extend(found)
+        elif found:
+            raise LaunchProblems(found)
         return cls(n, gpu_ids, chosen, where, connect_timeout)
 
     def check_here(self, devices: Sequence[tuple[str, str]]) -> None:
@@ -227,7 +218,10 @@ class LaunchRequest:
         blanks; `values`: overrides already typed, as a notebook gives them); LaunchProblems lists every
         problem, each under its option."""
         problems: list[Problem] = []
-        workers = Workers._parsed(parallel, gpus, executor, address, connect_timeout, problems)
+        workers = Workers.parse(
+            parallel=parallel, gpus=gpus, executor=executor, address=address, connect_timeout=connect_timeout,
+            problems=problems,
+        )  # fmt: skip
         typed: list[tuple[str, object]] = []
         for text in split_assignments(overrides) if isinstance(overrides, str) else overrides:
             try:
