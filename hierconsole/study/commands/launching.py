@@ -244,7 +244,7 @@ class LaunchRequest:
         out: dict[str, Any] = dict(self.values)
         for key, value in (
             ("training.epochs", self.epochs),
-            ("training.seeds", list(self.seeds) if self.seeds else None),
+            ("training.seeds", list(self.seeds) if self.seeds is not None else None),
             ("compute.device", self.device),
         ):
             if value is not None:
