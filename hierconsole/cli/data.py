@@ -8,10 +8,10 @@ from hierconsole.cli.output import confirmed, output_console, print_grid
 from hierconsole.cli.reading import open_for_reading
 from hierconsole.datasets.splits import HOLDOUT_FRACTION
 from hierconsole.errors import InputError
-from hierconsole.names import check_name
 from hierconsole.present.tables.studies import datasets_grid
 from hierconsole.study import read
-from hierconsole.study.db.catalog import delete_dataset, load_dataset, register_dataset
+from hierconsole.study.commands import import_dataset, read_dataset
+from hierconsole.study.db.catalog import delete_dataset, load_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.vocabulary import SYNTHETIC_DATASETS
 
@@ -36,24 +36,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--name", required=True, help="dataset id in the store")
     g.add_argument("--level-names", type=_level_names, help="display names, e.g. Class,Genus,Family")
     g.add_argument("--dim", type=int, help="expected feature width (e.g. 768); checked on import")
-    g.set_defaults(func=_import_generic)
+    g.set_defaults(func=_import)
 
     c = kinds.add_parser("cub", help="a CUB-200-2011 folder + features + taxonomy CSV")
     c.add_argument("root", help="folder holding images.txt, image_class_labels.txt, ...")
     c.add_argument("features", help="features keyed by image id or relative path (or in images.txt order)")
     c.add_argument("taxonomy", help="CSV leaf,middle,high with CUB class names as leaves")
     c.add_argument("--name", default="cub")
-    c.set_defaults(func=_import_cub)
+    c.set_defaults(func=_import)
 
     n = kinds.add_parser("nabirds", help="a NABirds folder (with hierarchy.txt) + features")
     n.add_argument("root")
     n.add_argument("features")
     n.add_argument("--name", default="nabirds")
-    n.set_defaults(func=_import_nabirds)
+    n.set_defaults(func=_import)
 
     s = kinds.add_parser("synthetic", help="the built-in synthetic data (demo or CUB-sized)")
     s.add_argument("which", choices=SYNTHETIC_DATASETS, nargs="?", default=SYNTHETIC_DATASETS[0])
-    s.set_defaults(func=_import_synthetic)
+    s.set_defaults(func=_import)
 
     for q in (g, c, n):
         q.add_argument("--replace", action="store_true", help="replace a dataset of the same name")
@@ -77,9 +77,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.set_defaults(func=_taxonomy, taxonomy_parser=t)
 
 
-def _register(args: argparse.Namespace, fs) -> int:
+def _import(args: argparse.Namespace) -> int:
+    """Read the files (the name checked first; the home is not created until they read well), register."""
+    paths = {k: getattr(args, k) for k in ("features", "labels", "taxonomy", "root") if getattr(args, k, None)}
+    name = args.which if args.source == "synthetic" else args.name
+    fs = read_dataset(args.source, name, paths, level_names=getattr(args, "level_names", None), dim=getattr(args, "dim", None))
     with Store(args.home) as store:
-        info = register_dataset(store, fs, replace=getattr(args, "replace", False))
+        info = import_dataset(store, fs, replace=getattr(args, "replace", False))
     output_console().print(
         f"[green]imported[/] {info.dataset_id}: {info.n_samples:,} samples x {info.dim}-D, "
         f"{info.n_leaf}/{info.n_middle}/{info.n_high} {'/'.join(info.level_names)}, "
@@ -95,42 +99,6 @@ def _register(args: argparse.Namespace, fs) -> int:
             highlight=False,
         )
     return 0
-
-
-def _import_generic(args: argparse.Namespace) -> int:
-    check_name(args.name, "--name")  # before any file is read or the home is created
-    from hierconsole.datasets import import_generic
-
-    fs = import_generic(
-        args.features,
-        args.labels,
-        args.taxonomy,
-        name=args.name,
-        level_names=args.level_names,
-        expected_dim=args.dim,
-    )
-    return _register(args, fs)
-
-
-def _import_cub(args: argparse.Namespace) -> int:
-    check_name(args.name, "--name")  # before any file is read or the home is created
-    from hierconsole.datasets import import_cub
-
-    return _register(args, import_cub(args.root, args.features, args.taxonomy, name=args.name))
-
-
-def _import_nabirds(args: argparse.Namespace) -> int:
-    check_name(args.name, "--name")  # before any file is read or the home is created
-    from hierconsole.datasets import import_nabirds
-
-    return _register(args, import_nabirds(args.root, args.features, name=args.name))
-
-
-def _import_synthetic(args: argparse.Namespace) -> int:
-    from hierconsole.datasets import make_synthetic
-    from hierconsole.datasets.synthetic import BUILT_IN
-
-    return _register(args, make_synthetic(BUILT_IN[args.which]))
 
 
 def _datasets(args: argparse.Namespace) -> int:

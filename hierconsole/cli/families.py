@@ -11,7 +11,7 @@ from rich.text import Text
 
 from hierconsole.cli.output import output_console, print_grid
 from hierconsole.cli.reading import open_for_reading
-from hierconsole.cli.running import add_run_options, run_family
+from hierconsole.cli.running import add_run_options, cmd_run
 from hierconsole.config import load_preset
 from hierconsole.config.family import sweep_family
 from hierconsole.config.overrides import parse_literal
@@ -217,4 +217,4 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if len(set(keys)) != len(keys):
         raise HierconsoleError(f"--grid names a key twice ({', '.join(keys)}); give each axis once")
     family = sweep_family(args.preset, base, args.grid, args.name)
-    return run_family(args, family)
+    return cmd_run(args, family)

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 from collections.abc import Sequence
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -14,32 +12,29 @@ from rich.markup import escape
 from hierconsole.cli.output import confirmed, output_console, print_grid
 from hierconsole.cli.progress import drive, problem_printer, saying_backups
 from hierconsole.cli.reading import print_empty_levels
-from hierconsole.config import Preset, load_preset
+from hierconsole.config import Preset
 from hierconsole.config.family import Family
-from hierconsole.config.options import MAX_INTEGER
-from hierconsole.config.overrides import AssignmentError, parse_assignment
-from hierconsole.errors import HierconsoleError
 from hierconsole.locations import db_path, resolve_home
-from hierconsole.names import check_name
 from hierconsole.plurals import counted
 from hierconsole.present.tables.split_plan import split_plan_grid
 from hierconsole.present.tables.studies import audits_grid
 from hierconsole.study import read
 from hierconsole.study.analysis.audits import check_expected_counts
-from hierconsole.study.db.catalog import ensure_dataset, registered_dataset
-from hierconsole.study.db.storage import Store
-from hierconsole.study.executors import (
-    LOCAL_RAY,
-    RAY_CONNECT_TIMEOUT,
-    JobExecutor,
-    checked_executor,
-    ray_address,
+from hierconsole.study.commands import (
+    Launched,
+    LaunchRequest,
+    Workers,
+    cancel,
+    delete,
+    launch,
+    reconcile,
+    rescore,
+    resume,
 )
-from hierconsole.study.executors.devices import check_devices
+from hierconsole.study.db.storage import Store
+from hierconsole.study.executors import RAY_CONNECT_TIMEOUT, JobExecutor
 from hierconsole.study.run.drawn_splits import DrawnSplits, plan_rows
-from hierconsole.study.run.lifecycle import advance, create_study, delete_study, study_splits
 from hierconsole.study.run.orchestrator import Orchestrator
-from hierconsole.study.run.rescoring import queue_rescore, reconcile
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from hierconsole.vocabulary import (
     AGGREGATIONS,
@@ -49,38 +44,9 @@ from hierconsole.vocabulary import (
     HIER_METRIC,
     LEVELS,
     MAP,
-    Executor,
     JobState,
     Phase,
 )
-
-
-def _assignment(value: str) -> tuple[str, object]:
-    """`--set key=value`, read as `config.overrides.parse_assignment` reads it (the console's too)."""
-    try:
-        return parse_assignment(value)
-    except AssignmentError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _gpus(value: str) -> list[str]:
-    ids = [g.strip() for g in value.split(",") if g.strip()]
-    if not ids:
-        raise argparse.ArgumentTypeError("give GPU ids separated by commas, e.g. 0,1")
-    # A GPU id is CUDA's index, 0 or more: anything else would only fail once a worker asked for it.
-    bad = next((g for g in ids if not (g.isascii() and g.isdigit())), None)
-    if bad is not None:
-        raise argparse.ArgumentTypeError(
-            f"{value!r}: GPU id {bad!r} is not a GPU index; give indices 0 or more separated by commas, e.g. 0,1"
-        )
-    return ids
-
-
-def _seeds(value: str) -> list[int]:
-    try:
-        return [int(s) for s in value.split(",") if s.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"seeds must be comma-separated integers, got {value!r}") from None
 
 
 def add_executor_options(p: argparse.ArgumentParser) -> None:
@@ -116,15 +82,15 @@ def _positive_seconds(text: str) -> float:
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--epochs", type=int, help="override training.epochs")
-    p.add_argument("--seeds", type=_seeds, help="override training.seeds, e.g. 42,2024")
+    # Read and checked by the front door (`LaunchRequest.parse`), as the console's and the notebook's are.
+    p.add_argument("--epochs", metavar="N", help="override training.epochs")
+    p.add_argument("--seeds", help="override training.seeds, e.g. 42,2024")
     p.add_argument("--device", choices=DEVICES, help="override compute.device")
-    p.add_argument("--parallel", type=int, metavar="N", help="worker processes at once (default: preset)")
-    p.add_argument("--gpus", type=_gpus, metavar="IDS", help="one worker per listed GPU, e.g. 0,1")
+    p.add_argument("--parallel", metavar="N", help="worker processes at once (default: preset)")
+    p.add_argument("--gpus", metavar="IDS", help="one worker per listed GPU, e.g. 0,1")
     p.add_argument(
         "--set",
         dest="overrides",
-        type=_assignment,
         action="append",
         default=[],
         metavar="KEY=VALUE",
@@ -158,10 +124,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     u = sub.add_parser("resume", help="resume crashed, cancelled or failed jobs from their last checkpoint")
     u.add_argument("study", nargs="?", help="study id or name (default: every resumable job)")
-    u.add_argument(
-        "--parallel", type=int, metavar="N", help="worker processes at once (default: the resumed studies' presets)"
-    )
-    u.add_argument("--gpus", type=_gpus, metavar="IDS", help="one worker per listed GPU, e.g. 0,1")
+    u.add_argument("--parallel", metavar="N", help="worker processes at once (default: the resumed studies' presets)")
+    u.add_argument("--gpus", metavar="IDS", help="one worker per listed GPU, e.g. 0,1")
     add_executor_options(u)
     u.set_defaults(func=cmd_resume)
 
@@ -180,86 +144,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(func=cmd_rescore)
 
 
-def _check_parallel(parallel: int | None) -> None:
-    if parallel is not None and parallel < 1:
-        raise HierconsoleError(f"--parallel {parallel}: give at least 1 worker process at once")
-    if parallel is not None and parallel > MAX_INTEGER:
-        raise HierconsoleError(f"--parallel {parallel}: out of range; give at most {MAX_INTEGER:,} worker processes")
-
-
-def _parallel(args: argparse.Namespace, preset: Preset) -> int:
-    _check_parallel(args.parallel)
-    if args.parallel is not None:
-        return args.parallel
-    return preset.compute.max_parallel_jobs
-
-
-def open_executor(
-    args: argparse.Namespace, store: Store, *, parallel: int, threads: int, devices: list[tuple[str, str]]
-) -> JobExecutor | None:
-    """The executor `--executor` (or $HIERCONSOLE_EXECUTOR) asks for, checked against the devices the
-    studies want (`devices`: (compute.device, where it came from)); None: the local one, whose devices are
-    probed here. A Ray cluster is connected to now, before anything is created."""
-    name = checked_executor(getattr(args, "executor", None), getattr(args, "ray_address", None))
-    gpus = getattr(args, "gpus", None)
-    if name == Executor.LOCAL:
-        for device, source in devices:
-            check_devices(device, gpus, source=source)
-        return None
-    address = ray_address(getattr(args, "ray_address", None))
-    if gpus:
-        raise HierconsoleError(
-            f"--gpus {','.join(gpus)} picks GPUs of this machine for local workers; with --executor ray, Ray "
-            f"gives each cuda job one GPU of its node (use --device cuda, no --gpus)"
-        )
-    from hierconsole.study.executors.ray_cluster import RayExecutor  # imports ray: only when asked for
-
-    explicit = getattr(args, "parallel", None)
-    # A local instance runs as many jobs at once as the local executor would; a cluster as many as it
-    # has CPUs for, unless --parallel says otherwise.
-    local = address == LOCAL_RAY
-    executor = RayExecutor(
-        store.home,
-        address,
-        num_cpus=max(os.cpu_count() or 1, parallel * threads) if local else None,
-        parallel=explicit if explicit is not None else (parallel if local else None),
-        connect_timeout=getattr(args, "ray_connect_timeout", RAY_CONNECT_TIMEOUT),
+def launch_request(args: argparse.Namespace, preset: str | Family | None = None) -> LaunchRequest:
+    """The request `run`, `demo` and `sweep` make of their options (checked by the front door)."""
+    return LaunchRequest.parse(
+        preset if preset is not None else args.preset,
+        dataset=getattr(args, "dataset", None),
+        epochs=args.epochs,
+        seeds=args.seeds,
+        device=args.device,
+        overrides=args.overrides,
+        name=getattr(args, "name", None),
+        parallel=args.parallel,
+        gpus=args.gpus,
+        executor=args.executor,
+        address=args.ray_address,
+        connect_timeout=args.ray_connect_timeout,
     )
-    try:
-        for device, source in devices:
-            executor.check_device(device, source)
-    except BaseException:
-        executor.close()
-        raise
-    return executor
 
 
-def start_study(
-    store: Store, args: argparse.Namespace, preset_ref: str, dataset: str | None, console: Console | None = None
-) -> tuple[str, Preset, JobExecutor | None]:
-    """Validate everything (preset, overrides, --parallel, the executor, the devices asked for, the counts
-    against the dataset), then create the study; its split plan goes to `console` when given."""
-    preset = load_preset(preset_ref)
-    preset = preset.with_overrides(
-        epochs=args.epochs, seeds=args.seeds, device=args.device, values=dict(args.overrides)
+def workers(args: argparse.Namespace) -> Workers:
+    """`resume`'s --parallel, --gpus and executor options, checked as a launch's are."""
+    return Workers.parse(
+        parallel=args.parallel,
+        gpus=args.gpus,
+        executor=args.executor,
+        address=args.ray_address,
+        connect_timeout=args.ray_connect_timeout,
     )
-    parallel = _parallel(args, preset)
-    source = "--device" if args.device else f"compute.device (preset {preset.source})"
-    executor = open_executor(
-        args, store, parallel=parallel, threads=preset.compute.threads_per_worker,
-        devices=[(preset.compute.device, source)],
-    )  # fmt: skip
-    try:
-        dataset_id = ensure_dataset(store, dataset or preset.data.dataset)
-        drawn = study_splits(store, preset, dataset_id)
-        study_id = create_study(store, preset, dataset_id, drawn=drawn)
-    except BaseException:
-        if executor is not None:
-            executor.close()
-        raise
-    if console is not None:
-        print_plans(console, [("", preset, drawn)])
-    return study_id, preset, executor
 
 
 def print_plans(console: Console, members: Sequence[tuple[str, Preset, DrawnSplits]], suffix: str = "") -> None:
@@ -275,30 +186,17 @@ def print_plans(console: Console, members: Sequence[tuple[str, Preset, DrawnSpli
         print_grid(console, split_plan_grid(*plan_rows(splits, preset), title=title))
 
 
-def dry_run(args: argparse.Namespace) -> int:
+def dry_run(request: LaunchRequest, home: str | None) -> int:
     """`run --dry-run`: the preset (or each member) validated, its counts checked against the dataset and
     its split plan printed; no study, job or folder is created."""
-    from hierconsole.config.family import is_family_file, load_family
-
-    _check_parallel(args.parallel)  # a dry run refuses what the run would
     console = output_console()
-    overrides = _cli_overrides(args)
-    if is_family_file(args.preset):
-        family = load_family(args.preset).with_overrides(overrides)
-        members = [(m.name, m.preset) for m in family.members]
-    else:
-        preset = load_preset(args.preset).with_overrides(values=overrides)
-        members = [("", preset)]
-    with Store(args.home, read_only=True) as store:
-        drawn = []
-        for name, preset in members:
-            dataset_id = registered_dataset(store, args.dataset or preset.data.dataset)
-            drawn.append((name, preset, study_splits(store, preset, dataset_id)))
-    print_plans(console, drawn, f" (dataset {dataset_id})")
-    for name, preset, _ in drawn:
+    with Store(home, read_only=True) as store:
+        plan = request.resolve(store, dry_run=True)
+    print_plans(console, [(m.name, m.preset, m.splits) for m in plan.members], f" (dataset {plan.members[-1].dataset_id})")
+    for m in plan.members:
         console.print(
-            f"{name or preset.name}: would train {counted(len(preset.training.seeds), 'seed job')} of "
-            f"{', '.join(preset.cells)} for {counted(preset.training.epochs, 'epoch')}",
+            f"{m.name or m.preset.name}: would train {counted(len(m.preset.training.seeds), 'seed job')} of "
+            f"{', '.join(m.preset.cells)} for {counted(m.preset.training.epochs, 'epoch')}",
             highlight=False,
         )
     console.print("nothing was created (dry run)", highlight=False)
@@ -350,28 +248,23 @@ def next_steps(store: Store, study_id: str, home_given: bool, console: Console) 
 # -- commands ---------------------------------------------------------------------------------------
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from hierconsole.config.family import is_family_file
-
-    if args.name is not None:  # a study's or a family's name: checked before anything, dry run or not
-        check_name(args.name, "--name")
+def cmd_run(args: argparse.Namespace, family: Family | None = None) -> int:
+    """`run` (and `demo`, and `sweep` with the family it built): every option checked before anything is
+    created, the study or family launched, driven to its end and shown."""
+    request = launch_request(args, family)
     if getattr(args, "dry_run", False):
-        return dry_run(args)
-    if is_family_file(args.preset):
-        from dataclasses import replace
-
-        from hierconsole.config.family import load_family
-
-        family = load_family(args.preset)
-        return run_family(args, replace(family, name=args.name) if args.name else family)
-    if args.name is not None:
-        args.overrides.append(("study.name", args.name))
+        return dry_run(request, args.home)
     console = output_console()
     with saying_backups(args.home, console), Store(args.home) as store:
-        study_id, preset, executor = start_study(store, args, args.preset, args.dataset, console)
+        launched = launch(store, request)
+        if launched.family_id is not None:
+            return _run_family(store, launched, console)
+        (study_id,) = launched.study_ids
+        preset = launched.plan.members[0].preset
+        print_plans(console, [("", preset, launched.plan.members[0].splits)])
         console.print(
             f"study [bold]{study_id}[/]: {preset.name} on {read.get_study(store, study_id).dataset_id}, "
-            f"seeds {list(preset.training.seeds)}, {counted(preset.training.epochs, 'epoch')}{_on(executor)}"
+            f"seeds {list(preset.training.seeds)}, {counted(preset.training.epochs, 'epoch')}{_on(launched.executor)}"
         )
         console.print(ARM_LEGEND, style="dim", highlight=False)
         print_empty_levels(store, study_id, console)
@@ -379,19 +272,29 @@ def cmd_run(args: argparse.Namespace) -> int:
         if expected.ok is False:
             # Said before any training: a split that differs from the declared protocol is not the study asked for.
             console.print(f"[yellow]warning:[/] {expected.name}: {escape(expected.evidence)}", highlight=False)
-        # Only this study's jobs: leftovers of earlier studies are shown by `runs` and run by `resume`.
-        orch = Orchestrator(
-            store, max_parallel=_parallel(args, preset), gpus=args.gpus, studies=[study_id], executor=executor
-        )
-        try:
-            interrupted = drive(store, [study_id], parallel=None, console=console, orchestrator=orch)
-        finally:
-            orch.close_executors()
+        interrupted = _drive(store, launched, console)
         code = summarize(store, study_id, console)
         if interrupted is not None:
             return interrupted
         next_steps(store, study_id, args.home is not None, console)
         return code
+
+
+def _drive(store: Store, launched: Launched, console: Console) -> int | None:
+    """Drive the launched studies' jobs to their end; only theirs (leftovers of earlier studies are shown by
+    `runs` and run by `resume`)."""
+    workers = launched.plan.request.workers
+    orch = Orchestrator(
+        store,
+        max_parallel=launched.plan.parallel,
+        gpus=list(workers.gpus) if workers.gpus else None,
+        studies=launched.study_ids,
+        executor=launched.executor,
+    )
+    try:
+        return drive(store, launched.study_ids, parallel=None, console=console, orchestrator=orch)
+    finally:
+        orch.close_executors()
 
 
 def _on(executor: JobExecutor | None) -> str:
@@ -411,7 +314,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     """Crashed, cancelled and failed jobs go back in the queue; queued and orphaned running ones are
     driven too, so a console that quit and left work behind can be replaced by a headless resume."""
     console = output_console()
-    _check_parallel(args.parallel)
+    options = workers(args)
     if not db_path(resolve_home(args.home, create=False)).exists():
         # Nothing was ever run here: a mistyped home or study is answered from an empty read-only store
         # (which refuses a missing home folder), and nothing is created. An existing store is opened for
@@ -422,72 +325,32 @@ def cmd_resume(args: argparse.Namespace) -> int:
         console.print("nothing to resume")
         return 0
     with saying_backups(args.home, console), Store(args.home) as store:
-        only = read.resolve_study(store, args.study) if args.study else None
-        # The same studies before and after the orchestrator settles running jobs (a dead worker's job
-        # turns crashed: resumable instead of active) and after the resumable ones are queued again.
-        studies = sorted(_to_resume(store, only))
-        parallel = args.parallel or _registered_parallel(store, studies)
-        executor = open_executor(
-            args, store, parallel=parallel, threads=read.job_threads(store), devices=[("cpu", "--gpus")]
-        )
-        # Constructing it settles jobs an earlier orchestrator left running (their events replayed).
-        orch = Orchestrator(
-            store,
-            max_parallel=parallel,
-            gpus=args.gpus,
-            on_problem=problem_printer(console),
-            executor=executor,
-            studies=[only] if only else None,  # `resume STUDY` launches that study's jobs, no other's
-        )
+        resumed = resume(store, args.study, options, on_problem=problem_printer(console))
         try:
-            orch.resume([job_id for job_id, _ in read.resumable_jobs(store, only)])
-            if not studies:  # said once the options are checked (the executor opened), as every resume does
+            if not resumed.studies:  # said once the options are checked (the executor opened), as every resume does
                 console.print("nothing to resume")
                 return 0
-            for study_id in studies:
-                advance(store, study_id)  # a study whose jobs all ended may have a phase to catch up on
-            interrupted = drive(store, studies, parallel=parallel, console=console, orchestrator=orch)
+            interrupted = drive(
+                store, resumed.studies, parallel=resumed.parallel, console=console, orchestrator=resumed.orchestrator
+            )
         finally:
-            orch.close_executors()
-        code = max(summarize(store, s, console) for s in studies)
+            resumed.orchestrator.close_executors()
+        code = max(summarize(store, s, console) for s in resumed.studies)
         return interrupted if interrupted is not None else code
-
-
-def _to_resume(store: Store, only: str | None) -> set[str]:
-    """The studies a resume would drive: those with a resumable or active job, or a phase to catch up on."""
-    studies = {s for _, s in read.resumable_jobs(store, only)} | {s for _, s in read.active_jobs(store, only)}
-    return studies | set(read.unfinished_studies(store, only))
-
-
-def _registered_parallel(store: Store, studies: Sequence[str]) -> int:
-    """Jobs at once for a resume not told --parallel: the most that the resumed studies' presets asked for
-    (as registered), as their `run` gave them; 1 when there is none."""
-    return max((read.get_study(store, s).preset.compute.max_parallel_jobs for s in studies), default=1)
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     with Store(args.home) as store:
         study_id = read.resolve_study(store, args.study)
-        orch = Orchestrator(store, on_problem=problem_printer(output_console()))
-        ids = [job_id for job_id, _ in read.active_jobs(store, study_id)]
-        for job_id in ids:
-            orch.cancel(job_id)
-        orch.shutdown(cancel=True)
-        orch.close_executors()
-        output_console().print(f"cancelled {counted(len(ids), 'job')} of {study_id}")
+        n = cancel(store, study_id, on_problem=problem_printer(output_console()))
+        output_console().print(f"cancelled {counted(n, 'job')} of {study_id}")
     return 0
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
     console = output_console()
     with saying_backups(args.home, console), Store(args.home) as store:
-        study_id = read.resolve_study(store, args.study)
-        study = read.get_study(store, study_id)
-        if study.phase != Phase.COMPLETE:
-            raise HierconsoleError(
-                f"study {study_id} is {study.phase}; only a complete study can be re-scored"
-            )
-        queue_rescore(store, study_id, args.aggregate)
+        study_id = rescore(store, args.study, args.aggregate)
         drive(store, [study_id], parallel=1, console=console)
         report = reconcile(store, study_id)
         console.print(report.message)
@@ -499,7 +362,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
         study_id = read.resolve_study(store, args.study)
         if not confirmed(f"delete study {study_id} with all its runs, metrics and artifacts?", yes=args.yes):
             return 1
-        delete_study(store, study_id)
+        delete(store, study_id)
         output_console().print(f"deleted {study_id}")
     return 0
 
@@ -507,19 +370,8 @@ def cmd_delete(args: argparse.Namespace) -> int:
 # -- families ---------------------------------------------------------------------------------------
 
 
-def _cli_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    values: dict[str, Any] = dict(getattr(args, "overrides", None) or [])
-    if getattr(args, "epochs", None) is not None:
-        values["training.epochs"] = args.epochs
-    if getattr(args, "seeds", None) is not None:
-        values["training.seeds"] = list(args.seeds)
-    if getattr(args, "device", None) is not None:
-        values["compute.device"] = args.device
-    return values
-
-
-def run_family(args: argparse.Namespace, family: Family) -> int:
-    """Queue every member of a family, drive them to the end, then show members, declared contrasts and
+def _run_family(store: Store, launched: Launched, console: Console) -> int:
+    """Drive every member of a launched family to the end, then show members, declared contrasts and
     (an outer-split family with arms) the arms over splits and their gains."""
     from hierconsole.present.tables.families import (
         contrast_grid,
@@ -528,50 +380,28 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
         outer_gains_grid,
     )
     from hierconsole.study.read.families import family_contrasts, family_outer_arms, get_family
-    from hierconsole.study.run.families import create_family, family_splits
 
-    family = family.with_overrides(_cli_overrides(args))
-    # As for one study: --parallel and the devices every member asks for, before anything is created.
-    for member in family.members:
-        _parallel(args, member.preset)
-    gpus = getattr(args, "gpus", None)
-    source = "--device" if args.device else "compute.device (family members)"
-    devices = [(device, source) for device in sorted({m.preset.compute.device for m in family.members})]
-    parallel = args.parallel or family.members[0].preset.compute.max_parallel_jobs
-    threads = max(m.preset.compute.threads_per_worker for m in family.members)
-    console = output_console()
-    with saying_backups(args.home, console), Store(args.home) as store:
-        executor = open_executor(args, store, parallel=parallel, threads=threads, devices=devices)
-        try:
-            drawn = family_splits(store, family, getattr(args, "dataset", None))
-            family_id, studies = create_family(store, family, getattr(args, "dataset", None), drawn=drawn)
-        except BaseException:
-            if executor is not None:
-                executor.close()
-            raise
-        print_plans(console, [(m.name, m.preset, d) for m, d in zip(family.members, drawn, strict=True)])
-        seeds = list(family.members[0].preset.training.seeds)
-        console.print(
-            f"family [bold]{family_id}[/]: {counted(len(studies), 'member')} ({', '.join(m.name for m in family.members)}), "
-            f"seeds {seeds}{_on(executor)}"
-        )
-        orch = Orchestrator(store, max_parallel=parallel, gpus=gpus, studies=list(studies), executor=executor)
-        try:
-            interrupted = drive(store, studies, parallel=None, console=console, orchestrator=orch)
-        finally:
-            orch.close_executors()
-        codes = [summarize(store, s, console) for s in studies]
-        print_grid(console, families_grid([get_family(store, family_id)]))
-        if interrupted is not None:
-            return interrupted
-        complete = all(read.get_study(store, s).phase == Phase.COMPLETE for s in studies)
-        if complete and family.contrasts:
-            _, contrasts = family_contrasts(store, family_id)
-            for c in contrasts:
-                print_grid(console, contrast_grid(c, EFFECT_DIGITS))
-        if complete and family.outer is not None:
-            _, view = family_outer_arms(store, family_id)
-            print_grid(console, outer_arms_grid(view, ARM_DIGITS))
-            if view.gains:
-                print_grid(console, outer_gains_grid(view, EFFECT_DIGITS))
-        return max(codes)
+    family, family_id, studies = launched.plan.family, launched.family_id, launched.study_ids
+    assert family is not None and family_id is not None  # a family was launched
+    print_plans(console, [(m.name, m.preset, m.splits) for m in launched.plan.members])
+    seeds = list(family.members[0].preset.training.seeds)
+    console.print(
+        f"family [bold]{family_id}[/]: {counted(len(studies), 'member')} ({', '.join(m.name for m in family.members)}), "
+        f"seeds {seeds}{_on(launched.executor)}"
+    )
+    interrupted = _drive(store, launched, console)
+    codes = [summarize(store, s, console) for s in studies]
+    print_grid(console, families_grid([get_family(store, family_id)]))
+    if interrupted is not None:
+        return interrupted
+    complete = all(read.get_study(store, s).phase == Phase.COMPLETE for s in studies)
+    if complete and family.contrasts:
+        _, contrasts = family_contrasts(store, family_id)
+        for c in contrasts:
+            print_grid(console, contrast_grid(c, EFFECT_DIGITS))
+    if complete and family.outer is not None:
+        _, view = family_outer_arms(store, family_id)
+        print_grid(console, outer_arms_grid(view, ARM_DIGITS))
+        if view.gains:
+            print_grid(console, outer_gains_grid(view, EFFECT_DIGITS))
+    return max(codes)

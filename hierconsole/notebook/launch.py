@@ -19,12 +19,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from hierconsole.config import load_preset
 from hierconsole.errors import HierconsoleError, StoreBusyError
-from hierconsole.study.db.catalog import ensure_dataset
+from hierconsole.study.commands import LaunchRequest
+from hierconsole.study.commands import launch as launch_request
 from hierconsole.study.db.storage import Store
-from hierconsole.study.executors.devices import check_devices
-from hierconsole.study.run.lifecycle import create_study
+from hierconsole.vocabulary import Executor
 
 if TYPE_CHECKING:
     import polars as pl
@@ -75,23 +74,26 @@ def launch(
             f"{preset_ref} is a family, and run() launches one study preset\n  fix: run the family with "
             f"`hierconsole --home {home.path} run {preset_ref}`, then read it here with home.family(NAME)"
         )
-    preset = load_preset(preset_ref).with_overrides(
+    # Checked by the front door as `hierconsole run` checks its flags, so a bad value is the same line.
+    # Local workers: the background `resume` that drives the study reads the executor options itself.
+    request = LaunchRequest.parse(
+        preset_ref,
+        dataset=dataset,
         epochs=overrides.get("epochs"),
         seeds=overrides.get("seeds"),
         device=overrides.get("device"),
         values=preset_values(values, overrides),
+        parallel=parallel,
+        gpus=gpus,
+        executor=Executor.LOCAL,
     )
-    if parallel is not None and parallel < 1:
-        raise HierconsoleError(f"run(parallel={parallel}): give at least 1 worker process at once")
-    workers = parallel if parallel is not None else preset.compute.max_parallel_jobs
-    gpu_ids = [str(g) for g in gpus] if gpus else None
-    source = "run(device=...): device" if overrides.get("device") else f"compute.device (preset {preset.source})"
-    check_devices(preset.compute.device, gpu_ids, source=source)
     with Store(home.path) as store:
-        study_id = create_study(store, preset, ensure_dataset(store, dataset or preset.data.dataset))
+        launched = launch_request(store, request)
+    (study_id,) = launched.study_ids
     log = Path(tempfile.mkstemp(prefix=f"hierconsole-{study_id}-", suffix=".log")[1])
     argv = [sys.executable, "-m", "hierconsole", "--home", str(home.path), "resume", study_id]
-    argv += ["--parallel", str(workers), *(["--gpus", ",".join(gpu_ids)] if gpu_ids else [])]
+    gpu_ids = request.workers.gpus
+    argv += ["--parallel", str(launched.plan.parallel), *(["--gpus", ",".join(gpu_ids)] if gpu_ids else [])]
     with log.open("w") as out:
         # Its own session: a Ctrl-C meant for the notebook's terminal does not cancel the run.
         process = subprocess.Popen(

@@ -1,5 +1,7 @@
 """The orchestrator's half: everything that runs beside the store and never needs torch, in rooms by role.
 
+- `commands`: the front door: every verb a front end runs (launch, resume, cancel, delete, rescore, import),
+  each input checked there once.
 - `db`: the store (the only modules that open a DuckDB connection): connection and schema, the SQL views
   rendered from the vocabulary, datasets (catalog), study records, split files, the live snapshot.
 - `run`: presets become studies and jobs (`plan`, `lifecycle`, `families`, `rescoring`), queued jobs become
@@ -12,7 +14,8 @@
 
 What leaves the tool (grids, exported files, figures, the report) is `hierconsole.present`'s.
 
-Layers, held by import-linter: `read` and `run` above `analysis` and `executors`, above `db`.
+Layers, held by import-linter: `commands` above `read` and `run`, above `analysis` and `executors`,
+above `db`.
 Nothing here imports `hierconsole.engine`: workers are started by module name and talk back through
 `hierconsole.contract`.
 """

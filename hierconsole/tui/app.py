@@ -73,7 +73,8 @@ QuitChoice = Literal["ask", "cancel", "leave"]
 
 @dataclass(frozen=True)
 class DemoOffer:
-    """What the one-keystroke demo launches: a preset, and how to get its dataset into the store."""
+    """What the one-keystroke demo launches: a preset, and the dataset it runs on (given the store, in
+    which a test may register its own first; built-in synthetic data is registered by the launch)."""
 
     preset: Preset
     dataset: Callable[[Store], str]
@@ -84,10 +85,8 @@ class DemoOffer:
 
         preset = load_preset("demo")
 
-        def dataset(store: Store) -> str:
-            from hierconsole.study.db.catalog import ensure_dataset
-
-            return ensure_dataset(store, preset.data.dataset)
+        def dataset(store: Store) -> str:  # noqa: ARG001 - the launch registers built-in synthetic data
+            return preset.data.dataset
 
         return cls(preset, dataset)
 
@@ -374,15 +373,14 @@ class HierConsole(App[int]):
     def launch_demo(self) -> None:
         demo = self.demo
         self.post_message(Notice("importing the demo dataset and creating the study…", title="demo"))
-        from hierconsole.study.run.lifecycle import create_study
+        from hierconsole.study.commands import LaunchRequest, launch
 
         try:
-            dataset_id = demo.dataset(self.store)
-            study_id = create_study(self.store, demo.preset, dataset_id)
+            launched = launch(self.store, LaunchRequest(demo.preset, dataset=demo.dataset(self.store)))
         except HierconsoleError as exc:
             self.post_message(Notice(f"demo not launched: {exc}", severity="error", title="demo"))
             return
-        self.post_message(StudyLaunched(study_id, demo.preset.compute.max_parallel_jobs))
+        self.post_message(StudyLaunched(launched.study_ids[0], launched.plan.parallel))
 
     # -- actions -------------------------------------------------------------------------------------
     def action_show_view(self, mode: str) -> None:

@@ -107,7 +107,7 @@ def test_bad_launch_options_are_refused_before_anything_is_created(tiny_home):
     home = hc.open_home(tiny_home, writable=True)
     with pytest.raises(HierconsoleError, match="unknown keyword lr"):
         home.run("demo", lr=1e-4)
-    with pytest.raises(HierconsoleError, match="parallel=0"):
+    with pytest.raises(HierconsoleError, match="--parallel 0: give at least 1"):  # `run --parallel 0`'s line
         home.run("demo", parallel=0, **TINY_RUN)
     with pytest.raises(HierconsoleError, match="training.bogus"):
         home.run("demo", training__bogus=1, **TINY_RUN)
@@ -143,6 +143,7 @@ def test_a_device_this_machine_lacks_is_refused_before_anything_is_created(tiny_
     if torch.backends.mps.is_available():
         pytest.skip("MPS is present: device='mps' is not a bad value here")
     home = hc.open_home(tiny_home, writable=True)
-    with pytest.raises(HierconsoleError, match=r"run\(device=...\): device = 'mps', but this machine's torch"):
+    # The line `hierconsole run --device mps` refuses it with: one check, in the front door.
+    with pytest.raises(HierconsoleError, match=r"--device = 'mps', but this machine's torch"):
         home.run("demo", **{**TINY_RUN, "device": "mps"})
     assert home.studies().is_empty()

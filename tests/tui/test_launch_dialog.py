@@ -135,7 +135,8 @@ async def test_the_executor_is_chosen_in_the_dialog_and_checked_in_place(fixed_c
             assert [str(v) for _, v in executor._options] == ["local", "ray"] and executor.value == "local"
             dialog.query_one("#address").value = "auto"
             await settle(pilot, app)
-            assert "the Ray address is for the ray executor" in error_of(dialog, "address")
+            # The line `hierconsole run --ray-address auto` refuses it with (one check, in the front door).
+            assert "--ray-address names the Ray cluster of --executor ray" in error_of(dialog, "address")
             executor.value = "ray"
             dialog.query_one("#address").value = "nowhere"
             await settle(pilot, app)
@@ -152,15 +153,17 @@ async def test_the_executor_is_chosen_in_the_dialog_and_checked_in_place(fixed_c
 def test_a_ray_request_names_its_cluster_in_the_question():
     import importlib.util
 
-    from hierconsole.tui.screens.launch import launch_question, parse_request
+    from hierconsole.tui.screens.launch import check_fields, launch_question
     from hierconsole.vocabulary import Executor
 
     if importlib.util.find_spec("ray") is None:
         pytest.skip("Ray is not installed (pip install 'hierconsole[ray]'): a ray request is refused")
 
-    request = parse_request("demo", None, "1", "", "", "ray", "ray://head:10001")
-    assert request.executor == Executor.RAY and request.ray_address == "ray://head:10001"
-    question = launch_question(request.resolve(), "synthetic:demo", 0, request)
+    request, preset, _ = check_fields("demo", None, "1", "", "", "ray", "ray://head:10001")
+    assert request is not None and preset is not None
+    assert request.workers.executor == Executor.RAY and request.workers.ray_address == "ray://head:10001"
+    question = launch_question(preset, "synthetic:demo", 0, request)
     assert "on the Ray cluster at ray://head:10001?" in question
-    local = parse_request("demo", None, "1", "", "", "ray", "")
-    assert "on a Ray instance started in this console" in launch_question(local.resolve(), "x", 0, local)
+    local, preset, _ = check_fields("demo", None, "1", "", "", "ray", "")
+    assert local is not None and preset is not None
+    assert "on a Ray instance started in this console" in launch_question(preset, "x", 0, local)

@@ -24,6 +24,8 @@ ENV_EXECUTOR = "HIERCONSOLE_EXECUTOR"
 ENV_RAY_ADDRESS = "HIERCONSOLE_RAY_ADDRESS"
 """The Ray cluster `--executor ray` connects to when `--ray-address` is not given (default: a local
 instance started for the command)."""
+RAY_INSTALL = "pip install 'hierconsole[ray]'"
+"""How to install Ray, the optional extra `--executor ray` needs."""
 LOCAL_RAY = "local"
 """The `--ray-address` that starts a Ray instance in this process (it ends with the process)."""
 

@@ -30,12 +30,11 @@ from hierconsole.contract.durable import HASH_SIDECAR, sidecar, write_atomically
 from hierconsole.contract.jobspec import JobSpec
 from hierconsole.contract.liveness import pid_alive, process_start_time
 from hierconsole.errors import ConfigError, HierconsoleError
-from hierconsole.study.executors import LOCAL_RAY, RAY_CONNECT_TIMEOUT, check_reachable
+from hierconsole.study.executors import LOCAL_RAY, RAY_CONNECT_TIMEOUT, RAY_INSTALL, check_reachable
 from hierconsole.study.executors.ray_node import JobRunner, home_key
 from hierconsole.vocabulary import Executor
 
 NAMESPACE = "hierconsole"
-INSTALL = "pip install 'hierconsole[ray]'"
 CAPACITY_SECONDS = 30.0
 """How long the cluster's CPU count is trusted before it is asked again (an autoscaler changes it)."""
 PENDING_NODE = "(waiting)"
@@ -49,7 +48,7 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError as exc:
-        raise ConfigError(f"--executor ray needs Ray, which cannot be imported here ({exc}); install it: {INSTALL}") from None
+        raise ConfigError(f"--executor ray needs Ray, which cannot be imported here ({exc}); install it: {RAY_INSTALL}") from None
     return ray
 
 

@@ -12,7 +12,6 @@ from hierconsole.config.family import Family
 from hierconsole.contract.durable import write_atomically
 from hierconsole.errors import HierconsoleError
 from hierconsole.locations import family_record
-from hierconsole.study.db.catalog import ensure_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.db.views import sql_list
 from hierconsole.study.run.drawn_splits import DrawnSplits
@@ -21,7 +20,6 @@ from hierconsole.study.run.lifecycle import (
     create_study,
     delete_study,
     read_record,
-    study_splits,
 )
 from hierconsole.vocabulary import ACTIVE_STATES, JobState
 
@@ -33,25 +31,13 @@ def new_family_id(family: Family) -> str:
     return f"{family.name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
-def family_splits(store: Store, family: Family, dataset: str | None = None) -> list[DrawnSplits]:
-    """Every member's splits, drawn and checked against its data; nothing written (but built-in synthetic
-    data, registered on first use)."""
-    return [
-        study_splits(store, m.preset, ensure_dataset(store, dataset or m.preset.data.dataset))
-        for m in family.members
-    ]
-
-
 def create_family(
-    store: Store, family: Family, dataset: str | None = None, *, drawn: Sequence[DrawnSplits] | None = None
+    store: Store, family: Family, datasets: Sequence[str], drawn: Sequence[DrawnSplits]
 ) -> tuple[str, list[str]]:
     """Register a family: one study per member (all sharing the training seeds), queued; returns the
-    family id and the member studies in order. If a member cannot be created, none is kept. `drawn`:
-    what `family_splits` drew for the same family and dataset."""
-    datasets = [ensure_dataset(store, dataset or m.preset.data.dataset) for m in family.members]
-    # Every member's splits are drawn (and their counts checked against the data) before any is created.
-    if drawn is None:
-        drawn = family_splits(store, family, dataset)
+    family id and the member studies in order. If a member cannot be created, none is kept. `datasets`
+    and `drawn`: each member's dataset and its splits, drawn and checked before any is created
+    (`commands.LaunchPlan`)."""
     created: list[str] = []
     try:
         for member, dataset_id, splits in zip(family.members, datasets, drawn, strict=True):

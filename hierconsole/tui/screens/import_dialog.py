@@ -1,6 +1,6 @@
 """The import dialog: generic files, a CUB-200-2011 folder or a NABirds folder, with path completion.
 
-Importers write nothing; `register_dataset` lands a set completely or not at all, so a failed import
+Importers write nothing; `import_dataset` lands a set completely or not at all, so a failed import
 leaves the store as it was. Every problem the importer found is shown here, in place.
 
 A CUB or NABirds folder without a features file can be extracted first: the dialog runs
@@ -27,7 +27,8 @@ from textual.widgets import Input, Label, RadioButton, RadioSet, Static
 from textual.worker import Worker, WorkerState
 
 from hierconsole.errors import HierconsoleError
-from hierconsole.study.db.catalog import DatasetInfo, register_dataset
+from hierconsole.study.commands import import_dataset, read_dataset
+from hierconsole.study.read import DatasetInfo
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.dialogs import FieldDialog
 from hierconsole.tui.widgets.path_input import FieldInput, PathInput
@@ -86,22 +87,6 @@ class ImportRequest:
         if p.get("model"):
             argv += ["--model", p["model"]]
         return argv
-
-
-def import_featureset(request: ImportRequest):
-    """Run the importer for the request's kind (reads files, writes nothing)."""
-    p = request.paths
-    if request.kind == "generic":
-        from hierconsole.datasets import import_generic
-
-        return import_generic(p["features"], p["labels"], p["taxonomy"], name=request.name)
-    if request.kind == "cub":
-        from hierconsole.datasets import import_cub
-
-        return import_cub(p["root"], p["features"], p["taxonomy"], name=request.name)
-    from hierconsole.datasets import import_nabirds
-
-    return import_nabirds(p["root"], p["features"], name=request.name)
 
 
 class ImportDialog(FieldDialog[DatasetInfo | None]):
@@ -205,7 +190,7 @@ class ImportDialog(FieldDialog[DatasetInfo | None]):
                 if extracted is None:
                     return
                 request = extracted
-            info = register_dataset(store, import_featureset(request))
+            info = import_dataset(store, read_dataset(request.kind, request.name, request.paths))
         except HierconsoleError as exc:
             self.post_message(self.Failed(str(exc)))
             return

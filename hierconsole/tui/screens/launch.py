@@ -8,7 +8,6 @@ created here, so a problem only the dataset reveals (too few test samples, ...) 
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -22,16 +21,11 @@ from textual.message import Message
 from textual.widgets import DataTable, Input, Label, Select, Static
 
 from hierconsole.config import Preset, list_presets, load_preset
-from hierconsole.config.overrides import (
-    AssignmentError,
-    OptionInfo,
-    parse_assignment,
-    preset_options,
-    split_assignments,
-)
+from hierconsole.config.overrides import OptionInfo, preset_options, split_assignments
 from hierconsole.errors import ConfigError, HierconsoleError
 from hierconsole.plurals import counted
-from hierconsole.study.executors import LOCAL_RAY, executor_name, ray_address
+from hierconsole.study.commands import Launched, LaunchProblems, LaunchRequest, launch, launch_on
+from hierconsole.study.executors import LOCAL_RAY, executor_name
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.messages import StudyLaunched
 from hierconsole.tui.screens.dialogs import ConfirmDialog, FieldDialog
@@ -49,105 +43,39 @@ FIELD_KEYS = {"training.epochs": "epochs", "training.seeds": "seeds", "data.data
 """Preset keys that have a field of their own; a problem with any other key belongs to `set`."""
 
 
-@dataclass(frozen=True)
-class LaunchRequest:
-    preset: str
-    dataset: str | None = None
-    epochs: int | None = None
-    seeds: tuple[int, ...] | None = None
-    values: tuple[tuple[str, object], ...] = ()
-    """The `--set` overrides, in the order given."""
-    executor: Executor = Executor.LOCAL
-    ray_address: str = LOCAL_RAY
-    """With the ray executor: the cluster (`--ray-address`); `local` starts an instance in the console."""
-
-    def resolve(self) -> Preset:
-        """The preset the study will record (ConfigError lists every problem)."""
-        return load_preset(self.preset).with_overrides(
-            epochs=self.epochs,
-            seeds=list(self.seeds) if self.seeds else None,
-            dataset=self.dataset,
-            values=dict(self.values),
-        )
-
-
-class LaunchProblems(HierconsoleError):
-    """Problems of the dialog's fields, each under the field it belongs to."""
-
-    def __init__(self, problems: Mapping[str, list[str]]):
-        self.problems = {k: v for k, v in problems.items() if v}
-        super().__init__("; ".join(p for ps in self.problems.values() for p in ps))
-
-
 def field_of(problem: str) -> str:
     """The field a preset problem belongs to, from the dotted key it starts with."""
     key = problem.strip().removeprefix("- ").split(" ", 1)[0].rstrip(":")
     return FIELD_KEYS.get(key, "set")
 
 
-def parse_request(
-    preset: str,
-    dataset: str | None,
-    epochs: str,
-    seeds: str,
-    overrides: str = "",
-    executor: str = "",
-    address: str = "",
-) -> LaunchRequest:
-    """The request the fields describe, checked as `hierconsole run` checks its options. Ray is looked
-    for, never imported: the console loads it only when a Ray study is launched."""
+def check_fields(
+    preset: str, dataset: str | None, epochs: str, seeds: str, overrides: str = "", executor: str = "", address: str = ""
+) -> tuple[LaunchRequest | None, Preset | None, dict[str, list[str]]]:
+    """The request the fields describe and the preset it records, or each problem under its field: the
+    front door's checks (`LaunchRequest.parse`), the lines `hierconsole run` refuses the same values with."""
     problems: dict[str, list[str]] = {f: [] for f in FIELDS}
-    chosen, where = Executor.LOCAL, LOCAL_RAY
     try:
-        chosen = executor_name(executor or None)
+        request = LaunchRequest.parse(
+            preset,
+            dataset=None if dataset in (None, PRESET_DATASET) else dataset,
+            epochs=epochs,
+            seeds=seeds,
+            overrides=overrides,
+            executor=executor or None,
+            address=address,
+        )
+        ((_, resolved),) = request.members()
+    except LaunchProblems as exc:
+        for p in exc.problems:
+            problems[p.option if p.option in problems else "set"].append(p.line)
+        return None, None, problems
     except ConfigError as exc:
-        problems["executor"].append(str(exc))
-    if chosen == Executor.RAY:
-        if importlib.util.find_spec("ray") is None:
-            problems["executor"].append("Ray is not installed here: pip install 'hierconsole[ray]'")
-        try:
-            where = ray_address(address.strip() or None)
-        except ConfigError as exc:
-            problems["address"].append(str(exc).replace("--ray-address ", "", 1))
-    elif address.strip():
-        problems["address"].append("the Ray address is for the ray executor; choose ray, or clear it")
-    n_epochs = None
-    if epochs.strip():
-        try:
-            n_epochs = int(epochs)
-        except ValueError:
-            problems["epochs"].append(f"{epochs!r} is not a whole number")
-    seed_list = None
-    if seeds.strip():
-        try:
-            seed_list = tuple(int(s) for s in seeds.replace(" ", "").split(",") if s)
-        except ValueError:
-            problems["seeds"].append(f"{seeds!r} is not a comma-separated list of integers")
-    values: list[tuple[str, object]] = []
-    for text in split_assignments(overrides):
-        try:
-            values.append(parse_assignment(text))
-        except AssignmentError as exc:
-            problems["set"].append(str(exc))
-    request = LaunchRequest(
-        preset,
-        None if dataset in (None, PRESET_DATASET) else dataset,
-        n_epochs,
-        seed_list,
-        tuple(values),
-        chosen,
-        where,
-    )
-    if not any(problems.values()):
-        try:
-            request.resolve()
-        except ConfigError as exc:
-            # The first line names the file; each later one is one problem with its dotted key.
-            for line in str(exc).splitlines()[1:] or [str(exc)]:
-                problems[field_of(line)].append(line.strip().removeprefix("- "))
-    if any(problems.values()):
-        raise LaunchProblems(problems)
-    return request
+        # The first line names the file; each later one is one problem with its dotted key.
+        for line in str(exc).splitlines()[1:] or [str(exc)]:
+            problems[field_of(line)].append(line.strip().removeprefix("- "))
+        return None, None, problems
+    return request, resolved, {}
 
 
 def describe(preset: Preset, values: Mapping[str, object]) -> Text:
@@ -170,11 +98,12 @@ def launch_question(
     t = preset.training
     there = f" The store already holds {counted(studies_in_store, 'study')}." if studies_in_store else ""
     on = ""
-    if request is not None and request.executor == Executor.RAY:
+    if request is not None and request.workers.executor == Executor.RAY:
+        address = request.workers.ray_address
         on = (
             " on a Ray instance started in this console"
-            if request.ray_address == LOCAL_RAY
-            else f" on the Ray cluster at {request.ray_address}"
+            if address == LOCAL_RAY
+            else f" on the Ray cluster at {address}"
         )
     return (
         f"Launch a new {preset.name!r} study on dataset {dataset}: {counted(len(t.seeds), 'seed')} × "
@@ -332,13 +261,10 @@ class LaunchDialog(FieldDialog[str | None]):
         *,
         submit: bool,
     ) -> None:
-        try:
-            request = parse_request(preset, dataset, epochs, seeds, overrides, executor, address)
-        except LaunchProblems as exc:
-            self.post_message(self.Checked(None, exc.problems, submit=submit))
+        request, resolved, problems = check_fields(preset, dataset, epochs, seeds, overrides, executor, address)
+        self.post_message(self.Checked(request, problems, resolved, submit=submit))
+        if request is None:
             return
-        resolved = request.resolve()
-        self.post_message(self.Checked(request, {}, resolved, submit=submit))
         if self._options_of != preset:
             self._options_of = preset
             self.post_message(self.Options(preset_options(load_preset(preset))))
@@ -385,7 +311,7 @@ class LaunchDialog(FieldDialog[str | None]):
 
     def _confirm(self, request: LaunchRequest, preset: Preset) -> None:
         studies = len(getattr(self.app, "studies", []))
-        question = launch_question(preset, preset.data.dataset, studies, request)
+        question = launch_question(preset, request.dataset or preset.data.dataset, studies, request)
 
         def create_if(yes: bool | None) -> None:
             if yes:
@@ -395,47 +321,30 @@ class LaunchDialog(FieldDialog[str | None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="launch-create")
     def create(self, request: LaunchRequest) -> None:
-        from hierconsole.study.db.catalog import ensure_dataset
-        from hierconsole.study.run.lifecycle import create_study
-
-        store = self.app.store  # type: ignore[attr-defined]
         try:
-            preset = request.resolve()
-            if request.executor == Executor.RAY:
-                study_id = self._create_on_ray(request, preset)
+            if request.workers.executor == Executor.RAY:
+                launched = self._launch_on_ray(request)
             else:
-                dataset_id = ensure_dataset(store, preset.data.dataset)
-                study_id = create_study(store, preset, dataset_id)
+                launched = launch(self.app.store, request)  # type: ignore[attr-defined]
         except HierconsoleError as exc:
             self.post_message(self.Created(None, error=str(exc)))
             return
-        self.post_message(self.Created(study_id, preset.compute.max_parallel_jobs, request=request))
+        (study_id,) = launched.study_ids
+        self.post_message(self.Created(study_id, launched.plan.parallel, request=request))
 
-    def _create_on_ray(self, request: LaunchRequest, preset: Preset) -> str:
+    def _launch_on_ray(self, request: LaunchRequest) -> Launched:
         """Connect to Ray and create the study on the orchestrator's thread, the one that may touch the
         orchestrator: its jobs are handed to the Ray executor before any tick could launch them locally.
         Ray is imported there, now, and never before a Ray launch."""
-        from hierconsole.study.db.catalog import ensure_dataset
-        from hierconsole.study.run.lifecycle import create_study
-
-        done: Future[str] = Future()
+        done: Future[Launched] = Future()
 
         def command(orch: Orchestrator) -> str | None:
             try:
-                executor = orch.ray_executor(request.ray_address)
-                executor_check = getattr(executor, "check_device", None)
-                if executor_check is not None:
-                    executor_check(preset.compute.device, "compute.device")
-                dataset_id = ensure_dataset(orch.store, preset.data.dataset)
-                study_id = create_study(orch.store, preset, dataset_id)
-                orch.assign([study_id], executor)
+                done.set_result(launch_on(orch, request))
             except HierconsoleError as exc:
                 done.set_exception(exc)
-                return None
             except Exception as exc:  # noqa: BLE001 - shown in the dialog, not lost in the loop
                 done.set_exception(HierconsoleError(f"{type(exc).__name__}: {exc}"))
-                return None
-            done.set_result(study_id)
             return None
 
         self.app.submit(command)  # type: ignore[attr-defined]
@@ -455,8 +364,8 @@ class LaunchDialog(FieldDialog[str | None]):
             self.query_one("#launch", VerticalScroll).scroll_end(animate=False)
             return
         request = message.request
-        executor = request.executor if request is not None else Executor.LOCAL
-        address = request.ray_address if request is not None else None
+        executor = request.workers.executor if request is not None else Executor.LOCAL
+        address = request.workers.ray_address if request is not None else None
         self.app.post_message(StudyLaunched(message.study_id, message.parallel, executor, address))
         self.dismiss(message.study_id)
 

@@ -284,10 +284,10 @@ class RunsScreen(ConsoleScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="delete")
     def delete_study(self, study_id: str) -> None:
-        from hierconsole.study.run.lifecycle import delete_study
+        from hierconsole.study.commands import delete
 
         try:
-            delete_study(self.console_app.store, study_id)
+            delete(self.console_app.store, study_id)
         except HierconsoleError as exc:  # a job started since the check: said, nothing deleted
             self.app.post_message(Notice(str(exc), severity="warning", title="delete"))
             return
