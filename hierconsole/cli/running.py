@@ -25,7 +25,6 @@ from hierconsole.plurals import counted
 from hierconsole.present.tables.split_plan import split_plan_grid
 from hierconsole.present.tables.studies import audits_grid
 from hierconsole.study import read
-from hierconsole.study.analysis.audits import check_expected_counts
 from hierconsole.study.db.catalog import ensure_dataset, registered_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.executors import (
@@ -375,7 +374,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         console.print(ARM_LEGEND, style="dim", highlight=False)
         print_empty_levels(store, study_id, console)
-        expected = check_expected_counts(store, study_id)
+        expected = read.expected_counts(store, study_id)
         if expected.ok is False:
             # Said before any training: a split that differs from the declared protocol is not the study asked for.
             console.print(f"[yellow]warning:[/] {expected.name}: {escape(expected.evidence)}", highlight=False)

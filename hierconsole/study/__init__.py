@@ -7,11 +7,14 @@
 - `executors`: how a worker process is started and watched: local subprocesses (with warm standbys), Ray
   actors, the device probe.
 - `analysis`: computations over per-seed tables and stored rows: arm summaries, effects, redistribution,
-  cross-study contrasts, pooled effects, statistics, the audits, the exportable frames.
-- `read`: the one read layer every front end shows, ending at what the user sees.
+  cross-study contrasts, pooled effects, statistics, the audits' checks, the exportable frames; pure functions
+  of what the read layer hands them.
+- `read`: the one read layer every front end shows, ending at what the user sees, and the evidence the
+  audits and the lock read.
 - `report`: what leaves the tool: export writers (and figures and reports).
 
-Layers, held by import-linter: `read`, `run` and `report` above `analysis` and `executors`, above `db`.
+Layers, held by import-linter: `run` and `report` above `read`, above `analysis` and `executors` (pure: no
+store), above `db`.
 Nothing here imports `hierconsole.engine`: workers are started by module name and talk back through
 `hierconsole.contract`.
 """
