@@ -85,7 +85,6 @@ class _Rollback(Exception):
 def measure(home: Path, repeats: int, epochs: int) -> dict[str, float]:
     from hierconsole.contract.events import from_record
     from hierconsole.study import read
-    from hierconsole.study.analysis.audits import run_audits
     from hierconsole.study.db.storage import Store
     from hierconsole.study.run.ingest import JobRef, apply_events
     from tests.stores import fixed as fx
@@ -115,7 +114,7 @@ def measure(home: Path, repeats: int, epochs: int) -> dict[str, float]:
             "ingest 12 norms + 36 metrics events": median_ms(
                 lambda: ingest(JobRef(f"{sid}/evaluate", sid, "evaluate", 0), scoring), repeats
             ),
-            "run_audits(store, study)": median_ms(lambda: run_audits(store, sid, save=False), repeats),
+            "run_audits(store, study)": median_ms(lambda: read.run_audits(store, sid), repeats),
         }
     return out
 

@@ -58,20 +58,20 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from hierconsole.study.analysis.audits import record, run_audits
+    from hierconsole.study.commands import save_audits
 
     with open_for_reading(args.home) as store:
         study_id = read.resolve_study(store, args.study)
         checks = [] if args.recheck else read.stored_audits(store, study_id)
         computed = not checks
         if computed:
-            checks = run_audits(store, study_id, save=False)
+            checks = read.run_audits(store, study_id)
     if computed:
         # Saving the recomputed checks needs the store for writing; a held or read-only store still
         # shows them, and says they were not saved.
         try:
             with Store(args.home) as writable:
-                record(writable, study_id, checks)
+                save_audits(writable, study_id, checks)
         except (StoreBusyError, StoreReadOnlyError) as exc:
             Console(stderr=True, soft_wrap=True).print(
                 f"[yellow]note:[/] the checks were computed but not saved: {escape(str(exc))}", highlight=False

@@ -19,7 +19,6 @@ from hierconsole.plurals import counted
 from hierconsole.present.tables.split_plan import split_plan_grid
 from hierconsole.present.tables.studies import audits_grid
 from hierconsole.study import read
-from hierconsole.study.analysis.audits import check_expected_counts
 from hierconsole.study.commands import (
     Launched,
     LaunchRequest,
@@ -268,7 +267,7 @@ def cmd_run(args: argparse.Namespace, family: Family | None = None) -> int:
         )
         console.print(ARM_LEGEND, style="dim", highlight=False)
         print_empty_levels(store, study_id, console)
-        expected = check_expected_counts(store, study_id)
+        expected = read.expected_counts(store, study_id)
         if expected.ok is False:
             # Said before any training: a split that differs from the declared protocol is not the study asked for.
             console.print(f"[yellow]warning:[/] {expected.name}: {escape(expected.evidence)}", highlight=False)

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from hierconsole.study.analysis.audits import Check
+from hierconsole.study.analysis.audits.result import Check
 from hierconsole.study.analysis.contrasts import StudyContrast
 from hierconsole.study.analysis.effects import Effect, SimpleEffects, iter_effects
 from hierconsole.study.analysis.paired import PairedSummary, summary_schema

@@ -9,13 +9,15 @@
 - `executors`: how a worker process is started and watched: local subprocesses (with warm standbys), Ray
   actors, the device probe.
 - `analysis`: computations over per-seed tables and stored rows: arm summaries, effects, redistribution,
-  cross-study contrasts, pooled effects, statistics, the audits, the exportable frames.
-- `read`: the one read layer every front end shows, ending at what the user sees.
+  cross-study contrasts, pooled effects, statistics, the audits' checks, the exportable frames; pure functions
+  of what the read layer hands them.
+- `read`: the one read layer every front end shows, ending at what the user sees, and the evidence the
+  audits and the lock read.
 
 What leaves the tool (grids, exported files, figures, the report) is `hierconsole.present`'s.
 
-Layers, held by import-linter: `commands` above `read` and `run`, above `analysis` and `executors`,
-above `db`.
+Layers, held by import-linter: `commands` above `run`, above `read`, above `analysis` and `executors`
+(pure: no store), above `db`.
 Nothing here imports `hierconsole.engine`: workers are started by module name and talk back through
 `hierconsole.contract`.
 """

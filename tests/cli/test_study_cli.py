@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 from hierconsole.cli import main
-from hierconsole.study.analysis.audits import CHECKS
 from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import Store
+from hierconsole.study.read.audits import CHECKS
 from hierconsole.vocabulary import BASELINE_LEGEND
 from tests.stores.real import registered_home
 

@@ -24,7 +24,7 @@ from hierconsole.engine.hier_recipe import AuthorsHead, authors_head, authors_op
 from hierconsole.engine.hier_style import HierObjective, hier_ball
 from hierconsole.engine.projector import count_trainable
 from hierconsole.engine.trainer import FactorialTrainer
-from hierconsole.study.analysis.audits import authors_head_trainable
+from hierconsole.study.analysis.audits.baselines import authors_head_trainable
 from hierconsole.vocabulary import HIER_AUTHORS, HIER_STYLE, HIER_STYLE_LOSS, POINCARE
 
 from .conftest import cells_for, make_spec, spec_preset

@@ -17,8 +17,8 @@ from hierconsole.contract import events as ev
 from hierconsole.contract import layout
 from hierconsole.contract.jobspec import JobSpec, TestSplit
 from hierconsole.locations import job_dir, resolve
-from hierconsole.study.analysis import audits
 from hierconsole.study.db.storage import Store
+from hierconsole.study.read import audits
 from hierconsole.study.run.ingest import JobRef, apply_events
 from hierconsole.study.run.rescoring import CHECK_NAME, reconcile
 from hierconsole.vocabulary import JobKind
@@ -32,7 +32,7 @@ def store(fixed_copy):
 
 
 def _check(store: Store, name: str) -> audits.Check:
-    return next(c for c in (fn(store, COMPLETE) for fn in audits.CHECKS) if c.name == name)
+    return next(c for c in audits.run_audits(store, COMPLETE) if c.name == name)
 
 
 def _failed(store: Store, name: str, *expected: str) -> None:

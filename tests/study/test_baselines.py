@@ -19,13 +19,16 @@ from hierconsole.engine.geometry import Euclidean
 from hierconsole.engine.retrieval import evaluate
 from hierconsole.locations import job_dir
 from hierconsole.study.analysis.arms import arm_table
-from hierconsole.study.analysis.audits import check_pca_fit, check_qg_identical, stored_audits
+from hierconsole.study.analysis.audits import baselines as baseline_checks
+from hierconsole.study.analysis.audits import seal
 from hierconsole.study.analysis.effects import simple_effects
 from hierconsole.study.db import ids, split_files
 from hierconsole.study.db.catalog import load_dataset, register_dataset
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read import baselines, job_rows, per_seed, table_frame
+from hierconsole.study.read.audits import evaluate as audit
+from hierconsole.study.read.audits import stored_audits
 from hierconsole.study.run.lifecycle import create_study
 from hierconsole.study.run.orchestrator import Orchestrator
 from hierconsole.vocabulary import BASELINE_SEED, HIER_METRIC, RANKING_METRICS, RECALL_KS
@@ -184,7 +187,7 @@ def test_a_pca_fit_on_other_samples_fails_its_audit(study, tmp_path):
     copy = tmp_path / "home"
     shutil.copytree(home, copy)
     with Store(copy) as store:
-        assert check_pca_fit(store, study_id).ok
+        assert audit(store, study_id, baseline_checks.pca_fitted_on_training_only).ok
         (payload,) = store.rows(
             "SELECT payload FROM events WHERE job_id = ? AND kind = 'baseline'",
             [ids.evaluate_job_id(study_id)],
@@ -199,7 +202,7 @@ def test_a_pca_fit_on_other_samples_fails_its_audit(study, tmp_path):
                 ],
             )
         )
-        check = check_pca_fit(store, study_id)
+        check = audit(store, study_id, baseline_checks.pca_fitted_on_training_only)
         assert check.ok is False
         assert (
             "not the 260 training samples" in check.evidence
@@ -212,7 +215,7 @@ def test_a_pca_fit_on_other_samples_fails_its_audit(study, tmp_path):
                 [ids.baseline_run_id(study_id, "frozen"), 42],
             )
         )
-        qg = check_qg_identical(store, study_id)
+        qg = audit(store, study_id, seal.qg_splits_identical)
         assert qg.ok is False and "evaluate/frozen lacks Q/G perturbation(s) 42" in qg.evidence
 
 

@@ -9,13 +9,13 @@ import polars as pl
 import pytest
 
 from hierconsole.errors import ConfigError, InputError
-from hierconsole.study.analysis.audits import stored_audits
 from hierconsole.study.analysis.effects import omitted_effects, simple_effects
 from hierconsole.study.analysis.redistribution import redistribution
 from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read import evaluated_per_seed, per_seed
+from hierconsole.study.read.audits import stored_audits
 from hierconsole.study.run.lifecycle import create_study
 from hierconsole.study.run.orchestrator import Orchestrator
 from tests.tiny import tiny_preset

@@ -16,9 +16,9 @@ import pytest
 
 from hierconsole.config import load_preset
 from hierconsole.datasets.nabirds import import_nabirds
-from hierconsole.study.analysis import audits
 from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import Store
+from hierconsole.study.read import audits
 from hierconsole.study.run.lifecycle import create_study
 
 N_TRAIN, N_TEST = 4, 3
@@ -97,7 +97,7 @@ def store(tmp_path):
 
 
 def expected_check(store: Store, study_id: str) -> audits.Check:
-    return audits.check_expected_counts(store, study_id)
+    return audits.expected_counts(store, study_id)
 
 
 def test_the_papers_reading_meets_every_declared_count(store):

@@ -21,13 +21,13 @@ from hierconsole.engine.retrieval import evaluate
 from hierconsole.engine.trainer import build_projector, embed
 from hierconsole.locations import job_dir
 from hierconsole.study.analysis.arms import arm_table
-from hierconsole.study.analysis.audits import stored_audits
 from hierconsole.study.analysis.effects import simple_effects
 from hierconsole.study.db import ids, split_files
 from hierconsole.study.db.catalog import load_dataset, register_dataset
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read import baselines, job_rows, per_seed, table_frame
+from hierconsole.study.read.audits import stored_audits
 from hierconsole.study.run import plan
 from hierconsole.study.run.lifecycle import create_study
 from hierconsole.study.run.orchestrator import Orchestrator

@@ -8,11 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hierconsole.study.analysis.audits import EXEMPT_CHECKS, authors_head_trainable, run_audits
+from hierconsole.study.analysis.audits.baselines import authors_head_trainable
+from hierconsole.study.analysis.audits.fairness import EXEMPT_CHECKS
 from hierconsole.study.db import split_files
 from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
+from hierconsole.study.read.audits import run_audits
 from hierconsole.study.run.lifecycle import create_study
 from hierconsole.study.run.orchestrator import Orchestrator
 from hierconsole.vocabulary import HIER_AUTHORS, HIER_AUTHORS_EXEMPT, HIER_STYLE
@@ -70,7 +72,7 @@ def test_the_authors_arm_runs_end_to_end_and_is_scored(study):
 def test_audits_name_the_exemption_and_check_the_rest(study):
     home, study_id = study
     with Store(home) as store:
-        checks = {c.name: c for c in run_audits(store, study_id, save=False)}
+        checks = {c.name: c for c in run_audits(store, study_id)}
     assert all(c.ok for c in checks.values()), [c for c in checks.values() if not c.ok]
     for name in EXEMPT_CHECKS:
         assert f"{HIER_STYLE} (" in checks[name].evidence and HIER_AUTHORS_EXEMPT in checks[name].evidence, name

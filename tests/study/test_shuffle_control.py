@@ -14,9 +14,9 @@ from hierconsole.contract.events import Validation
 from hierconsole.engine import checkpoints
 from hierconsole.engine.retrieval import evaluate
 from hierconsole.engine.trainer import FactorialTrainer, build_projector, embed
-from hierconsole.study.analysis.audits import stored_audits
 from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import Store
+from hierconsole.study.read.audits import stored_audits
 from hierconsole.study.run.lifecycle import create_study
 from hierconsole.study.run.orchestrator import Orchestrator
 from hierconsole.taxonomy import Taxonomy, development_shuffle, min_fixed_points

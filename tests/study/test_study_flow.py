@@ -18,10 +18,10 @@ from hierconsole.engine.trainer import FAULT_ENV
 from hierconsole.engine.worker import SLOW_START_ENV
 from hierconsole.errors import HierconsoleError, SealError
 from hierconsole.locations import job_dir, resolve
-from hierconsole.study.analysis.audits import CHECKS, stored_audits
 from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
+from hierconsole.study.read.audits import CHECKS, stored_audits
 from hierconsole.study.run.lifecycle import create_study, delete_study, lock_study, seal_for_scoring
 from hierconsole.study.run.orchestrator import Orchestrator
 from tests.tiny import tiny_preset

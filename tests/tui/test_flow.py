@@ -11,10 +11,10 @@ import time
 import polars as pl
 import pytest
 
-from hierconsole.study.analysis.audits import CHECKS
 from hierconsole.study.analysis.effects import simple_effects
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read import per_seed, table_frame
+from hierconsole.study.read.audits import CHECKS
 from hierconsole.tui.messages import JobEvents, OrchestratorStopped, QueueChanged, StudyLaunched
 from hierconsole.tui.screens.dialogs import QuitDialog
 from hierconsole.tui.screens.export import ExportScreen

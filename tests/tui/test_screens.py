@@ -8,11 +8,11 @@ from textual.widgets import DataTable, RichLog
 
 from hierconsole.contract import events
 from hierconsole.locations import study_dir
-from hierconsole.study.analysis.audits import CHECKS
 from hierconsole.study.analysis.effects import simple_effects
 from hierconsole.study.analysis.redistribution import redistribution
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read import job_events, list_datasets, per_seed
+from hierconsole.study.read.audits import CHECKS
 from hierconsole.styles import EFFECT_DIGITS
 from hierconsole.tui.messages import JobEvents
 from hierconsole.tui.screens.dialogs import ConfirmDialog

@@ -10,7 +10,7 @@ import io
 import pytest
 from rich.console import Console
 
-from hierconsole.study.analysis.audits import Check
+from hierconsole.study.analysis.audits.result import Check
 from hierconsole.study.analysis.redistribution import redistribution
 from hierconsole.study.read import per_seed, stored_audits
 from hierconsole.study.read.effects import study_effects

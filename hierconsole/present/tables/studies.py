@@ -11,7 +11,7 @@ from hierconsole.present import numbers
 from hierconsole.present.grid import Column, Grid
 
 if TYPE_CHECKING:  # the rows' types only: `runs` and `studies` need not import the audits or datasets
-    from hierconsole.study.analysis.audits import Check
+    from hierconsole.study.analysis.audits.result import Check
     from hierconsole.study.read.datasets import DatasetInfo
     from hierconsole.study.read.jobs import JobRow
     from hierconsole.study.read.studies import StudyRow

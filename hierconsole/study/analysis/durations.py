@@ -15,8 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from hierconsole.config.preset import Preset
-from hierconsole.study.db.storage import Store
-from hierconsole.vocabulary import HIER_METRIC, HIER_SCORE, MAP, JobKind, hier_score
+from hierconsole.vocabulary import HIER_METRIC, HIER_SCORE, MAP, hier_score
 
 Curves = dict[str, dict[int, dict[int, float]]]
 """arm -> seed -> candidate epoch -> validation score (NaN where the score has no value)."""
@@ -31,7 +30,7 @@ class Duration:
     seeds: int
 
 
-def _score_parts(score: str) -> tuple[str, str]:
+def score_parts(score: str) -> tuple[str, str]:
     """(level, metric) of a selection score: (`hier`, mAP) for the hier score, else e.g. (middle, mAP)."""
     if score == HIER_METRIC:
         return HIER_SCORE, MAP
@@ -47,14 +46,10 @@ def selection_score(levels: Mapping[str, float | None], level: str) -> float:
     return math.nan if value is None else float(value)
 
 
-def validation_curves(store: Store, study_id: str, preset: Preset) -> Curves:
-    """Each final run's stored validation score at each candidate epoch, by arm and seed."""
-    level, metric = _score_parts(preset.training.selection_score)
-    rows = store.rows(
-        "SELECT r.arm, r.seed, v.epoch, v.level, v.value FROM val_metrics v JOIN runs r USING (run_id) "
-        "WHERE r.study_id = ? AND r.kind = ? AND v.aggregation = ? AND v.metric = ?",
-        [study_id, JobKind.FINAL, preset.evaluation.aggregation, metric],
-    )
+def validation_curves(rows: Iterable[tuple[str, int, int, str, float | None]], preset: Preset) -> Curves:
+    """Each final run's stored validation score at each candidate epoch, by arm and seed, from its rows of
+    (arm, seed, epoch, level, value) in the selection score's metric and the preset's aggregation."""
+    level, _ = score_parts(preset.training.selection_score)
     levels: dict[tuple[str, int, int], dict[str, float | None]] = defaultdict(dict)
     for arm, seed, epoch, lv, value in rows:
         levels[(arm, seed, epoch)][lv] = value
@@ -83,12 +78,9 @@ def seed_mean_argmax(curve: Mapping[int, Mapping[int, float]], seeds: Iterable[i
     return best
 
 
-def arm_durations(store: Store, study_id: str, preset: Preset) -> tuple[dict[str, Duration], list[str]]:
-    """The frozen duration of every trained arm, and a line for each arm none can be chosen for."""
-    curves = validation_curves(store, study_id, preset)
-    arms = [a for (a,) in store.rows(
-        "SELECT DISTINCT arm FROM runs WHERE study_id = ? AND kind = ? ORDER BY arm", [study_id, JobKind.FINAL]
-    )]  # fmt: skip
+def arm_durations(curves: Curves, arms: Iterable[str], preset: Preset) -> tuple[dict[str, Duration], list[str]]:
+    """The frozen duration of every trained arm (`arms`, from its validation `curves`), and a line for each
+    arm none can be chosen for."""
     chosen, missing = {}, []
     for arm in arms:
         picked = seed_mean_argmax(curves.get(arm, {}), preset.training.seeds)
@@ -100,13 +92,3 @@ def arm_durations(store: Store, study_id: str, preset: Preset) -> tuple[dict[str
             continue
         chosen[arm] = Duration(arm, picked[0], picked[1], len(preset.training.seeds))
     return chosen, missing
-
-
-def stored_durations(store: Store, study_id: str) -> dict[str, Duration]:
-    """The durations frozen at the lock (empty before it, and for a fixed-endpoint study)."""
-    return {
-        arm: Duration(arm, int(epoch), float(score), int(seeds))
-        for arm, epoch, score, seeds in store.rows(
-            "SELECT arm, epoch, score, seeds FROM arm_durations WHERE study_id = ? ORDER BY arm", [study_id]
-        )
-    }

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from hierconsole.config.preset import Preset
 from hierconsole.contract import layout
 from hierconsole.contract.jobspec import CellSpec
-from hierconsole.locations import job_dir
-from hierconsole.study.db.storage import Store
-from hierconsole.vocabulary import JobKind
 
 
 def evaluated_model(preset: Preset, cell: CellSpec, durations: Mapping[str, int]) -> str:
@@ -21,40 +19,49 @@ def evaluated_model(preset: Preset, cell: CellSpec, durations: Mapping[str, int]
     return layout.candidate_model(cell, durations[cell.key]) if preset.training.select_epoch else layout.final_model(cell)
 
 
-def lock_digest(
-    store: Store, study_id: str, preset: Preset, preset_sha256: str, durations: Mapping[str, int]
-) -> tuple[str, list[str]]:
+@dataclass(frozen=True)
+class LockInputs:
+    """What the lock hash covers, as the store and the job folders hold it now."""
+
+    preset_sha256: str
+    splits: list[tuple[str, str]]
+    """(role, sha256) of every split, by role."""
+    runs: list[tuple[str, str, str, str | None]]
+    """(run_id, job_id, arm, final-state sha256) of every final run, by run id."""
+    select_epoch: bool
+    durations: Mapping[str, int]
+    """Arm -> the epoch frozen for it."""
+    checkpoints: Mapping[tuple[str, str], str | None]
+    """(job_id, arm) -> the sha256 of the checkpoint test scores at its arm's frozen epoch; None where that
+    file is not on disk (a study that selects its epoch only)."""
+    shuffle_sha256: str | None
+    """The training taxonomy of a shuffle control."""
+
+
+def lock_digest(inputs: LockInputs) -> tuple[str, list[str]]:
     """The hash over the preset, every split, every final state and, for a study that selects its epoch,
     the frozen duration per arm and the bytes of each checkpoint test scores; and what is missing for it
     (a final run without a recorded state, a scored checkpoint that is not on disk)."""
     missing = []
-    runs = store.rows(
-        "SELECT run_id, final_sha256 FROM runs WHERE study_id = ? AND kind = ? ORDER BY run_id",
-        [study_id, JobKind.FINAL],
-    )
-    if any(sha is None for _, sha in runs):
+    if any(sha is None for *_, sha in inputs.runs):
         missing.append("a final run has no recorded final state")
-    splits = store.rows("SELECT role, sha256 FROM splits WHERE study_id = ? ORDER BY role", [study_id])
-    h = hashlib.sha256(preset_sha256.encode())
-    for role, sha in splits:
+    h = hashlib.sha256(inputs.preset_sha256.encode())
+    for role, sha in inputs.splits:
         h.update(f"{role}={sha}".encode())
-    for run_id, sha in runs:
-        h.update(f"{run_id}={sha}".encode())
-    if preset.training.select_epoch:
-        for arm, epoch in sorted(durations.items()):
+    for run_id, _, _, final in inputs.runs:
+        h.update(f"{run_id}={final}".encode())
+    if inputs.select_epoch:
+        for arm, epoch in sorted(inputs.durations.items()):
             h.update(f"{arm}@epoch={epoch}".encode())
-        for job_id, arm in store.rows(
-            "SELECT job_id, arm FROM runs WHERE study_id = ? AND kind = ? ORDER BY run_id", [study_id, JobKind.FINAL]
-        ):
-            if arm not in durations:
+        for _, job_id, arm, _ in inputs.runs:
+            if arm not in inputs.durations:
                 missing.append(f"{job_id}/{arm} has no frozen duration")
                 continue
-            path = job_dir(store.home, job_id) / evaluated_model(preset, CellSpec.of(arm), durations)
-            if not path.is_file():
-                missing.append(f"{job_id}/{arm} has no checkpoint at its arm's frozen epoch {durations[arm]}")
+            selected = inputs.checkpoints.get((job_id, arm))
+            if selected is None:
+                missing.append(f"{job_id}/{arm} has no checkpoint at its arm's frozen epoch {inputs.durations[arm]}")
                 continue
-            h.update(f"{job_id}/{arm}@selected={hashlib.sha256(path.read_bytes()).hexdigest()}".encode())
-    shuffle = store.one("SELECT sha256 FROM taxonomy_shuffles WHERE study_id = ?", [study_id])
-    if shuffle is not None:
-        h.update(f"train_taxonomy={shuffle[0]}".encode())
+            h.update(f"{job_id}/{arm}@selected={selected}".encode())
+    if inputs.shuffle_sha256 is not None:
+        h.update(f"train_taxonomy={inputs.shuffle_sha256}".encode())
     return h.hexdigest(), missing

@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from hierconsole.study.analysis.audits import Check
+from hierconsole.study.analysis.audits.result import Check
 from hierconsole.study.analysis.contrasts import StudyContrast
 from hierconsole.study.analysis.effects import SimpleEffects
 from hierconsole.study.analysis.headline import Headline

@@ -23,6 +23,7 @@ from hierconsole.study.commands.verbs import (
     reconcile,
     rescore,
     resume,
+    save_audits,
 )
 
 __all__ = [
@@ -46,4 +47,5 @@ __all__ = [
     "reconcile",
     "rescore",
     "resume",
+    "save_audits",
 ]

@@ -12,13 +12,14 @@ from hierconsole.names import check_name
 from hierconsole.study import read
 from hierconsole.study.commands.launching import Workers, open_executor
 from hierconsole.study.db.catalog import DatasetInfo, register_dataset
-from hierconsole.study.run.lifecycle import advance, delete_study
+from hierconsole.study.run.lifecycle import advance, delete_study, record_audits
 from hierconsole.study.run.orchestrator import Orchestrator, ProblemCallback
 from hierconsole.study.run.rescoring import Reconciliation, queue_rescore, reconcile
 from hierconsole.vocabulary import Aggregation, Phase
 
 if TYPE_CHECKING:
     from hierconsole.datasets import FeatureSet
+    from hierconsole.study.analysis.audits.result import Check
     from hierconsole.study.db.storage import Store
 
 __all__ = ["Reconciliation", "reconcile"]  # what a re-score's caller reads once its jobs have run
@@ -141,3 +142,8 @@ def read_dataset(
 def import_dataset(store: Store, fs: FeatureSet, *, replace: bool = False) -> DatasetInfo:
     """Register a dataset read by `read_dataset`: landed completely or not at all."""
     return register_dataset(store, fs, replace=replace)
+
+
+def save_audits(store: Store, study_id: str, checks: Sequence[Check]) -> None:
+    """Keep rechecked audits (`audit --recheck`): computed on a read-only store, saved where it is writable."""
+    record_audits(store, study_id, checks)

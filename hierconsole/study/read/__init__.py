@@ -9,7 +9,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hierconsole.study.read.audits import Check, current_audits, failed_audit_counts, stored_audits
+    from hierconsole.study.read.audits import (
+        Check,
+        current_audits,
+        expected_counts,
+        failed_audit_counts,
+        run_audits,
+        stored_audits,
+    )
     from hierconsole.study.read.backups import backup_skipped
     from hierconsole.study.read.datasets import DatasetInfo, get_dataset, list_datasets, taxonomy_lines
     from hierconsole.study.read.effects import study_effects
@@ -51,7 +58,7 @@ if TYPE_CHECKING:
     )
 
 _MODULES = {
-    "audits": ("Check", "current_audits", "failed_audit_counts", "stored_audits"),
+    "audits": ("Check", "current_audits", "expected_counts", "failed_audit_counts", "run_audits", "stored_audits"),
     "backups": ("backup_skipped",),
     "datasets": ("DatasetInfo", "get_dataset", "list_datasets", "taxonomy_lines"),
     "effects": ("study_effects",),
@@ -123,6 +130,7 @@ __all__ = [
     "current_audits",
     "empty_levels",
     "evaluated_per_seed",
+    "expected_counts",
     "failed_audit_counts",
     "get_dataset",
     "get_study",
@@ -139,6 +147,7 @@ __all__ = [
     "reported_aggregation",
     "resolve_study",
     "resumable_jobs",
+    "run_audits",
     "selected_epochs",
     "stored_audits",
     "study_effects",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import secrets
 import shutil
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,14 +26,15 @@ from hierconsole.datasets import FeatureSet
 from hierconsole.datasets.splits import Split, strict_valid_counts
 from hierconsole.errors import HierconsoleError, SealError
 from hierconsole.locations import inside_home, job_dir, relative, resolve, study_dir, study_record
-from hierconsole.study.analysis.audits import run_audits
-from hierconsole.study.analysis.durations import Duration, arm_durations, stored_durations
-from hierconsole.study.analysis.lock import lock_digest
+from hierconsole.study.analysis.audits.result import Check
+from hierconsole.study.analysis.durations import Duration
 from hierconsole.study.db import split_files
 from hierconsole.study.db.catalog import get_dataset
 from hierconsole.study.db.records import StudyInfo, get_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.db.views import sql_list
+from hierconsole.study.read.audits import run_audits
+from hierconsole.study.read.lock import arm_durations, current_lock_digest, stored_durations
 from hierconsole.study.run import plan
 from hierconsole.study.run.drawn_splits import DrawnSplits, draw_splits
 from hierconsole.taxonomy import development_shuffle
@@ -335,10 +337,24 @@ def advance(store: Store, study_id: str) -> Phase:
         store.execute("UPDATE studies SET phase = ? WHERE study_id = ?", [Phase.EVALUATING, study_id])
         phase = Phase.EVALUATING
     if phase == Phase.EVALUATING and _all_finished(_job_states(store, study_id, JobKind.EVALUATE)):
-        run_audits(store, study_id)
+        record_audits(store, study_id, run_audits(store, study_id))
         store.execute("UPDATE studies SET phase = ? WHERE study_id = ?", [Phase.COMPLETE, study_id])
         phase = Phase.COMPLETE
     return phase
+
+
+def record_audits(store: Store, study_id: str, checks: Iterable[Check]) -> None:
+    """Store the checks' results (replacing earlier ones of the same name)."""
+    checks = list(checks)
+
+    def write(con: duckdb.DuckDBPyConnection) -> None:
+        for c in checks:
+            con.execute(
+                "INSERT OR REPLACE INTO audits (study_id, check_name, ok, evidence) VALUES (?, ?, ?, ?)",
+                [study_id, c.name, c.ok, c.evidence],
+            )
+
+    store.write(write)
 
 
 def select_temperatures(store: Store, study: StudyInfo) -> dict[str, float]:
@@ -380,7 +396,7 @@ def select_temperatures(store: Store, study: StudyInfo) -> dict[str, float]:
 
 def lock_study(store: Store, study_id: str) -> str:
     """Freeze the study: a study that selects its epoch freezes each arm's duration here, and the lock hash
-    (`analysis.lock.lock_digest`) covers the preset, every split, every final model state and what test
+    (`analysis.lock.lock_digest`, over `read.lock.lock_inputs`) covers the preset, every split, every final model state and what test
     will score."""
     study = get_study(store, study_id)
     states = _job_states(store, study_id, JobKind.FINAL)
@@ -393,7 +409,7 @@ def lock_study(store: Store, study_id: str) -> str:
         durations, unfrozen = arm_durations(store, study_id, study.preset)
         if unfrozen:
             raise SealError(f"study {study_id} cannot be locked: no duration can be frozen for {'; '.join(unfrozen)}")
-    digest, missing = lock_digest(
+    digest, missing = current_lock_digest(
         store, study_id, study.preset, study.preset_sha256, {arm: d.epoch for arm, d in durations.items()}
     )
     if missing:

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hierconsole.contract import events
-from hierconsole.study.analysis.audits import Check, cell_name, record
+from hierconsole.study.analysis.audits.result import Check, cell_name
 from hierconsole.study.db.ids import rescore_job_id
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
-from hierconsole.study.run.lifecycle import insert_jobs, seal_for_scoring
+from hierconsole.study.run.lifecycle import insert_jobs, record_audits, seal_for_scoring
 from hierconsole.vocabulary import Aggregation
 
 if TYPE_CHECKING:
@@ -92,5 +92,5 @@ def reconcile(store: Store, study_id: str) -> Reconciliation:
         + (f" ({'; '.join(missing[:5])})" if missing else "")
         + f": {'pass' if ok else 'FAIL'}"
     )
-    record(store, study_id, [Check(CHECK_NAME, ok, msg)])
+    record_audits(store, study_id, [Check(CHECK_NAME, ok, msg)])
     return Reconciliation(ok, worst if n else None, n, msg)

@@ -1,0 +1,1 @@
+"""A study's fairness and leakage audits: each check a pure function of its evidence, by family."""
