@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hierconsole.study.analysis.stage_costs import (
+from hierconsole.study.replication.costs import (
     CALIBRATED,
     MEASURED,
     Phase,
@@ -14,7 +14,7 @@ from hierconsole.study.analysis.stage_costs import (
     phase_seconds,
     predicted_seconds,
 )
-from hierconsole.study.run.stage_work import pooled
+from hierconsole.study.replication.work import pooled
 
 UNITS = UnitCosts(
     command_start=0.5, worker_start=2.0, cell_update=1e-3, comparison=1e-6, image=0.1, backbone=3.0, cores=2

@@ -20,7 +20,7 @@ from typing import Any
 
 from hierconsole.config.preset import ExpectedConfig
 from hierconsole.study.analysis.paper_datasets import CUB, DATASETS, NABIRDS
-from hierconsole.study.run.stage_graph import Stage
+from hierconsole.study.replication.graph import Stage
 
 __all__ = ["CUB", "DATASETS", "NABIRDS"]  # with the names below: the datasets are the stages' vocabulary
 

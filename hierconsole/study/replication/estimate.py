@@ -1,16 +1,15 @@
-"""A replication's time left, as `replicate` estimates it: the stages' counted work (recorded when the
+"""A replication's time left as the console shows it: the stages' counted work (recorded when the
 replication was planned) priced by this machine's stored calibration and corrected by the stages that ran
-(`study.analysis.stage_costs`). The console shows it; `replicate --dry-run` prints the same arithmetic.
-"""
+(`costs`), the arithmetic `replicate --dry-run` prints."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hierconsole.study.analysis.stage_costs import Estimate, StageWork, UnitCosts, estimate
 from hierconsole.study.db.calibrations import calibration, replication_work
 from hierconsole.study.db.replications import stage_rows
 from hierconsole.study.db.storage import Store
+from hierconsole.study.replication.costs import Estimate, StageWork, UnitCosts, estimate
 from hierconsole.vocabulary import StageStatus
 
 DONE = StageStatus.DONE
@@ -36,3 +35,9 @@ def replication_estimate(store: Store, replication_id: str, left: Iterable[str] 
     if left is None:
         left = [stage for stage in work if rows.get(stage, {}).get("state") != DONE]
     return estimate(left, work, UnitCosts.from_json(found["units"]), measured)
+
+
+def calibrated_left(store: Store, replication_id: str) -> float | None:
+    """Seconds left by the calibrated estimate, or None where the home holds none for this replication."""
+    found = replication_estimate(store, replication_id)
+    return found.total if found is not None else None
