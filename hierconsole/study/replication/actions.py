@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from hierconsole.study.replication.stages import (
     plan_key,
     run_overrides,
 )
+from hierconsole.vocabulary import Aggregation
 
 RANDOM = "none"
 """--weights none: random weights (`extraction.weights.RANDOM`, spelled here: this room never imports the
@@ -228,15 +230,14 @@ class Replication:
         if found is None:
             values = run_overrides(run, self.options.scale)
             command = f"run {run.preset} --dataset {dataset_id} --name {name}"
-            call = lambda: verbs.run_study(  # noqa: E731
+            self.verb(stage, command, lambda: verbs.run_study(
                 self.home, run.preset, values, dataset=dataset_id, name=name, family=run.family,
                 stop=self.stop_event, say=say, **where,
-            )  # fmt: skip
-            self.verb(stage, command, call)
+            ))  # fmt: skip
         else:
             for study_id in found[1]:  # an interrupted run: its jobs go on from their checkpoints
-                call = lambda s=study_id: verbs.resume(self.home, s, stop=self.stop_event, say=say, **where)  # noqa: E731
-                self.verb(stage, f"resume {study_id}", call)
+                resume = partial(verbs.resume, self.home, study_id, stop=self.stop_event, say=say, **where)
+                self.verb(stage, f"resume {study_id}", resume)
         found = verbs.find(self.home, name, run.family)
         if found is None or found[1]:
             raise HierconsoleError(f"replicate: stage {stage}: {name} did not complete; see {self.log(stage).path}")
@@ -248,7 +249,7 @@ class Replication:
             )
         return found[0]
 
-    def _rescore(self, stage: str, factorial_stage: str, aggregation: str) -> StageAction:
+    def _rescore(self, stage: str, factorial_stage: str, aggregation: Aggregation) -> StageAction:
         def act(upstream: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
             (study_id,) = upstream[factorial_stage].values()
             if not verbs.rescored(self.home, study_id, aggregation):

@@ -30,7 +30,7 @@ from hierconsole.study.run.families import create_family, family_splits
 from hierconsole.study.run.lifecycle import advance, create_study, study_splits
 from hierconsole.study.run.orchestrator import Orchestrator
 from hierconsole.study.run.rescoring import queue_rescore, reconcile
-from hierconsole.vocabulary import Executor, Phase
+from hierconsole.vocabulary import Aggregation, Executor, Phase
 
 Say = Callable[[str], None]
 """Where a verb's lines go (the stage's log)."""
@@ -121,7 +121,7 @@ def resume(home: Path, study_id: str, *, executor: str | None, address: str | No
         _drive(orch, [study_id], stop, say)
 
 
-def rescore(home: Path, study_id: str, aggregation: str, *, stop: threading.Event, say: Say) -> bool:
+def rescore(home: Path, study_id: str, aggregation: Aggregation, *, stop: threading.Event, say: Say) -> bool:
     """`rescore STUDY --aggregate A`; whether its reconciliation agrees."""
     with Store(home) as store:
         queue_rescore(store, study_id, aggregation)
