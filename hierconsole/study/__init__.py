@@ -10,8 +10,10 @@
   cross-study contrasts, pooled effects, statistics, the audits, the exportable frames.
 - `read`: the one read layer every front end shows, ending at what the user sees.
 - `report`: what leaves the tool: export writers (and figures and reports).
+- `replication`: the paper's replication: its stage graph, stages, inputs and time estimate.
 
-Layers, held by import-linter: `read`, `run` and `report` above `analysis` and `executors`, above `db`.
+Layers, held by import-linter: `replication` above `read`, `run` and `report`, above `analysis` and
+`executors`, above `db`.
 Nothing here imports `hierconsole.engine`: workers are started by module name and talk back through
 `hierconsole.contract`.
 """

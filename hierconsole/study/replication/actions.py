@@ -33,6 +33,7 @@ from hierconsole.study.replication.stages import (
     STAGE_RUNS,
     TABLES_STAGE,
     StudyRun,
+    assignment_list,
     plan_key,
     run_overrides,
 )
@@ -229,7 +230,8 @@ class Replication:
         found = verbs.find(self.home, name, run.family)
         if found is None:
             values = run_overrides(run, self.options.scale)
-            command = f"run {run.preset} --dataset {dataset_id} --name {name}"
+            sets = "".join(f" --set {shlex.quote(a)}" for a in assignment_list(values))
+            command = f"run {run.preset} --dataset {dataset_id} --name {name}{sets}"
             self.verb(stage, command, lambda: verbs.run_study(
                 self.home, run.preset, values, dataset=dataset_id, name=name, family=run.family,
                 stop=self.stop_event, say=say, **where,

@@ -24,7 +24,8 @@ from hierconsole.study.replication.calibration import (
     ensure_calibration,
     measure,
 )
-from hierconsole.study.replication.costs import Estimate, StageWork, estimate
+from hierconsole.study.replication.costs import Estimate, StageWork
+from hierconsole.study.replication.estimate import replication_estimate
 from hierconsole.study.replication.graph import Decision, Planned, StageRecord, StageState, dependents, plan
 from hierconsole.study.replication.hashes import file_sha256, text_sha256
 from hierconsole.study.replication.inputs import given_datasets, replication_inputs
@@ -108,8 +109,10 @@ def dry_run(options: Any, p: Prepared) -> DryRun:
     work, calibrated = plan_work(options, p)
     planned = plan(p.stages, p.external, p.records, dependents(p.stages, p.redo))
     left = [s.stage.name for s in planned if s.decision in (Decision.RUN, Decision.WAITING)]
-    measured = {name: r.seconds for name, r in p.records.items() if r.seconds is not None}
-    return DryRun(planned, work, calibrated, estimate(left, work, calibrated.units, measured))
+    with Store(p.home, read_only=True) as store:
+        guess = replication_estimate(store, p.replication_id, left)
+    assert guess is not None  # plan_work stored the work and its calibration
+    return DryRun(planned, work, calibrated, guess)
 
 
 def plan_work(options: Any, p: Prepared) -> tuple[dict[str, StageWork], Calibrated]:
