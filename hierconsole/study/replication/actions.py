@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -107,10 +108,10 @@ class Replication:
         self.worked.add(stage)
         try:
             return call()
-        except HierconsoleError as exc:
-            log.say(f"error: {exc}")
+        except Exception as exc:  # as a child command's failure was: one line, the rest in the log
+            log.say("".join(traceback.format_exception(exc)) if not isinstance(exc, HierconsoleError) else f"error: {exc}")
             raise HierconsoleError(
-                f"replicate: stage {stage} failed: {str(exc).splitlines()[0]} (in `hierconsole {command[:60]} ...`, "
+                f"replicate: stage {stage} failed: {(str(exc).splitlines() or [type(exc).__name__])[0]} (in `hierconsole {command[:60]} ...`, "
                 f"logged in {log.path}); fix the cause and run replicate again (finished stages are kept)"
             ) from None
 
