@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the layouts the 
 
 from hierconsole.study.db.calibrations import calibration, replication_work  # noqa: E402
 from hierconsole.study.db.storage import Store  # noqa: E402
-from hierconsole.study.read.replication_estimate import replication_estimate  # noqa: E402
-from hierconsole.study.run.replication import load_records  # noqa: E402
+from hierconsole.study.replication.estimate import replication_estimate  # noqa: E402
+from hierconsole.study.replication.runner import load_records  # noqa: E402
 from tests.stores.layouts import make_cub, make_nabirds, tiny_model  # noqa: E402
 
 

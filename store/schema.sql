@@ -240,13 +240,13 @@ CREATE TABLE IF NOT EXISTS arm_durations (
 CREATE TABLE IF NOT EXISTS calibrations (
     calibration_key VARCHAR PRIMARY KEY,   -- sha256 over what the unit costs depend on
     described       JSON NOT NULL,         -- those inputs: machine, cores, python, torch, model, shapes
-    units           JSON NOT NULL,         -- study.analysis.stage_costs.UnitCosts as measured
+    units           JSON NOT NULL,         -- study.replication.costs.UnitCosts as measured
     measured_at     TIMESTAMP NOT NULL DEFAULT current_timestamp
 );
 
 CREATE TABLE IF NOT EXISTS replication_work (
     replication_id  VARCHAR PRIMARY KEY,
     calibration_key VARCHAR NOT NULL,
-    work            JSON NOT NULL,         -- stage -> study.analysis.stage_costs.StageWork
+    work            JSON NOT NULL,         -- stage -> study.replication.costs.StageWork
     updated_at      TIMESTAMP NOT NULL DEFAULT current_timestamp
 );

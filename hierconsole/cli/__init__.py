@@ -35,7 +35,6 @@ COMMAND_MODULES: tuple[str, ...] = (
     "report",
     "doctor",
     "replicate",
-    "calibrate",
     "serve",
     "completion",
 )
@@ -51,7 +50,6 @@ COMMANDS: dict[str, str] = {
     "plot": "report", "report": "report",
     "doctor": "doctor",
     "replicate": "replicate",
-    "calibrate": "calibrate",
     "serve": "serve",
     "completion": "completion",
 }  # fmt: skip

@@ -1,66 +1,34 @@
 """`hierconsole replicate`: the paper from the dataset folders to every table beside the paper's values.
 
-The replication is a stage graph (`study.run.paper_stages`) recorded in the store; each stage is keyed by
-its inputs' content hashes, so a re-run continues where the last one stopped, a finished stage is never
-redone, and a changed input is named (its stage and dependents re-run with `--redo STAGE`). `--dry-run`
-prints the plan and the time left from the stages' recorded wall times, and creates nothing.
+Options parsed here, the work in `study.replication.pipeline` (each stage keyed by its inputs' content
+hashes and recorded in the store: a re-run continues where the last stopped, never redoes a finished stage,
+and names a changed input; `--redo STAGE` re-runs it). `--dry-run` prints the plan and the time left.
+Without a terminal the live lines are plain start/done lines, so nothing is redrawn into a log.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
+from rich.live import Live
 from rich.markup import escape
+from rich.progress_bar import ProgressBar
+from rich.text import Text
 
 from hierconsole.cli.arguments import positive_int
-from hierconsole.cli.reading import open_for_reading
-from hierconsole.cli.replicate_inputs import DEFAULT_SEED, given_datasets, replication_inputs
-from hierconsole.errors import HierconsoleError
 from hierconsole.extraction.architectures import ARCHITECTURES, DEFAULT_MODEL
-from hierconsole.locations import db_path, resolve_home
 from hierconsole.plurals import counted
-from hierconsole.study.analysis.stage_costs import Estimate, StageWork, UnitCosts, estimate
-from hierconsole.study.run.calibration import (
-    CALIBRATION_IMAGES,
-    Calibrated,
-    described,
-    ensure_calibration,
-    measure,
-)
-from hierconsole.study.run.input_hashes import file_sha256, text_sha256
-from hierconsole.study.run.paper_stages import (
-    CARRIED_INPUT,
-    CUB,
-    DATASETS,
-    DEFAULT_STAGES_AT_ONCE,
-    NABIRDS,
-    PAPER,
-    REPORT_STAGE,
-    SCALES,
-    SMOKE,
-    STUDY_STAGES,
-    TABLES_STAGE,
-    assignment_list,
-    factorial_stages,
-    paper_stages,
-    replication_name,
-    run_overrides,
-)
-from hierconsole.study.run.replication import load_records
-from hierconsole.study.run.stage_graph import Decision, Planned, StageRecord, StageState, dependents, plan
-from hierconsole.study.run.stage_work import (
-    LIGHT_STAGES,
-    calibration_run,
-    calibration_shape,
-    dataset_size,
-    sample_images,
-    stage_work,
-)
+from hierconsole.study.replication import pipeline
+from hierconsole.study.replication.graph import Decision
+from hierconsole.study.replication.inputs import DEFAULT_SEED
+from hierconsole.study.replication.stages import DATASETS, DEFAULT_STAGES_AT_ONCE, PAPER, SCALES
+from hierconsole.study.replication.work import LIGHT_STAGES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -123,278 +91,139 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_replicate)
 
 
-def replication_id(args: argparse.Namespace) -> str:
-    model = args.model if args.model in ARCHITECTURES else Path(args.model).stem
-    return replication_name(model, args.scale, args.seed)
-
-
-def _roots(args: argparse.Namespace) -> dict[str, Path]:
-    return {d: Path(root) for d, root in ((CUB, args.cub), (NABIRDS, args.nabirds)) if root is not None}
-
-
-def _plan_estimate(
-    args: argparse.Namespace, stages: list, external: Mapping[str, str], rid: str, home: Path
-) -> tuple[dict[str, StageWork], Calibrated]:
-    """Count each stage's work from its plan, and price it with this machine's calibration: the stored
-    one for this machine, model and shapes, else measured now in a child process (a few seconds) and
-    stored. Both are recorded in the store (no dataset or study is created)."""
-    from hierconsole.study.db.calibrations import put_replication_work
-    from hierconsole.study.db.storage import Store
-
-    roots = _roots(args)
-    sizes = {d: dataset_size(root) for d, root in roots.items()}
-    work = stage_work(stages, args.scale, sizes, builds_taxonomy=args.checklist is not None)
-    run = calibration_run(sizes)
-    shape = calibration_shape(run, args.scale, sizes[run.dataset])
-    model = args.model if args.model in ARCHITECTURES else external["model"]
-    images = sample_images(roots[run.dataset], CALIBRATION_IMAGES + 1)
-    overrides = assignment_list(run_overrides(run, args.scale))
-
-    def measured() -> UnitCosts:
-        return measure(run.preset, overrides, args.model, shape["gallery"], images)
-
-    calibrated = ensure_calibration(lambda: Store(home), described(model, shape), measured)
-    with Store(home) as store:
-        put_replication_work(store, rid, calibrated.key, {name: w.to_json() for name, w in work.items()})
-    return work, calibrated
-
-
-def _estimate(planned: list[Planned], records: Mapping, work: Mapping[str, StageWork], units: UnitCosts) -> Estimate:
-    left = [p.stage.name for p in planned if p.decision in (Decision.RUN, Decision.WAITING)]
-    measured = {name: r.seconds for name, r in records.items() if r.seconds is not None}
-    return estimate(left, work, units, measured)
-
-
-def _jobs(stage: str, work: StageWork) -> str:
-    if stage in LIGHT_STAGES:
-        return "in this process"
-    jobs = sum(p.jobs for p in work.phases)
-    commands = work.commands + work.torch_commands
-    parts = [counted(jobs, "job")] if jobs else []
-    if work.images:
-        parts.append(counted(work.images, "image"))
-    if commands:
-        parts.append(counted(commands, "command"))
-    return ", ".join(parts) or "in process"
-
-
-def _print_plan(
-    out: Console,
-    rid: str,
-    planned: list[Planned],
-    records: Mapping,
-    datasets: frozenset[str],
-    carried: Mapping[str, Mapping[str, str]],
-    work: Mapping[str, StageWork],
-    calibrated: Calibrated,
-    home: Path,
-) -> None:
-    out.print(f"replication {escape(rid)}", highlight=False)
-    est = _estimate(planned, records, work, calibrated.units)
-    by_stage = {s.stage: s for s in est.stages}
-    for p in planned:
-        record = records.get(p.stage.name)
-        took = f"last {record.seconds:.1f}s" if record and record.seconds is not None else ""
-        left = by_stage.get(p.stage.name)
-        guess = f"~{left.seconds:.0f}s {left.describe()}" if left else "-"
-        out.print(
-            f"  {p.stage.name:<18} {p.decision.value:<8} {_jobs(p.stage.name, work[p.stage.name]):<32} {guess:<34} {took}",
-            highlight=False,
-        )
-    kept = sorted(datasets_of_stages(carried))
-    if kept:
-        out.print(
-            f"carried: the finished studies of {', '.join(kept)} in this replication fill its tables "
-            "(its folder was not given, so its stages are not checked again)",
-            highlight=False,
-        )
-    omitted = sorted(set(DATASETS) - datasets - set(kept))
-    if omitted:
-        out.print(f"omitted: the tables of {', '.join(omitted)} (no folder given)", highlight=False)
-    stale = [p.stage.name for p in planned if p.decision == Decision.STALE]
-    if stale:
-        out.print(
-            f"changed inputs: {', '.join(stale)} finished under other inputs; kept until --redo names them",
-            highlight=False,
-        )
-    out.print(f"time left on this machine: about {est.total:.0f}s", highlight=False)
-    when = "measured now" if calibrated.measured_now else f"measured {calibrated.measured_at:%Y-%m-%d %H:%M}"
-    u = calibrated.units
-    out.print(
-        f"calibration ({when}, {u.cores} cores): child start-up {u.command_start:.2f}s, worker start-up "
-        f"{u.worker_start:.2f}s, {u.cell_update * 1e3:.2f} ms per cell-update, {u.comparison * 1e9:.1f} ns per "
-        f"query x gallery pair, {u.image * 1e3:.0f} ms per image",
-        highlight=False,
-    )
-    out.print(
-        f"stored in {escape(str(home))}: this machine's calibration and the plan's counted work "
-        "(no dataset or study was created)",
-        highlight=False,
-    )
-
-
 def cmd_replicate(args: argparse.Namespace) -> int:
-    external = replication_inputs(args)
-    datasets = given_datasets(args)
-    names = {s.name for s in paper_stages(datasets)}
-    unknown = sorted(set(args.redo) - names)
-    if unknown:
-        raise HierconsoleError(f"--redo {', '.join(unknown)}: not a stage of this replication ({', '.join(sorted(names))})")
-    rid = replication_id(args)
+    prepared = pipeline.prepare(args, args.home)
     out = Console(soft_wrap=True)
+    then = "to be rebuilt" if args.dry_run else "rebuilt"
+    for stage, file in prepared.gone.items():
+        out.print(f"{stage}: {escape(file)} is not in {escape(str(prepared.tables_out))} as it was written: {then}", highlight=False)
     if args.dry_run:
-        if db_path(resolve_home(args.home, create=False)).exists():
-            with open_for_reading(args.home) as store:
-                records = load_records(store, rid)
-        else:  # a replication may start from no home at all: it will make one, and nothing is done yet
-            records = {}
-    else:
-        from hierconsole.study.db.storage import Store
-
-        # Made (or migrated) before the first record, so every read below finds a store.
-        with Store(resolve_home(args.home)) as store:
-            records = load_records(store, rid)
-    carried = carried_outputs(records, datasets)
-    if carried:
-        external[CARRIED_INPUT] = text_sha256(json.dumps(carried, sort_keys=True))
-    stages = paper_stages(datasets, carried=bool(carried))
-    home = resolve_home(args.home)
-    tables_out = (args.out or home / "replications" / rid / "tables").resolve()
-    gone = outputs_gone(records, tables_out)
-    for stage, file in gone.items():
-        then = "to be rebuilt" if args.dry_run else "rebuilt"
-        out.print(f"{stage}: {escape(file)} is not in {escape(str(tables_out))} as it was written: {then}", highlight=False)
-    redo = [*args.redo, *gone]
-    if args.dry_run:
-        work, calibrated = _plan_estimate(args, stages, external, rid, home)
-        planned = plan(stages, external, records, dependents(stages, redo))
-        _print_plan(out, rid, planned, records, datasets, carried, work, calibrated, home)
+        _print_plan(out, prepared, pipeline.dry_run(args, prepared))
         return 0
-    return _run(args, stages, external, rid, out, redo, carried, tables_out)
-
-
-def carried_outputs(records: Mapping[str, StageRecord], given: frozenset[str]) -> dict[str, Mapping[str, str]]:
-    """The recorded outputs of the study stages of each dataset not given whose study stages all finished
-    in this replication: their studies fill the tables as if the dataset had been given again (a dataset
-    run on its own after the other keeps the other's tables)."""
-    carried: dict[str, Mapping[str, str]] = {}
-    for dataset in DATASETS:
-        stages = STUDY_STAGES[dataset]
-        if dataset not in given and all(s in records and records[s].state == StageState.DONE for s in stages):
-            carried.update({s: records[s].outputs for s in stages})
-    return carried
-
-
-def outputs_gone(records: Mapping[str, StageRecord], tables_out: Path) -> dict[str, str]:
-    """Derived stage -> the first of its recorded files that is missing from ``tables_out`` or differs from
-    what it wrote (deleted, edited, or another --out): that stage runs again."""
-    gone: dict[str, str] = {}
-    for stage in (TABLES_STAGE, REPORT_STAGE):
-        record = records.get(stage)
-        if record is None or record.state != StageState.DONE:
-            continue
-        for name, digest in sorted(record.outputs.items()):
-            path = tables_out / name
-            if not path.is_file() or file_sha256(path) != digest:
-                gone[stage] = name
-                break
-    return gone
-
-
-def _absent_reasons(given: frozenset[str], carried: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
-    """Why each study stage of a dataset neither given nor carried is absent (named in index.md)."""
-    return {
-        stage: f"no --{dataset} folder given"
-        for dataset in DATASETS
-        if dataset not in given
-        for stage in STUDY_STAGES[dataset]
-        if stage not in carried
-    }
-
-
-def _run(
-    args: argparse.Namespace,
-    stages: list,
-    external: dict[str, str],
-    rid: str,
-    out: Console,
-    redo: list[str],
-    carried: Mapping[str, Mapping[str, str]],
-    tables_out: Path,
-) -> int:
     from hierconsole.cli.progress import print_backup_note
-    from hierconsole.cli.replicate_progress import StageProgress
-    from hierconsole.cli.replicate_stages import Replication
+    from hierconsole.present.report.output import write_report_of
     from hierconsole.present.report.replication_tables import write_tables
-    from hierconsole.study.db.storage import Store
-    from hierconsole.study.read.paper_tables import replication_tables
-    from hierconsole.study.run.replication import run_replication
 
-    home = resolve_home(args.home)
-    _plan_estimate(args, stages, external, rid, home)  # what the console's estimate reads
-    folder = home / "replications" / rid
-    rep = Replication(args, home, rid, folder, external)
-    given = datasets_of(stages)
-    absent = _absent_reasons(given, carried)
-
-    def tables(upstream: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
-        comparable = args.scale != SMOKE
-        with Store(home, read_only=True) as store:
-            measured, omitted = replication_tables(store, {**carried, **upstream}, comparable=comparable, absent=absent)
-        rows = [(t.table_id, t.title, t.frame) for t in measured]
-        written = write_tables(rows, omitted, tables_out, comparable=comparable)
-        return {name: file_sha256(path) for name, path in sorted(written.items())}
-
-    def report(upstream: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
-        from hierconsole.cli.report import write_report
-
-        made: dict[str, str] = {}
-        for leftover in tables_out.glob(".report-*.tmp"):  # a report killed mid-write
-            leftover.unlink()
-        kept = given | datasets_of_stages(carried)
-        for dataset in set(DATASETS) - kept:  # left out of this replication now: its report would be stale
-            (tables_out / f"report-{dataset}.html").unlink(missing_ok=True)
-        for stage, dataset in factorial_stages(datasets_of(stages)).items():
-            (study_id,) = upstream[stage].values()
-            path = write_report(study_id, tables_out / f"report-{dataset}.html", home=str(home), force=True)
-            made[path.name] = file_sha256(path)
-        return made
-
-    actions = rep.actions([s.name for s in stages], tables, report)
-    progress = StageProgress(out, [s.name for s in stages], rep)
-    rep.on_warning = progress.warn
+    writers = pipeline.Writers(tables=write_tables, report=lambda inputs, path: write_report_of(inputs, path, force=True))
+    logs: dict[str, Any] = {}
+    progress = StageProgress(out, [s.name for s in prepared.stages], logs)
     started = time.monotonic()
     with progress:
-        outcome = run_replication(
-            lambda: Store(home),
-            rid,
-            stages,
-            external,
-            actions,
-            redo=redo,
-            on_stage=progress.stage,
-            at_once=args.stages_at_once,
-            on_failure=rep.stop,
-            timed=rep.timed,
-        )
+        outcome = pipeline.run(args, prepared, on_stage=progress.stage, on_warning=progress.warn, logs=logs, writers=writers)
     ran = counted(len(outcome.ran), "stage")
-    out.print(f"replication {escape(rid)}: {ran} ran in {time.monotonic() - started:.0f}s", highlight=False)
+    out.print(f"replication {escape(prepared.replication_id)}: {ran} ran in {time.monotonic() - started:.0f}s", highlight=False)
     if outcome.stale:
         out.print(
             f"changed inputs: {', '.join(outcome.stale)} (and what follows them) kept; "
             f"run again with --redo {outcome.stale[0]} to rebuild",
             highlight=False,
         )
-    out.print(f"tables: {escape(str(tables_out))} (index.md lists them)", highlight=False)
-    print_backup_note(home, out)  # the stages' own commands ran the store: said here, at the very end
+    out.print(f"tables: {escape(str(prepared.tables_out))} (index.md lists them)", highlight=False)
+    print_backup_note(prepared.home, out)  # the stages wrote the store: said here, at the very end
     return 0
 
 
-def datasets_of(stages: list) -> frozenset[str]:
-    return datasets_of_stages(s.name for s in stages if s.name.startswith("import-"))
+def _jobs(stage: str, work: Any) -> str:
+    if stage in LIGHT_STAGES:
+        return "in this process"
+    jobs = sum(p.jobs for p in work.phases)
+    parts = [counted(jobs, "job")] if jobs else []
+    if work.images:
+        parts.append(counted(work.images, "image"))
+    commands = work.commands + work.torch_commands
+    if commands:
+        parts.append(counted(commands, "command"))
+    return ", ".join(parts) or "in process"
 
 
-def datasets_of_stages(names: Iterable[str]) -> frozenset[str]:
-    """The datasets these stage names (`<step>-<dataset>`) belong to."""
-    return frozenset(name.partition("-")[2] for name in names)
+def _print_plan(out: Console, p: pipeline.Prepared, dry: pipeline.DryRun) -> None:
+    say = lambda text: out.print(text, highlight=False)  # noqa: E731
+    say(f"replication {escape(p.replication_id)}")
+    by_stage = {s.stage: s for s in dry.estimate.stages}
+    for planned in dry.planned:
+        name, record, left = planned.stage.name, p.records.get(planned.stage.name), by_stage.get(planned.stage.name)
+        took = f"last {record.seconds:.1f}s" if record and record.seconds is not None else ""
+        guess = f"~{left.seconds:.0f}s {left.describe()}" if left else "-"
+        say(f"  {name:<18} {planned.decision.value:<8} {_jobs(name, dry.work[name]):<32} {guess:<34} {took}")
+    kept = sorted(pipeline.datasets_of_stages(p.carried))
+    if kept:
+        say(
+            f"carried: the finished studies of {', '.join(kept)} in this replication fill its tables "
+            "(its folder was not given, so its stages are not checked again)"
+        )
+    omitted = sorted(set(DATASETS) - p.datasets - set(kept))
+    if omitted:
+        say(f"omitted: the tables of {', '.join(omitted)} (no folder given)")
+    stale = [s.stage.name for s in dry.planned if s.decision == Decision.STALE]
+    if stale:
+        say(f"changed inputs: {', '.join(stale)} finished under other inputs; kept until --redo names them")
+    say(f"time left on this machine: about {dry.estimate.total:.0f}s")
+    c = dry.calibrated
+    when = "measured now" if c.measured_now else f"measured {c.measured_at:%Y-%m-%d %H:%M}"
+    u = c.units
+    say(
+        f"calibration ({when}, {u.cores} cores): worker start-up {u.worker_start:.2f}s, {u.cell_update * 1e3:.2f} ms "
+        f"per cell-update, {u.comparison * 1e9:.1f} ns per query x gallery pair, {u.image * 1e3:.0f} ms per image"
+    )
+    say(
+        f"stored in {escape(str(p.home))}: this machine's calibration and the plan's counted work "
+        "(no dataset or study was created)"
+    )
 
+
+class StageProgress:
+    """One live line per running stage (its time and its log's last line) under a whole-pipeline bar."""
+
+    def __init__(self, console: Console, stages: Sequence[str], logs: Mapping[str, Any]) -> None:
+        self.console = console
+        self.stages = list(stages)
+        self.logs = logs
+        self.running: dict[str, float] = {}
+        self.seconds: dict[str, float] = {}
+        """Each finished stage's wall time, in the order they finished."""
+        self.live: Live | None = None
+
+    def __enter__(self) -> StageProgress:
+        if self.console.is_terminal:
+            self.live = Live(console=self.console, refresh_per_second=4, transient=True, get_renderable=self._render)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if self.live is not None:
+            self.live.__exit__(kind, exc, tb)
+
+    def stage(self, name: str, finished: bool) -> None:
+        """A stage started (finished False) or finished."""
+        now = time.monotonic()
+        if not finished:
+            self.running[name] = now
+            self._say(f"{name}: started")
+        else:
+            self.seconds[name] = now - self.running.pop(name, now)
+            self._say(f"{name}: done in {self.seconds[name]:.1f}s")
+
+    def warn(self, text: str) -> None:
+        self.console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False)
+
+    def _say(self, text: str) -> None:
+        # Finished and started stages scroll above the live lines; without a terminal they are the log.
+        self.console.print(escape(text), highlight=False)
+
+    def _render(self) -> Group:
+        now = time.monotonic()
+        total = len(self.stages)
+        lines: list[Text | ProgressBar] = []
+        for name, since in list(self.running.items()):  # stages start and end meanwhile
+            log = self.logs.get(name)
+            last = (log.last if log else "")[:_LINE]
+            lines.append(Text(f"{name:<18} {now - since:6.0f}s  {last}"))
+        bar = ProgressBar(total=total, completed=len(self.seconds), width=30)
+        mean = sum(self.seconds.values()) / len(self.seconds) if self.seconds else None
+        left = total - len(self.seconds)
+        eta = f", about {mean * left:.0f}s left at this pace" if mean is not None and left else ""
+        lines += [bar, Text(f"{len(self.seconds)} of {total} stages done{eta}")]
+        return Group(*lines)
+
+
+_LINE = 70

@@ -22,10 +22,9 @@ from hierconsole.present.report.figures import (
 from hierconsole.present.report.output import (
     DEFAULT_REPORT,
     check_report_target,
-    document_for,
     figures_folder,
     report_format,
-    write_document,
+    write_report_of,
 )
 
 
@@ -85,13 +84,13 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def write_report(ref: str | None, output: str | Path, *, home: str | None, force: bool = False) -> Path:
     """Gather, lay out and write the report of `ref` (a study, a family, None for the newest study)."""
-    check_report_target(output, force)
+    check_report_target(output, force)  # before the store is read: a refused target costs nothing
     require_matplotlib()
     from hierconsole.study.read.report_inputs import inputs_for
 
     with open_for_reading(home) as store:
         inputs = inputs_for(store, ref)
-    return write_document(document_for(inputs), output, force=force)
+    return write_report_of(inputs, output, force=force)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

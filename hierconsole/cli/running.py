@@ -26,6 +26,7 @@ from hierconsole.study.commands import (
     cancel,
     delete,
     launch,
+    orchestrator_for,
     reconcile,
     rescore,
     resume,
@@ -33,7 +34,6 @@ from hierconsole.study.commands import (
 from hierconsole.study.db.storage import Store
 from hierconsole.study.executors import RAY_CONNECT_TIMEOUT, JobExecutor
 from hierconsole.study.run.drawn_splits import DrawnSplits, plan_rows
-from hierconsole.study.run.orchestrator import Orchestrator
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from hierconsole.vocabulary import (
     AGGREGATIONS,
@@ -282,14 +282,7 @@ def cmd_run(args: argparse.Namespace, family: Family | None = None) -> int:
 def _drive(store: Store, launched: Launched, console: Console) -> int | None:
     """Drive the launched studies' jobs to their end; only theirs (leftovers of earlier studies are shown by
     `runs` and run by `resume`)."""
-    workers = launched.plan.request.workers
-    orch = Orchestrator(
-        store,
-        max_parallel=launched.plan.parallel,
-        gpus=list(workers.gpus) if workers.gpus else None,
-        studies=launched.study_ids,
-        executor=launched.executor,
-    )
+    orch = orchestrator_for(store, launched)
     try:
         return drive(store, launched.study_ids, parallel=None, console=console, orchestrator=orch)
     finally:

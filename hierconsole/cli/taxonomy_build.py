@@ -20,18 +20,11 @@ from hierconsole.datasets.checklist import (
     METHODS,
     SPECIES,
     UNMATCHED,
-    build_cub_taxonomy,
-    checked_taxonomy,
-    read_aliases,
-    read_checklist,
-    write_report,
-    write_taxonomy,
+    build_cub_files,
 )
-from hierconsole.datasets.cub import read_pair_file
 from hierconsole.errors import InputError
 
 ACTION = "build-cub"
-_SHOWN = 25
 
 
 def _threshold(value: str) -> float:
@@ -89,40 +82,14 @@ def run_build_cub(home: str | None, argv: Sequence[str]) -> int:
             raise InputError(path, f"the folder {path.parent} does not exist", hint="create it first")
         if path.exists() and not args.overwrite:
             raise InputError(path, "the file exists", hint="pass --overwrite, or choose another path")
-    problems: list[str] = []
-    classes = read_pair_file(args.classes, ("class_id", "class_name"), problems)
-    if problems or not classes.keys:
-        raise InputError(
-            args.classes, problems or ["no classes listed"], hint="give CUB_200_2011/classes.txt"
-        )
     columns = {role: getattr(args, f"{role}_column") for role in COLUMN_CANDIDATES}
     categories = [c.strip() for c in args.categories.split(",") if c.strip()]
-    checklist = read_checklist(args.checklist, columns, categories)
-    aliases = read_aliases(args.aliases) if args.aliases else {}
-    built = build_cub_taxonomy(
-        list(zip(classes.keys, classes.values, strict=True)),
-        checklist,
-        aliases,
-        threshold=args.threshold,
-        checklist_name=args.checklist.name,
-        aliases_name=str(args.aliases),
-    )
+    built, taxonomy = build_cub_files(
+        args.classes, args.checklist, out, report, args.aliases, columns=columns, categories=categories,
+        threshold=args.threshold, allow_unmatched=args.allow_unmatched,
+    )  # fmt: skip
     counts = built.counts()
     unmatched = [m for m in built.matches if m.method == UNMATCHED]
-    refusals = list(built.conflicts)
-    if unmatched and not args.allow_unmatched:
-        refusals += [f"class {m.cub_class!r} is unmatched ({m.note})" for m in unmatched]
-    if refusals:
-        summary = ", ".join(f"{counts[m]} {m}" for m in METHODS)
-        raise InputError(
-            args.checklist,
-            [f"matched {summary}; nothing written", *refusals[:_SHOWN]]
-            + ([f"... and {len(refusals) - _SHOWN} more"] if len(refusals) > _SHOWN else []),
-            hint="add aliases (--aliases) for unmatched classes, or pass --allow-unmatched to leave them out",
-        )
-    taxonomy = checked_taxonomy(built, str(out))
-    write_taxonomy(out, built)
-    write_report(report, built)
     console = output_console()
     console.print(
         f"[green]wrote[/] {escape(str(out))} and its report {escape(report.name)}: "

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hierconsole.csv_input import read_csv_records
+from hierconsole.datasets.cub import read_pair_file
 from hierconsole.errors import InputError
 from hierconsole.json_input import read_json
 from hierconsole.taxonomy import Taxonomy
@@ -368,3 +369,54 @@ def write_report(path: Path, construction: Construction) -> None:
                     m.note,
                 ]
             )
+
+
+_SHOWN = 25
+"""Refusals named in a build's error (the rest counted)."""
+
+
+def build_cub_files(
+    classes_path: Path,
+    checklist_path: Path,
+    out: Path,
+    report: Path,
+    aliases_path: Path | None = None,
+    *,
+    columns: dict[str, str | None] | None = None,
+    categories: Sequence[str] | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+    allow_unmatched: bool = False,
+) -> tuple[Construction, Taxonomy]:
+    """`taxonomy build-cub`'s work (the command and `replicate`'s taxonomy stage): CUB's classes matched
+    against the checklist, refused in one InputError while a class is unmatched or a conflict remains,
+    else the taxonomy and its match report written."""
+    problems: list[str] = []
+    classes = read_pair_file(classes_path, ("class_id", "class_name"), problems)
+    if problems or not classes.keys:
+        raise InputError(classes_path, problems or ["no classes listed"], hint="give CUB_200_2011/classes.txt")
+    checklist = read_checklist(checklist_path, columns, (SPECIES,) if categories is None else categories)
+    aliases = read_aliases(aliases_path) if aliases_path else {}
+    built = build_cub_taxonomy(
+        list(zip(classes.keys, classes.values, strict=True)),
+        checklist,
+        aliases,
+        threshold=threshold,
+        checklist_name=checklist_path.name,
+        aliases_name=str(aliases_path),
+    )
+    counts = built.counts()
+    refusals = list(built.conflicts)
+    if not allow_unmatched:
+        refusals += [f"class {m.cub_class!r} is unmatched ({m.note})" for m in built.matches if m.method == UNMATCHED]
+    if refusals:
+        summary = ", ".join(f"{counts[m]} {m}" for m in METHODS)
+        raise InputError(
+            checklist_path,
+            [f"matched {summary}; nothing written", *refusals[:_SHOWN]]
+            + ([f"... and {len(refusals) - _SHOWN} more"] if len(refusals) > _SHOWN else []),
+            hint="add aliases (--aliases) for unmatched classes, or pass --allow-unmatched to leave them out",
+        )
+    taxonomy = checked_taxonomy(built, str(out))
+    write_taxonomy(out, built)
+    write_report(report, built)
+    return built, taxonomy

@@ -2,8 +2,8 @@
 optimiser step of the batched factorial (seconds per cell-update) and the strict retrieval of a few
 queries against a gallery (seconds per query x gallery pair), at the shapes a plan runs.
 
-`hierconsole calibrate` calls these in a child process; `study.analysis.stage_costs` multiplies them by a
-plan's counts. The inputs are random (the cost of a step does not depend on the values), labels have
+`study.replication.calibration` calls these once per machine and plan; `study.replication.costs`
+multiplies them by a plan's counts. The inputs are random (the cost of a step does not depend on the values), labels have
 repeats so every SupCon row has positives.
 """
 

@@ -1,6 +1,6 @@
 """The extractor's unit costs on this machine: building the backbone, and one image read, preprocessed and
 through the network (a handful of the dataset's own images at the chosen model, random weights: the cost
-does not depend on the values). `hierconsole calibrate` runs this in a child process.
+does not depend on the values). `study.replication.calibration` runs this once per machine and model.
 """
 
 from __future__ import annotations

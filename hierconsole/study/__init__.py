@@ -13,11 +13,13 @@
   of what the read layer hands them.
 - `read`: the one read layer every front end shows, ending at what the user sees, and the evidence the
   audits and the lock read.
+- `replication`: the paper's replication: its stage graph, stages, inputs and time estimate; its stages
+  call the front door.
 
 What leaves the tool (grids, exported files, figures, the report) is `hierconsole.present`'s.
 
-Layers, held by import-linter: `commands` above `run`, above `read`, above `analysis` and `executors`
-(pure: no store), above `db`.
+Layers, held by import-linter: `replication` above `commands`, above `run`, above `read`, above `analysis`
+and `executors` (pure: no store), above `db`.
 Nothing here imports `hierconsole.engine`: workers are started by module name and talk back through
 `hierconsole.contract`.
 """

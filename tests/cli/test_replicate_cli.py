@@ -9,12 +9,12 @@ import sys
 import pytest
 
 from hierconsole.study import read
-from hierconsole.study.analysis.stage_costs import UnitCosts
 from hierconsole.study.db.replications import put_stage
 from hierconsole.study.db.storage import Store
-from hierconsole.study.run.calibration import described, ensure_calibration
-from hierconsole.study.run.input_hashes import file_sha256, folder_sha256
-from hierconsole.study.run.stage_work import calibration_run, calibration_shape, dataset_size
+from hierconsole.study.replication.calibration import described, ensure_calibration
+from hierconsole.study.replication.costs import UnitCosts
+from hierconsole.study.replication.hashes import file_sha256, folder_sha256
+from hierconsole.study.replication.work import calibration_run, calibration_shape, dataset_size
 from tests.stores.layouts import make_cub, make_nabirds, tiny_model
 
 

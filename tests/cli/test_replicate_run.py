@@ -5,6 +5,7 @@ during extraction, during a factorial and during the tables ends with byte-ident
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -32,8 +33,40 @@ def _argv(home: Path, base: Path, *datasets: str, extra: tuple[str, ...] = ()) -
     return [*argv, "--weights", "none", "--model", str(base / "tiny-dinov2.json"), "--scale", "smoke", *extra]
 
 
-def _replicate(home: Path, base: Path, *datasets: str, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    return subprocess.run(_argv(home, base, *datasets, extra=extra), capture_output=True, text=True, timeout=1200)
+def _replicate(
+    home: Path, base: Path, *datasets: str, extra: tuple[str, ...] = (), env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    argv = _argv(home, base, *datasets, extra=extra)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=1200, env=env)
+
+
+_POPEN_LOG_HOOK = """
+import json, os, sys
+_log = os.environ.get("POPEN_LOG")
+if _log:
+    def _hook(event, args):
+        if event == "subprocess.Popen":
+            with open(_log, "a", encoding="utf-8") as sink:
+                sink.write(json.dumps([os.getpid(), [str(a) for a in args[1]]]) + "\\n")
+    sys.addaudithook(_hook)
+"""
+"""A sitecustomize that records every child process any Python process of the run starts (the interpreter's
+own `subprocess.Popen` audit event), into the file $POPEN_LOG names."""
+
+
+def test_a_replication_starts_no_hierconsole_command_but_the_extraction(data, tmp_path):
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_POPEN_LOG_HOOK)
+    log = tmp_path / "popen.jsonl"
+    env = {**os.environ, "POPEN_LOG": str(log), "PYTHONPATH": os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")])}
+    done = _replicate(tmp_path / "home", data, "cub", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    started = [json.loads(line)[1] for line in log.read_text().splitlines()]
+    assert any("hierconsole.engine.worker" in argv for argv in started)  # the hook saw the studies' workers
+    commands = [argv[argv.index("hierconsole") + 1 :] for argv in started if argv[1:3] == ["-m", "hierconsole"]]
+    # `--home HOME COMMAND ...` (or a bare `--version`): only the extraction runs as a child command.
+    assert [c[2] if c[:1] == ["--home"] else " ".join(c) for c in commands] == ["extract"], commands
 
 
 def _differences(got: dict[str, bytes], want: dict[str, bytes]) -> str:

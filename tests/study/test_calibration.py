@@ -1,26 +1,22 @@
 """The replication's calibration: stored once and reused, measured again when what it depends on changes;
-the read layer's estimate from the stored work, calibration and stage records; `hierconsole calibrate`
-itself in a child process; each stage's work counted from its plan, by hand."""
+the read layer's estimate from the stored work, calibration and stage records; the calibration
+measured in-process; each stage's work counted from its plan, by hand."""
 
 from __future__ import annotations
-
-import json
-import subprocess
-import sys
 
 import pytest
 
 from hierconsole.config.family import load_family, resolve_family
 from hierconsole.config.files import load_preset
-from hierconsole.study.analysis.stage_costs import MEASURED, Phase, StageWork, UnitCosts, predicted_seconds
 from hierconsole.study.db.calibrations import put_replication_work
 from hierconsole.study.db.replications import put_stage
 from hierconsole.study.db.storage import Store
-from hierconsole.study.read import replication_estimate as read_estimate
-from hierconsole.study.run.calibration import calibration_key, described, ensure_calibration
-from hierconsole.study.run.paper_stages import SMOKE, STAGE_RUNS, paper_stages, run_overrides
-from hierconsole.study.run.stage_graph import StageState
-from hierconsole.study.run.stage_work import DatasetSize, stage_work, study_phases
+from hierconsole.study.replication import estimate as read_estimate
+from hierconsole.study.replication.calibration import calibration_key, described, ensure_calibration
+from hierconsole.study.replication.costs import MEASURED, Phase, StageWork, UnitCosts, predicted_seconds
+from hierconsole.study.replication.graph import StageState
+from hierconsole.study.replication.stages import SMOKE, STAGE_RUNS, paper_stages, run_overrides
+from hierconsole.study.replication.work import DatasetSize, stage_work, study_phases
 from tests.stores.layouts import make_cub, tiny_model
 
 UNITS = UnitCosts(
@@ -111,16 +107,15 @@ def test_a_family_stage_pools_its_members_and_the_post_hoc_rescore_reconciles_af
 
 
 @pytest.mark.slow
-def test_calibrate_prints_this_machines_unit_costs(tmp_path):
+def test_the_calibration_measures_this_machines_unit_costs_in_process(tmp_path):
     pytest.importorskip("transformers", reason="the 'extract' extra is not installed")
+    from hierconsole.study.replication.calibration import measure
+
     layout = make_cub(tmp_path, families=1, genera=1, species=1, per_class=3)
     model = tiny_model(tmp_path)
     images = sorted((layout.root / "images").rglob("*.png"))
-    argv = [sys.executable, "-m", "hierconsole", "calibrate", "cub-tune", "--set", "training.batch_size=16"]
-    argv += ["--model", str(model), "--gallery", "50", *[a for p in images for a in ("--image", str(p))]]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    measured = json.loads(done.stdout)
-    for unit in ("import", "extractor_import", "cell_update", "comparison", "backbone", "image"):
-        assert measured[unit] > 0
-    assert measured["threads"] == load_preset("cub-tune").compute.threads_per_worker and measured["torch"]
+    preset = load_preset("cub-tune").with_overrides(values={"training.batch_size": 16})
+    units = measure(preset, str(model), 50, images)
+    for unit in ("worker_start", "cell_update", "comparison", "backbone", "image"):
+        assert getattr(units, unit) > 0, unit
+    assert units.command_start == 0.0  # the stages' commands run in-process: no child start-up

@@ -17,7 +17,8 @@ from hierconsole.study.analysis.paper_tables import paper_long
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.paper_tables import TABLES, replication_tables
 from hierconsole.study.read.results import per_seed
-from hierconsole.study.run.paper_stages import (
+from hierconsole.study.replication.graph import ordered
+from hierconsole.study.replication.stages import (
     PAPER,
     SCALES,
     SMOKE,
@@ -26,7 +27,6 @@ from hierconsole.study.run.paper_stages import (
     paper_stages,
     run_overrides,
 )
-from hierconsole.study.run.stage_graph import ordered
 from tests.stores.fixed import COMPLETE, add_family, complete_study
 
 RUNS = [(stage, run) for stage, runs in STAGE_RUNS.items() for run in runs]

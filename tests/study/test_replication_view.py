@@ -22,8 +22,8 @@ from hierconsole.study.read.replications import (
     replications,
     stage_rows,
 )
-from hierconsole.study.run.paper_stages import paper_stages
-from hierconsole.study.run.stage_graph import Stage
+from hierconsole.study.replication.graph import Stage
+from hierconsole.study.replication.stages import paper_stages
 from hierconsole.vocabulary import StageStatus
 from tests.stores.fixed import COMPLETE
 

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 import pytest
 
 from hierconsole.study.db.storage import Store
-from hierconsole.study.run.replication import load_records, run_replication
-from hierconsole.study.run.stage_graph import Decision, Stage, StageState, plan, runnable
+from hierconsole.study.replication.graph import Decision, Stage, StageState, plan, runnable
+from hierconsole.study.replication.runner import load_records, run_replication
 
 # extract (no store) and import -> study (the store's lane), then tables (derived) over both.
 EXTRACT_A = Stage("extract-a", (), ("x",), store=False)

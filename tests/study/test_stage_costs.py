@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hierconsole.study.analysis.stage_costs import (
+from hierconsole.study.replication.costs import (
     CALIBRATED,
     MEASURED,
     Phase,
@@ -14,7 +14,7 @@ from hierconsole.study.analysis.stage_costs import (
     phase_seconds,
     predicted_seconds,
 )
-from hierconsole.study.run.stage_work import pooled
+from hierconsole.study.replication.work import pooled
 
 UNITS = UnitCosts(
     command_start=0.5, worker_start=2.0, cell_update=1e-3, comparison=1e-6, image=0.1, backbone=3.0, cores=2
@@ -107,3 +107,14 @@ def test_stages_of_their_own_kind_correct_before_the_overall_ratio():
     # overall: (24 + 0.25) / (12 + 0.5)
     assert by["factorial-cub"].seconds == pytest.approx(3.5 * 24.25 / 12.5)
     assert [s.stage for s in estimate(left, WORK, UNITS, measured).stages] == left
+
+
+def test_a_new_replication_learns_from_the_stages_the_home_ran_for_another():
+    # Another replication's extraction took 36 s where 12 were predicted (3x); this one has run nothing.
+    history = [("extract-cub", 36.0, 12.0)]
+    by = {s.stage: s for s in estimate(WORK, WORK, UNITS, {}, history).stages}
+    assert by["extract-nabirds"].seconds == pytest.approx(66.0) and by["extract-nabirds"].scaled_by == 1
+    assert by["import-cub"].seconds == pytest.approx(1.5)  # no import ran anywhere: the home's overall 3x
+    # This replication's own stages of a kind come first.
+    own = {s.stage: s for s in estimate(["extract-nabirds"], WORK, UNITS, {"extract-cub": 24.0}, history).stages}
+    assert own["extract-nabirds"].seconds == pytest.approx(44.0)

@@ -10,9 +10,7 @@ from contextlib import nullcontext
 import pytest
 
 from hierconsole.study.db.storage import Store
-from hierconsole.study.run.paper_stages import paper_stages
-from hierconsole.study.run.replication import load_records, run_replication
-from hierconsole.study.run.stage_graph import (
+from hierconsole.study.replication.graph import (
     Decision,
     Stage,
     StageRecord,
@@ -22,6 +20,8 @@ from hierconsole.study.run.stage_graph import (
     plan,
     stage_key,
 )
+from hierconsole.study.replication.runner import load_records, run_replication
+from hierconsole.study.replication.stages import paper_stages
 
 A = Stage("a", (), ("x",))
 B = Stage("b", ("a",), ("y",))
@@ -157,7 +157,7 @@ def test_store_loop_resumes_skips_and_redoes(tmp_path):
 def test_each_datasets_registered_aggregation_is_its_factorial_presets():
     from hierconsole.config.files import load_preset
     from hierconsole.study.analysis.paper_datasets import DATASETS, REGISTERED
-    from hierconsole.study.run.paper_stages import STAGE_RUNS
+    from hierconsole.study.replication.stages import STAGE_RUNS
 
     for dataset in DATASETS:
         (run,) = STAGE_RUNS[f"factorial-{dataset}"]
@@ -165,7 +165,7 @@ def test_each_datasets_registered_aggregation_is_its_factorial_presets():
 
 
 def test_a_replications_id_names_its_model_scale_and_seed_and_gives_back_the_scale():
-    from hierconsole.study.run.paper_stages import replication_name, replication_scale
+    from hierconsole.study.replication.stages import replication_name, replication_scale
 
     assert replication_name("tiny-dinov2", "smoke", 3) == "tiny-dinov2-smoke-seed3"
     assert replication_scale(replication_name("tiny-dinov2", "smoke", 3)) == "smoke"
@@ -191,8 +191,8 @@ def test_a_stage_that_did_no_work_keeps_its_measured_time(tmp_path):
 
 
 def test_carried_datasets_and_the_derived_outputs_that_are_gone(tmp_path):
-    from hierconsole.cli.replicate import carried_outputs, outputs_gone
-    from hierconsole.study.run.paper_stages import STUDY_STAGES
+    from hierconsole.study.replication.pipeline import carried_outputs, outputs_gone
+    from hierconsole.study.replication.stages import STUDY_STAGES
 
     done = {s: StageRecord(StageState.DONE, "k", {"id": f"{s}-study"}, 1.0) for s in STUDY_STAGES["cub"]}
     assert carried_outputs(done, frozenset({"nabirds"})) == {s: {"id": f"{s}-study"} for s in STUDY_STAGES["cub"]}

@@ -12,8 +12,8 @@ from hierconsole.study.db.replications import all_stage_rows, put_stage
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read import list_datasets
 from hierconsole.study.read.replications import stage_rows
-from hierconsole.study.run.paper_stages import paper_stages
-from hierconsole.study.run.stage_graph import Stage
+from hierconsole.study.replication.graph import Stage
+from hierconsole.study.replication.stages import paper_stages
 from hierconsole.tui.screens.replication import ReplicationScreen, comparable, replication_graph, time_left
 from tests.stores.fixed import COMPLETE
 from tests.tui.conftest import SIZE, make_app, screen_text, settle, shown

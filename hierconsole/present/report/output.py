@@ -64,3 +64,12 @@ def write_document(doc: Document, path: str | Path, *, force: bool = False) -> P
     for name, data in figures.items():
         write_output(folder / name, _write_bytes(data), force=True)
     return write_output(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), force=force)
+
+
+def write_report_of(inputs: StudyInputs | FamilyInputs, path: str | Path, *, force: bool = False) -> Path:
+    """Check the target, then write the report of `inputs` (`report REF -o PATH`, and replicate's reports)."""
+    from hierconsole.present.report.figures import require_matplotlib
+
+    check_report_target(path, force)
+    require_matplotlib()
+    return write_document(document_for(inputs), path, force=force)

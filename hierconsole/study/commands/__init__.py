@@ -11,6 +11,7 @@ from hierconsole.study.commands.launching import (
     launch,
     launch_on,
     open_executor,
+    orchestrator_for,
 )
 from hierconsole.study.commands.verbs import (
     IMPORT_SOURCES,
@@ -43,6 +44,7 @@ __all__ = [
     "launch",
     "launch_on",
     "open_executor",
+    "orchestrator_for",
     "read_dataset",
     "reconcile",
     "rescore",

@@ -417,3 +417,18 @@ def launch_on(orch: Orchestrator, request: LaunchRequest) -> Launched:
     if executor is not None:
         orch.assign(launched.study_ids, executor)
     return launched
+
+
+def orchestrator_for(store: Store, launched: Launched) -> Orchestrator:
+    """The orchestrator that drives the launched studies' jobs (only theirs: leftovers of earlier studies
+    are `resume`'s), as many at once as the plan says, on the executor they were launched on."""
+    from hierconsole.study.run.orchestrator import Orchestrator
+
+    workers = launched.plan.request.workers
+    return Orchestrator(
+        store,
+        max_parallel=launched.plan.parallel,
+        gpus=list(workers.gpus) if workers.gpus else None,
+        studies=launched.study_ids,
+        executor=launched.executor,
+    )

@@ -1,5 +1,5 @@
 """The calibrations and replication_work tables: `replicate`'s measured unit costs and each replication's
-counted stage work, as plain JSON values (the cost model in `study.analysis.stage_costs` gives them their
+counted stage work, as plain JSON values (the cost model in `study.replication.costs` gives them their
 types; db sits below it in the layers)."""
 
 from __future__ import annotations

@@ -22,7 +22,6 @@ from hierconsole.errors import HierconsoleError
 from hierconsole.study.db.replications import all_stage_rows
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.paper_tables import TABLES, MeasuredTable, TableSpec, measured_table
-from hierconsole.study.read.replication_estimate import replication_estimate
 from hierconsole.vocabulary import StageStatus
 
 HASH_LENGTH = 64
@@ -30,7 +29,7 @@ HASH_LENGTH = 64
 
 
 class GraphStage(Protocol):
-    """What the view reads of a stage of the graph (`study.run.stage_graph.Stage`)."""
+    """What the view reads of a stage of the graph (`study.replication.graph.Stage`)."""
 
     @property
     def name(self) -> str: ...
@@ -227,9 +226,10 @@ def replications(
     comparable: Callable[[str], bool],
     now: float,
     kept: Sequence[ReplicationView] = (),
+    calibrated: Callable[[Store, str], float | None] = lambda store, rid: None,
 ) -> list[ReplicationView]:
     """Every replication in the home, by id. `graph` gives each its stage graph, `estimate` its time
-    left where no calibrated estimate is stored (`read.replication_estimate`), `comparable` whether its values stand to be compared with the paper's (not at smoke scale);
+    left where `calibrated` (the replication room's estimate) has none for it, `comparable` whether its values stand to be compared with the paper's (not at smoke scale);
     `now` is the reader's clock (Unix seconds). The tables of a view in `kept` whose inputs are unchanged
     are kept rather than read again (a live refresh then costs only the stage records)."""
     previous = {v.replication_id: v for v in kept}
@@ -243,7 +243,7 @@ def replications(
         else:
             rows, measured = table_rows(store, stages, comparable=comparable(rid))
         # The calibrated estimate `replicate` prints, where this home holds one; else the caller's.
-        calibrated = replication_estimate(store, rid)
-        left = calibrated.total if calibrated is not None else estimate(stages)
+        left = calibrated(store, rid)
+        left = left if left is not None else estimate(stages)
         views.append(ReplicationView(rid, stages, left, rows, measured, key))
     return views

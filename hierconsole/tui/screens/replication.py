@@ -23,8 +23,9 @@ from hierconsole.present.render import render
 from hierconsole.present.tables.replication import progress_line, stages_grid, table_rows_grid, tables_grid
 from hierconsole.study.db.live import REFRESH_SECONDS
 from hierconsole.study.read.replications import ReplicationView, StageRow, replications
-from hierconsole.study.run.paper_stages import DATASETS, PAPER, paper_stages, replication_scale
-from hierconsole.study.run.stage_graph import Stage
+from hierconsole.study.replication.estimate import calibrated_left
+from hierconsole.study.replication.graph import Stage
+from hierconsole.study.replication.stages import DATASETS, PAPER, paper_stages, replication_scale
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen, view_width, while_open
 from hierconsole.vocabulary import StageStatus
@@ -143,7 +144,9 @@ class ReplicationScreen(ConsoleScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="replication")
     def load(self, kept: list[ReplicationView]) -> None:
-        views = replications(self.console_app.store, replication_graph, time_left, comparable, self.clock(), kept)
+        views = replications(
+            self.console_app.store, replication_graph, time_left, comparable, self.clock(), kept, calibrated_left
+        )
         self.post_message(self.Loaded(views))
 
     @on(Loaded)

@@ -1,12 +1,10 @@
-"""This machine's unit costs for a replication's estimate: measured once by `hierconsole calibrate` in a
-child process (this process never imports torch), stored in the store, and reused while what they depend
-on is unchanged: the machine and its cores, Python, torch's version, the model and the plan's shapes and
-threads. Any of those changed is another key, so it is measured again.
+"""This machine's unit costs for a replication's estimate: measured once, in this process, where the home
+holds none for what they depend on (the machine and its cores, Python, torch's version, the model and the
+plan's shapes and threads), stored, and reused while those are unchanged.
 
-The child start-ups are measured here too: a light command (`hierconsole --version`) from start to exit,
-and a worker's (a standby worker that imports the engine and, handed no job, exits), one on every core
-at once as a study's parallel jobs start. Each is the faster of two runs: the first can read the
-interpreter's files from a cold disk cache, which the stages' children, started after it, do not.
+A worker's start-up is measured by starting standby workers (one on every core at once, as a study's
+parallel jobs start; the faster of two tries, the first may read a cold disk cache); the training step,
+the retrieval and the backbone run here (torch is imported only when a calibration is measured).
 """
 
 from __future__ import annotations
@@ -25,13 +23,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from hierconsole.config.preset import Preset
 from hierconsole.contract.exit_status import EXIT_UNUSED
 from hierconsole.errors import HierconsoleError
 from hierconsole.orphans import die_with_parent
-from hierconsole.study.analysis.stage_costs import UnitCosts
 from hierconsole.study.db.calibrations import calibration, put_calibration
 from hierconsole.study.executors.local import WORKER_MODULE
-from hierconsole.study.run.replication import StoreOpener
+from hierconsole.study.replication.costs import UnitCosts
+from hierconsole.study.replication.runner import StoreOpener
 
 CALIBRATION_IMAGES = 4
 """Images of the dataset the calibration runs the backbone on (after one warm-up image)."""
@@ -68,17 +67,6 @@ class Calibrated:
     measured_at: Any = None
 
 
-def _child(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hierconsole", *argv],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        preexec_fn=die_with_parent,  # noqa: PLW1509 - prctl only, no locks taken
-        check=False,
-    )
-
-
 def _started(argv: Sequence[str], *, copies: int = 1, exits: int = 0) -> float:
     """Seconds from starting ``copies`` children ``python ARGV`` at once until the last one exits (each
     must exit with ``exits``)."""
@@ -105,36 +93,39 @@ def _started(argv: Sequence[str], *, copies: int = 1, exits: int = 0) -> float:
     return seconds
 
 
-def _reported(argv: Sequence[str], done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    if done.returncode:
-        tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
-        raise HierconsoleError(f"replicate: the calibration (`hierconsole {' '.join(argv[:2])} ...`) failed: {tail[0]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def measure(preset: str, overrides: Sequence[str], model: str, gallery: int, images: Sequence[Path]) -> UnitCosts:
-    """Run the calibration: a light child's start-up (`hierconsole --version`) and a worker's, then
-    `hierconsole calibrate` (a few seconds of measurements in a child that imports torch)."""
-    argv = ["calibrate", preset, "--model", model, "--gallery", str(gallery)]
-    for assignment in overrides:
-        argv += ["--set", assignment]
-    for image in images:
-        argv += ["--image", str(image)]
-    command_start = min(_started(["-m", "hierconsole", "--version"]) for _ in range(2))
-    # A worker's start-up is a standby's: the interpreter and the engine's imports, then (stdin closed,
-    # no job comes) its exit. Every core starts one at once, as a study's parallel jobs do.
+def measure(preset: Preset, model: str, gallery: int, images: Sequence[Path]) -> UnitCosts:
+    """A worker's start-up, a few optimiser steps at the preset's shapes, a retrieval pass at ``gallery``
+    items and the backbone on ``images``: a few seconds on a CPU."""
     standby = ["-m", WORKER_MODULE, "--home", tempfile.gettempdir(), "--standby"]
     cores = os.cpu_count() or 1
     worker_start = min(_started(standby, copies=cores, exits=EXIT_UNUSED) for _ in range(2))
-    measured = _reported(argv, _child(argv))
+    import torch
+
+    from hierconsole.engine.calibration import cell_update_seconds, comparison_seconds
+    from hierconsole.extraction.architectures import ARCHITECTURES, config_file
+
+    started = time.perf_counter()
+    from hierconsole.extraction.calibration import extraction_seconds
+
+    extractor = time.perf_counter() - started  # beyond a worker's imports: the extractor's (transformers)
+    arch = ARCHITECTURES.get(model) or config_file(Path(model))
+    default_threads = torch.get_num_threads()
+    torch.set_num_threads(preset.compute.threads_per_worker)  # what each study worker runs with
+    try:
+        poincare = preset.geometry.poincare
+        cell_update = cell_update_seconds(preset.cells, arch.dim, preset.training, poincare)
+        comparison = comparison_seconds(max(1, gallery), preset.training.out_dim, poincare)
+    finally:
+        torch.set_num_threads(default_threads)  # `extract` runs on torch's default threads
+    backbone, image = extraction_seconds(arch, images)
     return UnitCosts(
-        command_start=command_start,
+        command_start=0.0,  # the stages' commands run in this process: no child start-up
         worker_start=worker_start,
-        cell_update=measured["cell_update"],
-        comparison=measured["comparison"],
-        image=measured["image"],
-        backbone=measured["extractor_import"] + measured["backbone"],
-        cores=measured["cores"],
+        cell_update=cell_update,
+        comparison=comparison,
+        image=image,
+        backbone=extractor + backbone,
+        cores=cores,
     )
 
 

@@ -20,7 +20,8 @@ from typing import Any
 
 from hierconsole.config.preset import ExpectedConfig
 from hierconsole.study.analysis.paper_datasets import CUB, DATASETS, NABIRDS
-from hierconsole.study.run.stage_graph import Stage
+from hierconsole.study.replication.graph import Stage
+from hierconsole.vocabulary import Aggregation
 
 __all__ = ["CUB", "DATASETS", "NABIRDS"]  # with the names below: the datasets are the stages' vocabulary
 
@@ -74,7 +75,7 @@ STAGE_RUNS: dict[str, tuple[StudyRun, ...]] = {
 }
 """The studies and families each stage runs (stages not named here run commands, not studies)."""
 
-RESCORED: dict[str, tuple[str, str]] = {"rescore-cub": ("factorial-cub", "macro")}
+RESCORED: dict[str, tuple[str, Aggregation]] = {"rescore-cub": ("factorial-cub", "macro")}
 """S11: the stage that re-scores a factorial's frozen test embeddings, with the aggregation it uses."""
 
 SMOKE_OVERRIDES: dict[str, Any] = {

@@ -19,8 +19,8 @@ from hierconsole.extraction.architectures import ARCHITECTURES, architecture
 from hierconsole.extraction.weights import RANDOM, check_seed, weights_kind
 from hierconsole.study.analysis.paper_tables import PAPER_TABLES_DIGEST
 from hierconsole.study.executors import checked_executor
-from hierconsole.study.run.input_hashes import file_sha256, folder_sha256, text_sha256
-from hierconsole.study.run.paper_stages import CUB, NABIRDS, StudyRun, run_plans
+from hierconsole.study.replication.hashes import file_sha256, folder_sha256, text_sha256
+from hierconsole.study.replication.stages import CUB, NABIRDS, StudyRun, run_plans
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")

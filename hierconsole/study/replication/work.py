@@ -1,6 +1,6 @@
 """What each stage of a replication does, counted from its own plan before anything runs: the commands it
 starts, the images it extracts and, for a study stage, each study's jobs as phases with their
-cell-updates and scored query x gallery pairs (`study.analysis.stage_costs` prices them).
+cell-updates and scored query x gallery pairs (`study.replication.costs` prices them).
 
 The counts come from the presets the stage runs (with the scale's overrides, family members resolved) and
 the dataset folders' own lists (images.txt, train_test_split.txt). Split sizes a preset declares
@@ -22,8 +22,9 @@ from hierconsole.config.preset import Preset
 from hierconsole.datasets.cub import PairFile, read_pair_file
 from hierconsole.datasets.splits import HOLDOUT_FRACTION
 from hierconsole.errors import InputError
-from hierconsole.study.analysis.stage_costs import Phase, StageWork
-from hierconsole.study.run.paper_stages import (
+from hierconsole.study.replication.costs import Phase, StageWork
+from hierconsole.study.replication.graph import Stage
+from hierconsole.study.replication.stages import (
     REPORT_STAGE,
     RESCORED,
     STAGE_RUNS,
@@ -31,7 +32,6 @@ from hierconsole.study.run.paper_stages import (
     StudyRun,
     run_overrides,
 )
-from hierconsole.study.run.stage_graph import Stage
 from hierconsole.vocabulary import HIER_STYLE, SUPCON, UNTRAINED_BASELINES, arm_parts
 
 LIGHT_STAGES = (TABLES_STAGE, REPORT_STAGE)

@@ -64,7 +64,7 @@ class StageWork:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StageWork:
         phases = tuple(Phase(**p) for p in data.get("phases", ()))
-        return cls(**{**{k: v for k, v in data.items() if k != "phases"}, "phases": phases})
+        return cls(**{**{k: v for k, v in data.items() if k in cls.__dataclass_fields__}, "phases": phases})
 
 
 @dataclass(frozen=True)
@@ -170,24 +170,30 @@ def estimate(
     work: Mapping[str, StageWork],
     units: UnitCosts,
     measured: Mapping[str, float],
+    history: Iterable[tuple[str, float, float]] = (),
 ) -> Estimate:
     """Seconds for each stage in ``left`` (the stages still to run).
 
     ``measured`` holds the recorded wall time of every stage that has run (finished or to be run again).
     A stage of ``left`` found there is estimated at its time; the rest at their prediction times the
-    measured / predicted ratio of the finished stages of their kind, else of all finished stages."""
+    measured / predicted ratio of the finished stages of their kind, else of the home's other replications'
+    (``history``: stage, measured, predicted), else of all finished stages, else of all the home's."""
     predicted = {name: predicted_seconds(w, units) for name, w in work.items()}
-    ran = [(name, seconds) for name, seconds in measured.items() if name in predicted]
-    overall = _ratio((seconds, predicted[name]) for name, seconds in ran)
+    own = [(name, seconds, predicted[name]) for name, seconds in measured.items() if name in predicted]
+    home = list(history)
     out: list[StageEstimate] = []
     for name in left:
         if name in measured:
             out.append(StageEstimate(name, measured[name], MEASURED))
             continue
         kind = stage_kind(name)
-        scale, count = _ratio((s, predicted[n]) for n, s in ran if stage_kind(n) == kind)
-        if not count:
-            scale, count = overall
+        scale, count = 1.0, 0
+        for source in (own, home):
+            if not count:
+                scale, count = _ratio((m, p) for n, m, p in source if stage_kind(n) == kind)
+        for source in (own, home):
+            if not count:
+                scale, count = _ratio((m, p) for _, m, p in source)
         seconds = predicted.get(name, 0.0) * scale
         out.append(StageEstimate(name, seconds if math.isfinite(seconds) else 0.0, CALIBRATED, scale, count))
     return Estimate(tuple(out))

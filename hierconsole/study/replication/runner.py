@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from hierconsole.study.db.replications import put_stage, stage_rows
 from hierconsole.study.db.storage import Store
-from hierconsole.study.run.stage_graph import (
+from hierconsole.study.replication.graph import (
     Decision,
     Planned,
     Stage,
