@@ -7,9 +7,12 @@ import polars as pl
 import pytest
 
 from hierconsole.study.analysis.arms import arm_table
+from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read import baselines, per_seed
-from tests.homes import copy_home
+from hierconsole.study.run.lifecycle import create_study
+from hierconsole.study.run.orchestrator import Orchestrator
+from tests.tiny import tiny_preset
 from tests.tui.conftest import make_app, settle, shown
 
 pytestmark = pytest.mark.slow  # worker processes
@@ -17,13 +20,25 @@ pytestmark = pytest.mark.slow  # worker processes
 WIDE = (140, 60)  # every column of the level table in view
 
 
-CELLS = ("E_R", "E_S", "H_R", "H_S")  # the demo's four cells
-
-
 @pytest.fixture(scope="module")
-def baseline_home(tmp_path_factory, trained_baselines):
-    """The session's tiny study with the frozen, pca and hier baselines (tests/homes.py), this module's copy."""
-    return copy_home(trained_baselines.home, tmp_path_factory.mktemp("tui-baselines") / "home"), trained_baselines.study_id
+def baseline_home(tmp_path_factory, tiny_fs):
+    home = tmp_path_factory.mktemp("tui-baselines") / "home"
+    preset = tiny_preset(
+        **{
+            "evaluation.baselines": ["frozen", "pca", "hier"],
+            "evaluation.qg_seeds": [42, 2024],
+            "training.cells": ["E_R", "H_S"],
+            "training.val_every": 0,
+            "baselines.hier.proxies": 12,
+            "baselines.hier.triplets_per_anchor": 3,
+            "baselines.hier.topk": 4,
+        }
+    )
+    with Store(home) as store:
+        register_dataset(store, tiny_fs)
+        study_id = create_study(store, preset, "tiny")
+        Orchestrator(store, max_parallel=2).run_until_idle()
+    return home, study_id
 
 
 async def test_effects_view_shows_the_baselines_beside_the_cells(baseline_home):
@@ -40,11 +55,11 @@ async def test_effects_view_shows_the_baselines_beside_the_cells(baseline_home):
             await settle(pilot, app)
             text = shown(app)
     assert "Levels · mAP: cells │ baselines" in text
-    assert f"level {' '.join(CELLS)} frozen pca hier" in text
+    assert "level E_R H_S frozen pca hier" in text
     value = {(r["arm"], r["metric"]): r["mean"] for r in means.iter_rows(named=True)}
     for level in ("leaf", "middle", "high", "hier"):
         row = " ".join(
-            f"{value[(a, f'{level}_mAP')]:.4f}" for a in CELLS
+            f"{value[(a, f'{level}_mAP')]:.4f}" for a in ("E_R", "H_S")
         ) + " " + " ".join(f"{value[(b, f'{level}_mAP')]:.4f}" for b in ("frozen", "pca", "hier"))
         assert f"{level} {row}" in text, level
     # The arm table: frozen and pca once with no SD, hier per seed with mean ± SD like a cell.
