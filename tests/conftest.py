@@ -1,8 +1,12 @@
-"""Fixtures shared by every test package: the tiny synthetic data and a store of fabricated studies."""
+"""Fixtures shared by every test package: the tiny synthetic data, a store of fabricated studies and a few
+really trained homes."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,8 +14,33 @@ import pytest
 
 from hierconsole.datasets import FeatureSet, make_synthetic
 from hierconsole.study.db.storage import Store
+from tests.homes import BASELINES, PLAIN, TrainedFamily, TrainedStudy, train_family, train_study
 from tests.stores.fixed import build_store
 from tests.tiny import TINY
+
+
+def _is_python(program: object) -> bool:
+    name = os.path.basename(os.fsdecode(program)) if isinstance(program, str | bytes | os.PathLike) else ""
+    return program == sys.executable or name.startswith("python")
+
+
+@pytest.fixture(autouse=True)
+def _python_subprocesses_are_slow(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that starts a Python process (the CLI, a worker, a Ray node) must be marked `slow`: the quick
+    loop (`-m "not slow"`) is the one without them. Starting one unmarked fails the test, naming it."""
+    if request.node.get_closest_marker("slow") is not None:
+        return
+    execute_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+    def checked(self: subprocess.Popen, args: object, executable: object, *rest: object, **kw: object) -> None:
+        program = executable or (args if isinstance(args, str | bytes | os.PathLike) else args[0])  # type: ignore[index]
+        if _is_python(program):
+            raise AssertionError(
+                f"{request.node.nodeid} starts a Python process ({args!r}): mark it pytest.mark.slow"
+            )
+        execute_child(self, args, executable, *rest, **kw)
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", checked)
 
 
 @pytest.fixture(scope="session")
@@ -40,3 +69,19 @@ def fixed_copy(fixed_home: Path, tmp_path: Path) -> Path:
     home = tmp_path / "home"
     shutil.copytree(fixed_home, home)
     return home
+
+
+# Really trained homes, built once per session (tests/homes.py): copy them with `copy_home`, never write.
+@pytest.fixture(scope="session")
+def trained_plain(tmp_path_factory: pytest.TempPathFactory, tiny_fs: FeatureSet) -> TrainedStudy:
+    return train_study(tmp_path_factory.mktemp("trained-plain") / "home", tiny_fs, PLAIN)
+
+
+@pytest.fixture(scope="session")
+def trained_baselines(tmp_path_factory: pytest.TempPathFactory, tiny_fs: FeatureSet) -> TrainedStudy:
+    return train_study(tmp_path_factory.mktemp("trained-baselines") / "home", tiny_fs, BASELINES)
+
+
+@pytest.fixture(scope="session")
+def trained_family(tmp_path_factory: pytest.TempPathFactory, tiny_fs: FeatureSet) -> TrainedFamily:
+    return train_family(tmp_path_factory.mktemp("trained-family"), tiny_fs)

@@ -68,6 +68,15 @@ VERIFY_SAMPLE = 256
 # Fault injection for the crash-recovery tests: "EPOCH:BATCH" makes the worker SIGKILL itself right
 # before that batch, the same way an OOM killer or a pulled plug would end it.
 FAULT_ENV = "HIERCONSOLE_FAULT_KILL_AT"
+# A pause for the tests that act on a worker mid-training (kill, cancel, a second shell): "EPOCH[,EPOCH...]"
+# makes the worker write PAUSED_MARKER (the epoch) into its job folder right before each such epoch's first
+# batch and wait there until it is killed or cancelled, or the marker is removed. A short run paused so is
+# a deterministic window, where a run of thousands of epochs was only a long one. A worker whose test died
+# without ending it goes on after PAUSE_LIMIT_SECONDS, as the long run would have ended, not never.
+PAUSE_ENV = "HIERCONSOLE_FAULT_PAUSE_AT"
+PAUSED_MARKER = "paused"
+PAUSE_POLL_SECONDS = 0.05
+PAUSE_LIMIT_SECONDS = 900.0
 
 
 def _fault_point() -> tuple[int, int] | None:
@@ -76,6 +85,11 @@ def _fault_point() -> tuple[int, int] | None:
         return None
     epoch, batch = value.split(":")
     return int(epoch), int(batch)
+
+
+def _pause_epochs() -> set[int]:
+    value = os.environ.get(PAUSE_ENV)
+    return {int(epoch) for epoch in value.split(",")} if value else set()
 
 
 class Cancelled(Exception):
@@ -510,6 +524,7 @@ class FactorialTrainer:
                     f"{self.hier.batch_size}"
                 )
         self._fault = _fault_point()
+        self._pauses = _pause_epochs()
         return cells, gen, start_epoch
 
     def begin_epoch(self, epoch: int, cells: list[Cell], gen: torch.Generator) -> EpochOrder:
@@ -536,6 +551,8 @@ class FactorialTrainer:
             raise Cancelled(f"stopped in epoch {ep.epoch}")
         if self._fault == (ep.epoch, b):
             os.kill(os.getpid(), signal.SIGKILL)
+        if b == 0 and ep.epoch in self._pauses:
+            self._wait_paused(ep.epoch)
         bs = self.training.batch_size
         idx = ep.used[b * bs : (b + 1) * bs]
         idx_cpu = ep.order_cpu[b * bs : (b + 1) * bs]
@@ -544,6 +561,18 @@ class FactorialTrainer:
             if not c.own_batches:
                 c.batch_hash.update(idx_bytes)
         return idx, idx_cpu
+
+    def _wait_paused(self, epoch: int) -> None:
+        """The pause hook: say so in the job folder, then wait for the marker's removal or a stop."""
+        marker = self.out / PAUSED_MARKER
+        marker.write_text(f"{epoch}\n")
+        deadline = time.monotonic() + PAUSE_LIMIT_SECONDS
+        while marker.exists() and time.monotonic() < deadline:
+            if self.should_stop():
+                marker.unlink(missing_ok=True)
+                raise Cancelled(f"stopped in epoch {epoch}")
+            time.sleep(PAUSE_POLL_SECONDS)
+        marker.unlink(missing_ok=True)
 
     def own_batches_epoch(self, epoch: int, cells: list[Cell]) -> None:
         """One epoch of every cell with its own batches (the authors' HIER recipe): class-balanced batches

@@ -106,6 +106,7 @@ def test_the_contextual_presets_validate_and_keep_the_protocol(name):
     assert expected["updates_per_epoch"] == expected["development_images"] // preset.training.batch_size
 
 
+@pytest.mark.slow  # the CLI in a subprocess
 @pytest.mark.parametrize("name", PRESETS)
 def test_the_contextual_presets_are_listed(tmp_path, name):
     done = cli(tmp_path / "home", "--help", columns=200)

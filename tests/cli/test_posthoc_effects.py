@@ -13,8 +13,8 @@ import pytest
 from hierconsole.study.db.storage import Store
 from hierconsole.styles import EFFECT_DIGITS
 from hierconsole.vocabulary import POSTHOC_NOTE
-from tests.stores.real import cli, registered_home
-from tests.tiny import TINY_VALUES
+from tests.homes import copy_home
+from tests.stores.real import cli
 
 pytestmark = pytest.mark.slow  # worker processes
 
@@ -23,13 +23,10 @@ SEEDS = (42, 2024)
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory, tiny_fs):
-    home = registered_home(tmp_path_factory.mktemp("posthoc-home"), tiny_fs)
-    sets = [a for k, v in TINY_VALUES.items() for a in ("--set", f"{k}={json.dumps(v)}")]
-    done = cli(home, "run", "demo", "--epochs", "2", "--seeds", ",".join(map(str, SEEDS)), *sets, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    with Store(home, read_only=True) as store:
-        study_id = store.one("SELECT study_id FROM studies")[0]
+def study(tmp_path_factory, trained_plain):
+    # The session's plain study (tests/homes.py: the tiny demo, seeds SEEDS), rescored in this module's copy.
+    home = copy_home(trained_plain.home, tmp_path_factory.mktemp("posthoc") / "home")
+    study_id = trained_plain.study_id
     before = _effects_json(home, study_id)
     refused = cli(home, "effects", study_id, "--aggregate", "macro")
     done = cli(home, "rescore", study_id, "--aggregate", "macro", timeout=600)

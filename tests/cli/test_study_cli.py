@@ -13,6 +13,7 @@ from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.audits import CHECKS
 from hierconsole.vocabulary import BASELINE_LEGEND
+from tests.homes import copy_home
 from tests.stores.real import registered_home
 
 pytestmark = pytest.mark.slow  # worker processes
@@ -34,17 +35,10 @@ def run(home, capsys, *argv: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory, tiny_fs):
-    home = registered_home(tmp_path_factory.mktemp("cli-home"), tiny_fs)
-    argv = ["--home", str(home), "run", "demo", "--dataset", "tiny", "--epochs", "2", "--seeds", "42,2024"]
-    for setting in TINY_SETTINGS:
-        argv += ["--set", setting]
-    # All three baselines (the demo preset itself leaves the HIER-style cell out for speed).
-    argv += ["--set", 'evaluation.baselines=["frozen","pca","hier"]']
-    assert main(argv) == 0
-    with Store(home) as store:
-        study_id = store.one("SELECT study_id FROM studies")[0]
-    return home, study_id
+def study(tmp_path_factory, trained_baselines):
+    """The session's tiny study with all three baselines (tests/homes.py; the demo preset itself leaves the
+    HIER-style cell out for speed), this module's own copy."""
+    return copy_home(trained_baselines.home, tmp_path_factory.mktemp("cli-home") / "home"), trained_baselines.study_id
 
 
 def test_run_leaves_a_complete_audited_study(study, capsys):

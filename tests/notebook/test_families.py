@@ -9,8 +9,7 @@ import pytest
 
 import hierconsole as hc
 from hierconsole.errors import HierconsoleError
-from hierconsole.study.db.catalog import register_dataset
-from hierconsole.study.db.storage import Store
+from tests.homes import FAMILY, copy_home
 from tests.notebook.cli_reference import (
     SUMMARY_KEYS,
     assert_long_equals,
@@ -20,51 +19,16 @@ from tests.notebook.cli_reference import (
     effect_entries,
     table_cells,
 )
-from tests.tiny import TINY_VALUES
 
 pytestmark = pytest.mark.slow  # a family of two studies trained by worker processes
-
-FAMILY = """\
-[family]
-name = "nbfam"
-base = "demo"
-
-[overrides]
-{overrides}
-
-[members.flat]
-"geometry.poincare.c" = 0.5
-
-[members.curved]
-"geometry.poincare.c" = 2.0
-
-[[contrasts]]
-name = "curved - flat"
-a = "curved"
-b = "flat"
-
-[[contrasts]]
-name = "curved H_S - flat E_S"
-a = "curved"
-b = "flat"
-arms = "H_S:E_S"
-"""
 
 CONTRAST_KEYS = ("contrast", "arm_a", "arm_b", "level")
 
 
 @pytest.fixture(scope="module")
-def family_home(tmp_path_factory, tiny_fs):
-    folder = tmp_path_factory.mktemp("nbfamily")
-    home = folder / "home"
-    with Store(home) as store:
-        register_dataset(store, tiny_fs)
-    values = {**TINY_VALUES, "training.epochs": 2, "training.seeds": [42, 2024], "compute.max_parallel_jobs": 2}
-    path = folder / "nbfam.toml"
-    path.write_text(FAMILY.format(overrides="\n".join(f'"{k}" = {json.dumps(v)}' for k, v in values.items())))
-    done = cli(home, "run", str(path), timeout=900)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return home
+def family_home(tmp_path_factory, trained_family):
+    """The session's family (tests/homes.py), this module's own copy."""
+    return copy_home(trained_family.home, tmp_path_factory.mktemp("nbfamily") / "home")
 
 
 def _contrast_entries(contrasts: list[dict]) -> dict[tuple, dict]:
@@ -77,10 +41,10 @@ def _contrast_entries(contrasts: list[dict]) -> dict[tuple, dict]:
 
 def test_the_family_is_its_members_as_families_lists_them(family_home):
     home = hc.open_home(family_home)
-    members = home.family("nbfam")
+    members = home.family(FAMILY)
     assert members["member"].to_list() == ["flat", "curved"]
     assert set(members["phase"]) == {"complete"}
-    out = cli(family_home, "--wide", "families", "nbfam").stdout
+    out = cli(family_home, "--wide", "families", FAMILY).stdout
     for m in members.iter_rows(named=True):
         (cells,) = [c for c in map(table_cells, out.splitlines()) if m["study_id"] in c]
         assert cells[:2] == [m["member"], m["study_id"]] and f"{m['jobs_finished']}/{m['jobs']}" in cells
@@ -90,13 +54,13 @@ def test_the_family_is_its_members_as_families_lists_them(family_home):
 
 def test_declared_contrasts_are_those_of_contrast_family_json(family_home):
     home = hc.open_home(family_home)
-    doc = cli_json(family_home, "contrast", "nbfam", "--json")
+    doc = cli_json(family_home, "contrast", FAMILY, "--json")
     expected = _contrast_entries(doc["contrasts"])
-    assert_long_equals(home.contrast("nbfam"), expected, CONTRAST_KEYS)
-    assert_summary_equals(home.contrast("nbfam", summary=True), expected, CONTRAST_KEYS)
+    assert_long_equals(home.contrast(FAMILY), expected, CONTRAST_KEYS)
+    assert_summary_equals(home.contrast(FAMILY, summary=True), expected, CONTRAST_KEYS)
     # R@K contrasts: the three levels, no hier row, as in the CLI.
-    doc = cli_json(family_home, "contrast", "nbfam", "--json", "--metric", "R@1")
-    long = home.contrast("nbfam", metric="R@1")
+    doc = cli_json(family_home, "contrast", FAMILY, "--json", "--metric", "R@1")
+    long = home.contrast(FAMILY, metric="R@1")
     assert "hier" not in set(long["level"])
     assert_long_equals(long, _contrast_entries(doc["contrasts"]), CONTRAST_KEYS)
 
@@ -105,8 +69,8 @@ def test_declared_contrasts_are_those_of_contrast_family_json(family_home):
 def test_a_contrast_of_two_members_is_that_of_contrast_a_b_json(family_home, arms):
     home = hc.open_home(family_home)
     flags = ["--arms", arms] if arms else []
-    doc = cli_json(family_home, "contrast", "nbfam:curved", "nbfam:flat", "--json", *flags)
-    long = home.contrast("nbfam:curved", "nbfam:flat", arms=arms)
+    doc = cli_json(family_home, "contrast", f"{FAMILY}:curved", f"{FAMILY}:flat", "--json", *flags)
+    long = home.contrast(f"{FAMILY}:curved", f"{FAMILY}:flat", arms=arms)
     assert_long_equals(long, _contrast_entries([doc]), CONTRAST_KEYS)
     assert set(long["seed"]) == {42, 2024}
     if arms:
@@ -115,22 +79,22 @@ def test_a_contrast_of_two_members_is_that_of_contrast_a_b_json(family_home, arm
 
 def test_pooled_effects_are_those_of_effects_family_json(family_home):
     home = hc.open_home(family_home)
-    doc = cli_json(family_home, "effects", "nbfam", "--json")
+    doc = cli_json(family_home, "effects", FAMILY, "--json")
     expected = {(name,): e for name, e in doc["effects"].items()}
     counts = ("positive_members", "n_members")
     keys = tuple(k for k in SUMMARY_KEYS if k not in ("positive_seeds", "n_seeds")) + counts
-    long = home.family_effects("nbfam")
+    long = home.family_effects(FAMILY)
     assert set(long["member"]) == {"flat", "curved"}
     assert_long_equals(long, expected, ("effect",), unit="member", summary_keys=keys, per_unit="per_member")
-    assert_summary_equals(home.family_effects("nbfam", summary=True), expected, ("effect",), summary_keys=keys)
+    assert_summary_equals(home.family_effects(FAMILY, summary=True), expected, ("effect",), summary_keys=keys)
 
 
 def test_a_member_reads_as_a_study_and_the_family_name_says_what_it_is(family_home):
     home = hc.open_home(family_home)
-    study = home.family("nbfam").filter(member="curved")["study_id"].item()
+    study = home.family(FAMILY).filter(member="curved")["study_id"].item()
     doc = cli_json(family_home, "effects", study, "--json")
-    assert_long_equals(home.effects("nbfam:curved"), effect_entries(doc), ("group", "metric", "effect"))
+    assert_long_equals(home.effects(f"{FAMILY}:curved"), effect_entries(doc), ("group", "metric", "effect"))
     with pytest.raises(HierconsoleError, match="is a family"):
-        home.effects("nbfam")
+        home.effects(FAMILY)
     with pytest.raises(HierconsoleError, match="arms= applies"):
-        home.contrast("nbfam", arms="H_S:E_S")
+        home.contrast(FAMILY, arms="H_S:E_S")

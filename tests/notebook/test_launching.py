@@ -11,10 +11,11 @@ import signal
 import pytest
 
 import hierconsole as hc
+from hierconsole.engine.trainer import PAUSE_ENV
 from hierconsole.errors import INTERRUPTED_EXIT, HierconsoleError, StoreBusyError
 from hierconsole.study.db.live import latest
 from tests.notebook.cli_reference import assert_long_equals, cli, cli_json, effect_entries
-from tests.reliability.conftest import wait_for
+from tests.reliability.conftest import unpause, wait_for, wait_paused
 from tests.tiny import TINY_VALUES
 
 pytestmark = pytest.mark.slow  # worker processes and the CLI in subprocesses
@@ -75,19 +76,23 @@ def test_a_study_launched_from_a_notebook_ends_with_the_numbers_of_the_cli(tiny_
     assert by_cli["effects"] == doc["effects"] and by_cli["arms"] == doc["arms"]
 
 
-def test_the_home_reads_while_a_launched_run_holds_it_and_cancel_stops_it(tiny_home):
+def test_the_home_reads_while_a_launched_run_holds_it_and_cancel_stops_it(tiny_home, monkeypatch):
+    monkeypatch.setenv(PAUSE_ENV, "3,6")  # the launched run's worker waits before epochs 3 and 6
     home = hc.open_home(tiny_home, writable=True)
-    with _stopped_at_the_end(home.run("demo", **{**TINY_RUN, "epochs": 2000, "seeds": [42]})) as job:
+    with _stopped_at_the_end(home.run("demo", **{**TINY_RUN, "epochs": 8, "seeds": [42]})) as job:
         wait_for(lambda: latest(tiny_home) is not None, timeout=120, what="the driver's first live snapshot")
         # The driver holds the writer lock: reads go through its live snapshot, the notebook's and the CLI's.
         assert job.running
         reader = hc.open_home(tiny_home)
         assert reader.studies()["study_id"].to_list() == [job.study_id]
         assert "live snapshot of the store held by PID" in (reader.source or "")
+        folder = wait_paused(tiny_home, epoch=3)
         wait_for(lambda: job.progress()["done"].max() >= 1, timeout=120, what="epochs in the snapshot")
         first = job.progress()["done"].max()
         assert job.progress()["state"].to_list() == ["running"]
         assert cli(tiny_home, "runs").returncode == 0
+        unpause(folder)
+        wait_paused(tiny_home, epoch=6)
         wait_for(lambda: job.progress()["done"].max() > first, timeout=120, what="progress in a later snapshot")
         assert job.phase() == "training"
 

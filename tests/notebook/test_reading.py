@@ -21,6 +21,8 @@ from tests.notebook.cli_reference import (
 )
 from tests.stores.fixed import COMPLETE, LIVE
 
+pytestmark = pytest.mark.slow  # each read is compared with the CLI's, run in a subprocess
+
 
 @pytest.fixture(scope="module")
 def home(fixed_home):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from hierconsole.datasets import FeatureSet
+from hierconsole.engine.trainer import PAUSE_ENV, PAUSED_MARKER
 from hierconsole.study.db.storage import Store
 from tests.stores.real import registered_home
 
@@ -68,6 +70,33 @@ def wait_for(predicate: Callable[[], bool], *, timeout: float = 60, what: str = 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
+
+
+def paused_at(*epochs: int) -> dict[str, str]:
+    """The environment of a run whose workers pause before each of `epochs` (the trainer's pause hook):
+    a short run held mid-training for as long as a test needs, where a run of thousands of epochs was a
+    window that a fast machine could finish and a slow one could not reach."""
+    return {**os.environ, PAUSE_ENV: ",".join(map(str, epochs))}
+
+
+def wait_paused(home: Path, job: str = "final-s42", epoch: int | None = None, timeout: float = 300) -> Path:
+    """Wait until `job`'s worker pauses (at `epoch`, if given); returns the job's folder."""
+
+    def marker() -> Path | None:
+        found = next(iter(home.glob(f"studies/*/jobs/{job}/{PAUSED_MARKER}")), None)
+        if found is None or (epoch is not None and found.read_text().strip() != str(epoch)):
+            return None
+        return found
+
+    wait_for(lambda: marker() is not None, timeout=timeout, what=f"{job} to pause at epoch {epoch or 'N'}")
+    path = marker()
+    assert path is not None
+    return path.parent
+
+
+def unpause(folder: Path) -> None:
+    """Let a paused worker go on (to its next pause or the end)."""
+    (folder / PAUSED_MARKER).unlink()
 
 
 @pytest.fixture

@@ -23,7 +23,16 @@ from hierconsole.errors import StoreBusyError
 from hierconsole.study.db import backups
 from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import HEADER_BYTES, SCHEMA_VERSION, Store
-from tests.reliability.conftest import TINY_RUN, cli, cli_argv, one_line_error, tree_digest, wait_for
+from tests.reliability.conftest import (
+    TINY_RUN,
+    cli,
+    cli_argv,
+    one_line_error,
+    paused_at,
+    tree_digest,
+    wait_for,
+    wait_paused,
+)
 from tests.stores.real import family_file
 
 pytestmark = pytest.mark.slow  # studies in subprocesses
@@ -34,10 +43,12 @@ pytestmark = pytest.mark.slow  # studies in subprocesses
 AT_LOCK = {**os.environ, backups.ENV_MINUTES: "0", backups.ENV_KEEP: "1000"}
 OFTEN = {**os.environ, backups.ENV_MINUTES: "0.001", backups.ENV_KEEP: "1000"}
 FINISHED = [*TINY_RUN, "--epochs", "2", "--seeds", "42"]
-# Long enough (a few seconds) that the SIGINT sent at its first checkpoint always lands mid-training: at 6
-# epochs a loaded machine saw it finish and lock first, and a study locked after the newest backup is
-# rebuilt with the repair's own lock time (see the closing note of that stop), which is not what this tests.
-HALF = [*TINY_RUN, "--epochs", "200", "--seeds", "42", "--set", "study.name='half'"]
+# Stopped (SIGINT) while its worker waits before epoch HALF_PAUSE (the trainer's pause hook), so the stop
+# always lands mid-training: a run left to race the signal was seen to finish and lock first on a loaded
+# machine, and a study locked after the newest backup is rebuilt with the repair's own lock time (see the
+# closing note of that stop), which is not what this tests.
+HALF = [*TINY_RUN, "--epochs", "6", "--seeds", "42", "--set", "study.name='half'"]
+HALF_PAUSE = 3
 TABLES = ("runs", "metrics", "audits")
 
 
@@ -93,9 +104,11 @@ def studied(tmp_path_factory: pytest.TempPathFactory, tiny_fs: FeatureSet) -> Pa
     home = _new_home(tmp_path_factory.mktemp("doctor") / "home", tiny_fs)
     done = cli(home, *FINISHED, env=AT_LOCK, timeout=600)
     assert done.returncode == 0, done.stderr
-    run = subprocess.Popen(cli_argv(home, *HALF), env=OFTEN, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    env = {**OFTEN, **paused_at(HALF_PAUSE)}
+    run = subprocess.Popen(cli_argv(home, *HALF), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: any(home.glob("studies/half-*/jobs/final-s42/checkpoints/ckpt-*.pt")), what="a checkpoint")
+        folder = wait_paused(home, epoch=HALF_PAUSE)
+        assert any((folder / "checkpoints").glob("ckpt-*.pt"))
         run.send_signal(signal.SIGINT)  # stopped early: its jobs cancelled, resumable
         run.wait(timeout=120)
     finally:

@@ -52,6 +52,7 @@ def test_a_symlink_is_written_through_only_with_force(fixed_home, tmp_path, caps
     assert pl.read_csv(real).height > 0
 
 
+@pytest.mark.slow  # the CLI in a subprocess
 @pytest.mark.parametrize("kind", ["device", "socket", "fifo", "folder"])
 def test_non_regular_targets_are_refused_even_with_force(fixed_home, tmp_path, kind):
     if kind == "device":

@@ -19,8 +19,9 @@ from tests.reliability.conftest import (
     cli_argv,
     final_metrics,
     final_models,
+    paused_at,
     tree_digest,
-    wait_for,
+    wait_paused,
 )
 from tests.stores.real import registered_home
 
@@ -59,12 +60,12 @@ def test_a_copied_and_a_moved_home_resume_on_their_own(tmp_path, tiny_home, tiny
 def test_a_copy_never_adopts_the_originals_live_worker(tmp_path, tiny_home):
     """The original's orchestrator died and its worker still runs: the copy's resume must not take that
     worker (same PID, but it writes the original's folder) for its own."""
-    holder = subprocess.Popen(cli_argv(tiny_home, *TINY_RUN, "--epochs", "3000", "--seeds", "42"),
+    holder = subprocess.Popen(cli_argv(tiny_home, *TINY_RUN, "--epochs", "4", "--seeds", "42"), env=paused_at(3),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     worker = None
     try:
-        logs = lambda: list(tiny_home.glob("studies/*/jobs/final-s42/checkpoints/ckpt-*.pt"))  # noqa: E731
-        wait_for(lambda: len(logs()) >= 1, what="a first checkpoint")
+        folder = wait_paused(tiny_home)  # the worker waits in epoch 3, after its first checkpoints
+        assert any((folder / "checkpoints").glob("ckpt-*.pt"))
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)
         with Store(tiny_home, read_only=True) as store:

@@ -14,21 +14,35 @@ import pytest
 
 from hierconsole.study.db.live import latest
 from hierconsole.study.db.storage import Store
-from tests.reliability.conftest import TINY_RUN, cli, cli_argv, one_line_error, wait_for
+from tests.reliability.conftest import (
+    TINY_RUN,
+    cli,
+    cli_argv,
+    one_line_error,
+    paused_at,
+    unpause,
+    wait_for,
+    wait_paused,
+)
 from tests.stores.fixed import COMPLETE, LIVE
 
 pytestmark = pytest.mark.slow  # worker processes and the CLI in subprocesses
 
 
+EPOCHS = 8
+FIRST_PAUSE, SECOND_PAUSE = 3, 6  # the holder's worker waits before these epochs (the trainer's pause hook)
+
+
 def _progress(runs_stdout: str) -> int:
     line = next(line for line in runs_stdout.splitlines() if "final-s42" in line)
-    return int(re.search(r"(\d+)/2000", line).group(1))
+    return int(re.search(rf"(\d+)/{EPOCHS}", line).group(1))
 
 
 def test_a_second_shell_watches_a_running_study(tiny_home):
     home = tiny_home
     holder = subprocess.Popen(
-        cli_argv(home, *TINY_RUN, "--epochs", "2000", "--seeds", "42"),
+        cli_argv(home, *TINY_RUN, "--epochs", str(EPOCHS), "--seeds", "42"),
+        env=paused_at(FIRST_PAUSE, SECOND_PAUSE),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -39,8 +53,9 @@ def test_a_second_shell_watches_a_running_study(tiny_home):
         runs = cli(home, "runs")
         assert runs.returncode == 0, runs.stderr
         assert "live snapshot of the store held by PID" in runs.stderr
-        wait_for(lambda: _progress(cli(home, "runs").stdout) >= 1, what="ingested epochs in the snapshot")
-        first = _progress(cli(home, "runs").stdout)
+        folder = wait_paused(home, epoch=FIRST_PAUSE)
+        first = FIRST_PAUSE - 1
+        wait_for(lambda: _progress(cli(home, "runs").stdout) == first, what="ingested epochs in the snapshot")
         line = next(line for line in cli(home, "runs").stdout.splitlines() if "final-s42" in line)
         assert "running" in line
 
@@ -63,9 +78,14 @@ def test_a_second_shell_watches_a_running_study(tiny_home):
         assert holder.poll() is None
 
         # The snapshot is live: progress moves on while we watch.
-        wait_for(lambda: _progress(cli(home, "runs").stdout) > first, what="progress in a later snapshot")
+        unpause(folder)
+        wait_paused(home, epoch=SECOND_PAUSE)
+        wait_for(
+            lambda: _progress(cli(home, "runs").stdout) == SECOND_PAUSE - 1,
+            what="progress in a later snapshot",
+        )
 
-        # The orchestrator dies (its worker lives on): nobody ingests the job any more.
+        # The orchestrator dies (its worker, paused, lives on): nobody ingests the job any more.
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)
         with Store(home, read_only=True) as store:
@@ -90,7 +110,8 @@ def test_reads_during_a_run_return_the_stored_rows(fixed_copy):
     for done in idle.values():
         assert done.returncode == 0, done.stderr
     holder = subprocess.Popen(
-        cli_argv(home, *TINY_RUN, "--epochs", "2000", "--seeds", "42"),
+        cli_argv(home, *TINY_RUN, "--epochs", "3", "--seeds", "42"),
+        env=paused_at(2),  # held mid-training until killed
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

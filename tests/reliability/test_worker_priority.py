@@ -11,7 +11,7 @@ import pytest
 
 from hierconsole.contract.liveness import job_lock_holder
 from hierconsole.study.executors.priority import WORKER_NICENESS
-from tests.reliability.conftest import TINY_RUN, cli_argv, wait_for
+from tests.reliability.conftest import TINY_RUN, cli_argv, paused_at, wait_for
 
 pytestmark = pytest.mark.slow  # worker processes
 
@@ -22,7 +22,8 @@ def _niceness(pid: int) -> int:
 
 def test_a_runs_workers_are_niced_below_its_orchestrator(tiny_home):
     run = subprocess.Popen(
-        cli_argv(tiny_home, *TINY_RUN, "--epochs", "2000", "--seeds", "42,2024"),
+        cli_argv(tiny_home, *TINY_RUN, "--epochs", "3", "--seeds", "42,2024"),
+        env=paused_at(2),  # the workers wait in epoch 2 until the run is stopped
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -55,7 +56,8 @@ def test_the_warm_standby_waits_at_the_workers_niceness(tiny_home):
     # One slot and two seeds: the second job waits, so the orchestrator starts a standby for it.
     before = set(_standbys())
     run = subprocess.Popen(
-        cli_argv(tiny_home, *TINY_RUN, "--epochs", "2000", "--seeds", "42,2024", "--parallel", "1"),
+        cli_argv(tiny_home, *TINY_RUN, "--epochs", "3", "--seeds", "42,2024", "--parallel", "1"),
+        env=paused_at(2),  # the first job waits in epoch 2, so the second waits for its slot
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -75,7 +77,8 @@ def test_a_workers_session_is_niced_too(tiny_home):
     """Each worker leads a session of its own; with autogroups the scheduler shares the CPU between
     sessions before niceness counts, so the session's own niceness is what lets a shell's command first."""
     run = subprocess.Popen(
-        cli_argv(tiny_home, *TINY_RUN, "--epochs", "2000", "--seeds", "42"),
+        cli_argv(tiny_home, *TINY_RUN, "--epochs", "3", "--seeds", "42"),
+        env=paused_at(2),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

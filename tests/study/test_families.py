@@ -15,53 +15,17 @@ from hierconsole.config import load_preset
 from hierconsole.config.family import load_family, sweep_family
 from hierconsole.errors import ConfigError
 from hierconsole.study.db.storage import Store
-from tests.stores.real import cli, member_studies, registered_home, run_family
+from tests.homes import copy_home, family_file
+from tests.stores.real import cli, member_studies, registered_home
 from tests.tiny import TINY_VALUES
 
 pytestmark = pytest.mark.slow  # worker processes
 
-FAMILY_TOML = """\
-[family]
-name = "tinyfam"
-description = "two members differing in the Poincare curvature"
-base = "demo"
-
-[overrides]
-{overrides}
-
-[members.flat]
-"geometry.poincare.c" = 0.5
-
-[members.curved]
-geometry.poincare.c = 2.0
-
-[[contrasts]]
-name = "curved - flat"
-a = "curved"
-b = "flat"
-
-[[contrasts]]
-name = "curved H_S - flat E_S"
-a = "curved"
-b = "flat"
-arms = "H_S:E_S"
-"""
-
-
-def _family_file(folder: Path) -> Path:
-    values = {**TINY_VALUES, "training.epochs": 2, "training.seeds": [42, 2024], "compute.max_parallel_jobs": 2}
-    lines = "\n".join(f'"{k}" = {json.dumps(v)}' for k, v in values.items())
-    path = folder / "tinyfam.toml"
-    path.write_text(FAMILY_TOML.format(overrides=lines))
-    return path
-
 
 @pytest.fixture(scope="module")
-def family_home(tmp_path_factory, tiny_fs):
-    folder = tmp_path_factory.mktemp("family")
-    home = registered_home(folder / "home", tiny_fs)
-    # The file is written by hand: it spells a member's key both quoted and as dotted TOML keys.
-    return home, run_family(home, _family_file(folder)).stdout
+def family_home(tmp_path_factory, trained_family):
+    """The session's family `tinyfam` (tests/homes.py), this module's own copy, and its run's output."""
+    return copy_home(trained_family.home, tmp_path_factory.mktemp("family") / "home"), trained_family.stdout
 
 
 def _exported_per_seed(home: Path, study_id: str, tmp: Path) -> dict[tuple[str, int], dict[str, float]]:
@@ -193,7 +157,7 @@ def test_contrasts_refuse_unlocked_other_dataset_and_other_qg_protocol(family_ho
 
 
 def test_family_files_are_validated_before_anything_runs(tmp_path):
-    path = _family_file(tmp_path)
+    path = family_file(tmp_path)
     text = path.read_text().replace('"geometry.poincare.c" = 0.5', '"geometry.poincare.c" = -1\n"training.seeds" = [1]')
     text = text.replace('arms = "H_S:E_S"', 'arms = "H_S:X"')
     bad = tmp_path / "bad.toml"

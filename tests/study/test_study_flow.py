@@ -24,6 +24,7 @@ from hierconsole.study.db.storage import Store
 from hierconsole.study.read.audits import CHECKS, stored_audits
 from hierconsole.study.run.lifecycle import create_study, delete_study, lock_study, seal_for_scoring
 from hierconsole.study.run.orchestrator import Orchestrator
+from tests.homes import copy_home
 from tests.tiny import tiny_preset
 
 pytestmark = pytest.mark.slow  # worker processes
@@ -45,12 +46,9 @@ def _cli(home, *args, timeout=120) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def finished_study(tmp_path_factory, tiny_fs):
-    home = tmp_path_factory.mktemp("home")
-    with _store_with_tiny(home, tiny_fs) as store:
-        study_id = create_study(store, tiny_preset(), "tiny")
-        Orchestrator(store, max_parallel=2).run_until_idle()
-    return home, study_id
+def finished_study(tmp_path_factory, trained_plain):
+    """The session's plain trained study (tests/homes.py), this module's own copy."""
+    return copy_home(trained_plain.home, tmp_path_factory.mktemp("home") / "home"), trained_plain.study_id
 
 
 def test_study_runs_through_every_phase_and_passes_its_audits(finished_study):

@@ -6,9 +6,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from hierconsole.study.db.storage import Store
 
 
+@pytest.mark.slow  # the console in a subprocess
 def test_a_busy_store_is_reported_and_exits_2(tmp_path):
     with Store(tmp_path):
         done = subprocess.run(
