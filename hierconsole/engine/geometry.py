@@ -53,7 +53,7 @@ def norm_bound(c: float, r: float) -> float:
     return math.tanh(math.sqrt(c) * r) / math.sqrt(c)
 
 
-def _sqrt_floor(dtype: torch.dtype) -> float:
+def sqrt_floor(dtype: torch.dtype) -> float:
     # Squared distances at or below eps^2 count as zero: the square root then has a zero gradient there
     # instead of an infinite one (0 * inf = NaN on the diagonal), and a forward value moves by at most eps.
     return torch.finfo(dtype).eps ** 2
@@ -61,9 +61,9 @@ def _sqrt_floor(dtype: torch.dtype) -> float:
 
 def _safe_sqrt(sq: Tensor) -> Tensor:
     if sq.requires_grad:
-        return sq.clamp_min(_sqrt_floor(sq.dtype)).sqrt()
+        return sq.clamp_min(sqrt_floor(sq.dtype)).sqrt()
     # No autograd (evaluation): work in place, so a [chunk, gallery] matrix costs one buffer, not three.
-    return sq.clamp_min_(_sqrt_floor(sq.dtype)).sqrt_()
+    return sq.clamp_min_(sqrt_floor(sq.dtype)).sqrt_()
 
 
 def _acosh_one_plus_two(v: Tensor) -> Tensor:
@@ -73,7 +73,7 @@ def _acosh_one_plus_two(v: Tensor) -> Tensor:
     (no rounding of 1 + tiny) and the slope stays finite at v = 0 (v is floored like a squared distance).
     torch.acosh/asinh are also ~5x slower on CPU than this vectorised log1p/sqrt chain.
     """
-    floor = _sqrt_floor(v.dtype)
+    floor = sqrt_floor(v.dtype)
     if v.requires_grad:
         w = v.clamp_min(floor)
         return torch.log1p(2.0 * (w + torch.addcmul(w, w, w).sqrt()))
