@@ -314,35 +314,6 @@ def relation_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def structure_preserving_shuffle(tax: Taxonomy, seed: int = SHUFFLE_SEED) -> Taxonomy:
-    """A taxonomy with the same shape but every leaf and middle re-attached at random (the whole tree).
-
-    Studies use `development_shuffle`, which moves only the groups training can see (paper S9); this
-    whole-tree form also moves test-only groups and so reaches a different fixed-point minimum.
-
-    Guarantees, for any seed:
-    - names and their order at every level are unchanged, so leaf labels (indices) stay the same;
-    - each middle holds as many leaves as before and each high as many middles as before (the new
-      leaf_middle is a permutation of the old one, likewise middle_high);
-    - the number of leaves left under their original middle is the minimum the group sizes allow,
-      max(0, 2 * largest_middle - n_leaves): zero whenever no middle holds over half the leaves; the same
-      holds for middles left under their original high (a dominant high forces some, as in the paper);
-    - the result is a pure function of (taxonomy, seed).
-    Fixed points are removed by random swaps, so siblings are scattered rather than moved as a block.
-    """
-    rng = np.random.default_rng(seed)
-    leaf_middle = _deranged_permutation(tax.leaf_middle, rng)
-    middle_high = _deranged_permutation(tax.middle_high, rng)
-    return Taxonomy(
-        leaves=tax.leaves,
-        middles=tax.middles,
-        highs=tax.highs,
-        leaf_middle=leaf_middle,
-        middle_high=middle_high,
-        level_names=tax.level_names,
-    )
-
-
 @dataclass(frozen=True)
 class DevelopmentShuffle:
     """The training taxonomy of the semantic-alignment control, with its evidence (paper S9).
@@ -377,7 +348,7 @@ def development_shuffle(tax: Taxonomy, dev_leaves: Iterable[int], seed: int = SH
 
     The multiset of development leaves per middle and of development middles per high is unchanged, so
     the supervision keeps its shape and loses only its meaning. A pure function of (taxonomy, leaves,
-    seed). Whole-tree shuffles (`structure_preserving_shuffle`) would also move test-only groups, whose
+    seed). A whole-tree shuffle would also move test-only groups, whose
     labels no training run ever sees, and so reach a different fixed-point minimum.
     """
     leaves = np.unique(np.asarray(list(dev_leaves), dtype=np.int64))

@@ -17,10 +17,8 @@ from typing import Literal, get_args
 LEVELS: tuple[str, str, str] = ("leaf", "middle", "high")
 """Code and JSON names of the levels, finest first. Display names come from the dataset."""
 
-RELATIONS: tuple[str, str, str, str] = ("c", "m", "h", "o")
-"""Pair relations: same leaf, same middle only, same high only, other (paper Eq. 1)."""
-
 REL_C, REL_M, REL_H, REL_O = 0, 1, 2, 3
+"""Pair relations: same leaf, same middle only, same high only, other (paper Eq. 1)."""
 
 DEFAULT_LEVEL_NAMES: tuple[str, str, str] = ("Leaf", "Middle", "High")
 CUB_LEVEL_NAMES: tuple[str, str, str] = ("Class", "Genus", "Family")

@@ -6,11 +6,12 @@ import pytest
 
 from hierconsole.errors import InputError
 from hierconsole.taxonomy import (
+    SHUFFLE_SEED,
     Taxonomy,
+    development_shuffle,
     load_taxonomy_csv,
     min_fixed_points,
     relation_codes,
-    structure_preserving_shuffle,
 )
 from hierconsole.vocabulary import CUB_LEVEL_NAMES, REL_C, REL_H, REL_M, REL_O
 
@@ -160,11 +161,16 @@ def _random_taxonomy(rng, n_leaves, n_middles, n_highs):
     )
 
 
+def _whole_tree_shuffle(tax: Taxonomy, seed: int = SHUFFLE_SEED) -> Taxonomy:
+    """The development shuffle with every leaf a development leaf: it moves the whole tree."""
+    return development_shuffle(tax, range(len(tax.leaves)), seed=seed).taxonomy
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_shuffle_guarantees(seed):
     rng = np.random.default_rng(seed)
     tax = _random_taxonomy(rng, 60, 25, 6)
-    shuf = structure_preserving_shuffle(tax, seed=seed)
+    shuf = _whole_tree_shuffle(tax, seed=seed)
     assert (shuf.leaves, shuf.middles, shuf.highs) == (tax.leaves, tax.middles, tax.highs)
     assert sorted(np.bincount(shuf.leaf_middle).tolist()) == sorted(np.bincount(tax.leaf_middle).tolist())
     assert (np.bincount(shuf.leaf_middle) == np.bincount(tax.leaf_middle)).all()
@@ -177,10 +183,10 @@ def test_shuffle_guarantees(seed):
 
 def test_shuffle_deterministic_and_seeded():
     tax = _random_taxonomy(np.random.default_rng(5), 40, 15, 4)
-    a = structure_preserving_shuffle(tax)
-    assert a.sha256() == structure_preserving_shuffle(tax).sha256()
-    assert a.sha256() == structure_preserving_shuffle(tax, seed=20260818).sha256()
-    assert a.sha256() != structure_preserving_shuffle(tax, seed=1).sha256()
+    a = _whole_tree_shuffle(tax)
+    assert a.sha256() == _whole_tree_shuffle(tax).sha256()
+    assert a.sha256() == _whole_tree_shuffle(tax, seed=20260818).sha256()
+    assert a.sha256() != _whole_tree_shuffle(tax, seed=1).sha256()
     assert a.sha256() != tax.sha256()
 
 
@@ -205,7 +211,7 @@ def test_shuffle_fixed_points_are_the_brute_force_minimum(leaf_middle, middle_hi
         )
         assert min_fixed_points(np.array(groups)) == best
         for seed in range(5):
-            got = getattr(structure_preserving_shuffle(tax, seed=seed), attr).tolist()
+            got = getattr(_whole_tree_shuffle(tax, seed=seed), attr).tolist()
             assert sorted(got) == sorted(groups)
             assert sum(a == b for a, b in zip(got, groups, strict=True)) == best
 

@@ -58,6 +58,12 @@ AGGREGATE_HELP = "report a post-hoc re-score's aggregation (after `hierconsole r
 NO_AGGREGATE = "--aggregate reads one study's re-score in the store\n  fix: give a STUDY, or leave out --aggregate"
 
 
+def check_precision(digits: int | None) -> None:
+    """`--precision` of the analysis commands: None (each table's default) or 0 to MAX_PRECISION."""
+    if digits is not None and not 0 <= digits <= MAX_PRECISION:
+        raise HierconsoleError(f"--precision {digits} is out of range\n  fix: use 0 to {MAX_PRECISION}")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "effects",
@@ -132,8 +138,7 @@ def cmd_effects(args: argparse.Namespace) -> int:
     """The effects screen of the study (the newest without STUDY), of a family, or of a per-seed CSV."""
     if args.study and args.from_csv:
         raise HierconsoleError("give either a STUDY or --from-csv FILE, not both")
-    if args.precision is not None and not 0 <= args.precision <= MAX_PRECISION:
-        raise HierconsoleError(f"--precision {args.precision} is out of range\n  fix: use 0 to {MAX_PRECISION}")
+    check_precision(args.precision)
     if args.aggregate and args.from_csv:
         raise HierconsoleError(NO_AGGREGATE)
     if args.from_csv:
@@ -141,8 +146,10 @@ def cmd_effects(args: argparse.Namespace) -> int:
         return _show_effects(args, effects_view(per_seed, source=str(args.from_csv), metrics=args.metric))
     # One open for the whole screen: every table comes from the same store (or the same live snapshot,
     # whose note is printed once).
+    from hierconsole.study.read.report_inputs import is_family_ref
+
     with open_for_reading(args.home) as store:
-        if args.study and _is_family_only(store, args.study):
+        if args.study and is_family_ref(store, args.study):
             if args.aggregate:
                 raise HierconsoleError(NO_AGGREGATE)
             return _family_effects(args, store)
@@ -280,13 +287,6 @@ def _export_outer_table(args: argparse.Namespace) -> int:
     if path is not None:  # standard output holds the table itself, nothing else
         print(f"wrote table {args.table} ({counted(frame.height, 'row')}) to {path}")
     return 0
-
-
-def _is_family_only(store: Store, ref: str) -> bool:
-    """A family name or id that is not a study's id or name: `effects FAMILY` pools its members' effects."""
-    from hierconsole.study.read.report_inputs import is_family_ref
-
-    return is_family_ref(store, ref)
 
 
 def _family_effects(args: argparse.Namespace, store: Store) -> int:

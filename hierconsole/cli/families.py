@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.text import Text
 
+from hierconsole.cli.analysis import check_precision
 from hierconsole.cli.output import output_console, print_grid
 from hierconsole.cli.reading import open_for_reading
 from hierconsole.cli.running import add_run_options, cmd_run
@@ -114,14 +115,9 @@ def _grid_axis(text: str) -> tuple[str, list[Any]]:
 # ---------------------------------------------------------------------------------------- commands
 
 
-def _check_precision(digits: int) -> None:
-    if not 0 <= digits <= 12:
-        raise HierconsoleError(f"--precision {digits} is out of range\n  fix: use 0 to 12")
-
-
 def cmd_contrast(args: argparse.Namespace) -> int:
     metric_columns(args.metric)
-    _check_precision(args.precision)
+    check_precision(args.precision)
     arms = [parse_arm_pair(args.arms)] if args.arms else None
     with open_for_reading(args.home) as store:
         if args.b is None:
@@ -161,8 +157,7 @@ def _dropped_to_stderr(contrasts: Sequence[StudyContrast]) -> None:
 
 
 def cmd_families(args: argparse.Namespace) -> int:
-    if args.precision is not None:
-        _check_precision(args.precision)
+    check_precision(args.precision)
     with open_for_reading(args.home) as store:
         families = [get_family(store, args.family)] if args.family else list_families(store)
         # Only one named family shows its arms: a listing of every family never fails on one of them.

@@ -55,12 +55,14 @@ class Event:
     """Base of every event: when it was written (seconds since the epoch)."""
 
     KIND: ClassVar[EventKind]
+    KEY_FIELDS: ClassVar[tuple[str, ...]] = ()
+    """The fields that, after the kind, name what the event is about (joined by ":")."""
     ts: float = field(default_factory=time.time)
 
     @property
     def key(self) -> str:
         """What the event is about, unique within its job: the idempotency key of its rows."""
-        return str(self.KIND)
+        return ":".join([str(self.KIND), *(str(getattr(self, name)) for name in self.KEY_FIELDS)])
 
     def fields(self) -> dict[str, Any]:
         """The event's own fields (without kind, key and ts), as plain JSON values."""
@@ -74,6 +76,7 @@ class Start(Event):
     """A worker process began (again): where it runs."""
 
     KIND = EventKind.START
+    KEY_FIELDS = ("pid",)
     pid: int
     device: str
     threads: int
@@ -89,16 +92,13 @@ class Start(Event):
     jobs_in_process: int = 1
     """How many jobs this process trains as one stack (engine.stacked); 1 for a job of its own."""
 
-    @property
-    def key(self) -> str:
-        return f"start:{self.pid}"
-
 
 @dataclass(frozen=True, kw_only=True)
 class Init(Event):
     """A cell's identity and initial state, before its first update."""
 
     KIND = EventKind.INIT
+    KEY_FIELDS = ("cell",)
     cell: str
     arm: str
     geometry: str
@@ -107,10 +107,6 @@ class Init(Event):
     trainable_params: int
     init_sha256: str
 
-    @property
-    def key(self) -> str:
-        return f"init:{self.cell}"
-
 
 @dataclass(frozen=True, kw_only=True)
 class Resume(Event):
@@ -118,12 +114,9 @@ class Resume(Event):
     that was skipped and why. Epoch 0 with notes: none was usable, and training restarts from scratch."""
 
     KIND = EventKind.RESUME
+    KEY_FIELDS = ("epoch",)
     epoch: int
     notes: tuple[str, ...] = ()
-
-    @property
-    def key(self) -> str:
-        return f"resume:{self.epoch}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,6 +124,7 @@ class Epoch(Event):
     """One cell's training epoch: mean loss, updates so far and the batch order's hash."""
 
     KIND = EventKind.EPOCH
+    KEY_FIELDS = ("cell", "epoch")
     cell: str
     epoch: int
     epochs: int
@@ -139,10 +133,6 @@ class Epoch(Event):
     batch_sha256: str
     seconds: float | None = None
 
-    @property
-    def key(self) -> str:
-        return f"epoch:{self.cell}:{self.epoch}"
-
 
 @dataclass(frozen=True, kw_only=True)
 class Validation(Event):
@@ -150,15 +140,12 @@ class Validation(Event):
     score, or the preset's `training.selection_score` for a run that selects its epoch."""
 
     KIND = EventKind.VAL
+    KEY_FIELDS = ("cell", "epoch")
     cell: str
     epoch: int
     aggregation: str
     metrics: LevelMetrics
     score: float
-
-    @property
-    def key(self) -> str:
-        return f"val:{self.cell}:{self.epoch}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,12 +153,9 @@ class Checkpoint(Event):
     """A checkpoint after `epoch` is on disk (atomically), with its SHA256."""
 
     KIND = EventKind.CHECKPOINT
+    KEY_FIELDS = ("epoch",)
     epoch: int
     sha256: str
-
-    @property
-    def key(self) -> str:
-        return f"checkpoint:{self.epoch}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,6 +164,7 @@ class Final(Event):
     validation-best epoch."""
 
     KIND = EventKind.FINAL
+    KEY_FIELDS = ("cell",)
     cell: str
     final_sha256: str
     updates: int
@@ -187,24 +172,17 @@ class Final(Event):
     best_epoch: int | None
     best_score: float | None
 
-    @property
-    def key(self) -> str:
-        return f"final:{self.cell}"
-
 
 @dataclass(frozen=True, kw_only=True)
 class Norms(Event):
     """The largest official-test embedding norm of a hyperbolic run, against the ball and its bound."""
 
     KIND = EventKind.NORMS
+    KEY_FIELDS = ("run_id",)
     run_id: str
     max_norm: float
     radius: float
     bound: float
-
-    @property
-    def key(self) -> str:
-        return f"norms:{self.run_id}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -213,6 +191,7 @@ class BaselineFit(Event):
     official-test samples of the job (the audit requires none)."""
 
     KIND = EventKind.BASELINE_FIT
+    KEY_FIELDS = ("run_id",)
     run_id: str
     arm: str
     fitted_sha256: str
@@ -221,10 +200,6 @@ class BaselineFit(Event):
     dim_in: int
     dim_out: int
 
-    @property
-    def key(self) -> str:
-        return f"baseline:{self.run_id}"
-
 
 @dataclass(frozen=True, kw_only=True)
 class TestMetrics(Event):
@@ -232,6 +207,7 @@ class TestMetrics(Event):
 
     __test__: ClassVar[bool] = False  # a name pytest would otherwise collect
     KIND = EventKind.METRICS
+    KEY_FIELDS = ("run_id", "perturbation", "aggregation")
     run_id: str
     seed: int
     arm: str
@@ -239,10 +215,6 @@ class TestMetrics(Event):
     aggregation: str
     posthoc: bool
     metrics: LevelMetrics
-
-    @property
-    def key(self) -> str:
-        return f"{self.KIND}:{self.run_id}:{self.perturbation}:{self.aggregation}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -411,15 +383,6 @@ def read_events(path: Path, offset: int = 0, lines_before: int = 0) -> EventsRea
         except (MalformedEvent, UnicodeDecodeError) as exc:
             problems.append(LineProblem(path, number, str(exc)))
     return EventsRead(events, offset + end + 1, lines_before + len(raw_lines), problems)
-
-
-def complete_lines(path: Path) -> tuple[int, int]:
-    """(byte offset after the last complete line, number of lines before it) of an events file."""
-    if not path.exists():
-        return 0, 0
-    data = path.read_bytes()
-    end = data.rfind(b"\n") + 1
-    return end, data.count(b"\n", 0, end)
 
 
 # -- field types ----------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from hierconsole.engine.geometry import TANGENT_NORM_FLOOR, Euclidean, Geometry, Poincare
+from hierconsole.engine.geometry import TANGENT_NORM_FLOOR, Euclidean, Geometry, Poincare, sqrt_floor
 from hierconsole.engine.losses import taxonomy_supcon_loss
 from hierconsole.engine.retrieval import strict_masks
 from hierconsole.errors import NoPositivePairsError
@@ -46,10 +46,6 @@ def supported(geometry: Geometry) -> bool:
 
 def _ball_eps(dtype: torch.dtype) -> float:
     return 4e-3 if dtype == torch.float32 else 1e-5  # geoopt's projx margin
-
-
-def _sqrt_floor(dtype: torch.dtype) -> float:
-    return torch.finfo(dtype).eps ** 2  # geometry._sqrt_floor
 
 
 def _rowdot(a: Tensor, b: Tensor) -> Tensor:
@@ -137,7 +133,7 @@ def euclidean_pairwise(x: Tensor, clip_max: float, offdiag: Tensor | None = None
     x2 = _rowdot(x, x)
     ones = torch.ones_like(x2)
     sq = torch.cat([-2.0 * x, x2, ones], dim=-1) @ torch.cat([x, ones, x2], dim=-1).transpose(-1, -2)
-    floor = _sqrt_floor(x.dtype)
+    floor = sqrt_floor(x.dtype)
     d_pre = sq.clamp_min(floor).sqrt()
     offdiag = offdiag_mask(x.shape[-2], x.dtype, x.device) if offdiag is None else offdiag
     slope = _slope_mask(d_pre, sq >= floor, offdiag, clip_max).div_(2.0 * d_pre)  # dd/dsq where kept
@@ -167,7 +163,7 @@ def poincare_pairwise(
     left = torch.cat([(-2.0 * c) * x * p, c * x2 * p, c * p], dim=-1)
     right = torch.cat([x * p, p, x2 * p], dim=-1)
     v = left @ right.transpose(-1, -2)
-    floor = _sqrt_floor(x.dtype)
+    floor = sqrt_floor(x.dtype)
     w = v.clamp_min(floor)
     root = torch.addcmul(w, w, w).sqrt()
     d_pre = torch.log1p(2.0 * (w + root)) * (1.0 / math.sqrt(c))

@@ -3,7 +3,7 @@
 Both geometries share one interface: ``embed`` maps the projector's raw output to the geometry, and
 ``pairwise`` gives the [..., N, M] distance matrix between two sets of embeddings ``[..., N, D]`` and
 ``[..., M, D]`` (a leading cell/batch axis is allowed). ``pairwise`` is the fast path used for training and
-evaluation; ``pairwise_reference`` broadcasts the plain definition (geoopt's ``ball.dist`` for Poincaré)
+evaluation; tests/engine/oracles.py broadcasts the plain definition (geoopt's ``ball.dist`` for Poincaré)
 and is what the fast path is tested against.
 
 The fast path builds every distance from one GEMM over the embedding width plus two columns, so it never
@@ -53,7 +53,7 @@ def norm_bound(c: float, r: float) -> float:
     return math.tanh(math.sqrt(c) * r) / math.sqrt(c)
 
 
-def _sqrt_floor(dtype: torch.dtype) -> float:
+def sqrt_floor(dtype: torch.dtype) -> float:
     # Squared distances at or below eps^2 count as zero: the square root then has a zero gradient there
     # instead of an infinite one (0 * inf = NaN on the diagonal), and a forward value moves by at most eps.
     return torch.finfo(dtype).eps ** 2
@@ -61,9 +61,9 @@ def _sqrt_floor(dtype: torch.dtype) -> float:
 
 def _safe_sqrt(sq: Tensor) -> Tensor:
     if sq.requires_grad:
-        return sq.clamp_min(_sqrt_floor(sq.dtype)).sqrt()
+        return sq.clamp_min(sqrt_floor(sq.dtype)).sqrt()
     # No autograd (evaluation): work in place, so a [chunk, gallery] matrix costs one buffer, not three.
-    return sq.clamp_min_(_sqrt_floor(sq.dtype)).sqrt_()
+    return sq.clamp_min_(sqrt_floor(sq.dtype)).sqrt_()
 
 
 def _acosh_one_plus_two(v: Tensor) -> Tensor:
@@ -73,7 +73,7 @@ def _acosh_one_plus_two(v: Tensor) -> Tensor:
     (no rounding of 1 + tiny) and the slope stays finite at v = 0 (v is floored like a squared distance).
     torch.acosh/asinh are also ~5x slower on CPU than this vectorised log1p/sqrt chain.
     """
-    floor = _sqrt_floor(v.dtype)
+    floor = sqrt_floor(v.dtype)
     if v.requires_grad:
         w = v.clamp_min(floor)
         return torch.log1p(2.0 * (w + torch.addcmul(w, w, w).sqrt()))
@@ -120,10 +120,6 @@ class Geometry(nn.Module):
         """
         raise NotImplementedError
 
-    def pairwise_reference(self, x: Tensor, y: Tensor | None = None, *, clip_max: float) -> Tensor:
-        """The same distances by broadcasting [..., N, 1, D] against [..., 1, M, D]: slow, for tests."""
-        raise NotImplementedError
-
     def forward(self, t: Tensor) -> Tensor:
         return self.embed(t)
 
@@ -148,12 +144,6 @@ class Euclidean(Geometry):
         d = _safe_sqrt(left @ right.transpose(-1, -2))
         if same:
             d = _zero_diagonal(d)
-        return _sanitised(d, clip_max)
-
-    def pairwise_reference(self, x: Tensor, y: Tensor | None = None, *, clip_max: float) -> Tensor:
-        y = x if y is None else y
-        _check_pair(x, y)
-        d = (x.unsqueeze(-2) - y.unsqueeze(-3)).norm(p=2, dim=-1)
         return _sanitised(d, clip_max)
 
 
@@ -242,15 +232,6 @@ class Poincare(Geometry):
         d = d * (1.0 / math.sqrt(c)) if d.requires_grad else d.mul_(1.0 / math.sqrt(c))
         if same:
             d = _zero_diagonal(d)
-        return _sanitised(d, clip_max)
-
-    def pairwise_reference(self, x: Tensor, y: Tensor | None = None, *, clip_max: float) -> Tensor:
-        """geoopt's ``ball.dist`` by broadcasting (PoincareBall has no cdist), inputs projected first."""
-        y = x if y is None else y
-        _check_pair(x, y)
-        x = self.ball.projx(x)
-        y = self.ball.projx(y)
-        d = self.ball.dist(x.unsqueeze(-2), y.unsqueeze(-3))
         return _sanitised(d, clip_max)
 
 

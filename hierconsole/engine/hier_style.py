@@ -132,7 +132,7 @@ class GumbelStream:
     a draw costs 32 raw bits, three integer/float passes and one vectorised log; numpy's float32 uniforms
     and its libm logs were several times that (the noise was most of the HIER term's cost). Two streams, not
     one interleaved, and an odd leftover 32 bits carried to the next block, so a block-by-block draw is the
-    same numbers as one whole draw (``gumbel_noise``), whatever the blocks."""
+    same numbers as one whole draw, whatever the blocks."""
 
     def __init__(self, seeds: tuple[int, int], p: int):
         self.p = p
@@ -164,13 +164,6 @@ def noise_seeds(generator: torch.Generator) -> tuple[int, int]:
     """Two 63-bit seeds for a ``GumbelStream``, drawn from ``generator``."""
     a, b = torch.randint(0, 2**63 - 1, (2,), generator=generator, dtype=torch.int64).tolist()
     return int(a), int(b)
-
-
-def gumbel_noise(n: int, p: int, seeds: tuple[int, int], dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
-    """The whole [n, p] Gumbel noise -log(e) of each choice that ``triplet_ancestor_loss`` draws block by
-    block, the log taken in ``dtype`` (e is float32; the loss uses 1/e in the distances' dtype)."""
-    e1, e2 = GumbelStream(seeds, p).next(n)
-    return e1.to(dtype).log_().neg_(), e2.to(dtype).log_().neg_()
 
 
 ROW_BLOCK_ELEMENTS = 1 << 16

@@ -489,27 +489,6 @@ def evaluate_units(
         torch.set_num_threads(threads)
 
 
-def evaluate_distances(
-    dist: Tensor,
-    q_labels: np.ndarray | Tensor,
-    g_labels: np.ndarray | Tensor,
-    ks: Sequence[int] = DEFAULT_KS,
-    chunk_size: int | None = None,
-    memory_budget: int = DEFAULT_MEMORY_BUDGET,
-) -> Evaluation:
-    """Strict retrieval from a precomputed [Q, G] distance matrix (smaller = closer); not modified."""
-    ks = _check_ks(ks)
-    if dist.dim() != 2:
-        raise ValueError(f"dist must be [Q, G]; got shape {tuple(dist.shape)}")
-    q_lab = as_label_tensor(q_labels, dist.device)
-    g_lab = as_label_tensor(g_labels, dist.device)
-    _check_rows(dist.shape[0], q_lab, dist.shape[1], g_lab)
-    chunk = chunk_size or chunk_rows(dist.shape[1], memory_budget)
-    return _evaluate_rows(
-        dist.shape[0], dist.shape[1], lambda a, b: dist[a:b], q_lab, g_lab, ks, chunk, memory_budget
-    )
-
-
 def _check_rows(n_q: int, q_lab: Tensor, n_g: int, g_lab: Tensor) -> None:
     if q_lab.shape[0] != n_q or g_lab.shape[0] != n_g:
         raise ValueError(

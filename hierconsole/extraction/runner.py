@@ -29,7 +29,6 @@ from hierconsole.extraction.shards import Parts, Shard, shard_ranges, write_feat
 from hierconsole.extraction.sources import ImageList
 from hierconsole.orphans import die_with_parent
 
-ON_ERROR = ("continue", "stop")
 FEATURE = "pooler_output: the final-LayerNorm CLS token, as the official DINOv2 models return it"
 
 Item = tuple[int, np.ndarray | None, str | None]

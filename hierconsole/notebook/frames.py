@@ -24,10 +24,6 @@ from hierconsole.study.read.families import FamilyRow
 from hierconsole.study.read.jobs import JobRow
 from hierconsole.study.read.studies import StudyRow
 
-EFFECT_GROUPS: tuple[str, ...] = ("effects", "baseline_contrasts")
-"""The `group` of an effects row: the simple effects and interaction, or a cell against a baseline; the
-two keys of `hierconsole effects --json` that hold them."""
-
 
 def _long(
     keys: Sequence[dict[str, Any]],

@@ -180,7 +180,7 @@ class Home:
     def _effects_view(self, study: str | None, metrics: Sequence[str] | None) -> EffectsView:
 
         with self._reading() as store:
-            if study is not None and _is_family_only(store, study):
+            if study is not None and is_family_ref(store, study):
                 raise HierconsoleError(
                     f"{study!r} is a family, not a study\n  fix: its members' pooled effects are "
                     f"home.family_effects({study!r}); one member's are home.effects('FAMILY:member')"
@@ -292,10 +292,6 @@ class Home:
         from hierconsole.notebook.launch import launch  # the launcher's modules only when something runs
 
         return launch(self, str(preset), dataset=dataset, parallel=parallel, gpus=gpus, values=values, **overrides)
-
-
-def _is_family_only(store: Store, ref: str) -> bool:
-    return is_family_ref(store, ref)
 
 
 def _study_ref(store: Store, ref: str | None) -> str:

@@ -27,7 +27,6 @@ from hierconsole.engine.hier_style import (
     HierBall,
     HierObjective,
     conformal_gradient,
-    gumbel_noise,
     noise_seeds,
     proxy_anchor_loss,
     reciprocal_triplets,
@@ -35,6 +34,7 @@ from hierconsole.engine.hier_style import (
 )
 from hierconsole.engine.trainer import FAULT_ENV, FactorialTrainer
 from hierconsole.vocabulary import HIER_STYLE, HIER_STYLE_LOSS, POINCARE
+from tests.engine.oracles import gumbel_noise
 
 from .conftest import cells_for, make_spec, spec_preset
 

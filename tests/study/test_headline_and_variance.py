@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import statistics
 
-import polars as pl
 import pytest
 
 from hierconsole.factorial import HEADLINE_PAIRS
 from hierconsole.study import read
 from hierconsole.study.analysis.effects import simple_effects
 from hierconsole.study.analysis.frames import analysis_frame
-from hierconsole.study.analysis.headline import headline, pooled_headline
+from hierconsole.study.analysis.headline import headline
 from hierconsole.study.analysis.statistics import EVIDENCE_KEYS, evidence
 from hierconsole.vocabulary import LEVELS
 from tests.paper_tables import SEEDS, per_seed_table
@@ -42,27 +41,6 @@ def test_headline_is_the_difference_of_magnitudes_seed_by_seed():
     assert rows[0].definition == "|E_S - E_R| - |H_R - E_R|"
     doc = rows[0].to_json()
     assert list(doc)[-len(EVIDENCE_KEYS) :] == list(EVIDENCE_KEYS)
-
-
-def test_headline_pooled_over_datasets_by_seed_or_by_dataset():
-    a = simple_effects(per_seed_table("S3"), "hier_mAP")
-    shifted = per_seed_table("S3").with_columns(
-        pl.when(pl.col("arm") == "E_S").then(pl.col("hier_mAP") - 0.03).otherwise(pl.col("hier_mAP"))
-    )
-    b = simple_effects(shifted, "hier_mAP")
-    by_seed = pooled_headline({"cub": a, "other": b})
-    single = {h.name: h for h in headline(a)}
-    other = {h.name: h for h in headline(b)}
-    for h in by_seed:
-        assert h.n == 6 and set(h.per_unit) == {f"{d}:{s}" for d in ("cub", "other") for s in SEEDS}
-        assert h.per_unit[f"cub:{SEEDS[0]}"] == single[h.name].per_unit[str(SEEDS[0])]
-        assert h.per_unit[f"other:{SEEDS[1]}"] == other[h.name].per_unit[str(SEEDS[1])]
-    by_dataset = pooled_headline({"cub": a, "other": b}, unit="dataset")
-    for h in by_dataset:
-        assert h.per_unit == pytest.approx({"cub": single[h.name].mean, "other": other[h.name].mean})
-    # A dataset without the cells of a comparison leaves that comparison out of the pool.
-    only_s = simple_effects(per_seed_table("S3").filter(pl.col("arm").is_in(["E_S", "H_S"])), "hier_mAP")
-    assert pooled_headline({"cub": a, "s": only_s}) == []
 
 
 def test_headline_table_exports_every_metric():

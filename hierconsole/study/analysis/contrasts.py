@@ -23,8 +23,6 @@ from hierconsole.study.analysis.paired import PairedSummary, summary_schema
 from hierconsole.study.analysis.per_seed import arms_present, normalize_arm
 from hierconsole.vocabulary import HIER_METRIC, HIER_SCORE, LEVELS, MAP, RANKING_METRICS
 
-CONTRAST_LEVELS: tuple[str, ...] = (*LEVELS, HIER_SCORE)
-"""The rows of a contrast, per arm pair: each level, then the hier score (mAP only)."""
 DEFAULT_METRIC = HIER_METRIC
 
 

@@ -2,16 +2,12 @@
 
 "The objective contrast is larger than the geometry contrast" (paper §5.2) is read from two effects' means;
 here it is one per-seed quantity, |Δloss(s)| - |Δgeom(s)|, with the same intervals and tests as every
-effect. Within a study the training seed is the unit; pooled over datasets (a replication), each
-(dataset, seed) is a unit of its own by default, or each dataset's mean over its seeds (`unit="dataset"`).
+effect, with the training seed as the unit.
 """
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 import polars as pl
 
@@ -23,7 +19,7 @@ from hierconsole.vocabulary import HIER_METRIC
 
 @dataclass(frozen=True, kw_only=True)
 class Headline(PairedSummary[str]):
-    """|loss| - |geometry| of one metric: per unit (a seed, or `dataset:seed` when pooled), summarised;
+    """|loss| - |geometry| of one metric: per seed, summarised;
     `positive` counts the units where the objective contrast is the larger in magnitude."""
 
     metric: str
@@ -40,7 +36,7 @@ class Headline(PairedSummary[str]):
 
     def to_json(self, *, named: bool = False) -> dict:
         """The comparison's labels, then `per_unit`, mean, sd, `positive`, `n` and the evidence: the headline's
-        keys name no unit, since a pooled one mixes datasets and seeds."""
+        keys name no unit."""
         labels = {"metric": self.metric, "name": self.name, "loss": self.loss, "geometry": self.geometry}
         return labels | super().to_json(named=named)
 
@@ -61,32 +57,6 @@ def headline(effects: SimpleEffects, metric: str = HIER_METRIC) -> list[Headline
         if values is not None:
             per_unit = {str(s): v for s, v in values.items()}
             out.append(Headline(metric=metric, loss=loss, geometry=geometry, per_unit=per_unit))
-    return out
-
-
-def pooled_headline(
-    per_dataset: Mapping[str, SimpleEffects],
-    metric: str = HIER_METRIC,
-    *,
-    unit: Literal["seed", "dataset"] = "seed",
-) -> list[Headline]:
-    """The comparisons pooled over datasets (label -> that dataset's effects): every (dataset, seed) a unit
-    (`per_unit` keys ``"label:seed"``), or with ``unit="dataset"`` each dataset's mean over its seeds. Only
-    comparisons every dataset can compute are pooled. For the replication's whole-paper statement."""
-    out = []
-    for loss, geometry in HEADLINE_PAIRS:
-        per = {label: _per_seed(effects, metric, loss, geometry) for label, effects in per_dataset.items()}
-        if not per or any(v is None for v in per.values()):
-            continue
-        per_unit: dict[str, float] = {}
-        for label, values in per.items():
-            assert values is not None
-            if unit == "dataset":
-                per_unit[label] = statistics.fmean(values.values())
-            else:
-                per_unit.update({f"{label}:{s}": v for s, v in values.items()})
-        kind = "dataset" if unit == "dataset" else "dataset:seed"
-        out.append(Headline(metric=metric, loss=loss, geometry=geometry, per_unit=per_unit, unit=kind))
     return out
 
 

@@ -72,10 +72,6 @@ class StudyInputs:
     family: tuple[str, str] | None = None
     """(family name, member) when the study is a family's member."""
 
-    @property
-    def evaluated(self) -> bool:
-        return self.per_seed is not None
-
 
 @dataclass(frozen=True)
 class MemberInputs:

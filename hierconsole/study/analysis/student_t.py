@@ -1,4 +1,4 @@
-"""Student's t distribution: survival function and quantile, in plain Python.
+"""Student's t distribution's quantile, in plain Python.
 
 The intervals need t(0.975, n-1) for any n up to 100,000 (`seeds_to_resolve` searches that far), and the
 analysis layer must not need scipy at run time (the light commands and the console load it). The survival
@@ -79,15 +79,6 @@ def _log_beta(a: float, b: float) -> float:
     return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
 
 
-def betainc(a: float, b: float, x: float) -> float:
-    """The regularised incomplete beta function I_x(a, b) for a, b > 0 and 0 <= x <= 1."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    return _betainc(a, b, x, 1.0 - x, math.log(x), math.log1p(-x))
-
-
 def _betainc(a: float, b: float, x: float, y: float, log_x: float, log_y: float) -> float:
     """I_x(a, b) given x, y = 1 - x and their logarithms, each to full precision (for the t distribution
     they come straight from t^2/df: a = df/2 multiplies log x, so its rounding would be multiplied too)."""
@@ -96,12 +87,6 @@ def _betainc(a: float, b: float, x: float, y: float, log_x: float, log_y: float)
     if x < (a + 1.0) / (a + b + 2.0):
         return front * _betacf(a, b, x) / a
     return 1.0 - front * _betacf(b, a, y) / b
-
-
-def t_sf(t: float, df: float) -> float:
-    """P(T > t) for Student's t with `df` degrees of freedom."""
-    tail = 0.5 - _t_central(abs(t), df) if abs(t) < CENTRAL_BELOW else _t_tail(abs(t), df)
-    return tail if t >= 0 else 1.0 - tail
 
 
 CENTRAL_BELOW = 1.0
