@@ -25,7 +25,7 @@ TINY_VALUES = {
     "training.lr": 1e-3,
     "training.val_every": 1,
     "compute.device": "cpu",
-    # The demo's baseline arms are scored only by the tests about them (tests/study/test_baselines.py).
+    # The demo's baseline arms are scored only by the tests about them (tests/study/run/test_baselines.py).
     "evaluation.baselines": [],
 }
 

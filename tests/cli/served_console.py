@@ -1,4 +1,4 @@
-"""`hierconsole serve` in a subprocess, and its page in Debian's headless Chromium (tests/report/chromium.py).
+"""`hierconsole serve` in a subprocess, and its page in Debian's headless Chromium (tests/present/report/chromium.py).
 
 Shared by tests/cli/test_serve.py, benchmarks/serve_first_paint.py and docs/make_serve_screenshot.py. The
 page is read as a person sees it: the rows xterm.js holds on its screen (its buffer), which it paints onto a
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.report.chromium import Browser
+from tests.present.report.chromium import Browser
 
 TIMEOUT = 60.0
 

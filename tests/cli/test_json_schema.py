@@ -13,8 +13,8 @@ import pytest
 
 from hierconsole.cli import build_parser, main
 from hierconsole.present.json_output import JSON_SCHEMA, SCHEMA_KEY
-from tests.report import conftest as report_stores
-from tests.report.conftest import FAMILY
+from tests.present.report import conftest as report_stores
+from tests.present.report.conftest import FAMILY
 from tests.stores.fixed import COMPLETE
 
 report_home = report_stores.report_home  # the store these commands read: a complete study and a family

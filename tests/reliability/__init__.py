@@ -2,10 +2,10 @@
 
 | scenario | where it is tested |
 | --- | --- |
-| kill -9 a worker (mid-epoch), resume bit-identical | tests/engine/test_resume.py, tests/study/test_study_flow.py |
-| kill -9 the orchestrator, its worker finishing or dying alone | tests/study/test_study_flow.py, test_second_shell.py |
+| kill -9 a worker (mid-epoch), resume bit-identical | tests/engine/test_resume.py, tests/study/run/test_study_flow.py |
+| kill -9 the orchestrator, its worker finishing or dying alone | tests/study/run/test_study_flow.py, test_second_shell.py |
 | Ctrl-C in `run` (jobs cancelled, resumable) | test_interrupt.py |
-| a frozen (SIGSTOP) worker | tests/study/test_study_flow.py |
+| a frozen (SIGSTOP) worker | tests/study/run/test_study_flow.py |
 | torn / garbled checkpoints, every one unusable | tests/engine/test_resume.py, test_checkpoints.py |
 | disk full (a failed commit) during a run | test_store_faults.py |
 | read-only home; read commands never write | test_read_only_home.py |

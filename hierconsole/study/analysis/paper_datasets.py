@@ -12,4 +12,4 @@ DATASETS = (CUB, NABIRDS)
 
 REGISTERED = MappingProxyType({CUB: "micro", NABIRDS: "macro"})
 """Each dataset's registered aggregation: the one its factorial's preset evaluates with and its factorial
-tables report (tests/study/test_stage_graph.py checks it against the shipped presets)."""
+tables report (tests/study/replication/test_stage_graph.py checks it against the shipped presets)."""

@@ -6,7 +6,7 @@ the supplement text's numbers (`sec-S1` .. `sec-S12`).
 Key and value columns use the project's words (`dataset` cub/nabirds, `aggregation` micro/macro, `arm`
 E_R..H_S or a baseline name, `level` leaf/middle/high, metrics `leaf_mAP`..`hier_mAP`, `R@1`..), so a
 measured frame of the same shape joins on the keys. A cell printed as "mean ± SD" is a (mean, sd) pair; an
-empty cell is None. The replication sets its measured values beside these; tests/study/test_paper_tables.py
+empty cell is None. The replication sets its measured values beside these; tests/study/analysis/test_paper_tables.py
 checks the transcription against itself wherever the paper's numbers determine one another.
 """
 

@@ -3,7 +3,7 @@
 Each interval and test is a pure function of the per-seed values d_1..d_n of one effect or contrast (Q/G
 perturbations already averaged within the seed), with its edge cases named: one seed has no spread, so no
 t interval, no bootstrap interval and no `seeds_to_resolve`; ties count towards the sign-flip p-value.
-References: tests/study/test_statistics.py holds each against scipy.stats and a loop written out there.
+References: tests/study/analysis/test_statistics.py holds each against scipy.stats and a loop written out there.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The intervals need t(0.975, n-1) for any n up to 100,000 (`seeds_to_resolve` sea
 analysis layer must not need scipy at run time (the light commands and the console load it). The survival
 function is the regularised incomplete beta function, evaluated by its continued fraction (modified
 Lentz); the quantile refines a normal-based start by Newton steps on that survival function, kept inside a
-bracket. Tested against `scipy.stats.t` in tests/study/test_statistics.py.
+bracket. Tested against `scipy.stats.t` in tests/study/analysis/test_statistics.py.
 """
 
 from __future__ import annotations

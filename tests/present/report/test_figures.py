@@ -18,7 +18,7 @@ from hierconsole.present.report.figures import KINDS, draw
 from hierconsole.study.read.report_inputs import family_inputs, study_inputs
 from hierconsole.styles import ARM_COLOURS
 from hierconsole.vocabulary import ARMS, BASELINES, LEVELS
-from tests.report.conftest import FAMILY, MEMBERS, TUNED
+from tests.present.report.conftest import FAMILY, MEMBERS, TUNED
 from tests.stores.fixed import COMPLETE, SEEDS
 
 

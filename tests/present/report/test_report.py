@@ -18,8 +18,8 @@ from hierconsole.present.report.document import Document, Section, Table, Text, 
 from hierconsole.present.report.study_report import FAMILY_SECTION_IDS, SECTION_IDS, study_sections
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.report_inputs import study_inputs
-from tests.report.chromium import Browser
-from tests.report.conftest import FAMILY
+from tests.present.report.chromium import Browser
+from tests.present.report.conftest import FAMILY
 from tests.stores.fixed import COMPLETE
 
 PAGE_FACTS = """JSON.stringify({

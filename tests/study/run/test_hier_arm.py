@@ -1,5 +1,5 @@
 """A study with the HIER-style baseline (evaluation.baselines = ["hier"]) under the protocol-matched recipe
-(the authors' recipe: tests/study/test_hier_authors_arm.py): a cell of each seed's final job,
+(the authors' recipe: tests/study/run/test_hier_authors_arm.py): a cell of each seed's final job,
 scored by the evaluation on the same Q/G perturbations in HIER's own ball, stored per seed, summarised
 with a SD, paired per seed in contrasts, and held to the same audits as the cells."""
 
