@@ -40,17 +40,10 @@ from hierconsole.present.tables.effects import (
 )
 from hierconsole.present.tables.families import pooled_effects_grid
 from hierconsole.study import read
-from hierconsole.study.analysis.effects_view import EffectsView, effects_view
-from hierconsole.study.analysis.frames import (
-    ANALYSIS_TABLES,
-    FAMILY_TABLES,
-    POSTHOC_TABLES,
-    TABLES,
-    analysis_frame,
-    check_table,
-)
-from hierconsole.study.analysis.per_seed_csv import load_effects_csv
 from hierconsole.study.db.storage import Store
+from hierconsole.study.read.effects import EffectsView
+from hierconsole.study.read.per_seed_csv import csv_effects, csv_table_frame
+from hierconsole.study.read.results import ANALYSIS_TABLES, FAMILY_TABLES, POSTHOC_TABLES, TABLES, check_table
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from hierconsole.vocabulary import AGGREGATIONS, ARM_LEGEND, BASELINE_LEGEND, POSTHOC_NOTE
 
@@ -142,8 +135,7 @@ def cmd_effects(args: argparse.Namespace) -> int:
     if args.aggregate and args.from_csv:
         raise HierconsoleError(NO_AGGREGATE)
     if args.from_csv:
-        per_seed = load_effects_csv(args.from_csv, args.metric)
-        return _show_effects(args, effects_view(per_seed, source=str(args.from_csv), metrics=args.metric))
+        return _show_effects(args, csv_effects(args.from_csv, args.metric))
     # One open for the whole screen: every table comes from the same store (or the same live snapshot,
     # whose note is printed once).
     from hierconsole.study.read.report_inputs import is_family_ref
@@ -217,8 +209,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
         # `study` is unused here, but mypy wants both variants of provider to have one signature.
         def provider(name: str, study: str | None) -> pl.DataFrame:
-            per_seed = load_effects_csv(args.from_csv, args.metric)
-            return analysis_frame(name, per_seed, metrics=args.metric, source=str(args.from_csv))
+            return csv_table_frame(name, args.from_csv, args.metric)
 
     else:
         if args.metric:
@@ -255,16 +246,15 @@ def _export_family_table(args: argparse.Namespace) -> int:
         return _export_outer_table(args)
     if args.metric and len(args.metric) > 1:
         raise HierconsoleError("--metric: give one metric for the contrasts table")
-    from hierconsole.study.analysis.contrasts import DEFAULT_METRIC, contrasts_frame, metric_columns
-    from hierconsole.study.read.families import family_contrasts
+    from hierconsole.study.read.contrasts import DEFAULT_METRIC, metric_columns
+    from hierconsole.study.read.families import family_contrasts_frame
 
     metric = args.metric[0] if args.metric else DEFAULT_METRIC
     metric_columns(metric)
     if args.output != STDOUT:
         check_format(args.fmt, args.output)
     with open_for_reading(args.home) as store:
-        _, contrasts = family_contrasts(store, args.family, metric=metric)
-    frame = contrasts_frame(contrasts)
+        frame = family_contrasts_frame(store, args.family, metric=metric)
     path = write_table(frame, args.output, args.fmt, force=args.force, precision=args.precision)
     if path is not None:  # standard output holds the table itself, nothing else
         print(f"wrote table {args.table} ({counted(frame.height, 'row')}) to {path}")
@@ -273,16 +263,14 @@ def _export_family_table(args: argparse.Namespace) -> int:
 
 def _export_outer_table(args: argparse.Namespace) -> int:
     """outer-arms or outer-gains of an outer-split family: every mAP level and the hier score, per split."""
-    from hierconsole.study.analysis.outer_arms import outer_arms_frame, outer_gains_frame
-    from hierconsole.study.read.families import family_outer_arms
+    from hierconsole.study.read.families import family_outer_frame
 
     if args.metric:
         raise HierconsoleError(f"--metric: table {args.table} holds every mAP level and the hier score; leave it out")
     if args.output != STDOUT:
         check_format(args.fmt, args.output)
     with open_for_reading(args.home) as store:
-        _, view = family_outer_arms(store, args.family)
-    frame = outer_arms_frame(view) if args.table == "outer-arms" else outer_gains_frame(view)
+        frame = family_outer_frame(store, args.family, gains=args.table == "outer-gains")
     path = write_table(frame, args.output, args.fmt, force=args.force, precision=args.precision)
     if path is not None:  # standard output holds the table itself, nothing else
         print(f"wrote table {args.table} ({counted(frame.height, 'row')}) to {path}")

@@ -108,7 +108,7 @@ def _set_keys(prefix: str, parsed_args: argparse.Namespace | None) -> list[str]:
 
 def _tables(prefix: str, parsed_args: argparse.Namespace | None) -> list[str]:
     from hierconsole.cli.tracker import TRACKERS
-    from hierconsole.study.analysis.frames import FAMILY_TABLES, TABLES
+    from hierconsole.study.read.results import FAMILY_TABLES, TABLES
 
     return [*TABLES, *FAMILY_TABLES, *TRACKERS]
 

@@ -10,8 +10,7 @@ from hierconsole.datasets.splits import HOLDOUT_FRACTION
 from hierconsole.errors import InputError
 from hierconsole.present.tables.studies import datasets_grid
 from hierconsole.study import read
-from hierconsole.study.commands import import_dataset, read_dataset
-from hierconsole.study.db.catalog import delete_dataset, load_dataset
+from hierconsole.study.commands import delete_dataset, import_dataset, read_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.vocabulary import SYNTHETIC_DATASETS
 
@@ -130,13 +129,13 @@ def _taxonomy(args: argparse.Namespace) -> int:
         raise InputError("taxonomy", f"unexpected arguments after the dataset: {' '.join(args.more)}")
     with open_for_reading(args.home) as store:
         info = read.get_dataset(store, args.dataset)
-        fs = load_dataset(store, args.dataset)
+        taxonomy = read.dataset_taxonomy(store, args.dataset)
     console = output_console()
     console.print(
         f"[bold]{info.dataset_id}[/] taxonomy ({'/'.join(info.level_names)}), sha256 "
-        f"{fs.taxonomy.sha256()[:12]}"
+        f"{taxonomy.sha256()[:12]}"
     )
-    for line in fs.taxonomy.summary().lines():
+    for line in taxonomy.summary().lines():
         console.print(f"  {line}", highlight=False)
     console.print(
         "  validation: [green]0 conflicts[/] (a leaf under one middle, a middle under one high, "

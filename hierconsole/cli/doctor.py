@@ -13,7 +13,7 @@ from hierconsole.errors import HierconsoleError
 from hierconsole.locations import resolve_home
 from hierconsole.plurals import counted
 from hierconsole.present.grid import Column, Grid
-from hierconsole.study.run import doctor
+from hierconsole.study.commands import doctor
 
 
 def register(sub: argparse._SubParsersAction) -> None:

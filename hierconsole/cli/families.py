@@ -25,8 +25,13 @@ from hierconsole.present.tables.families import (
     outer_arms_grid,
     outer_gains_grid,
 )
-from hierconsole.study.analysis.contrasts import DEFAULT_METRIC, StudyContrast, metric_columns, parse_arm_pair
-from hierconsole.study.read.contrasts import compare_studies
+from hierconsole.study.read.contrasts import (
+    DEFAULT_METRIC,
+    StudyContrast,
+    compare_studies,
+    metric_columns,
+    parse_arm_pair,
+)
 from hierconsole.study.read.families import (
     FamilyRow,
     family_contrasts,

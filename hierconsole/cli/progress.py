@@ -23,8 +23,8 @@ from hierconsole.errors import INTERRUPTED_EXIT, TERMINATED_EXIT, StoreWriteErro
 from hierconsole.locations import resolve_home
 from hierconsole.plurals import counted
 from hierconsole.study import read
+from hierconsole.study.commands import Orchestrator, ProblemCallback
 from hierconsole.study.db.storage import Store
-from hierconsole.study.run.orchestrator import Orchestrator, ProblemCallback
 from hierconsole.vocabulary import (
     ARMS,
     LOSSES,

@@ -25,10 +25,15 @@ from hierconsole.cli.arguments import positive_int
 from hierconsole.extraction.architectures import ARCHITECTURES, DEFAULT_MODEL
 from hierconsole.plurals import counted
 from hierconsole.study.replication import pipeline
-from hierconsole.study.replication.graph import Decision
-from hierconsole.study.replication.inputs import DEFAULT_SEED
-from hierconsole.study.replication.stages import DATASETS, DEFAULT_STAGES_AT_ONCE, PAPER, SCALES
-from hierconsole.study.replication.work import LIGHT_STAGES
+from hierconsole.study.replication.pipeline import (
+    DATASETS,
+    DEFAULT_SEED,
+    DEFAULT_STAGES_AT_ONCE,
+    LIGHT_STAGES,
+    PAPER,
+    SCALES,
+    Decision,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

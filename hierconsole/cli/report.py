@@ -66,8 +66,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     require_matplotlib()
     from hierconsole.present.report.figures import draw
     from hierconsole.present.report.figures.style import figure_bytes
-    from hierconsole.study.analysis.report_inputs import FamilyInputs
-    from hierconsole.study.read.report_inputs import inputs_for
+    from hierconsole.study.read.report_inputs import FamilyInputs, inputs_for
 
     with open_for_reading(args.home) as store:
         inputs = inputs_for(store, args.ref)
@@ -101,7 +100,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _label(inputs: object) -> str:
-    from hierconsole.study.analysis.report_inputs import FamilyInputs
+    from hierconsole.study.read.report_inputs import FamilyInputs
 
     if isinstance(inputs, FamilyInputs):
         return f"family {inputs.name}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -20,20 +21,18 @@ from hierconsole.present.tables.split_plan import split_plan_grid
 from hierconsole.present.tables.studies import audits_grid
 from hierconsole.study import read
 from hierconsole.study.commands import (
+    RAY_CONNECT_TIMEOUT,
     Launched,
     LaunchRequest,
     Workers,
     cancel,
     delete,
     launch,
-    orchestrator_for,
     reconcile,
     rescore,
     resume,
 )
 from hierconsole.study.db.storage import Store
-from hierconsole.study.executors import RAY_CONNECT_TIMEOUT, JobExecutor
-from hierconsole.study.run.drawn_splits import DrawnSplits, plan_rows
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from hierconsole.vocabulary import (
     AGGREGATIONS,
@@ -46,6 +45,10 @@ from hierconsole.vocabulary import (
     JobState,
     Phase,
 )
+
+if TYPE_CHECKING:
+    from hierconsole.study.executors import JobExecutor
+    from hierconsole.study.run.drawn_splits import DrawnSplits
 
 
 def add_executor_options(p: argparse.ArgumentParser) -> None:
@@ -182,7 +185,7 @@ def print_plans(console: Console, members: Sequence[tuple[str, Preset, DrawnSpli
         names = ", ".join(members[i][0] for i in indices)
         _, preset, splits = members[indices[0]]
         title = f"split plan: {names}{suffix}" if names else f"split plan{suffix}"
-        print_grid(console, split_plan_grid(*plan_rows(splits, preset), title=title))
+        print_grid(console, split_plan_grid(splits, preset, title=title))
 
 
 def dry_run(request: LaunchRequest, home: str | None) -> int:
@@ -282,7 +285,7 @@ def cmd_run(args: argparse.Namespace, family: Family | None = None) -> int:
 def _drive(store: Store, launched: Launched, console: Console) -> int | None:
     """Drive the launched studies' jobs to their end; only theirs (leftovers of earlier studies are shown by
     `runs` and run by `resume`)."""
-    orch = orchestrator_for(store, launched)
+    orch = launched.orchestrator(store)
     try:
         return drive(store, launched.study_ids, parallel=None, console=console, orchestrator=orch)
     finally:

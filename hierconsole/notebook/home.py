@@ -18,12 +18,11 @@ import polars as pl
 
 from hierconsole.errors import HierconsoleError, StoreBusyError
 from hierconsole.locations import DB_NAME, db_path, resolve_home
-from hierconsole.notebook import frames
+from hierconsole.present import frames
 from hierconsole.study import read
-from hierconsole.study.analysis.contrasts import DEFAULT_METRIC, metric_columns, parse_arm_pair
-from hierconsole.study.analysis.effects_view import EffectsView
 from hierconsole.study.db.storage import Store
-from hierconsole.study.read.contrasts import compare_studies
+from hierconsole.study.read.contrasts import DEFAULT_METRIC, compare_studies, metric_columns, parse_arm_pair
+from hierconsole.study.read.effects import EffectsView
 from hierconsole.study.read.families import (
     family_contrasts,
     family_effects,
@@ -190,7 +189,7 @@ class Home:
     def table(self, name: str, study: str | None = None) -> pl.DataFrame:
         """Any table `hierconsole export NAME --study STUDY` writes (runs, metrics, arms, effects, recall,
         deviation, redistribution, headline, variance, audits, tuning), with full precision."""
-        from hierconsole.study.analysis.frames import check_table
+        from hierconsole.study.read.results import check_table
 
         check_table(name)
         with self._reading() as store:
@@ -255,12 +254,10 @@ class Home:
         """An outer-split family's arms, one row per (arm, metric) with a column per split, mean and SD
         over splits (`hierconsole export outer-arms --family NAME`); `gains=True`: its paired gains per
         split (`export outer-gains`)."""
-        from hierconsole.study.analysis.outer_arms import outer_arms_frame, outer_gains_frame
-        from hierconsole.study.read.families import family_outer_arms
+        from hierconsole.study.read.families import family_outer_frame
 
         with self._reading() as store:
-            _, view = family_outer_arms(store, name)
-        return outer_gains_frame(view) if gains else outer_arms_frame(view)
+            return family_outer_frame(store, name, gains=gains)
 
     # -- launching -----------------------------------------------------------------------------------
     def run(

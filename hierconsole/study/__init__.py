@@ -1,6 +1,7 @@
 """The orchestrator's half: everything that runs beside the store and never needs torch, in rooms by role.
 
-- `commands`: the front door: every verb a front end runs (launch, resume, cancel, delete, rescore, import),
+- `commands`: the front door: every verb a front end runs (launch, resume, cancel, delete, rescore, import
+  or delete a dataset, doctor's repair) and the orchestrator that drives their jobs,
   each input checked there once.
 - `db`: the store (the only modules that open a DuckDB connection): connection and schema, the SQL views
   rendered from the vocabulary, datasets (catalog), study records, split files, the live snapshot.

@@ -36,8 +36,8 @@ from hierconsole.vocabulary import ACTIVE_STATES
 
 if TYPE_CHECKING:
     from hierconsole.config import Preset
+    from hierconsole.study.commands import Orchestrator
     from hierconsole.study.db.storage import Store
-    from hierconsole.study.run.orchestrator import Orchestrator
 
 VIEW_SCREENS: dict[str, str] = {
     "datasets": "datasets:DatasetsScreen",

@@ -19,8 +19,8 @@ from hierconsole.tui.messages import JobEvents, Notice, OrchestratorFailed, Orch
 
 if TYPE_CHECKING:
     from hierconsole.contract.events import Event, LineProblem
+    from hierconsole.study.commands import Orchestrator
     from hierconsole.study.db.storage import Store
-    from hierconsole.study.run.orchestrator import Orchestrator
 
 Command = Callable[["Orchestrator"], str | None]
 """Runs on the loop thread with the orchestrator; returns a notice to show, or None."""
@@ -78,7 +78,7 @@ class OrchestratorLoop:
 
     def run(self, cancelled: Callable[[], bool]) -> None:
         """Recover, then tick until told to stop (or until the worker is cancelled: jobs are left running)."""
-        from hierconsole.study.run.orchestrator import Orchestrator  # on this thread, after the first frame
+        from hierconsole.study.commands import Orchestrator  # on this thread, after the first frame
 
         orch = Orchestrator(
             self.store,

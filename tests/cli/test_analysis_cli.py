@@ -14,7 +14,7 @@ from hierconsole.cli import main
 from hierconsole.present.export import FORMATS
 from hierconsole.study.analysis.effects import effects_json, simple_effects
 from hierconsole.study.analysis.frames import TABLES
-from hierconsole.study.analysis.per_seed_csv import load_effects_csv
+from hierconsole.study.read.per_seed_csv import load_effects_csv
 from tests.paper_tables import per_seed_csv
 
 # Paper Table S7 (CUB), written with the short arm spellings a user might bring.

@@ -432,7 +432,7 @@ def test_a_store_created_while_a_missing_one_is_repaired_is_not_moved_aside(stud
     """A missing store cannot be held against writers: a hierconsole started during the repair may create
     one (the store refuses to, in a home with job folders; not in one without). Its work must not become
     `hierconsole.damaged-*` under the rebuilt store, the process writing on, unseen."""
-    from hierconsole.study.run import doctor
+    from hierconsole.study.commands import doctor
 
     home = tmp_path / "home"
     shutil.copytree(studied, home)

@@ -1,6 +1,10 @@
-"""The front door: every verb a front end runs (launch, resume, cancel, delete, rescore, import a dataset), each input checked here once."""
+"""The front door: every verb a front end runs (launch, resume, cancel, delete, rescore, import or delete a
+dataset, repair a home: `doctor`), each input checked here once, and the orchestrator that drives the jobs
+they queue."""
 
 from hierconsole.study.commands.launching import (
+    LOCAL_RAY,
+    RAY_CONNECT_TIMEOUT,
     Launched,
     LaunchPlan,
     LaunchProblems,
@@ -8,10 +12,10 @@ from hierconsole.study.commands.launching import (
     Member,
     Problem,
     Workers,
+    executor_name,
     launch,
     launch_on,
     open_executor,
-    orchestrator_for,
 )
 from hierconsole.study.commands.verbs import (
     IMPORT_SOURCES,
@@ -19,6 +23,7 @@ from hierconsole.study.commands.verbs import (
     Resumed,
     cancel,
     delete,
+    delete_dataset,
     import_dataset,
     read_dataset,
     reconcile,
@@ -26,25 +31,31 @@ from hierconsole.study.commands.verbs import (
     resume,
     save_audits,
 )
+from hierconsole.study.run.orchestrator import Orchestrator, ProblemCallback
 
 __all__ = [
     "IMPORT_SOURCES",
+    "LOCAL_RAY",
+    "RAY_CONNECT_TIMEOUT",
     "LaunchPlan",
     "LaunchProblems",
     "LaunchRequest",
     "Launched",
     "Member",
+    "Orchestrator",
     "Problem",
+    "ProblemCallback",
     "Reconciliation",
     "Resumed",
     "Workers",
     "cancel",
     "delete",
+    "delete_dataset",
     "import_dataset",
     "launch",
+    "executor_name",
     "launch_on",
     "open_executor",
-    "orchestrator_for",
     "read_dataset",
     "reconcile",
     "rescore",

@@ -31,11 +31,11 @@ from hierconsole.study.executors.devices import check_devices
 from hierconsole.study.run.drawn_splits import DrawnSplits
 from hierconsole.study.run.families import create_family
 from hierconsole.study.run.lifecycle import create_study, study_splits
+from hierconsole.study.run.orchestrator import Orchestrator
 from hierconsole.vocabulary import Executor
 
 if TYPE_CHECKING:
     from hierconsole.study.db.storage import Store
-    from hierconsole.study.run.orchestrator import Orchestrator
 
 
 @dataclass(frozen=True)
@@ -345,6 +345,19 @@ class Launched:
     executor: JobExecutor | None
     """The executor its jobs run on; None: the orchestrator's local one."""
 
+    def orchestrator(self, store: Store) -> Orchestrator:
+        """The orchestrator that drives this launch's jobs, and only theirs (leftovers of earlier studies
+        are shown by `runs` and run by `resume`), on the launch's executor; the caller ticks it, then
+        closes its executors."""
+        gpus = self.plan.request.workers.gpus
+        return Orchestrator(
+            store,
+            max_parallel=self.plan.parallel,
+            gpus=list(gpus) if gpus else None,
+            studies=self.study_ids,
+            executor=self.executor,
+        )
+
 
 def open_executor(
     store: Store, workers: Workers, *, parallel: int, threads: int, devices: Sequence[tuple[str, str]]
@@ -418,17 +431,3 @@ def launch_on(orch: Orchestrator, request: LaunchRequest) -> Launched:
         orch.assign(launched.study_ids, executor)
     return launched
 
-
-def orchestrator_for(store: Store, launched: Launched) -> Orchestrator:
-    """The orchestrator that drives the launched studies' jobs (only theirs: leftovers of earlier studies
-    are `resume`'s), as many at once as the plan says, on the executor they were launched on."""
-    from hierconsole.study.run.orchestrator import Orchestrator
-
-    workers = launched.plan.request.workers
-    return Orchestrator(
-        store,
-        max_parallel=launched.plan.parallel,
-        gpus=list(workers.gpus) if workers.gpus else None,
-        studies=launched.study_ids,
-        executor=launched.executor,
-    )

@@ -1,4 +1,4 @@
-"""The verbs besides launching: resume, cancel, delete, re-score a study, and import a dataset; each
+"""The verbs besides launching: resume, cancel, delete, re-score a study, and import or delete a dataset; each
 checks its inputs here, once, for every front end."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from hierconsole.errors import HierconsoleError
 from hierconsole.names import check_name
 from hierconsole.study import read
 from hierconsole.study.commands.launching import Workers, open_executor
+from hierconsole.study.db import catalog
 from hierconsole.study.db.catalog import DatasetInfo, register_dataset
 from hierconsole.study.run.lifecycle import advance, delete_study, record_audits
 from hierconsole.study.run.orchestrator import Orchestrator, ProblemCallback
@@ -142,6 +143,11 @@ def read_dataset(
 def import_dataset(store: Store, fs: FeatureSet, *, replace: bool = False) -> DatasetInfo:
     """Register a dataset read by `read_dataset`: landed completely or not at all."""
     return register_dataset(store, fs, replace=replace)
+
+
+def delete_dataset(store: Store, dataset_id: str) -> None:
+    """Remove a dataset's rows and folder; refused while any study uses it (its runs depend on the data)."""
+    catalog.delete_dataset(store, dataset_id)
 
 
 def save_audits(store: Store, study_id: str, checks: Sequence[Check]) -> None:

@@ -18,7 +18,13 @@ if TYPE_CHECKING:
         stored_audits,
     )
     from hierconsole.study.read.backups import backup_skipped
-    from hierconsole.study.read.datasets import DatasetInfo, get_dataset, list_datasets, taxonomy_lines
+    from hierconsole.study.read.datasets import (
+        DatasetInfo,
+        dataset_taxonomy,
+        get_dataset,
+        list_datasets,
+        taxonomy_lines,
+    )
     from hierconsole.study.read.effects import study_effects
     from hierconsole.study.read.jobs import (
         EventRow,
@@ -60,7 +66,7 @@ if TYPE_CHECKING:
 _MODULES = {
     "audits": ("Check", "current_audits", "expected_counts", "failed_audit_counts", "run_audits", "stored_audits"),
     "backups": ("backup_skipped",),
-    "datasets": ("DatasetInfo", "get_dataset", "list_datasets", "taxonomy_lines"),
+    "datasets": ("DatasetInfo", "dataset_taxonomy", "get_dataset", "list_datasets", "taxonomy_lines"),
     "effects": ("study_effects",),
     "jobs": (
         "EventRow",
@@ -128,6 +134,7 @@ __all__ = [
     "backup_skipped",
     "baselines",
     "current_audits",
+    "dataset_taxonomy",
     "empty_levels",
     "evaluated_per_seed",
     "expected_counts",

@@ -8,14 +8,19 @@ from collections.abc import Sequence
 from hierconsole.errors import HierconsoleError
 from hierconsole.study.analysis.contrasts import (
     DEFAULT_METRIC,
-    StudyContrast,
     contrast_tables,
     metric_columns,
+    parse_arm_pair,
 )
+from hierconsole.study.analysis.contrasts import StudyContrast as StudyContrast
 from hierconsole.study.db import split_files
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.results import empty_levels, per_seed
+
+__all__ = ["DEFAULT_METRIC", "StudyContrast", "compare_studies", "comparable", "metric_columns", "parse_arm_pair"]
+"""What a front end reads of a contrast: the result type, and the metric and --arms checks it makes before
+it opens the store (the ones `compare_studies` makes again)."""
 
 
 def _qg_protocol(store: Store, study_id: str) -> dict[str, str]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from hierconsole.errors import NotFoundError
-from hierconsole.study.db.catalog import DatasetInfo, get_dataset, list_datasets
+from hierconsole.study.db.catalog import DatasetInfo, get_dataset, list_datasets, load_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.taxonomy import Taxonomy
 
-__all__ = ["DatasetInfo", "get_dataset", "list_datasets", "taxonomy_lines"]
+__all__ = ["DatasetInfo", "dataset_taxonomy", "get_dataset", "list_datasets", "taxonomy_lines"]
 
 
 def taxonomy_lines(store: Store, dataset_id: str) -> list[str]:
@@ -20,3 +20,9 @@ def taxonomy_lines(store: Store, dataset_id: str) -> list[str]:
         raise NotFoundError(f"dataset {dataset_id!r} has no stored taxonomy")
     tax = Taxonomy.from_rows(rows, level_names=tuple(names[0]), source=f"dataset {dataset_id}")
     return tax.summary().lines()
+
+
+def dataset_taxonomy(store: Store, dataset_id: str) -> Taxonomy:
+    """A registered dataset's taxonomy as it was imported (display names included), from its folder: the
+    one `hierconsole taxonomy DATASET` shows with its hash."""
+    return load_dataset(store, dataset_id).taxonomy

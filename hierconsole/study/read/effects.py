@@ -1,13 +1,22 @@
 """A study's effects screen (`analysis.effects_view.EffectsView`) read from the store: the one source of
-`hierconsole effects`, `effects --json` and the console's Effects view."""
+`hierconsole effects`, `effects --json` and the console's Effects and Redistribution views."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hierconsole.study.analysis.effects_view import EffectsView, effects_view
+import polars as pl
+
+from hierconsole.study.analysis.arms import arm_table
+from hierconsole.study.analysis.effects import omitted_text
+from hierconsole.study.analysis.effects_view import EffectsView as EffectsView
+from hierconsole.study.analysis.effects_view import effects_view
+from hierconsole.study.analysis.per_seed import metric_columns
+from hierconsole.study.analysis.redistribution import Redistribution as Redistribution
+from hierconsole.study.analysis.redistribution import can_redistribute, redistribution
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.results import baselines, per_seed, reported_aggregation
+from hierconsole.vocabulary import BASELINE_SEED, LEVELS
 
 
 def study_effects(
@@ -31,3 +40,31 @@ def study_effects(
         aggregation=reported.label,
         posthoc=reported.posthoc,
     )
+
+
+def effects_so_far(
+    store: Store, study_id: str | None, scored: pl.DataFrame, metric: str, measure: str, aggregation: str | None
+) -> tuple[EffectsView, pl.DataFrame | None] | None:
+    """The console's Effects view of the seeds `scored` so far (a per-seed table): the same view as
+    `hierconsole effects` of `metric`, and (with the study's baselines) every level of `measure` beside
+    them; None when `metric` is not among the table's columns."""
+    if metric not in metric_columns(scored):
+        return None
+    base = None if study_id is None else baselines(store, study_id, aggregation)
+    if base is not None:
+        # Only the seeds scored so far, so a trained baseline pairs with the cells it is shown beside.
+        base = base.filter(pl.col("seed").is_in([BASELINE_SEED, *scored["seed"].unique().to_list()]))
+    view = effects_view(scored, source=f"study {study_id}", metrics=[metric], baselines=base)
+    levels = [m for m in metric_columns(scored) if m.endswith(f"_{measure}")]
+    return view, arm_table(scored, levels, baselines=base) if base is not None else None
+
+
+def redistribution_so_far(scored: pl.DataFrame, measure: str) -> Redistribution | str | None:
+    """The console's Redistribution view of the seeds `scored` so far: H - E at each level of `measure`;
+    what is left out (a line) when the study lacks the arms of both contrasts; None when `measure` is not
+    stored at every level."""
+    if not all(f"{level}_{measure}" in scored.columns for level in LEVELS):
+        return None
+    if not can_redistribute(scored):
+        return omitted_text(scored["arm"].to_list())
+    return redistribution(scored, measure)

@@ -12,9 +12,16 @@ from typing import Any
 import polars as pl
 
 from hierconsole.errors import HierconsoleError, NotFoundError
-from hierconsole.study.analysis.contrasts import DEFAULT_METRIC, StudyContrast, parse_arm_pair
-from hierconsole.study.analysis.outer_arms import OuterArmsView, outer_arms_view
-from hierconsole.study.analysis.pooled import PooledEffect, pooled_effects
+from hierconsole.study.analysis.contrasts import (
+    DEFAULT_METRIC,
+    StudyContrast,
+    contrasts_frame,
+    parse_arm_pair,
+)
+from hierconsole.study.analysis.outer_arms import OuterArmsView as OuterArmsView
+from hierconsole.study.analysis.outer_arms import outer_arms_frame, outer_arms_view, outer_gains_frame
+from hierconsole.study.analysis.pooled import PooledEffect as PooledEffect
+from hierconsole.study.analysis.pooled import pooled_effects
 from hierconsole.study.db.records import resolve_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.contrasts import compare_studies
@@ -217,3 +224,16 @@ def outer_arms_so_far(store: Store, family: FamilyRow) -> OuterArmsView | str | 
     if waiting:
         return f"shown once every member is complete ({', '.join(waiting)} not yet)"
     return family_outer_arms(store, family.family_id)[1]
+
+
+def family_contrasts_frame(store: Store, ref: str, *, metric: str = DEFAULT_METRIC) -> pl.DataFrame:
+    """The `contrasts` table of a family (`export contrasts --family F`): its declared contrasts, long."""
+    _, contrasts = family_contrasts(store, ref, metric=metric)
+    return contrasts_frame(contrasts)
+
+
+def family_outer_frame(store: Store, ref: str, *, gains: bool = False) -> pl.DataFrame:
+    """The `outer-arms` table of an outer-split family (`export outer-arms --family F`, `home.outer_arms`):
+    per arm and metric a column per split, mean and SD; `gains`: its paired gains per split (`outer-gains`)."""
+    _, view = family_outer_arms(store, ref)
+    return outer_gains_frame(view) if gains else outer_arms_frame(view)

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hierconsole.errors import HierconsoleError
+from hierconsole.study.db.live import (
+    REFRESH_SECONDS as REFRESH_SECONDS,  # how often the console's view reads again
+)
 from hierconsole.study.db.replications import all_stage_rows
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.paper_tables import TABLES, MeasuredTable, TableSpec, measured_table

@@ -19,7 +19,8 @@ from hierconsole.study.analysis.effects import SimpleEffects, omitted_text, simp
 from hierconsole.study.analysis.headline import headline
 from hierconsole.study.analysis.outer_arms import OuterArmsView
 from hierconsole.study.analysis.redistribution import Redistribution, can_redistribute, redistribution
-from hierconsole.study.analysis.report_inputs import FamilyInputs, MemberInputs, StudyInputs
+from hierconsole.study.analysis.report_inputs import FamilyInputs as FamilyInputs
+from hierconsole.study.analysis.report_inputs import MemberInputs, StudyInputs
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.audits import current_audits

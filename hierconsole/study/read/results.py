@@ -9,7 +9,12 @@ import polars as pl
 
 from hierconsole.datasets import splits
 from hierconsole.errors import HierconsoleError, NotFoundError
-from hierconsole.study.analysis.frames import ANALYSIS_TABLES, POSTHOC_TABLES, analysis_frame
+from hierconsole.study.analysis.frames import ANALYSIS_TABLES as ANALYSIS_TABLES
+from hierconsole.study.analysis.frames import FAMILY_TABLES as FAMILY_TABLES
+from hierconsole.study.analysis.frames import POSTHOC_TABLES as POSTHOC_TABLES
+from hierconsole.study.analysis.frames import TABLES as TABLES
+from hierconsole.study.analysis.frames import analysis_frame
+from hierconsole.study.analysis.frames import check_table as check_table
 from hierconsole.study.analysis.per_seed import (
     baseline_perturbations_from_long,
     baselines_from_long,
@@ -190,7 +195,7 @@ RAW_TABLES = {
 
 
 def table_frame(store: Store, table: str, study_id: str, aggregation: str | None = None) -> pl.DataFrame:
-    """An exportable table of a study (`study.analysis.frames.TABLES`): analysis tables or raw store rows.
+    """An exportable table of a study (`TABLES`): analysis tables or raw store rows.
 
     With a post-hoc `aggregation` (`reported_aggregation`) an analysis table leads with an `aggregation`
     column naming it so (`macro (post-hoc)`), so no copy of it can pass for the registered endpoint.

@@ -25,25 +25,38 @@ from hierconsole.study.replication.calibration import (
     measure,
 )
 from hierconsole.study.replication.costs import Estimate, StageWork
-from hierconsole.study.replication.estimate import replication_estimate
-from hierconsole.study.replication.graph import Decision, Planned, StageRecord, StageState, dependents, plan
+from hierconsole.study.replication.estimate import calibrated_left, replication_estimate
+from hierconsole.study.replication.graph import (
+    Decision,
+    Planned,
+    Stage,
+    StageRecord,
+    StageState,
+    dependents,
+    plan,
+)
 from hierconsole.study.replication.hashes import file_sha256, text_sha256
-from hierconsole.study.replication.inputs import given_datasets, replication_inputs
+from hierconsole.study.replication.inputs import DEFAULT_SEED, given_datasets, replication_inputs
 from hierconsole.study.replication.runner import Outcome, load_records, run_replication
 from hierconsole.study.replication.stages import (
     CARRIED_INPUT,
     CUB,
     DATASETS,
+    DEFAULT_STAGES_AT_ONCE,
     NABIRDS,
+    PAPER,
     REPORT_STAGE,
+    SCALES,
     SMOKE,
     STUDY_STAGES,
     TABLES_STAGE,
     factorial_stages,
     paper_stages,
     replication_name,
+    replication_scale,
 )
 from hierconsole.study.replication.work import (
+    LIGHT_STAGES,
     calibration_run,
     calibration_shape,
     dataset_size,
@@ -52,6 +65,13 @@ from hierconsole.study.replication.work import (
     stage_work,
 )
 
+# The replication's face to the front ends (`replicate`, the console's replication view): they import this
+# module only, never the room's others (pyproject's front-end contract).
+__all__ = [
+    "DATASETS", "DEFAULT_SEED", "DEFAULT_STAGES_AT_ONCE", "LIGHT_STAGES", "PAPER", "SCALES", "Decision", "DryRun",
+    "Prepared", "Stage", "Writers", "calibrated_left", "datasets_of_stages", "dry_run", "paper_stages", "prepare",
+    "replication_scale", "run",
+]  # fmt: skip
 
 @dataclass(frozen=True)
 class Writers:

@@ -93,7 +93,7 @@ def run_study(
                 say(f"warning: {expected.name}: {expected.evidence}")
             seeds = list(member.preset.training.seeds)
             say(f"study {studies[0]}: {member.preset.name} on {member.dataset_id}, seeds {seeds}")
-        _drive(commands.orchestrator_for(store, launched), studies, stop, say)
+        _drive(launched.orchestrator(store), studies, stop, say)
     return studies
 
 

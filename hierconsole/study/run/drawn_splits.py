@@ -1,9 +1,8 @@
-"""A study's splits drawn from its preset and dataset before anything is written, and their plan: what
-each part holds, where it comes from, and what was carved out of what.
+"""A study's splits drawn from its preset and dataset before anything is written (their plan, what each
+part holds and where it comes from, is shown by `present.tables.split_plan`).
 
-`run --dry-run` prints the plan and stops; `run` prints it when the study starts. A dataset without a
-validation part (a generic train/test import) has validation carved from its train part, and the plan
-says so and how many, rather than doing it silently.
+A dataset without a validation part (a generic train/test import) has validation carved from its train
+part, and the plan says so and how many, rather than doing it silently.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from hierconsole.config.preset import NONE, Preset
 from hierconsole.datasets import FeatureSet
 from hierconsole.datasets.preset_fit import Misfit, misfits, overrides_of, refusal
 from hierconsole.datasets.splits import (
-    HOLDOUT_FRACTION,
     Split,
     hierarchy_disjoint_split,
     official_split,
@@ -25,7 +23,7 @@ from hierconsole.datasets.splits import (
 )
 from hierconsole.errors import ConfigError, HierconsoleError
 from hierconsole.plurals import counted
-from hierconsole.vocabulary import HIER_AUTHORS, HIER_STYLE, LEVELS
+from hierconsole.vocabulary import HIER_AUTHORS, HIER_STYLE
 
 QUERY_SHARE = 0.2
 """The query share a refusal of evaluation.n_query proposes: NABirds' 1,003 of 5,017 test images."""
@@ -42,13 +40,6 @@ class DrawnSplits:
     test: np.ndarray
     tuning: Split
     qgs: dict[int, Split]
-
-
-@dataclass(frozen=True)
-class PlanRow:
-    split: str
-    images: int
-    source: str
 
 
 def draw_splits(preset: Preset, fs: FeatureSet, dataset_id: str) -> DrawnSplits:
@@ -172,75 +163,3 @@ def _draw(preset: Preset, fs: FeatureSet, dataset_id: str) -> tuple[DrawnSplits,
         )
     qgs = {s: qg_perturbation(labels, test, n_query=n_query, seed=s) for s in preset.evaluation.qg_seeds}
     return DrawnSplits(protocol, train, val, development, test, tuning, qgs), later
-
-
-def _uses_of_validation(preset: Preset) -> list[str]:
-    training = preset.training
-    uses = []
-    if preset.tuned_geometries:
-        uses.append("temperature tuning")
-    if training.select_epoch:
-        uses.append("epoch selection")
-    if training.val_every:
-        uses.append(f"the validation curve (every {counted(training.val_every, 'epoch')})")
-    return uses
-
-
-def plan_rows(drawn: DrawnSplits, preset: Preset) -> tuple[list[PlanRow], list[str]]:
-    """The plan's rows (split, images, where they come from) and its notes (what was carved, what it is for)."""
-    sp = preset.split
-    protocol = drawn.protocol
-    rows: list[PlanRow] = []
-    if sp.protocol == "official":
-        for name, idx in protocol.parts.items():
-            rows.append(PlanRow(name, len(idx), f"the dataset's official {name} images"))
-    else:
-        counts = protocol.params["counts"]
-        n_groups = sum(counts)
-        images = "their official-train images" if sp.images == "official" else "all their images"
-        for p, name in enumerate(("train", "val", "test")):
-            leaves = protocol.params[f"{LEVELS[0]}_groups"][name]
-            source = (
-                f"{counts[p]} of {counted(n_groups, sp.level + ' group')} ({counted(leaves, 'leaf')}), "
-                + ("their official-test images" if sp.images == "official" and name == "test" else images)
-            )
-            rows.append(PlanRow(name, len(protocol.parts[name]), source))
-    tuning = drawn.tuning.parts
-    carved = drawn.val is None
-    pool = "the hold-out" if carved else "the val part"
-    rows.append(
-        PlanRow(
-            "development",
-            len(tuning["fit"]) if preset.training.select_epoch else len(drawn.development),
-            "final runs fit: train only (epochs are selected on validation)"
-            if preset.training.select_epoch
-            else "final runs fit: train" + ("" if carved else " + val"),
-        )
-    )
-    rows.append(
-        PlanRow(
-            "validation fit",
-            len(tuning["fit"]),
-            "train minus the hold-out" if carved else "the train part",
-        )
-    )
-    rows.append(PlanRow("validation query", len(tuning["query"]), f"drawn from {pool}"))
-    rows.append(PlanRow("validation gallery", len(tuning["gallery"]), f"the rest of {pool}"))
-    n_draws = len(drawn.qgs)
-    rows.append(PlanRow("test query", preset.evaluation.n_query, f"each of the {n_draws} Q/G draws of test"))
-    rows.append(PlanRow("test gallery", len(drawn.test) - preset.evaluation.n_query, "the rest of test"))
-    notes: list[str] = []
-    uses = _uses_of_validation(preset)
-    if carved:
-        held = len(tuning["query"]) + len(tuning["gallery"])
-        notes.append(
-            f"the dataset has no validation part: validation is carved from train, a leaf-stratified "
-            f"{HOLDOUT_FRACTION:.0%} hold-out ({counted(held, 'image')} of {len(drawn.train):,})"
-            + (
-                "; fixed-endpoint final runs still fit all of train, hold-out included"
-                if not preset.training.select_epoch
-                else ""
-            )
-        )
-    notes.append(f"validation is used for {', '.join(uses)}" if uses else "validation is not used by this study")
-    return rows, notes

@@ -28,23 +28,19 @@ from hierconsole.present.tables.effects import (
     has_effects,
     levels_grid,
 )
-from hierconsole.study.analysis.arms import arm_table
-from hierconsole.study.analysis.effects_view import EffectsView, effects_view
-from hierconsole.study.analysis.per_seed import metric_columns
 from hierconsole.study.read import (
     StudyProgress,
     aggregations,
-    baselines,
     empty_levels,
     evaluated_per_seed,
     study_progress,
 )
+from hierconsole.study.read.effects import EffectsView, effects_so_far
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen, view_width, while_open
 from hierconsole.vocabulary import (
     BASELINE_LEGEND,
-    BASELINE_SEED,
     HIER_LEVELS,
     HIER_SCORE,
     LEVELS,
@@ -224,19 +220,16 @@ class EffectsScreen(AnalysisScreen):
     BINDINGS = bindings_for(SCOPE)
 
     def analyse(self, per_seed: pl.DataFrame, selection: Selection) -> object:
-        metric = selection.metric
-        if metric not in metric_columns(per_seed):
-            return None
-        study_id = self.console_app.study_id
-        base = None if study_id is None else baselines(self.console_app.store, study_id, selection.aggregation)
-        if base is not None:
-            # Only the seeds scored so far, so a trained baseline pairs with the cells it is shown beside.
-            base = base.filter(pl.col("seed").is_in([BASELINE_SEED, *per_seed["seed"].unique().to_list()]))
         # The same view as `hierconsole effects` (arms, effects, cells against baselines, omissions); the
         # level table reads every level of the chosen measure.
-        view = effects_view(per_seed, source=f"study {study_id}", metrics=[metric], baselines=base)
-        levels = [m for m in metric_columns(per_seed) if m.endswith(f"_{selection.measure}")]
-        return view, arm_table(per_seed, levels, baselines=base) if base is not None else None
+        return effects_so_far(
+            self.console_app.store,
+            self.console_app.study_id,
+            per_seed,
+            selection.metric,
+            selection.measure,
+            selection.aggregation,
+        )
 
     def selection_text(self, message: AnalysisScreen.Loaded) -> Text:
         text = Text("metric ", style="dim")

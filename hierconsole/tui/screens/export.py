@@ -17,8 +17,8 @@ from textual.widgets.option_list import Option
 from hierconsole.errors import HierconsoleError
 from hierconsole.plurals import counted
 from hierconsole.present.export import FORMATS, STDOUT, export_table
-from hierconsole.study.analysis.frames import TABLES
 from hierconsole.study.read import table_frame
+from hierconsole.study.read.results import TABLES
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen
 from hierconsole.tui.screens.dialogs import ConfirmDialog

@@ -22,10 +22,15 @@ from hierconsole.errors import HierconsoleError
 from hierconsole.present import numbers as fmt
 from hierconsole.present.render import render
 from hierconsole.present.tables.families import contrast_grid, outer_arms_grid, outer_gains_grid
-from hierconsole.study.analysis.contrasts import StudyContrast
-from hierconsole.study.analysis.outer_arms import OuterArmsView
 from hierconsole.study.db.storage import Store
-from hierconsole.study.read.families import FamilyRow, contrasts_so_far, list_families, outer_arms_so_far
+from hierconsole.study.read.contrasts import StudyContrast
+from hierconsole.study.read.families import (
+    FamilyRow,
+    OuterArmsView,
+    contrasts_so_far,
+    list_families,
+    outer_arms_so_far,
+)
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen, view_width, while_open

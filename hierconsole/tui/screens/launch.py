@@ -24,8 +24,15 @@ from hierconsole.config import Preset, list_presets, load_preset
 from hierconsole.config.overrides import OptionInfo, preset_options, split_assignments
 from hierconsole.errors import ConfigError, HierconsoleError
 from hierconsole.plurals import counted
-from hierconsole.study.commands import Launched, LaunchProblems, LaunchRequest, launch, launch_on
-from hierconsole.study.executors import LOCAL_RAY, executor_name
+from hierconsole.study.commands import (
+    LOCAL_RAY,
+    Launched,
+    LaunchProblems,
+    LaunchRequest,
+    executor_name,
+    launch,
+    launch_on,
+)
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.messages import StudyLaunched
 from hierconsole.tui.screens.dialogs import ConfirmDialog, FieldDialog
@@ -33,7 +40,7 @@ from hierconsole.tui.widgets.path_input import FieldInput
 from hierconsole.vocabulary import ARMS, EXECUTORS, Executor
 
 if TYPE_CHECKING:
-    from hierconsole.study.run.orchestrator import Orchestrator
+    from hierconsole.study.commands import Orchestrator
 
 PRESET_DATASET = "__preset__"
 FIELDS = ("preset", "dataset", "epochs", "seeds", "set", "executor", "address")

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-import polars as pl
+from typing import TYPE_CHECKING
+
 from rich.console import Group, RenderableType
 from rich.text import Text
 
 from hierconsole.present.render import render
 from hierconsole.present.tables.effects import redistribution_bars_grid
-from hierconsole.study.analysis.effects import omitted_text
-from hierconsole.study.analysis.redistribution import Redistribution, can_redistribute, redistribution
+from hierconsole.study.read.effects import Redistribution, redistribution_so_far
 from hierconsole.styles import EFFECT_DIGITS
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.effects import AnalysisScreen, Selection
-from hierconsole.vocabulary import LEVELS
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 class RedistributionScreen(AnalysisScreen):
@@ -25,11 +27,7 @@ class RedistributionScreen(AnalysisScreen):
         self.selection = Selection(level="leaf")
 
     def analyse(self, per_seed: pl.DataFrame, selection: Selection) -> object:
-        if not all(f"{level}_{selection.measure}" in per_seed.columns for level in LEVELS):
-            return None
-        if not can_redistribute(per_seed):
-            return omitted_text(per_seed["arm"].to_list())
-        return redistribution(per_seed, selection.measure)
+        return redistribution_so_far(per_seed, selection.measure)
 
     def selection_text(self, message: AnalysisScreen.Loaded) -> Text:
         text = Text("metric ", style="dim")

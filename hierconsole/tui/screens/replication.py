@@ -21,8 +21,7 @@ from textual.widgets import Static
 
 from hierconsole.present.render import render
 from hierconsole.present.tables.replication import progress_line, stages_grid, table_rows_grid, tables_grid
-from hierconsole.study.db.live import REFRESH_SECONDS
-from hierconsole.study.read.replications import ReplicationView, StageRow, replications
+from hierconsole.study.read.replications import REFRESH_SECONDS, ReplicationView, StageRow, replications
 from hierconsole.study.replication.estimate import calibrated_left
 from hierconsole.study.replication.graph import Stage
 from hierconsole.study.replication.stages import DATASETS, PAPER, paper_stages, replication_scale

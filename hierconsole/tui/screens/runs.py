@@ -24,7 +24,7 @@ from hierconsole.tui.widgets.table_sync import highlighted_key, sync_rows
 from hierconsole.vocabulary import ACTIVE_STATES, ARMS, TRAINING_KINDS
 
 if TYPE_CHECKING:
-    from hierconsole.study.run.orchestrator import Orchestrator
+    from hierconsole.study.commands import Orchestrator
 
 
 JOB_COLUMNS: tuple[tuple[str, str], ...] = (

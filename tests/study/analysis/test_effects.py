@@ -16,7 +16,6 @@ from hierconsole.factorial import EFFECTS
 from hierconsole.study.analysis.arms import arm_table
 from hierconsole.study.analysis.effects import effects_json, simple_effects
 from hierconsole.study.analysis.per_seed import normalize_arm, per_seed_from_long
-from hierconsole.study.analysis.per_seed_csv import load_effects_csv
 from hierconsole.study.analysis.redistribution import redistribution
 from hierconsole.study.analysis.statistics import (
     EVIDENCE_KEYS,
@@ -25,6 +24,7 @@ from hierconsole.study.analysis.statistics import (
     p_signflip,
     seeds_to_resolve,
 )
+from hierconsole.study.read.per_seed_csv import load_effects_csv
 from hierconsole.vocabulary import ARMS
 from tests.paper_tables import SEEDS, per_seed_table
 from tests.paper_tables import effects as effects_of

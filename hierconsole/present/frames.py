@@ -1,4 +1,4 @@
-"""The notebook's frames: read-layer results laid out long, one row per value, for polars (or pandas).
+"""The notebook's frames (`hierconsole.open_home`): read-layer results laid out long, one row per value, for polars (or pandas).
 
 Where a study has seeds, every row holds one seed's value and, beside it, the summary over the seeds
 (a `study.analysis.paired.PairedSummary`: mean, sample SD, positive seeds, n seeds, intervals, tests),

@@ -1,4 +1,5 @@
-"""A user's per-seed CSV (`effects --from-csv`, `export --from-csv`) read into a per-seed wide table."""
+"""A user's per-seed CSV (`effects --from-csv`, `export --from-csv`) read into a per-seed wide table, and
+what `effects` and `export` show of it: the same views as of a study in the store."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import polars as pl
 
 from hierconsole.csv_input import read_csv_records
 from hierconsole.errors import InputError
+from hierconsole.study.analysis.effects_view import EffectsView, effects_view
+from hierconsole.study.analysis.frames import analysis_frame
 from hierconsole.study.analysis.per_seed import KEY_COLUMNS, as_seed, try_arm
 
 
@@ -109,3 +112,13 @@ def load_effects_csv(path: str | Path, metrics: Sequence[str] | str | None = Non
     if problems:
         raise InputError(source, problems)
     return pl.DataFrame(rows, schema={"arm": pl.String, "seed": pl.Int64, **{m: pl.Float64 for m in chosen}})
+
+
+def csv_effects(path: str | Path, metrics: Sequence[str] | None = None) -> EffectsView:
+    """The effects screen of a per-seed CSV (`effects --from-csv`): arms, simple effects, redistribution."""
+    return effects_view(load_effects_csv(path, metrics), source=str(path), metrics=metrics)
+
+
+def csv_table_frame(table: str, path: str | Path, metrics: Sequence[str] | None = None) -> pl.DataFrame:
+    """An analysis table (`ANALYSIS_TABLES`) computed from a per-seed CSV (`export --from-csv`)."""
+    return analysis_frame(table, load_effects_csv(path, metrics), metrics=metrics, source=str(path))
