@@ -2,7 +2,8 @@
 
 Each command group lives in its own module exposing ``register(subparsers)``; the module adds its
 parsers and sets ``func`` (taking the parsed namespace, returning an exit status). Building the parser
-imports no torch: only `score` runs the engine, and imports it when it runs.
+imports no torch: only `score` runs the engine (and `replicate`'s calibration times it), each importing it
+when it runs.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """`hierconsole score EMB.npz`: strict retrieval metrics for embeddings a user brings.
 
-The one command that runs the engine in this process (the metrics need torch): it imports
-`hierconsole.engine` only when it runs, so building the parser stays light.
+The one command whose work is the engine's, in this process (the metrics need torch; `replicate` only
+times the engine there, in its calibration): it imports `hierconsole.engine` only when it runs, so building
+the parser stays light.
 """
 
 from __future__ import annotations

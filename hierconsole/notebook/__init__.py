@@ -5,8 +5,8 @@
     home.studies()                      # polars DataFrames; pandas: .to_pandas()
     home.effects("demo", summary=True)
 
-A front end like `cli/` and `tui/`, built on the read layer (`hierconsole.study.read`): the numbers are
-the ones `hierconsole ... --json` prints. Domain code never imports it. Its modules load on first use, so
+A front end like `cli/` and `tui/`, built on the read layer (`hierconsole.study.read`) and, to launch, the
+front door (`hierconsole.study.commands`): the numbers are the ones `hierconsole ... --json` prints. Domain code never imports it. Its modules load on first use, so
 `import hierconsole` stays light (no DuckDB, polars or torch until a home is opened).
 """
 

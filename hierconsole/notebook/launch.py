@@ -1,7 +1,8 @@
 """Studies launched from a notebook: created here, driven by a headless `hierconsole resume` in the background.
 
-The study is created in the notebook's process (so a bad preset, override, device or dataset is one
-`HierconsoleError` in the cell, before anything runs), then the store is closed again and the CLI's own
+The study is created in the notebook's process through the front door (`study.commands`, as `hierconsole
+run` creates it, so a bad preset, override, device or dataset is the same one line, a `HierconsoleError` in
+the cell, before anything runs), then the store is closed again and the CLI's own
 orchestrator loop drives it in a child process: `hierconsole --home HOME resume STUDY`, the command that
 drives queued work headless, with its Ctrl-C (cancel, resumable) as `RunHandle.cancel`. That child holds
 the store while it runs, so the notebook's reads meanwhile go through the live snapshot it publishes, like

@@ -92,7 +92,7 @@ MAP_METRICS: tuple[str, ...] = (*(f"{level}_{MAP}" for level in LEVELS), HIER_ME
 
 
 def arms_frame(arm_long: pl.DataFrame, metrics: Sequence[str] | None = None) -> pl.DataFrame:
-    """Paper Table 1 shape from :func:`~hierconsole.effects.arm_table`: arm, n, ``<metric>_mean/_sd``.
+    """Paper Table 1 shape from :func:`~hierconsole.study.analysis.arms.arm_table`: arm, n, ``<metric>_mean/_sd``.
 
     Default metrics: the mAP columns (leaf, middle, high, hier) when present, otherwise all of them;
     Recall@K has its own table (:func:`recall_frame`).

@@ -1,5 +1,5 @@
 """The paper's two datasets, as a replication names them, and each one's registered aggregation (S2):
-the facts both the replication's stages (`study.run`) and its tables (`study.read`) are built on."""
+the facts both the replication's stages (`study.replication`) and its tables (`study.read`) are built on."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The replication_stages table: each stage's last record, read and written through the Store.
 
-Rows go in and out as plain values; the run room turns them into its stage records (db sits below run in
-the layers, so it does not know their type)."""
+Rows go in and out as plain values; the replication room turns them into its stage records (db sits below
+it in the layers, so it does not know their type)."""
 
 from __future__ import annotations
 

@@ -2,9 +2,10 @@
 the whole pipeline's progress and time left, and each paper table's readiness with its rows so far.
 
 Read from the stage records `replicate` writes (`study.db.replications`); the graph (which stages exist
-and what each reads) and the time-left estimate are the run room's, handed in by the caller, since the
-read and run rooms do not import each other. A table's rows come from `paper_tables.measured_table`, the
-function the `tables` stage writes its files with, so the console never computes a table a second way.
+and what each reads) and the time-left estimate are the replication room's, handed in by the caller, since
+the read layer sits below that room and never imports it. A table's rows come from
+`paper_tables.measured_table`, the function the `tables` stage writes its files with, so the console never
+computes a table a second way.
 
 What the records cannot say: an input changed on disk (an image, the checklist) shows only once
 `replicate` (or `replicate --dry-run`) hashes the inputs again; here a finished stage is stale when a
@@ -98,7 +99,7 @@ class ReplicationView:
 
 
 Estimate = Callable[[Sequence[StageRow]], float | None]
-"""The stages as they stand -> seconds left (the run room's estimate, handed in by the front end)."""
+"""The stages as they stand -> seconds left (the replication room's estimate, handed in by the front end)."""
 Graph = Callable[[str, Mapping[str, Mapping[str, Any]]], Sequence[GraphStage]]
 """(replication id, its stage records) -> the replication's stage graph."""
 

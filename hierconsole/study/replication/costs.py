@@ -2,10 +2,10 @@
 the unit costs a short calibration measured, corrected by the stages that already ran.
 
 Plain values in and out, so the arithmetic is tested by hand and every front end shows the same estimate
-(`replicate --dry-run` prints it; the read layer gives it to the console). A stage's work is what its
-plan says it does: child commands started, images through the backbone, and its studies' jobs as phases
-(the tuning runs, the final seeds, the evaluation), each job costing its start-up, its cell-updates and
-its scored query x gallery pairs. A family's members run under one orchestrator, so their phases are
+(`replicate --dry-run` prints it; the console shows it through `estimate`). A stage's work is what its
+plan says it does: the commands it calls (in this process; only `extract` as a child), images through the
+backbone, and its studies' jobs as phases (the tuning runs, the final seeds, the evaluation), each job
+costing its start-up, its cell-updates and its scored query x gallery pairs. A family's members run under one orchestrator, so their phases are
 pooled: all members' final jobs share the family's slots, then all their evaluations. A phase of J jobs
 on S slots and C cores takes ``(J * start + J * work) / min(J, S, C)`` seconds: every running job,
 starting or training, shares the cores (importing torch is CPU work too, so two start-ups on one core
@@ -50,7 +50,8 @@ class Phase:
 @dataclass(frozen=True)
 class StageWork:
     commands: int = 0
-    """Light child commands (`import`, `run`, `taxonomy build-cub`, ...): a start-up each."""
+    """Light commands (`import`, `run`, `taxonomy build-cub`, ...), called in this process: a
+    ``command_start`` each."""
     torch_commands: int = 0
     """Child commands that import torch (`extract`): a worker's start-up each."""
     images: int = 0
@@ -72,7 +73,8 @@ class UnitCosts:
     """Seconds per unit of work on one machine, as the calibration measured them."""
 
     command_start: float
-    """A light child command, from its start to its exit."""
+    """A light command's start-up beyond its work: 0 where the calibration measures it now, since the
+    stages call these commands in this process rather than as children."""
     worker_start: float
     """A child that imports torch and the engine, from its start to its first step."""
     cell_update: float

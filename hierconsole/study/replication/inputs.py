@@ -53,6 +53,8 @@ def replication_inputs(args: argparse.Namespace) -> dict[str, str]:
             f"real weights are the same whatever the seed"
         )
     _check_out(args.out)
+    # "paper_values" is the input's name in every stored stage key (the tables stage's), kept from before the
+    # paper's tables became data files: renaming it would make every recorded tables stage stale.
     external = {"scale": args.scale, "seed": str(args.seed), "paper_values": PAPER_TABLES_DIGEST}
     if args.model in ARCHITECTURES:
         external["model"] = args.model

@@ -66,7 +66,8 @@ from hierconsole.study.replication.work import (
 )
 
 # The replication's face to the front ends (`replicate`, the console's replication view): they import this
-# module only, never the room's others (pyproject's front-end contract).
+# module (the console's view also reads `graph`, `stages` and `estimate`), never the room's modules that act
+# (pyproject's front-end contract).
 __all__ = [
     "DATASETS", "DEFAULT_SEED", "DEFAULT_STAGES_AT_ONCE", "LIGHT_STAGES", "PAPER", "SCALES", "Decision", "DryRun",
     "Prepared", "Stage", "Writers", "calibrated_left", "datasets_of_stages", "dry_run", "paper_stages", "prepare",

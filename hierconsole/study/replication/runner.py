@@ -6,11 +6,11 @@ The stages' work is the caller's: ``actions`` maps a stage name to a function th
 its upstream stages and returns its own outputs (name -> content hash). That keeps this loop one
 definition for the CLI and the tests.
 
-Stages run as soon as their inputs exist, up to ``at_once`` of them, each in a thread of its own (the work
-is in child processes; the thread waits on them). The store has one writer at a time and a stage's own
-commands (`run`, `import`) write it, so the stages that open the store (``Stage.store``) run one after
-another, and the others (an extraction, a taxonomy file) run beside them: NABirds' extraction goes on
-while CUB's studies train. This process opens the store only while no such stage runs: a record written
+Stages run as soon as their inputs exist, up to ``at_once`` of them, each in a thread of its own (it calls
+the project's verbs in this process, or waits on the extraction's child process). The store has one writer
+at a time and a stage's own verbs (`run`, `import`) write it, so the stages that open the store
+(``Stage.store``) run one after another, and the others (an extraction, a taxonomy file) run beside them:
+NABirds' extraction goes on while CUB's studies train. This process opens the store only while no such stage runs: a record written
 meanwhile is held in memory and written as soon as the store is free again (a kill loses at most that
 record, and its stage is then run again, which finds its finished output and does nothing else).
 """

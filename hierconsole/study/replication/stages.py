@@ -2,10 +2,10 @@
 studies and families each runs at each scale.
 
 Either dataset may be left out; its stages are then absent and the paper tables that need it are named
-as omitted. A stage's external inputs are content hashes the front end computes (image folders, weights,
-taxonomy, the scale and seed) before anything is created. Everything here is plain data: the front end
-turns a `StudyRun` into a `run` of the shipped preset or family, so a replication is made of the same
-studies a user would start by hand.
+as omitted. A stage's external inputs are content hashes `inputs` computes (image folders, weights,
+taxonomy, the scale and seed) before anything is created. Everything here is plain data: the stage's
+action (`actions`) turns a `StudyRun` into a `run` of the shipped preset or family, so a replication is
+made of the same studies a user would start by hand.
 """
 
 from __future__ import annotations

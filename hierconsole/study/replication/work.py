@@ -1,6 +1,7 @@
 """What each stage of a replication does, counted from its own plan before anything runs: the commands it
-starts, the images it extracts and, for a study stage, each study's jobs as phases with their
-cell-updates and scored query x gallery pairs (`study.replication.costs` prices them).
+calls (in this process; `extract` as a child), the images it extracts and, for a study stage, each study's
+jobs as phases with their cell-updates and scored query x gallery pairs (`study.replication.costs` prices
+them).
 
 The counts come from the presets the stage runs (with the scale's overrides, family members resolved) and
 the dataset folders' own lists (images.txt, train_test_split.txt). Split sizes a preset declares
@@ -35,7 +36,7 @@ from hierconsole.study.replication.stages import (
 from hierconsole.vocabulary import HIER_STYLE, SUPCON, UNTRAINED_BASELINES, arm_parts
 
 LIGHT_STAGES = (TABLES_STAGE, REPORT_STAGE)
-"""Stages that run in the replicate process itself: priced as one light command's start-up each."""
+"""Stages that only reshape what the store holds (the tables, the report): one light command each, no jobs."""
 
 
 @dataclass(frozen=True)

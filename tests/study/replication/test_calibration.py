@@ -1,6 +1,6 @@
 """The replication's calibration: stored once and reused, measured again when what it depends on changes;
-the read layer's estimate from the stored work, calibration and stage records; the calibration
-measured in-process; each stage's work counted from its plan, by hand."""
+the replication room's estimate (`estimate`) from the stored work, calibration and stage records; the
+calibration measured in-process; each stage's work counted from its plan, by hand."""
 
 from __future__ import annotations
 
