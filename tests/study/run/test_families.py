@@ -108,7 +108,7 @@ def test_every_contrast_value_matches_a_plain_computation_from_exported_metrics(
     pair = cli(home, "contrast", "tinyfam:curved", studies["flat"], "--arms", "HS:ES", "--json")
     assert pair.returncode == 0, pair.stderr
     single = json.loads(pair.stdout)
-    assert set(single) == {"metric", "a", "b", "rows"}
+    assert set(single) == {"schema", "metric", "a", "b", "rows"}
     assert [r["per_seed"] for r in single["rows"]] == [r["per_seed"] for r in second["rows"]]
 
     # The exported table holds the same values.
