@@ -1,6 +1,6 @@
 """`hierconsole replicate`: the paper from the dataset folders to every table beside the paper's values.
 
-Options parsed here, the work in `study.replication.pipeline` (each stage keyed by its inputs' content
+Options parsed here, the work in `study.commands.replicate` (each stage keyed by its inputs' content
 hashes and recorded in the store: a re-run continues where the last stopped, never redoes a finished stage,
 and names a changed input; `--redo STAGE` re-runs it). `--dry-run` prints the plan and the time left.
 Without a terminal the live lines are plain start/done lines, so nothing is redrawn into a log.
@@ -24,8 +24,8 @@ from rich.text import Text
 from hierconsole.cli.arguments import positive_int
 from hierconsole.extraction.architectures import ARCHITECTURES, DEFAULT_MODEL
 from hierconsole.plurals import counted
-from hierconsole.study.replication import pipeline
-from hierconsole.study.replication.pipeline import (
+from hierconsole.study.commands import replicate
+from hierconsole.study.commands.replicate import (
     DATASETS,
     DEFAULT_SEED,
     DEFAULT_STAGES_AT_ONCE,
@@ -97,24 +97,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_replicate(args: argparse.Namespace) -> int:
-    prepared = pipeline.prepare(args, args.home)
+    prepared = replicate.prepare(args, args.home)
     out = Console(soft_wrap=True)
     then = "to be rebuilt" if args.dry_run else "rebuilt"
     for stage, file in prepared.gone.items():
         out.print(f"{stage}: {escape(file)} is not in {escape(str(prepared.tables_out))} as it was written: {then}", highlight=False)
     if args.dry_run:
-        _print_plan(out, prepared, pipeline.dry_run(args, prepared))
+        _print_plan(out, prepared, replicate.dry_run(args, prepared))
         return 0
     from hierconsole.cli.progress import print_backup_note
     from hierconsole.present.report.output import write_report_of
     from hierconsole.present.report.replication_tables import write_tables
 
-    writers = pipeline.Writers(tables=write_tables, report=lambda inputs, path: write_report_of(inputs, path, force=True))
+    writers = replicate.Writers(tables=write_tables, report=lambda inputs, path: write_report_of(inputs, path, force=True))
     logs: dict[str, Any] = {}
     progress = StageProgress(out, [s.name for s in prepared.stages], logs)
     started = time.monotonic()
     with progress:
-        outcome = pipeline.run(args, prepared, on_stage=progress.stage, on_warning=progress.warn, logs=logs, writers=writers)
+        outcome = replicate.run(args, prepared, on_stage=progress.stage, on_warning=progress.warn, logs=logs, writers=writers)
     ran = counted(len(outcome.ran), "stage")
     out.print(f"replication {escape(prepared.replication_id)}: {ran} ran in {time.monotonic() - started:.0f}s", highlight=False)
     if outcome.stale:
@@ -141,7 +141,7 @@ def _jobs(stage: str, work: Any) -> str:
     return ", ".join(parts) or "in process"
 
 
-def _print_plan(out: Console, p: pipeline.Prepared, dry: pipeline.DryRun) -> None:
+def _print_plan(out: Console, p: replicate.Prepared, dry: replicate.DryRun) -> None:
     say = lambda text: out.print(text, highlight=False)  # noqa: E731
     say(f"replication {escape(p.replication_id)}")
     by_stage = {s.stage: s for s in dry.estimate.stages}
@@ -150,7 +150,7 @@ def _print_plan(out: Console, p: pipeline.Prepared, dry: pipeline.DryRun) -> Non
         took = f"last {record.seconds:.1f}s" if record and record.seconds is not None else ""
         guess = f"~{left.seconds:.0f}s {left.describe()}" if left else "-"
         say(f"  {name:<18} {planned.decision.value:<8} {_jobs(name, dry.work[name]):<32} {guess:<34} {took}")
-    kept = sorted(pipeline.datasets_of_stages(p.carried))
+    kept = sorted(replicate.datasets_of_stages(p.carried))
     if kept:
         say(
             f"carried: the finished studies of {', '.join(kept)} in this replication fill its tables "

@@ -15,12 +15,12 @@
   splits, statistics, the audits' checks, the exportable frames, the paper's tables (read from `paper/`).
 - `read`: the one read layer every front end shows, ending at what the user sees, and the evidence the
   audits and the lock read.
-- `replication`: the paper's replication: its stage graph, stages, inputs and time estimate; its stages
-  call the front door.
+- `replication`: the paper's replication as a plan: its stage graph, stages, inputs and time estimate;
+  `commands.replicate` runs its stages through the front door's own verbs.
 
 What leaves the tool (grids, exported files, figures, the report) is `hierconsole.present`'s.
 
-Layers, held by import-linter: `replication` above `commands`, above `run`, above `read`, above `analysis`
+Layers, held by import-linter: `commands` above `replication`, above `run`, above `read`, above `analysis`
 and `executors` (pure: no store), above `db`.
 Nothing here imports `hierconsole.engine`: workers are started by module name and talk back through
 `hierconsole.contract`. The one exception is the replication's calibration (`replication.calibration`),

@@ -1,6 +1,6 @@
 """The front door: every verb a front end runs (launch, resume, cancel, delete, rescore, import or delete a
-dataset, repair a home: `doctor`), each input checked here once, and the orchestrator that drives the jobs
-they queue."""
+dataset, repair a home: `doctor`, replicate the paper: `replicate`), each input checked here once, and the
+orchestrator that drives the jobs they queue."""
 
 from hierconsole.study.commands.launching import (
     LOCAL_RAY,

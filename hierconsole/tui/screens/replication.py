@@ -21,10 +21,15 @@ from textual.widgets import Static
 
 from hierconsole.present.render import render
 from hierconsole.present.tables.replication import progress_line, stages_grid, table_rows_grid, tables_grid
+from hierconsole.study.commands.replication_plan import (
+    DATASETS,
+    PAPER,
+    Stage,
+    calibrated_left,
+    paper_stages,
+    replication_scale,
+)
 from hierconsole.study.read.replications import REFRESH_SECONDS, ReplicationView, StageRow, replications
-from hierconsole.study.replication.estimate import calibrated_left
-from hierconsole.study.replication.graph import Stage
-from hierconsole.study.replication.stages import DATASETS, PAPER, paper_stages, replication_scale
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen, view_width, while_open
 from hierconsole.vocabulary import StageStatus

@@ -191,7 +191,7 @@ def test_a_stage_that_did_no_work_keeps_its_measured_time(tmp_path):
 
 
 def test_carried_datasets_and_the_derived_outputs_that_are_gone(tmp_path):
-    from hierconsole.study.replication.pipeline import carried_outputs, outputs_gone
+    from hierconsole.study.commands.replicate import carried_outputs, outputs_gone
     from hierconsole.study.replication.stages import STUDY_STAGES
 
     done = {s: StageRecord(StageState.DONE, "k", {"id": f"{s}-study"}, 1.0) for s in STUDY_STAGES["cub"]}

@@ -1,6 +1,7 @@
-"""`replicate` as one call: the inputs checked and hashed, the stage graph planned from the records the home
-holds, and either the plan with its estimate (a dry run) or the stages run until none is left. The front
-end parses options and prints what this returns.
+"""The `replicate` verb: the inputs checked and hashed, the replication's stage graph (`study.replication`)
+planned from the records the home holds, and either the plan with its estimate (a dry run) or the stages
+run until none is left, each through the front door's own verbs (`replicate_actions`, `replicate_verbs`).
+The front end parses options and prints what this returns.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from typing import Any
 
 from hierconsole.errors import HierconsoleError
 from hierconsole.locations import db_path, resolve_home
+from hierconsole.study.commands import replicate_verbs as verbs
+from hierconsole.study.commands.replicate_actions import Replication, StageLog
 from hierconsole.study.db.calibrations import put_replication_work
 from hierconsole.study.db.storage import Store
-from hierconsole.study.replication import verbs
-from hierconsole.study.replication.actions import Replication, StageLog
 from hierconsole.study.replication.calibration import (
     CALIBRATION_IMAGES,
     Calibrated,
@@ -25,11 +26,10 @@ from hierconsole.study.replication.calibration import (
     measure,
 )
 from hierconsole.study.replication.costs import Estimate, StageWork
-from hierconsole.study.replication.estimate import calibrated_left, replication_estimate
+from hierconsole.study.replication.estimate import replication_estimate
 from hierconsole.study.replication.graph import (
     Decision,
     Planned,
-    Stage,
     StageRecord,
     StageState,
     dependents,
@@ -53,7 +53,6 @@ from hierconsole.study.replication.stages import (
     factorial_stages,
     paper_stages,
     replication_name,
-    replication_scale,
 )
 from hierconsole.study.replication.work import (
     LIGHT_STAGES,
@@ -65,13 +64,11 @@ from hierconsole.study.replication.work import (
     stage_work,
 )
 
-# The replication's face to the front ends (`replicate`, the console's replication view): they import this
-# module (the console's view also reads `graph`, `stages` and `estimate`), never the room's modules that act
-# (pyproject's front-end contract).
+# What `replicate` reads of a replication besides running it, through the front door (the console reads
+# `replication_plan`): front ends never import study.replication itself (pyproject's front-end contract).
 __all__ = [
     "DATASETS", "DEFAULT_SEED", "DEFAULT_STAGES_AT_ONCE", "LIGHT_STAGES", "PAPER", "SCALES", "Decision", "DryRun",
-    "Prepared", "Stage", "Writers", "calibrated_left", "datasets_of_stages", "dry_run", "paper_stages", "prepare",
-    "replication_scale", "run",
+    "Prepared", "Writers", "datasets_of_stages", "dry_run", "prepare", "run",
 ]  # fmt: skip
 
 @dataclass(frozen=True)

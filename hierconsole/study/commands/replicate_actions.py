@@ -24,7 +24,7 @@ from typing import Any
 
 from hierconsole.errors import HierconsoleError
 from hierconsole.orphans import die_with_parent
-from hierconsole.study.replication import verbs
+from hierconsole.study.commands import replicate_verbs as verbs
 from hierconsole.study.replication.hashes import file_sha256, text_sha256
 from hierconsole.study.replication.runner import StageAction
 from hierconsole.study.replication.stages import (
