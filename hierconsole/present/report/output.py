@@ -67,9 +67,9 @@ def write_document(doc: Document, path: str | Path, *, force: bool = False) -> P
 
 
 def write_report_of(inputs: StudyInputs | FamilyInputs, path: str | Path, *, force: bool = False) -> Path:
-    """Check the target, then write the report of `inputs` (`report REF -o PATH`, and replicate's reports)."""
+    """Write the report of `inputs` (`report REF -o PATH`, and replicate's reports); the target is checked by
+    `write_document`, matplotlib before any figure is drawn."""
     from hierconsole.present.report.figures import require_matplotlib
 
-    check_report_target(path, force)
     require_matplotlib()
     return write_document(document_for(inputs), path, force=force)
