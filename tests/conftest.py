@@ -19,6 +19,16 @@ from tests.stores.fixed import build_store
 from tests.tiny import TINY
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`-n`, `--dist loadgroup`: pyproject.toml), a module's tests run on one worker, so
+    its module fixtures (a trained study, a replicated home) are built once; a module may name a wider group
+    (`xdist_group("ray")`: Ray's local instances find each other's clusters, so its tests run one at a time)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
 def _is_python(program: object) -> bool:
     name = os.path.basename(os.fsdecode(program)) if isinstance(program, str | bytes | os.PathLike) else ""
     return program == sys.executable or name.startswith("python")

@@ -12,7 +12,7 @@ import pytest
 from hierconsole.study.db.storage import Store
 from tests.reliability.conftest import TINY_RUN, cli, one_line_error
 
-pytestmark = pytest.mark.slow  # the CLI in subprocesses
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]  # the CLI in subprocesses; Ray tests one at a time
 
 
 def _closed_port() -> int:

@@ -26,7 +26,7 @@ from hierconsole.study.executors.ray_node import SCRATCH_ENV
 from tests.reliability.conftest import TINY_RUN, cli, cli_argv, final_metrics, final_models, wait_for
 from tests.stores.real import registered_home
 
-pytestmark = pytest.mark.slow  # a local Ray instance and worker processes
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]  # a local Ray instance and worker processes; Ray tests one at a time
 
 ray = pytest.importorskip(
     "ray", reason="Ray is not installed (pip install 'hierconsole[ray]'); the Ray executor's tests need it"

@@ -21,7 +21,7 @@ from hierconsole.study.db.storage import Store
 from tests.reliability.conftest import TINY_RUN, cli, cli_argv, wait_for
 from tests.stores.real import registered_home
 
-pytestmark = pytest.mark.slow  # two Ray nodes and worker processes
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]  # two Ray nodes and worker processes; Ray tests one at a time
 
 pytest.importorskip(
     "ray", reason="Ray is not installed (pip install 'hierconsole[ray]'); the two-node tests need it"

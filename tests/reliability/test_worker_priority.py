@@ -39,7 +39,8 @@ def test_a_runs_workers_are_niced_below_its_orchestrator(tiny_home):
         run.wait(timeout=60)
 
 
-def _standbys() -> list[int]:
+def _standbys(home: Path) -> list[int]:
+    """The live standby workers of `home` (others' may run beside this test, e.g. under pytest-xdist)."""
     found = []
     for proc in os.listdir("/proc"):
         if proc.isdigit():
@@ -47,14 +48,14 @@ def _standbys() -> list[int]:
                 argv = Path(f"/proc/{proc}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"hierconsole.engine.worker" in argv and b"--standby" in argv:
+            if b"hierconsole.engine.worker" in argv and b"--standby" in argv and os.fsencode(home) in argv:
                 found.append(int(proc))
     return found
 
 
 def test_the_warm_standby_waits_at_the_workers_niceness(tiny_home):
     # One slot and two seeds: the second job waits, so the orchestrator starts a standby for it.
-    before = set(_standbys())
+    before = set(_standbys(tiny_home))
     run = subprocess.Popen(
         cli_argv(tiny_home, *TINY_RUN, "--epochs", "3", "--seeds", "42,2024", "--parallel", "1"),
         env=paused_at(2),  # the first job waits in epoch 2, so the second waits for its slot
@@ -62,8 +63,8 @@ def test_the_warm_standby_waits_at_the_workers_niceness(tiny_home):
         stderr=subprocess.DEVNULL,
     )
     try:
-        wait_for(lambda: bool(set(_standbys()) - before), timeout=120, what="the standby to start")
-        (standby,) = set(_standbys()) - before
+        wait_for(lambda: bool(set(_standbys(tiny_home)) - before), timeout=120, what="the standby to start")
+        (standby,) = set(_standbys(tiny_home)) - before
         # The orchestrator renices the standby just after starting it: /proc may show it a moment before.
         expected = min(19, _niceness(run.pid) + WORKER_NICENESS)
         wait_for(lambda: _niceness(standby) == expected, timeout=30, what=f"the standby at niceness {expected}")
