@@ -15,18 +15,38 @@ import pytest
 from hierconsole.datasets import FeatureSet, make_synthetic
 from hierconsole.study.db.storage import Store
 from tests.homes import BASELINES, PLAIN, TrainedFamily, TrainedStudy, train_family, train_study
+from tests.replicated import Replicated, make_data, replicate_cub
 from tests.stores.fixed import build_store
 from tests.tiny import TINY
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: a worker per core and one more. About a third of a serial run waits on its subprocesses
+    (workers starting, a CLI's interpreter, a kill's grace period), time another worker fills."""
+    return (os.cpu_count() or 1) + 1
+
+
+LONGEST_GROUPS = ("replicated", "ray")
+"""xdist groups that take minutes on one worker: started first, so that they are not the run's tail."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (`-n`, `--dist loadgroup`: pyproject.toml), a module's tests run on one worker, so
     its module fixtures (a trained study, a replicated home) are built once; a module may name a wider group
-    (`xdist_group("ray")`: Ray's local instances find each other's clusters, so its tests run one at a time)."""
+    (`xdist_group("ray")`: Ray's local instances find each other's clusters, so its tests run one at a time).
+    Groups are handed out in the order of the items (`--no-loadscope-reorder`): the longest groups first,
+    then the modules with a `slow` test, then the rest, each module's tests kept together."""
+    rank: dict[str, int] = {}
     for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+        module = item.nodeid.split("::", 1)[0]
+        if (group := item.get_closest_marker("xdist_group")) is None:
+            item.add_marker(pytest.mark.xdist_group(module))
+        elif group.args and group.args[0] in LONGEST_GROUPS:
+            rank[module] = 0
+        if item.get_closest_marker("slow") is not None:
+            rank[module] = min(rank.get(module, 1), 1)
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], 2))
 
 
 def _is_python(program: object) -> bool:
@@ -95,3 +115,14 @@ def trained_baselines(tmp_path_factory: pytest.TempPathFactory, tiny_fs: Feature
 @pytest.fixture(scope="session")
 def trained_family(tmp_path_factory: pytest.TempPathFactory, tiny_fs: FeatureSet) -> TrainedFamily:
     return train_family(tmp_path_factory.mktemp("trained-family"), tiny_fs)
+
+
+# A smoke replication, run once per session (tests/replicated.py): copy its home before changing it.
+@pytest.fixture(scope="session")
+def replicate_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_data(tmp_path_factory.mktemp("replicate-data"))
+
+
+@pytest.fixture(scope="session")
+def replicated_cub(tmp_path_factory: pytest.TempPathFactory, replicate_data: Path) -> Replicated:
+    return replicate_cub(tmp_path_factory.mktemp("replicated-cub"), replicate_data)

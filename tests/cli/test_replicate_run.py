@@ -5,7 +5,6 @@ during extraction, during a factorial and during the tables ends with byte-ident
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -16,61 +15,21 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.stores.layouts import make_cub, make_nabirds, tiny_model
+from tests.homes import copy_home
+from tests.replicated import (
+    GROUP,
+    RID,
+    Replicated,
+    child_commands,
+    recording_children,
+    replicate,
+    replicate_argv,
+)
 
 pytest.importorskip("transformers", reason="the 'extract' extra is not installed")
 pytest.importorskip("matplotlib", reason="the 'plot' extra is not installed (the report stage needs it)")
 
-pytestmark = pytest.mark.slow
-
-
-def _argv(home: Path, base: Path, *datasets: str, extra: tuple[str, ...] = ()) -> list[str]:
-    argv = [sys.executable, "-m", "hierconsole", "--home", str(home), "replicate"]
-    if "cub" in datasets:
-        argv += ["--cub", str(base / "CUB_200_2011"), "--checklist", str(base / "checklist.csv")]
-    if "nabirds" in datasets:
-        argv += ["--nabirds", str(base / "nabirds")]
-    return [*argv, "--weights", "none", "--model", str(base / "tiny-dinov2.json"), "--scale", "smoke", *extra]
-
-
-def _replicate(
-    home: Path, base: Path, *datasets: str, extra: tuple[str, ...] = (), env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess:
-    argv = _argv(home, base, *datasets, extra=extra)
-    return subprocess.run(argv, capture_output=True, text=True, timeout=1200, env=env)
-
-
-_POPEN_LOG_HOOK = """
-import json, os, sys
-_log = os.environ.get("POPEN_LOG")
-if _log:
-    def _hook(event, args):
-        if event == "subprocess.Popen":
-            with open(_log, "a", encoding="utf-8") as sink:
-                sink.write(json.dumps([os.getpid(), [str(a) for a in args[1]]]) + "\\n")
-    sys.addaudithook(_hook)
-"""
-"""A sitecustomize that records every child process any Python process of the run starts (the interpreter's
-own `subprocess.Popen` audit event), into the file $POPEN_LOG names."""
-
-
-def _recording_children(tmp_path: Path) -> tuple[dict[str, str], Path]:
-    """An environment whose Python processes log every child they start (`_POPEN_LOG_HOOK`), and the log."""
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(_POPEN_LOG_HOOK)
-    log = tmp_path / "popen.jsonl"
-    env = {**os.environ, "POPEN_LOG": str(log), "PYTHONPATH": os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")])}
-    return env, log
-
-
-def _child_commands(log: Path) -> list[str]:
-    """The hierconsole commands the run started as child processes (a bare `--version` as itself)."""
-    started = [json.loads(line)[1] for line in log.read_text().splitlines()]
-    assert any("hierconsole.engine.worker" in argv for argv in started)  # the hook saw the studies' workers
-    commands = [argv[argv.index("hierconsole") + 1 :] for argv in started if argv[1:3] == ["-m", "hierconsole"]]
-    # `--home HOME COMMAND ...` (or a bare `--version`)
-    return [c[2] if c[:1] == ["--home"] else " ".join(c) for c in commands]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(GROUP)]  # the session's replication
 
 
 def _differences(got: dict[str, bytes], want: dict[str, bytes]) -> str:
@@ -101,36 +60,34 @@ def _tables(home: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((folder / "tables").iterdir()) if p.suffix != ".html"}
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("replicate-data")
-    make_cub(base)
-    make_nabirds(base, supergroups=3, parents=6, leaves=2, per_class=6)
-    tiny_model(base)
-    return base
+@pytest.fixture
+def data(replicated_cub: Replicated) -> Path:
+    return replicated_cub.data
 
 
-def test_smoke_replication_end_to_end_then_nothing_to_do(data, tmp_path):
-    home = tmp_path / "home"
-    env, log = _recording_children(tmp_path)
-    done = _replicate(home, data, "cub", "nabirds", env=env)
+def test_smoke_replication_end_to_end_then_nothing_to_do(replicated_cub, data, tmp_path):
+    # Every stage runs in this process through the front door; only each dataset's extraction is a child:
+    # CUB's from scratch (the session's replication), then NABirds' added to a copy of it.
+    assert replicated_cub.children == ["extract"]
+    home = copy_home(replicated_cub.home, tmp_path / "home")
+    env, log = recording_children(tmp_path)
+    done = replicate(home, data, "cub", "nabirds", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
-    # Every stage runs in this process through the front door; only each dataset's extraction is a child.
-    assert _child_commands(log) == ["extract", "extract"]
+    assert child_commands(log) == ["extract"]
     tables = _tables(home)
     every = ("sec-S1", "main-1", "main-2", "sec-5.1", "sec-5.2", "sec-5.5-cub", "sec-5.5-nabirds", "sec-5.5-cub-factorial")
     for table in (*every, *(f"S{n}" for n in range(1, 13))):
         assert {f"{table}.csv", f"{table}.md", f"{table}.tex"} <= set(tables), table
-    main = pl.read_csv(home / "replications" / "tiny-dinov2-smoke-seed0" / "tables" / "main-1.csv")
+    main = pl.read_csv(home / "replications" / RID / "tables" / "main-1.csv")
     assert set(main["dataset"]) == {"cub", "nabirds"}
     assert set(main.filter(pl.col("column") == "hier_mAP")["row"]) >= {"E_R", "H_R", "E_S", "H_S"}
     assert not main["comparable"].any()  # smoke budgets: shown beside the paper's, never compared
-    effects = pl.read_csv(home / "replications" / "tiny-dinov2-smoke-seed0" / "tables" / "sec-5.2.csv")
+    effects = pl.read_csv(home / "replications" / RID / "tables" / "sec-5.2.csv")
     cub = effects.filter(pl.col("dataset") == "cub").sort("row")
     assert cub["published"].null_count() == 0  # the paper's CUB effects stand beside the measured ones
     assert ((cub["measured"] - cub["published"]) - cub["difference"]).abs().max() < 1e-12
 
-    again = _replicate(home, data, "cub", "nabirds")
+    again = replicate(home, data, "cub", "nabirds")
     assert again.returncode == 0 and "0 stages ran" in again.stdout, again.stdout + again.stderr
     assert _tables(home) == tables
 
@@ -138,7 +95,7 @@ def test_smoke_replication_end_to_end_then_nothing_to_do(data, tmp_path):
     original = image.read_bytes()
     try:
         image.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
-        plan = _replicate(home, data, "cub", "nabirds", extra=("--dry-run",))
+        plan = replicate(home, data, "cub", "nabirds", extra=("--dry-run",))
         assert plan.returncode == 0, plan.stderr
         assert "extract-cub        stale" in plan.stdout and "extract-nabirds    done" in plan.stdout
         assert "changed inputs: extract-cub" in plan.stdout
@@ -148,7 +105,7 @@ def test_smoke_replication_end_to_end_then_nothing_to_do(data, tmp_path):
     listed = checklist.read_text()
     try:
         checklist.write_text(listed.replace("Familyidae0 (Birds 0)", "Otheridae (Birds 0)"))
-        plan = _replicate(home, data, "cub", "nabirds", extra=("--dry-run",))
+        plan = replicate(home, data, "cub", "nabirds", extra=("--dry-run",))
         assert "taxonomy-cub       stale" in plan.stdout and "extract-cub        done" in plan.stdout, plan.stdout
     finally:
         checklist.write_text(listed)
@@ -160,19 +117,19 @@ def test_smoke_replication_end_to_end_then_nothing_to_do(data, tmp_path):
 def _outputs_are_rebuilt_where_they_are_missing(home: Path, data: Path, tables: dict[str, bytes]) -> None:
     """As a reviewer met it: a deleted table stayed deleted ("0 stages ran"), and --out naming a new folder
     said the tables were there while nothing was written."""
-    (home / "replications" / "tiny-dinov2-smoke-seed0" / "tables" / "main-1.csv").unlink()
-    again = _replicate(home, data, "cub", "nabirds")
+    (home / "replications" / RID / "tables" / "main-1.csv").unlink()
+    again = replicate(home, data, "cub", "nabirds")
     assert again.returncode == 0 and "tables: main-1.csv is not in" in again.stdout, again.stdout + again.stderr
     assert _tables(home) == tables
     elsewhere = home.parent / "elsewhere"
-    moved = _replicate(home, data, "cub", "nabirds", extra=("--out", str(elsewhere)))
+    moved = replicate(home, data, "cub", "nabirds", extra=("--out", str(elsewhere)))
     assert moved.returncode == 0, moved.stdout + moved.stderr
     assert {p.name: p.read_bytes() for p in elsewhere.iterdir() if p.suffix != ".html"} == tables
     assert {"report-cub.html", "report-nabirds.html"} <= {p.name for p in elsewhere.iterdir()}
 
 
 def _last_time(home: Path, data: Path, stage: str) -> str:
-    plan = _replicate(home, data, "cub", "nabirds", extra=("--dry-run",))
+    plan = replicate(home, data, "cub", "nabirds", extra=("--dry-run",))
     (line,) = [line for line in plan.stdout.splitlines() if line.split()[:1] == [stage]]
     return line.rsplit("last ", 1)[1]
 
@@ -181,7 +138,7 @@ def _a_redo_that_finds_its_studies_keeps_the_measured_time(home: Path, data: Pat
     """As a reviewer met it: `--redo families-cub` with nothing changed kept the complete family (no
     retraining) and recorded its 0.4 s, which the next estimate then scaled every family by."""
     before = _last_time(home, data, "families-cub")
-    redo = _replicate(home, data, "cub", "nabirds", extra=("--redo", "families-cub"))
+    redo = replicate(home, data, "cub", "nabirds", extra=("--redo", "families-cub"))
     assert redo.returncode == 0, redo.stdout + redo.stderr
     assert _last_time(home, data, "families-cub") == before
 
@@ -189,17 +146,17 @@ def _a_redo_that_finds_its_studies_keeps_the_measured_time(home: Path, data: Pat
 def _a_dataset_run_alone_keeps_the_others_tables(home: Path, data: Path, tables: dict[str, bytes]) -> None:
     """As a reviewer met it: `replicate --nabirds` alone in a replication that had finished CUB deleted
     CUB's tables and said they needed factorial-cub, a stage that was done."""
-    alone = _replicate(home, data, "nabirds")
+    alone = replicate(home, data, "nabirds")
     assert alone.returncode == 0, alone.stdout + alone.stderr
     assert _tables(home) == tables
-    assert (home / "replications" / "tiny-dinov2-smoke-seed0" / "tables" / "report-cub.html").is_file()
-    plan = _replicate(home, data, "nabirds", extra=("--dry-run",))
+    assert (home / "replications" / RID / "tables" / "report-cub.html").is_file()
+    plan = replicate(home, data, "nabirds", extra=("--dry-run",))
     assert "carried: the finished studies of cub" in plan.stdout and "omitted" not in plan.stdout, plan.stdout
 
 
 def _kill_when(home: Path, base: Path, ready) -> None:  # noqa: ANN001
     """Start a CUB replication and SIGKILL it (it alone: its commands die with it) once `ready(home)`."""
-    proc = subprocess.Popen(_argv(home, base, "cub"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(replicate_argv(home, base, "cub"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 600
         while not ready(home) and proc.poll() is None and time.monotonic() < deadline:
@@ -226,22 +183,20 @@ def _tables_started(home: Path) -> bool:
     return any((home / "replications").glob("*/tables/*.csv"))
 
 
-def test_killed_during_extraction_a_factorial_and_the_tables_ends_with_identical_tables(data, tmp_path):
-    clean = tmp_path / "clean"
-    done = _replicate(clean, data, "cub")
-    assert done.returncode == 0, done.stdout + done.stderr
+def test_killed_during_extraction_a_factorial_and_the_tables_ends_with_identical_tables(replicated_cub, data, tmp_path):
+    clean = replicated_cub.home  # the same replication, never killed
 
     home = tmp_path / "killed"
     _kill_when(home, data, _log_has("extract-cub", "$ hierconsole extract"))
     _kill_when(home, data, _final_runs_started)
     _kill_when(home, data, _tables_started)
-    finished = _replicate(home, data, "cub")
+    finished = replicate(home, data, "cub")
     assert finished.returncode == 0, finished.stdout + finished.stderr
     assert _tables(home) == _tables(clean), (
         f"{_differences(_tables(home), _tables(clean))}\nkilled:\n{_audits(home)}\nclean:\n{_audits(clean)}"
     )
     # NABirds added to the same replication: CUB's stages stay done, NABirds' and the tables' are to run.
-    plan = _replicate(home, data, "cub", "nabirds", extra=("--dry-run",))
+    plan = replicate(home, data, "cub", "nabirds", extra=("--dry-run",))
     assert plan.returncode == 0, plan.stderr
     for stage in ("extract-cub", "import-cub", "factorial-cub", "families-cub", "rescore-cub"):
         assert f"{stage:<18} done" in plan.stdout, plan.stdout
@@ -260,11 +215,11 @@ def test_a_failed_stage_stops_the_extraction_running_beside_it(data, tmp_path):
     lines = (data / "checklist.csv").read_text().splitlines(keepends=True)
     (base / "checklist.csv").write_text("".join(lines[:-1]))
     home = tmp_path / "home"
-    failed = _replicate(home, base, "cub")
+    failed = replicate(home, base, "cub")
     assert failed.returncode == 2, failed.stdout + failed.stderr
     assert "stage taxonomy-cub failed" in failed.stderr and "Traceback" not in failed.stderr, failed.stderr
-    log = (home / "replications" / "tiny-dinov2-smoke-seed0" / "logs" / "extract-cub.log").read_text()
+    log = (home / "replications" / RID / "logs" / "extract-cub.log").read_text()
     assert "$ hierconsole extract" in log  # it had started, and was stopped rather than waited for
-    assert not (home / "replications" / "tiny-dinov2-smoke-seed0" / "features" / "cub.npz").exists()
+    assert not (home / "replications" / RID / "features" / "cub.npz").exists()
     leftover = subprocess.run(["pgrep", "-f", str(home)], capture_output=True, text=True)
     assert leftover.stdout.strip() == "", leftover.stdout

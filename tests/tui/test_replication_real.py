@@ -4,8 +4,6 @@ table's rows the very values the `tables` stage wrote to its CSV files."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,29 +14,20 @@ from hierconsole.study.db.storage import Store
 from hierconsole.study.read.replications import READY, replications
 from hierconsole.tui.screens.replication import ReplicationScreen, comparable, replication_graph, time_left
 from hierconsole.vocabulary import StageStatus
-from tests.stores.layouts import make_cub, tiny_model
+from tests.homes import copy_home
+from tests.replicated import GROUP, RID, Replicated
 from tests.tui.conftest import SIZE, make_app, settle, shown
 
 pytest.importorskip("transformers", reason="the 'extract' extra is not installed")
 pytest.importorskip("matplotlib", reason="the 'plot' extra is not installed (the report stage needs it)")
 
-pytestmark = pytest.mark.slow
-
-RID = "tiny-dinov2-smoke-seed0"
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(GROUP)]  # the session's replication
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("replication-view")
-    make_cub(base)
-    tiny_model(base)
-    home = base / "home"
-    argv = [sys.executable, "-m", "hierconsole", "--home", str(home), "replicate"]
-    argv += ["--cub", str(base / "CUB_200_2011"), "--checklist", str(base / "checklist.csv")]
-    argv += ["--weights", "none", "--model", str(base / "tiny-dinov2.json"), "--scale", "smoke"]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return home
+def home(replicated_cub: Replicated, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the session's replication (the console opens its store for writing)."""
+    return copy_home(replicated_cub.home, tmp_path_factory.mktemp("replication-view") / "home")
 
 
 def test_every_stage_and_table_of_a_real_replication(home: Path):
