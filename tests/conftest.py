@@ -21,9 +21,11 @@ from tests.tiny import TINY
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: a worker per core and one more. About a third of a serial run waits on its subprocesses
-    (workers starting, a CLI's interpreter, a kill's grace period), time another worker fills."""
-    return (os.cpu_count() or 1) + 1
+    """`-n auto`: a worker per core, and one more where `slow` tests may run. About a third of a serial run
+    waits on their subprocesses (workers starting, a CLI's interpreter, a kill's grace period), time another
+    worker fills; the quick loop (`-m "not slow ..."`) waits on none."""
+    cores = os.cpu_count() or 1
+    return cores if "not slow" in (config.getoption("markexpr") or "") else cores + 1
 
 
 LONGEST_GROUPS = ("replicated", "ray")
