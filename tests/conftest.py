@@ -39,16 +39,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     (`xdist_group("ray")`: Ray's local instances find each other's clusters, so its tests run one at a time).
     Groups are handed out in the order of the items (`--no-loadscope-reorder`): the longest groups first,
     then the modules with a `slow` test, then the rest, each module's tests kept together."""
-    rank: dict[str, int] = {}
+    rank: dict[Path, int] = {}
     for item in items:
-        module = item.nodeid.split("::", 1)[0]
         if (group := item.get_closest_marker("xdist_group")) is None:
-            item.add_marker(pytest.mark.xdist_group(module))
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))  # the module's path
         elif group.args and group.args[0] in LONGEST_GROUPS:
-            rank[module] = 0
+            rank[item.path] = 0
         if item.get_closest_marker("slow") is not None:
-            rank[module] = min(rank.get(module, 1), 1)
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], 2))
+            rank[item.path] = min(rank.get(item.path, 1), 1)
+    items.sort(key=lambda item: rank.get(item.path, 2))
 
 
 def _is_python(program: object) -> bool:

@@ -83,7 +83,6 @@ def child_commands(log: Path) -> list[str]:
 @dataclass(frozen=True)
 class Replicated:
     home: Path
-    data: Path
     children: list[str]
     """The hierconsole commands the replication started as child processes (`child_commands`)."""
 
@@ -94,4 +93,4 @@ def replicate_cub(folder: Path, data: Path) -> Replicated:
     home = folder / "home"
     done = replicate(home, data, "cub", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
-    return Replicated(home, data, child_commands(log))
+    return Replicated(home, child_commands(log))

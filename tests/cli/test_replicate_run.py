@@ -19,7 +19,6 @@ from tests.homes import copy_home
 from tests.replicated import (
     GROUP,
     RID,
-    Replicated,
     child_commands,
     recording_children,
     replicate,
@@ -61,8 +60,9 @@ def _tables(home: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture
-def data(replicated_cub: Replicated) -> Path:
-    return replicated_cub.data
+def data(replicate_data: Path) -> Path:
+    """The session's generated dataset folders (the ones its replication `replicated_cub` ran on)."""
+    return replicate_data
 
 
 def test_smoke_replication_end_to_end_then_nothing_to_do(replicated_cub, data, tmp_path):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+from hierconsole.study.executors.standby import STANDBY_FLAG
 
 PROC = Path("/proc")
 
@@ -40,3 +43,19 @@ def descendants(pid: int) -> set[int]:
 
 def alive(pids: set[int]) -> set[int]:
     return {pid for pid in pids if _stat(pid) is not None}
+
+
+def standbys_of(home: Path) -> list[int]:
+    """PIDs of the live standby workers started for `home` (others' may run beside a test, e.g. under
+    pytest-xdist), found through /proc rather than the orchestrator."""
+    found = []
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if STANDBY_FLAG.encode() in argv and os.fsencode(home) in argv and _stat(int(entry.name)) is not None:
+            found.append(int(entry.name))
+    return found

@@ -12,6 +12,7 @@ import pytest
 from hierconsole.contract.liveness import job_lock_holder
 from hierconsole.study.executors.priority import WORKER_NICENESS
 from tests.reliability.conftest import TINY_RUN, cli_argv, paused_at, wait_for
+from tests.reliability.processes import standbys_of
 
 pytestmark = pytest.mark.slow  # worker processes
 
@@ -39,23 +40,9 @@ def test_a_runs_workers_are_niced_below_its_orchestrator(tiny_home):
         run.wait(timeout=60)
 
 
-def _standbys(home: Path) -> list[int]:
-    """The live standby workers of `home` (others' may run beside this test, e.g. under pytest-xdist)."""
-    found = []
-    for proc in os.listdir("/proc"):
-        if proc.isdigit():
-            try:
-                argv = Path(f"/proc/{proc}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"hierconsole.engine.worker" in argv and b"--standby" in argv and os.fsencode(home) in argv:
-                found.append(int(proc))
-    return found
-
-
 def test_the_warm_standby_waits_at_the_workers_niceness(tiny_home):
     # One slot and two seeds: the second job waits, so the orchestrator starts a standby for it.
-    before = set(_standbys(tiny_home))
+    before = set(standbys_of(tiny_home))
     run = subprocess.Popen(
         cli_argv(tiny_home, *TINY_RUN, "--epochs", "3", "--seeds", "42,2024", "--parallel", "1"),
         env=paused_at(2),  # the first job waits in epoch 2, so the second waits for its slot
@@ -63,8 +50,8 @@ def test_the_warm_standby_waits_at_the_workers_niceness(tiny_home):
         stderr=subprocess.DEVNULL,
     )
     try:
-        wait_for(lambda: bool(set(_standbys(tiny_home)) - before), timeout=120, what="the standby to start")
-        (standby,) = set(_standbys(tiny_home)) - before
+        wait_for(lambda: bool(set(standbys_of(tiny_home)) - before), timeout=120, what="the standby to start")
+        (standby,) = set(standbys_of(tiny_home)) - before
         # The orchestrator renices the standby just after starting it: /proc may show it a moment before.
         expected = min(19, _niceness(run.pid) + WORKER_NICENESS)
         wait_for(lambda: _niceness(standby) == expected, timeout=30, what=f"the standby at niceness {expected}")

@@ -21,6 +21,7 @@ from hierconsole.study.db.storage import Store
 from hierconsole.study.executors.standby import STANDBY_FLAG, Standbys
 from hierconsole.study.run.lifecycle import create_study
 from hierconsole.study.run.orchestrator import WORKER_MODULE, Orchestrator
+from tests.reliability.processes import standbys_of
 from tests.tiny import tiny_preset
 
 pytestmark = pytest.mark.slow  # worker processes
@@ -31,21 +32,6 @@ RESULT_SQL = """
 SELECT r.seed, r.arm, r.final_sha256, m.perturbation, m.level, m.metric, m.value
 FROM runs r JOIN metrics m USING (run_id) WHERE r.study_id = ? ORDER BY ALL
 """
-
-
-def _standbys_of(home: Path) -> list[int]:
-    """PIDs of live standby processes started for `home` (found through /proc, not the orchestrator)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if STANDBY_FLAG.encode() in argv and str(home).encode() in argv and pid_alive(int(entry.name), None):
-            found.append(int(entry.name))
-    return found
 
 
 def _run(home: Path, tiny_fs, *, warm: bool) -> tuple[list[tuple], int]:
@@ -69,7 +55,7 @@ def test_warm_launches_end_exactly_as_cold_ones_and_leave_no_standby(tmp_path, t
     cold, _ = _run(tmp_path / "cold", tiny_fs, warm=False)
     assert handed >= 1
     assert warm == cold and len(warm) > 0
-    assert _standbys_of(tmp_path / "warm") == []
+    assert standbys_of(tmp_path / "warm") == []
     # A warm worker's output goes to its own job's log, as a cold worker's does.
     logs = sorted(p.parent.name for p in (tmp_path / "warm").rglob("worker.log"))
     assert logs == ["evaluate", "final-s2024", "final-s42"]
