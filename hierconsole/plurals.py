@@ -8,6 +8,7 @@ _IRREGULAR = {
     "species": "species",
     "taxon": "taxa",
     "class": "classes",
+    "phylum": "phyla",
     "epoch": "epochs",  # a hard "ch": the -ches rule below would say "epoches"
 }
 

@@ -1,4 +1,4 @@
-"""The three-level taxonomy leaf -> middle -> high: loading, consistency checks, relation codes, shuffle.
+"""A taxonomy of K named levels, leaf first: loading, consistency checks, relation codes, shuffle.
 
 Names are unique within a level, not across levels: a NABirds Parent can also be a Supergroup, and that
 is reported by the summary's depth checks rather than refused.
@@ -16,8 +16,9 @@ import numpy as np
 
 from hierconsole.csv_input import read_csv_records
 from hierconsole.errors import InputError
+from hierconsole.levels import MAX_LEVELS, MIN_LEVELS, PAPER_CODES, Levels, default_level_names, level_codes
 from hierconsole.plurals import counted, plural
-from hierconsole.vocabulary import DEFAULT_LEVEL_NAMES, LEVELS, REL_C, REL_H, REL_M, REL_O
+from hierconsole.vocabulary import DEFAULT_LEVEL_NAMES
 
 SHUFFLE_SEED = 20260818
 """The seed of the paper's semantic-alignment control (S9)."""
@@ -25,48 +26,113 @@ SHUFFLE_SEED = 20260818
 
 @dataclass(frozen=True, eq=False)
 class Taxonomy:
-    """A tree of leaves under middles under highs; a position in each tuple is that name's index."""
+    """A tree of K named levels, leaf first: `nodes[k]` are level k's names (a position is that name's
+    index) and `parents[k][i]` is the level-(k+1) index of level k's node i."""
 
-    leaves: tuple[str, ...]
-    middles: tuple[str, ...]
-    highs: tuple[str, ...]
-    leaf_middle: np.ndarray
-    middle_high: np.ndarray
-    level_names: tuple[str, str, str] = DEFAULT_LEVEL_NAMES
+    nodes: tuple[tuple[str, ...], ...]
+    parents: tuple[np.ndarray, ...]
+    level_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "leaves", tuple(self.leaves))
-        object.__setattr__(self, "middles", tuple(self.middles))
-        object.__setattr__(self, "highs", tuple(self.highs))
-        object.__setattr__(self, "level_names", tuple(self.level_names))
-        lm = np.array(self.leaf_middle, dtype=np.int64).reshape(-1)
-        mh = np.array(self.middle_high, dtype=np.int64).reshape(-1)
-        lm.flags.writeable = False
-        mh.flags.writeable = False
-        object.__setattr__(self, "leaf_middle", lm)
-        object.__setattr__(self, "middle_high", mh)
+        nodes = tuple(tuple(level) for level in self.nodes)
+        object.__setattr__(self, "nodes", nodes)
         problems = []
-        if len(self.level_names) != 3:
-            problems.append(f"level_names needs three names, got {self.level_names!r}")
-        for level, names in zip(LEVELS, (self.leaves, self.middles, self.highs), strict=True):
-            if not names:
-                problems.append(f"no {level} names")
-            if len(set(names)) != len(names):
-                problems.append(f"{level} names are not unique")
-        if lm.shape != (len(self.leaves),) or mh.shape != (len(self.middles),):
-            problems.append("leaf_middle / middle_high lengths do not match the names")
-        elif len(lm) and (lm.min() < 0 or lm.max() >= len(self.middles)):
-            problems.append("leaf_middle holds an index outside the middles")
-        elif len(mh) and (mh.min() < 0 or mh.max() >= len(self.highs)):
-            problems.append("middle_high holds an index outside the highs")
-        elif len(np.unique(lm)) != len(self.middles) or len(np.unique(mh)) != len(self.highs):
-            problems.append("every middle needs a leaf and every high a middle")
+        if not MIN_LEVELS <= len(nodes) <= MAX_LEVELS:
+            raise InputError(
+                "<taxonomy>", f"a taxonomy has {MIN_LEVELS} to {MAX_LEVELS} levels, got {len(nodes)}"
+            )
+        names = tuple(self.level_names) or default_level_names(len(nodes))
+        object.__setattr__(self, "level_names", names)
+        parents = []
+        for edge in self.parents:
+            arr = np.array(edge, dtype=np.int64).reshape(-1)
+            arr.flags.writeable = False
+            parents.append(arr)
+        object.__setattr__(self, "parents", tuple(parents))
+        if len(names) != len(nodes):
+            problems.append(f"level_names needs {len(nodes)} names, got {names!r}")
+        codes = PAPER_CODES if len(nodes) == 3 else tuple(f"level {i}" for i in range(1, len(nodes) + 1))
+        for code, level in zip(codes, nodes, strict=True):
+            if not level:
+                problems.append(f"no {code} names")
+            if len(set(level)) != len(level):
+                problems.append(f"{code} names are not unique")
+        if len(parents) != len(nodes) - 1 or any(p.shape != (len(nodes[k]),) for k, p in enumerate(parents)):
+            problems.append(f"{' / '.join(_edge_names(codes))} lengths do not match the names")
+        else:
+            for k, p in enumerate(parents):
+                if len(p) and (p.min() < 0 or p.max() >= len(nodes[k + 1])):
+                    outside = plural(codes[k + 1]) if len(nodes) == 3 else f"{codes[k + 1]} names"
+                    problems.append(f"{_edge_names(codes)[k]} holds an index outside the {outside}")
+                    break
+            else:
+                for k, p in enumerate(parents):
+                    if len(np.unique(p)) != len(nodes[k + 1]):
+                        problems.append(
+                            " and ".join(
+                                f"every {codes[j + 1]} needs a {codes[j]}" for j in range(len(parents))
+                            )
+                        )
+                        break
         if problems:
             raise InputError("<taxonomy>", problems)
 
+    @classmethod
+    def three(
+        cls,
+        leaves: Sequence[str],
+        middles: Sequence[str],
+        highs: Sequence[str],
+        leaf_middle: Sequence[int] | np.ndarray,
+        middle_high: Sequence[int] | np.ndarray,
+        level_names: Sequence[str] = DEFAULT_LEVEL_NAMES,
+    ) -> Taxonomy:
+        """A three-level tree from its names and its two edges."""
+        return cls(
+            (tuple(leaves), tuple(middles), tuple(highs)),
+            (np.asarray(leaf_middle), np.asarray(middle_high)),
+            tuple(level_names),
+        )
+
+    @property
+    def levels(self) -> Levels:
+        return Levels.of(self.level_names)
+
+    @property
+    def k(self) -> int:
+        """The number of levels."""
+        return len(self.nodes)
+
+    @property
+    def leaves(self) -> tuple[str, ...]:
+        return self.nodes[0]
+
     @property
     def n_leaves(self) -> int:
-        return len(self.leaves)
+        return len(self.nodes[0])
+
+    @property
+    def counts(self) -> tuple[int, ...]:
+        """Nodes per level, leaf first."""
+        return tuple(len(level) for level in self.nodes)
+
+    # The three-level names of the levels and edges, for code that only ever reads three-level data
+    # (the paper's tables, the CUB and NABirds importers).
+    @property
+    def middles(self) -> tuple[str, ...]:
+        return self._paper().nodes[1]
+
+    @property
+    def highs(self) -> tuple[str, ...]:
+        return self._paper().nodes[2]
+
+    @property
+    def leaf_middle(self) -> np.ndarray:
+        return self._paper().parents[0]
+
+    @property
+    def middle_high(self) -> np.ndarray:
+        return self._paper().parents[1]
 
     @property
     def n_middles(self) -> int:
@@ -76,31 +142,55 @@ class Taxonomy:
     def n_highs(self) -> int:
         return len(self.highs)
 
+    def _paper(self) -> Taxonomy:
+        if self.k != 3:
+            raise ValueError(f"a {self.k}-level taxonomy has no middle/high levels; read taxonomy.nodes")
+        return self
+
     def leaf_index(self) -> dict[str, int]:
         return {name: i for i, name in enumerate(self.leaves)}
 
-    def labels(self, leaf_idx: np.ndarray) -> np.ndarray:
-        """[N, 3] int64 (leaf, middle, high) label rows for leaf indices."""
-        leaf = np.asarray(leaf_idx, dtype=np.int64).reshape(-1)
-        middle = self.leaf_middle[leaf]
-        return np.stack([leaf, middle, self.middle_high[middle]], axis=1)
+    def ancestors(self) -> np.ndarray:
+        """[n_leaves, K] int64: each leaf's ancestor index at every level (column 0 is the leaf itself)."""
+        out = np.empty((self.n_leaves, self.k), dtype=np.int64)
+        out[:, 0] = np.arange(self.n_leaves)
+        for k, p in enumerate(self.parents):
+            out[:, k + 1] = p[out[:, k]]
+        return out
 
-    def rows(self) -> list[tuple[str, str, str]]:
-        return [
-            (leaf, self.middles[m], self.highs[self.middle_high[m]])
-            for leaf, m in zip(self.leaves, self.leaf_middle.tolist(), strict=True)
-        ]
+    def labels(self, leaf_idx: np.ndarray) -> np.ndarray:
+        """[N, K] int64 label rows (leaf, its parent, ... its top) for leaf indices."""
+        leaf = np.asarray(leaf_idx, dtype=np.int64).reshape(-1)
+        columns = [leaf]
+        for p in self.parents:
+            columns.append(p[columns[-1]])
+        return np.stack(columns, axis=1)
+
+    def rows(self) -> list[tuple[str, ...]]:
+        """One row of K names per leaf, leaf first, in leaf order."""
+        anc = self.ancestors()
+        return [tuple(self.nodes[k][i] for k, i in enumerate(row)) for row in anc.tolist()]
 
     def sha256(self) -> str:
         """Hash of the names in index order, the tree and the display names."""
-        doc = {
-            "level_names": list(self.level_names),
-            "leaves": list(self.leaves),
-            "middles": list(self.middles),
-            "highs": list(self.highs),
-            "leaf_middle": self.leaf_middle.tolist(),
-            "middle_high": self.middle_high.tolist(),
-        }
+        doc: dict[str, object]
+        if self.k == 3:
+            # The document of every three-level dataset stored before levels were general: its hash is
+            # part of each study's dataset record, so it must not move.
+            doc = {
+                "level_names": list(self.level_names),
+                "leaves": list(self.nodes[0]),
+                "middles": list(self.nodes[1]),
+                "highs": list(self.nodes[2]),
+                "leaf_middle": self.parents[0].tolist(),
+                "middle_high": self.parents[1].tolist(),
+            }
+        else:
+            doc = {
+                "level_names": list(self.level_names),
+                "nodes": [list(level) for level in self.nodes],
+                "parents": [p.tolist() for p in self.parents],
+            }
         return hashlib.sha256(json.dumps(doc, ensure_ascii=False).encode("utf-8")).hexdigest()
 
     def summary(self) -> TaxonomySummary:
@@ -115,21 +205,28 @@ class Taxonomy:
         source: str | Path = "<rows>",
         row_numbers: Sequence[int] | None = None,
     ) -> Taxonomy:
-        """Build from (leaf, middle, high) name rows; order of first appearance gives the indices.
+        """Build from rows of K names (leaf first); order of first appearance gives the indices.
 
-        Every conflict is collected and raised at once as an InputError naming the rows. `row_numbers`
-        gives the number to report for each row (a CSV's line numbers); by default rows count from 1.
+        K is the number of level names, or without them the length of the first row. Every conflict is
+        collected and raised at once as an InputError naming the rows. `row_numbers` gives the number to
+        report for each row (a CSV's line numbers); by default rows count from 1.
         """
-        names = tuple(level_names or DEFAULT_LEVEL_NAMES)
         row_tuples = [tuple(r) for r in rows]
+        k = len(level_names) if level_names else (len(row_tuples[0]) if row_tuples else 3)
+        if not MIN_LEVELS <= k <= MAX_LEVELS:
+            raise InputError(
+                source,
+                f"{k} levels: a taxonomy has {MIN_LEVELS} to {MAX_LEVELS} levels, leaf first",
+                hint="give one column per level, from the leaf up to the top",
+            )
+        names = tuple(level_names) if level_names else default_level_names(k)
         numbers = list(row_numbers) if row_numbers is not None else list(range(1, len(row_tuples) + 1))
         problems: list[str] = []
         seen_rows: dict[tuple[str, ...], int] = {}
-        leaf_to: dict[str, dict[str, list[int]]] = {}
-        middle_to: dict[str, dict[str, list[int]]] = {}
+        parent_of: list[dict[str, dict[str, list[int]]]] = [{} for _ in range(k - 1)]
         for row, n in zip(row_tuples, numbers, strict=True):
-            if len(row) != 3:
-                problems.append(f"row {n}: expected 3 names ({', '.join(names)}), got {len(row)}")
+            if len(row) != k:
+                problems.append(f"row {n}: expected {k} names ({', '.join(names)}), got {len(row)}")
                 continue
             empty = [names[i] for i, value in enumerate(row) if not str(value).strip()]
             if empty:
@@ -139,33 +236,31 @@ class Taxonomy:
                 problems.append(f"row {n}: duplicate of row {seen_rows[row]} ({', '.join(row)})")
                 continue
             seen_rows[row] = n
-            leaf, middle, high = row
-            leaf_to.setdefault(leaf, {}).setdefault(middle, []).append(n)
-            middle_to.setdefault(middle, {}).setdefault(high, []).append(n)
-        problems += _conflicts(leaf_to, names[0], names[1])
-        problems += _conflicts(middle_to, names[1], names[2])
+            for j in range(k - 1):
+                parent_of[j].setdefault(row[j], {}).setdefault(row[j + 1], []).append(n)
+        for j in range(k - 1):
+            problems += _conflicts(parent_of[j], names[j], names[j + 1])
         if not row_tuples:
             problems.append("no rows")
         if problems:
-            raise InputError(
-                source,
-                problems,
-                hint=f"each {names[0]} needs exactly one {names[1]} and each {names[1]} exactly one "
-                f"{names[2]}; list each {names[0]} once",
-            )
-        leaves = list(leaf_to)
-        middles = list(middle_to)
-        highs = list(dict.fromkeys(next(iter(h)) for h in middle_to.values()))
-        m_index = {m: i for i, m in enumerate(middles)}
-        h_index = {h: i for i, h in enumerate(highs)}
-        return cls(
-            leaves=tuple(leaves),
-            middles=tuple(middles),
-            highs=tuple(highs),
-            leaf_middle=np.array([m_index[next(iter(leaf_to[x]))] for x in leaves], dtype=np.int64),
-            middle_high=np.array([h_index[next(iter(middle_to[m]))] for m in middles], dtype=np.int64),
-            level_names=names,  # type: ignore[arg-type]
-        )
+            needs = [f"each {names[0]} needs exactly one {names[1]}"]
+            needs += [f"each {names[j]} exactly one {names[j + 1]}" for j in range(1, k - 1)]
+            hint = ", ".join(needs[:-1]) + " and " + needs[-1] if len(needs) > 1 else needs[0]
+            raise InputError(source, problems, hint=f"{hint}; list each {names[0]} once")
+        nodes = [list(parent_of[0])]
+        for j in range(k - 1):
+            # A level's names in order of first appearance; without conflicts each child has one parent.
+            nodes.append(list(dict.fromkeys(next(iter(p)) for p in parent_of[j].values())))
+        index = [{name: i for i, name in enumerate(level)} for level in nodes]
+        parents = [
+            np.array([index[j + 1][next(iter(parent_of[j][x]))] for x in nodes[j]], dtype=np.int64)
+            for j in range(k - 1)
+        ]
+        return cls(tuple(tuple(level) for level in nodes), tuple(parents), names)
+
+
+def _edge_names(codes: Sequence[str]) -> list[str]:
+    return [f"{codes[k]}_{codes[k + 1]}".replace(" ", "") for k in range(len(codes) - 1)]
 
 
 def _conflicts(parent_of: dict[str, dict[str, list[int]]], child_level: str, parent_level: str) -> list[str]:
@@ -184,133 +279,165 @@ def _join(numbers: list[int]) -> str:
 
 
 def load_taxonomy_csv(path: str | Path, *, level_names: Sequence[str] | None = None) -> Taxonomy:
-    """Read and validate a taxonomy CSV (see `read_taxonomy_rows`); conflicts name CSV line numbers."""
+    """Read and validate a taxonomy CSV (see `read_taxonomy_rows`); conflicts name CSV line numbers.
+
+    Without `level_names` a header of level names (not the three-level `leaf,middle,high`) names them."""
     rows, numbers = read_taxonomy_rows(path, level_names=level_names)
-    return Taxonomy.from_rows(rows, level_names=level_names, source=path, row_numbers=numbers)
+    names = level_names or header_level_names(path)
+    return Taxonomy.from_rows(rows, level_names=names, source=path, row_numbers=numbers)
 
 
 def read_taxonomy_rows(
     path: str | Path, *, level_names: Sequence[str] | None = None
-) -> tuple[list[tuple[str, str, str]], list[int]]:
-    """(leaf, middle, high) rows of a CSV and each row's line number (the header is line 1).
+) -> tuple[list[tuple[str, ...]], list[int]]:
+    """Rows of K names (leaf first) of a CSV and each row's line number (the header is line 1).
 
-    The header must name the columns `leaf,middle,high` or the lowercase display names (e.g.
-    `class,genus,family`); extra columns are ignored, names are stripped, blank lines skipped. Rows are
-    not checked here (a short row reads as empty names): `Taxonomy.from_rows` checks them.
+    With `level_names`, the header must name each level by its code (`leaf,middle,high` for three
+    levels) or its lowercase display name (e.g. `class,genus,family`) and other columns are ignored.
+    Without them, a header holding `leaf`, `middle` or `high` is the three-level layout (other columns
+    ignored); any other header names the levels itself, one column each, leaf first. Names are stripped,
+    blank lines skipped. Rows are not checked here (a short row reads as empty names):
+    `Taxonomy.from_rows` checks them.
     """
     path = Path(path)
-    names = tuple(level_names or DEFAULT_LEVEL_NAMES)
     header, records = read_csv_records(path, "the taxonomy CSV")
     if header is None:
-        raise InputError(path, "the file is empty", hint="the first line must be the header leaf,middle,high")
-    cols = [h.strip().lower() for h in header]
-    where = []
-    missing = []
-    for level, display in zip(LEVELS, names, strict=True):
-        for key in (level, display.lower()):
-            if key in cols:
-                where.append(cols.index(key))
-                break
-        else:
-            missing.append(level)
-    if missing:
         raise InputError(
-            path,
-            f"line 1: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-            f"(header is {','.join(header)!r})",
-            hint="the first line must be the header leaf,middle,high",
+            path, "the file is empty", hint="the first line must be the header: the level names, leaf first"
         )
+    cols = [h.strip().lower() for h in header]
+    if level_names is None and not set(PAPER_CODES) & set(cols):
+        if not MIN_LEVELS <= len(cols) <= MAX_LEVELS or not all(cols):
+            raise InputError(
+                path,
+                f"line 1: the header {','.join(header)!r} names {len([c for c in cols if c])} levels; "
+                f"a taxonomy has {MIN_LEVELS} to {MAX_LEVELS}, each column named",
+                hint="the first line names the levels, leaf first (e.g. species,genus,family)",
+            )
+        where = list(range(len(cols)))
+    else:
+        names = tuple(level_names) if level_names else DEFAULT_LEVEL_NAMES
+        codes = level_codes(names)
+        where = []
+        missing = []
+        for code, display in zip(codes, names, strict=True):
+            for key in (code, display.lower()):
+                if key in cols:
+                    where.append(cols.index(key))
+                    break
+            else:
+                missing.append(code)
+        if missing:
+            raise InputError(
+                path,
+                f"line 1: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                f"(header is {','.join(header)!r})",
+                hint=f"the first line must be the header {','.join(codes)}",
+            )
     rows, numbers = [], []
     for line, rec in records:
         if not any(cell.strip() for cell in rec):
             continue
         # A short row reads as empty names, which from_rows reports alongside every other conflict.
-        cells = [rec[i].strip() if i < len(rec) else "" for i in where]
-        rows.append((cells[0], cells[1], cells[2]))
+        rows.append(tuple(rec[i].strip() if i < len(rec) else "" for i in where))
         numbers.append(line)
     return rows, numbers
+
+
+def header_level_names(path: str | Path) -> tuple[str, ...] | None:
+    """The level names a taxonomy CSV's header gives, or None for the three-level layout (see above)."""
+    header, _ = read_csv_records(Path(path), "the taxonomy CSV")
+    if header is None:
+        return None
+    cells = tuple(h.strip() for h in header)
+    if set(PAPER_CODES) & {c.lower() for c in cells}:
+        return None
+    return cells
 
 
 @dataclass(frozen=True)
 class TaxonomySummary:
     """Counts per level, singleton groups and depth-sanity warnings of a taxonomy."""
 
-    level_names: tuple[str, str, str]
+    level_names: tuple[str, ...]
     counts: dict[str, int]
-    singleton_middles: int
-    singleton_highs: int
-    leaves_per_middle: tuple[int, float, int]  # min, median, max
-    middles_per_high: tuple[int, float, int]
+    """Nodes per level, by level code."""
+    singletons: tuple[int, ...]
+    """Per non-leaf level: its nodes holding a single child."""
+    children: tuple[tuple[int, float, int], ...]
+    """Per edge, fine to coarse: children per parent, min, median, max."""
     warnings: list[str] = field(default_factory=list)
 
     @classmethod
     def of(cls, tax: Taxonomy) -> TaxonomySummary:
-        per_middle = np.bincount(tax.leaf_middle, minlength=tax.n_middles)
-        per_high = np.bincount(tax.middle_high, minlength=tax.n_highs)
-        ln, mn, hn = tax.level_names
+        names, n = tax.level_names, tax.counts
+        per_parent = [np.bincount(p, minlength=n[k + 1]) for k, p in enumerate(tax.parents)]
         warnings = []
-        shared = sorted(set(tax.middles) & set(tax.highs))
-        if shared:
-            warnings.append(
-                f"{counted(len(shared), mn)} also used as "
-                f"{hn.lower()} names: {', '.join(map(repr, shared[:5]))}{' ...' if len(shared) > 5 else ''}"
-            )
-        shared = sorted(set(tax.leaves) & set(tax.middles))
-        if shared:
-            warnings.append(
-                f"{counted(len(shared), ln)} also used as "
-                f"{mn.lower()} names: {', '.join(map(repr, shared[:5]))}{' ...' if len(shared) > 5 else ''}"
-            )
-        if tax.n_middles == tax.n_leaves:
-            warnings.append(
-                f"every {mn.lower()} holds one {ln.lower()}: the {mn} level repeats the {ln} level, "
-                f"so strict {mn} retrieval has no valid queries"
-            )
-        if tax.n_highs == tax.n_middles:
-            warnings.append(
-                f"every {hn.lower()} holds one {mn.lower()}: the {hn} level repeats the {mn} level, "
-                f"so strict {hn} retrieval has no valid queries"
-            )
-        if tax.n_middles == 1:
-            warnings.append(f"a single {mn.lower()}: the {mn} level carries no information")
-        if tax.n_highs == 1:
-            warnings.append(f"a single {hn.lower()}: the {hn} level carries no information")
+        for k in reversed(range(tax.k - 1)):
+            shared = sorted(set(tax.nodes[k]) & set(tax.nodes[k + 1]))
+            if shared:
+                warnings.append(
+                    f"{counted(len(shared), names[k])} also used as {names[k + 1].lower()} names: "
+                    f"{', '.join(map(repr, shared[:5]))}{' ...' if len(shared) > 5 else ''}"
+                )
+        for k in range(1, tax.k):
+            if n[k] == n[k - 1]:
+                child, parent = names[k - 1], names[k]
+                warnings.append(
+                    f"every {parent.lower()} holds one {child.lower()}: the {parent} level repeats the "
+                    f"{child} level, so strict {parent} retrieval has no valid queries"
+                )
+        for k in range(1, tax.k):
+            if n[k] == 1:
+                warnings.append(f"a single {names[k].lower()}: the {names[k]} level carries no information")
         return cls(
-            level_names=tax.level_names,
-            counts={"leaf": tax.n_leaves, "middle": tax.n_middles, "high": tax.n_highs},
-            singleton_middles=int((per_middle == 1).sum()),
-            singleton_highs=int((per_high == 1).sum()),
-            leaves_per_middle=(int(per_middle.min()), float(np.median(per_middle)), int(per_middle.max())),
-            middles_per_high=(int(per_high.min()), float(np.median(per_high)), int(per_high.max())),
+            level_names=names,
+            counts=dict(zip(tax.levels.codes, n, strict=True)),
+            singletons=tuple(int((c == 1).sum()) for c in per_parent),
+            children=tuple((int(c.min()), float(np.median(c)), int(c.max())) for c in per_parent),
             warnings=warnings,
         )
 
-    def lines(self) -> list[str]:
-        ln, mn, hn = self.level_names
-        c = self.counts
+    @property
+    def singleton_middles(self) -> int:
+        return self.singletons[0]
 
-        lpm, mph = self.leaves_per_middle, self.middles_per_high
-        return [
-            f"{counted(c['leaf'], ln)}, {counted(c['middle'], mn)}, {counted(c['high'], hn)}",
-            f"{self.singleton_middles} of {counted(c['middle'], mn)} hold one {ln.lower()}",
-            f"{self.singleton_highs} of {counted(c['high'], hn)} hold one {mn.lower()}",
-            f"{plural(ln)} per {mn.lower()}: min {lpm[0]}, median {lpm[1]:g}, max {lpm[2]}",
-            f"{plural(mn)} per {hn.lower()}: min {mph[0]}, median {mph[1]:g}, max {mph[2]}",
-        ] + [f"warning: {w}" for w in self.warnings]
+    @property
+    def singleton_highs(self) -> int:
+        return self.singletons[1]
+
+    @property
+    def leaves_per_middle(self) -> tuple[int, float, int]:
+        return self.children[0]
+
+    @property
+    def middles_per_high(self) -> tuple[int, float, int]:
+        return self.children[1]
+
+    def lines(self) -> list[str]:
+        names = self.level_names
+        counts = list(self.counts.values())
+        lines = [", ".join(counted(c, name) for c, name in zip(counts, names, strict=True))]
+        for k, single in enumerate(self.singletons, start=1):
+            lines.append(f"{single} of {counted(counts[k], names[k])} hold one {names[k - 1].lower()}")
+        for k, (lo, med, hi) in enumerate(self.children):
+            lines.append(f"{plural(names[k])} per {names[k + 1].lower()}: min {lo}, median {med:g}, max {hi}")
+        return lines + [f"warning: {w}" for w in self.warnings]
 
 
 def relation_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """[N, M] int8 pair relations between label rows a [N, 3] and b [M, 3] (paper Eq. 1).
+    """[N, M] int8 pair relations between label rows a [N, K] and b [M, K] (paper Eq. 1, any depth).
 
-    REL_C: same leaf; REL_M: same middle, other leaf; REL_H: same high, other middle; REL_O: other high.
+    The index of the lowest level at which the two meet (0: same leaf, 1: same parent, other leaf, ...)
+    and K where they share no ancestor. For three levels: REL_C, REL_M, REL_H, REL_O.
     """
     a = np.asarray(a)
     b = np.asarray(b)
-    out = np.full((a.shape[0], b.shape[0]), REL_O, dtype=np.int8)
+    k = a.shape[1]
+    out = np.full((a.shape[0], b.shape[0]), k, dtype=np.int8)
     # Coarse to fine, so each finer match overwrites: the relations are exclusive by construction.
-    out[a[:, 2:3] == b[None, :, 2]] = REL_H
-    out[a[:, 1:2] == b[None, :, 1]] = REL_M
-    out[a[:, 0:1] == b[None, :, 0]] = REL_C
+    for level in reversed(range(k)):
+        out[a[:, level : level + 1] == b[None, :, level]] = level
     return out
 
 
@@ -318,65 +445,78 @@ def relation_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class DevelopmentShuffle:
     """The training taxonomy of the semantic-alignment control, with its evidence (paper S9).
 
-    Only the development part of the tree moves: leaves with a development sample and the middles that
-    hold them. Test-only leaves and middles keep their true parents, and evaluation (validation and
-    test) always reads the true taxonomy; only the training labels come from `taxonomy`.
+    Only the development part of the tree moves: leaves with a development sample and, at every level
+    above, the nodes that hold them. Test-only nodes keep their true parents, and evaluation (validation
+    and test) always reads the true taxonomy; only the training labels come from `taxonomy`.
     """
 
     taxonomy: Taxonomy
     seed: int
-    dev_leaves: np.ndarray
-    """Leaf indices with at least one development (train + validation) sample, ascending."""
-    dev_middles: np.ndarray
-    """Middle indices holding a development leaf, ascending."""
-    leaf_fixed: int
-    """Development leaves left under their true middle."""
-    middle_fixed: int
-    """Development middles left under their true high."""
-    leaf_min: int
-    middle_min: int
-    """The fewest fixed points the development group sizes allow (reached by construction)."""
+    dev_nodes: tuple[np.ndarray, ...]
+    """Per edge, fine to coarse: the child level's indices holding a development leaf, ascending (the
+    first is the development leaves: those with at least one train or validation sample)."""
+    fixed: tuple[int, ...]
+    """Per edge: development nodes left under their true parent."""
+    fixed_min: tuple[int, ...]
+    """Per edge: the fewest fixed points the development group sizes allow (reached by construction)."""
 
     @property
     def sha256(self) -> str:
         return self.taxonomy.sha256()
 
+    @property
+    def dev_leaves(self) -> np.ndarray:
+        return self.dev_nodes[0]
 
-def development_shuffle(tax: Taxonomy, dev_leaves: Iterable[int], seed: int = SHUFFLE_SEED) -> DevelopmentShuffle:
-    """Re-attach the development leaves among the development middles, and those middles among their
-    highs, keeping each group's size and leaving the fewest items under their true parent.
+    @property
+    def dev_middles(self) -> np.ndarray:
+        return self.dev_nodes[1]
 
-    The multiset of development leaves per middle and of development middles per high is unchanged, so
-    the supervision keeps its shape and loses only its meaning. A pure function of (taxonomy, leaves,
-    seed). A whole-tree shuffle would also move test-only groups, whose
+    @property
+    def leaf_fixed(self) -> int:
+        return self.fixed[0]
+
+    @property
+    def middle_fixed(self) -> int:
+        return self.fixed[1]
+
+    @property
+    def leaf_min(self) -> int:
+        return self.fixed_min[0]
+
+    @property
+    def middle_min(self) -> int:
+        return self.fixed_min[1]
+
+
+def development_shuffle(
+    tax: Taxonomy, dev_leaves: Iterable[int], seed: int = SHUFFLE_SEED
+) -> DevelopmentShuffle:
+    """Re-attach the development leaves among their parents, and at every level above the development
+    nodes among theirs, keeping each group's size and leaving the fewest nodes under their true parent.
+
+    The multiset of development children per parent is unchanged at every edge, so the supervision keeps
+    its shape and loses only its meaning. A pure function of (taxonomy, leaves, seed); the edges draw
+    from one generator, finest first. A whole-tree shuffle would also move test-only groups, whose
     labels no training run ever sees, and so reach a different fixed-point minimum.
     """
     leaves = np.unique(np.asarray(list(dev_leaves), dtype=np.int64))
     if len(leaves) == 0:
         raise ValueError("a development shuffle needs at least one development leaf")
-    middles = np.unique(tax.leaf_middle[leaves])
+    dev = [leaves]
+    for p in tax.parents[:-1]:
+        dev.append(np.unique(p[dev[-1]]))
     rng = np.random.default_rng(seed)
-    leaf_middle = tax.leaf_middle.copy()
-    middle_high = tax.middle_high.copy()
-    leaf_middle[leaves] = _deranged_permutation(tax.leaf_middle[leaves], rng)
-    middle_high[middles] = _deranged_permutation(tax.middle_high[middles], rng)
-    shuffled = Taxonomy(
-        leaves=tax.leaves,
-        middles=tax.middles,
-        highs=tax.highs,
-        leaf_middle=leaf_middle,
-        middle_high=middle_high,
-        level_names=tax.level_names,
-    )
+    parents = [p.copy() for p in tax.parents]
+    for k, nodes in enumerate(dev):
+        parents[k][nodes] = _deranged_permutation(tax.parents[k][nodes], rng)
+    shuffled = Taxonomy(tax.nodes, tuple(parents), tax.level_names)
     return DevelopmentShuffle(
         taxonomy=shuffled,
         seed=seed,
-        dev_leaves=leaves,
-        dev_middles=middles,
-        leaf_fixed=int((leaf_middle[leaves] == tax.leaf_middle[leaves]).sum()),
-        middle_fixed=int((middle_high[middles] == tax.middle_high[middles]).sum()),
-        leaf_min=min_fixed_points(tax.leaf_middle[leaves]),
-        middle_min=min_fixed_points(tax.middle_high[middles]),
+        dev_nodes=tuple(dev),
+        fixed=tuple(int((parents[k][n] == tax.parents[k][n]).sum()) for k, n in enumerate(dev)),
+        fixed_min=tuple(min_fixed_points(tax.parents[k][n]) for k, n in enumerate(dev)),
     )
 
 

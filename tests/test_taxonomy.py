@@ -152,7 +152,7 @@ def _random_taxonomy(rng, n_leaves, n_middles, n_highs):
     lm = np.concatenate([np.arange(n_middles), rng.integers(0, n_middles, n_leaves - n_middles)])
     mh = np.concatenate([np.arange(n_highs), rng.integers(0, n_highs, n_middles - n_highs)])
     # index by first appearance so that from_rows would give the same indices
-    return Taxonomy(
+    return Taxonomy.three(
         leaves=tuple(f"l{i}" for i in range(n_leaves)),
         middles=tuple(f"m{i}" for i in range(n_middles)),
         highs=tuple(f"h{i}" for i in range(n_highs)),
@@ -198,7 +198,7 @@ def test_shuffle_deterministic_and_seeded():
     ],
 )
 def test_shuffle_fixed_points_are_the_brute_force_minimum(leaf_middle, middle_high):
-    tax = Taxonomy(
+    tax = Taxonomy.three(
         leaves=tuple(f"l{i}" for i in range(len(leaf_middle))),
         middles=tuple(f"m{i}" for i in range(len(middle_high))),
         highs=tuple(f"h{i}" for i in range(max(middle_high) + 1)),
@@ -218,6 +218,130 @@ def test_shuffle_fixed_points_are_the_brute_force_minimum(leaf_middle, middle_hi
 
 def test_direct_construction_is_checked():
     with pytest.raises(InputError, match="every middle needs a leaf"):
-        Taxonomy(leaves=("a",), middles=("m", "n"), highs=("h",), leaf_middle=[0], middle_high=[0, 0])
+        Taxonomy.three(leaves=("a",), middles=("m", "n"), highs=("h",), leaf_middle=[0], middle_high=[0, 0])
     with pytest.raises(InputError, match="outside the middles"):
-        Taxonomy(leaves=("a",), middles=("m",), highs=("h",), leaf_middle=[3], middle_high=[0])
+        Taxonomy.three(leaves=("a",), middles=("m",), highs=("h",), leaf_middle=[3], middle_high=[0])
+
+
+# -- any depth --------------------------------------------------------------------------------------------
+
+
+def _deep_rows(rng, k, n_leaves):
+    """Rows of a random K-level tree: each level's nodes get parents among fewer nodes above."""
+    sizes = [n_leaves]
+    for _ in range(k - 1):
+        sizes.append(max(1, sizes[-1] // 2))
+    parents = [
+        np.concatenate([np.arange(sizes[j + 1]), rng.integers(0, sizes[j + 1], sizes[j] - sizes[j + 1])])
+        for j in range(k - 1)
+    ]
+    rows = []
+    for leaf in range(n_leaves):
+        row, i = [f"n0_{leaf}"], leaf
+        for j in range(k - 1):
+            i = int(parents[j][i])
+            row.append(f"n{j + 1}_{i}")
+        rows.append(tuple(row))
+    return rows
+
+
+@pytest.mark.parametrize("k", [2, 5, 12])
+def test_k_levels_build_labels_rows_and_relations(k):
+    rng = np.random.default_rng(k)
+    rows = _deep_rows(rng, k, 40)
+    names = tuple(f"Rank{j}" for j in range(k))
+    tax = Taxonomy.from_rows(rows, level_names=names)
+    assert tax.k == k and tax.levels.names == names
+    assert tax.rows() == rows
+    labels = tax.labels(np.arange(tax.n_leaves))
+    assert labels.shape == (40, k)
+    for leaf, row in enumerate(rows):
+        assert [tax.nodes[j][labels[leaf, j]] for j in range(k)] == list(row)
+    # Relations against a plain loop: the lowest level at which two samples meet, K for none.
+    a, b = labels[rng.integers(0, 40, 30)], labels[rng.integers(0, 40, 25)]
+    codes = relation_codes(a, b)
+    for i in range(len(a)):
+        for j in range(len(b)):
+            meet = next((lvl for lvl in range(k) if a[i, lvl] == b[j, lvl]), k)
+            assert codes[i, j] == meet
+    assert Taxonomy.from_rows(rows, level_names=names).sha256() == tax.sha256()
+
+
+def test_k_level_conflicts_name_both_parents_at_every_edge():
+    rows = [
+        ("a", "g1", "f1", "o1", "k1"),
+        ("b", "g1", "f2", "o1", "k1"),
+        ("c", "g2", "f3", "o2", "k1"),
+        ("d", "g3", "f3", "o3", "k1"),
+        ("a", "g4", "f4", "o4", "k2"),
+    ]
+    with pytest.raises(InputError) as err:
+        Taxonomy.from_rows(rows, level_names=("Species", "Genus", "Family", "Order", "Kingdom"))
+    problems = err.value.problems
+    assert any(
+        "Species 'a' is under 2 Genus values" in p and "(row 1)" in p and "(row 5)" in p for p in problems
+    )
+    assert any("Genus 'g1' is under 2 Family values: 'f1' (row 1); 'f2' (row 2)" in p for p in problems)
+    assert any("Family 'f3' is under 2 Order values" in p for p in problems)
+    assert any("Order 'o4'" in p for p in problems) is False
+    assert "each Species needs exactly one Genus, each Genus exactly one Family" in str(err.value)
+
+
+def test_a_header_of_level_names_gives_the_depth(tmp_path):
+    rows = _deep_rows(np.random.default_rng(0), 4, 12)
+    text = "species,genus,family,order\n" + "".join(",".join(r) + "\n" for r in rows)
+    tax = load_taxonomy_csv(write(tmp_path / "t.csv", text))
+    assert tax.level_names == ("species", "genus", "family", "order")
+    assert tax.levels.codes == ("species", "genus", "family", "order")
+    assert tax.rows() == rows
+    with pytest.raises(InputError, match="names 13 levels"):
+        load_taxonomy_csv(write(tmp_path / "w.csv", ",".join(f"c{i}" for i in range(13)) + "\n"))
+
+
+def test_k_level_summary_lines():
+    rows = [
+        ("a", "g1", "f1", "o1"),
+        ("b", "g1", "f1", "o1"),
+        ("c", "g2", "f1", "o1"),
+        ("d", "g3", "f2", "o1"),
+    ]
+    lines = Taxonomy.from_rows(rows, level_names=("Species", "Genus", "Family", "Order")).summary().lines()
+    assert lines[:7] == [
+        "4 species, 3 genera, 2 families, 1 order",
+        "2 of 3 genera hold one species",
+        "1 of 2 families hold one genus",
+        "0 of 1 order hold one family",
+        "species per genus: min 1, median 1, max 2",
+        "genera per family: min 1, median 1.5, max 2",
+        "families per order: min 2, median 2, max 2",
+    ]
+    assert lines[7:] == ["warning: a single order: the Order level carries no information"]
+
+
+def test_k_level_shuffle_derange_every_edge_and_three_levels_keep_their_draws():
+    rows = _deep_rows(np.random.default_rng(3), 5, 60)
+    tax = Taxonomy.from_rows(rows)
+    shuf = development_shuffle(tax, range(0, 60, 2))
+    assert len(shuf.fixed) == 4
+    for k in range(4):
+        true, new = tax.parents[k], shuf.taxonomy.parents[k]
+        dev = shuf.dev_nodes[k]
+        assert sorted(new[dev].tolist()) == sorted(true[dev].tolist())
+        assert shuf.fixed[k] == shuf.fixed_min[k] == min_fixed_points(true[dev])
+        others = np.setdiff1d(np.arange(len(true)), dev)
+        assert (new[others] == true[others]).all()
+    # Three levels: the edges draw from one generator in the order of the paper's control.
+    three = _random_taxonomy(np.random.default_rng(7), 30, 12, 4)
+    got = development_shuffle(three, range(30), seed=11).taxonomy
+    rng = np.random.default_rng(11)
+    from hierconsole.taxonomy import _deranged_permutation
+
+    lm = _deranged_permutation(three.leaf_middle, rng)
+    mh = _deranged_permutation(three.middle_high, rng)
+    assert (got.leaf_middle == lm).all() and (got.middle_high == mh).all()
+
+
+def test_middle_and_high_are_three_level_only():
+    tax = Taxonomy.from_rows(_deep_rows(np.random.default_rng(1), 4, 10))
+    with pytest.raises(ValueError, match="4-level taxonomy has no middle/high"):
+        _ = tax.middles

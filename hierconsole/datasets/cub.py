@@ -202,7 +202,7 @@ def _loose(name: str) -> str:
 
 
 def match_classes(
-    taxonomy_csv: Path, rows: list[tuple[str, str, str]], numbers: list[int], classes: PairFile
+    taxonomy_csv: Path, rows: list[tuple[str, ...]], numbers: list[int], classes: PairFile
 ) -> tuple[dict[str, int], dict[str, int], list[str]]:
     """Map taxonomy rows to CUB class ids: (class id -> row position, how many matched each way, problems).
 
@@ -250,7 +250,7 @@ def match_classes(
 
 
 def cub_taxonomy(
-    table: ImageDir, taxonomy_csv: Path, level_names: tuple[str, str, str] = CUB_LEVEL_NAMES
+    table: ImageDir, taxonomy_csv: Path, level_names: tuple[str, ...] = CUB_LEVEL_NAMES
 ) -> tuple[Taxonomy, list[str], dict[str, int]]:
     """The taxonomy a CSV gives the folder's classes, the class ids in leaf order and how the leaves were
     matched: every check `import cub` makes of the taxonomy (so `replicate --cub-taxonomy` can refuse one
@@ -301,7 +301,7 @@ def import_cub(
     taxonomy_csv: str | Path,
     *,
     name: str = "cub",
-    level_names: tuple[str, str, str] = CUB_LEVEL_NAMES,
+    level_names: tuple[str, ...] = CUB_LEVEL_NAMES,
 ) -> FeatureSet:
     """A FeatureSet from a CUB-200-2011 folder, a features file and a Class,Genus,Family taxonomy CSV.
 

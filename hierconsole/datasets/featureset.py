@@ -235,7 +235,7 @@ def _reorder(tax: Taxonomy, middles: list[str], highs: list[str]) -> Taxonomy:
         raise InputError("manifest.json", "taxonomy_order does not match taxonomy.csv")
     m_index = {m: i for i, m in enumerate(middles)}
     h_index = {h: i for i, h in enumerate(highs)}
-    return Taxonomy(
+    return Taxonomy.three(
         leaves=tax.leaves,
         middles=tuple(middles),
         highs=tuple(highs),

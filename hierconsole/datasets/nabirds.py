@@ -119,7 +119,7 @@ def import_nabirds(
     features_path: str | Path,
     *,
     name: str = "nabirds",
-    level_names: tuple[str, str, str] = NABIRDS_LEVEL_NAMES,
+    level_names: tuple[str, ...] = NABIRDS_LEVEL_NAMES,
 ) -> FeatureSet:
     """A FeatureSet from a NABirds folder and a features file keyed by image UUID or image path.
 

@@ -43,7 +43,7 @@ class SyntheticConfig:
     nuisance_scale: float = 0.5
     nuisance_rank: int = 12
     noise_scale: float = 0.6
-    level_names: tuple[str, str, str] = DEFAULT_LEVEL_NAMES
+    level_names: tuple[str, ...] = DEFAULT_LEVEL_NAMES
 
     def __post_init__(self) -> None:
         problems = []
@@ -96,7 +96,7 @@ def make_taxonomy(config: SyntheticConfig, rng: np.random.Generator) -> Taxonomy
         spare = config.n_leaves - config.n_singleton_middles - 2 * len(multi)
         per_middle[multi] = 2 + rng.multinomial(spare, rng.dirichlet(np.full(len(multi), 2.0)))
     leaf_middle = np.repeat(np.arange(config.n_middles), per_middle)
-    return Taxonomy(
+    return Taxonomy.three(
         leaves=tuple(f"leaf_{i:03d}" for i in range(config.n_leaves)),
         middles=tuple(f"middle_{i:03d}" for i in range(config.n_middles)),
         highs=tuple(f"high_{i:02d}" for i in range(config.n_highs)),

@@ -26,7 +26,7 @@ def demo():
 
 def random_labels(seed=0, n=800, n_leaves=60, n_middles=25, n_highs=6):
     rng = np.random.default_rng(seed)
-    tax = Taxonomy(
+    tax = Taxonomy.three(
         leaves=tuple(f"l{i}" for i in range(n_leaves)),
         middles=tuple(f"m{i}" for i in range(n_middles)),
         highs=tuple(f"h{i}" for i in range(n_highs)),

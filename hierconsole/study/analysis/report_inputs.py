@@ -38,7 +38,7 @@ class StudyInputs:
     name: str
     dataset_id: str
     phase: str
-    level_names: tuple[str, str, str]
+    level_names: tuple[str, ...]
     preset: dict[str, Any]
     """The preset as registered (its canonical form)."""
     overrides: dict[str, Any]
@@ -100,7 +100,7 @@ class FamilyInputs:
     """Declared contrast name -> the contrast, or why it cannot be computed yet."""
     pooled: dict[str, PooledEffect] | str
     """The members' effects pooled with the member as the unit, or why not (a member not evaluated)."""
-    level_names: tuple[str, str, str]
+    level_names: tuple[str, ...]
     provenance: dict[str, Any]
     metric: str
     outer: OuterArmsView | str | None = None

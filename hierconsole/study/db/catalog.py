@@ -39,7 +39,7 @@ class DatasetInfo:
     n_train: int
     n_val: int
     n_test: int
-    level_names: tuple[str, str, str]
+    level_names: tuple[str, ...]
     sha256: str
     artifact_dir: Path
     """The dataset's folder on this machine."""

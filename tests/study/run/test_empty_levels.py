@@ -31,7 +31,7 @@ TEST_LEAVES = (0, 1, 4, 5)  # middles m0 (high h0) and m2 (high h1)
 
 
 def gap_dataset() -> FeatureSet:
-    tax = Taxonomy(
+    tax = Taxonomy.three(
         leaves=tuple(f"l{i}" for i in range(8)),
         middles=("m0", "m1", "m2", "m3"),
         highs=("h0", "h1"),

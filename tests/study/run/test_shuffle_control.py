@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow  # worker processes
 
 
 def _taxonomy(leaf_middle, middle_high) -> Taxonomy:
-    return Taxonomy(
+    return Taxonomy.three(
         leaves=tuple(f"l{i}" for i in range(len(leaf_middle))),
         middles=tuple(f"m{i}" for i in range(len(middle_high))),
         highs=tuple(f"h{i}" for i in range(max(middle_high) + 1)),

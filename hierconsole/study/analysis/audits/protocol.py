@@ -105,7 +105,7 @@ def taxonomy_shuffle_development_only(e: ShuffleControl) -> Check:
     dev_leaves = np.unique(e.development_leaves)
     dev_middles = np.unique(true.leaf_middle[dev_leaves])
     bad = []
-    shuffled = Taxonomy(
+    shuffled = Taxonomy.three(
         leaves=true.leaves, middles=true.middles, highs=true.highs, leaf_middle=lm, middle_high=mh,
         level_names=true.level_names,
     )
