@@ -18,6 +18,7 @@ import numpy as np
 from hierconsole.datasets import SPLIT_NAMES, FeatureSet
 from hierconsole.datasets.synthetic import BUILT_IN
 from hierconsole.errors import HierconsoleError, NotFoundError
+from hierconsole.levels import LevelPlan, Levels
 from hierconsole.locations import dataset_dir, inside_home, relative, resolve
 from hierconsole.names import check_name
 from hierconsole.study.db.storage import Store
@@ -43,6 +44,11 @@ class DatasetInfo:
     sha256: str
     artifact_dir: Path
     """The dataset's folder on this machine."""
+
+    @property
+    def levels(self) -> Levels:
+        """The dataset's levels, leaf first (codes and display names)."""
+        return Levels.of(self.level_names)
 
 
 def check_dataset_id(dataset_id: str) -> str:
@@ -165,6 +171,23 @@ def get_dataset(store: Store, dataset_id: str) -> DatasetInfo:
             "`hierconsole import ...` or `hierconsole demo`"
         )
     return _info(store.home, rows[0])
+
+
+def dataset_levels(store: Store, dataset_id: str) -> Levels:
+    """The levels of a registered dataset, leaf first."""
+    return get_dataset(store, dataset_id).levels
+
+
+def study_levels(store: Store, study_id: str) -> LevelPlan:
+    """Which levels a study trains on and which its hier score averages.
+
+    Provisional (store v6): the default plan of the study's dataset (every level trained, the hier score
+    over every level above the leaf); the v7 store records each study's plan when it is created.
+    """
+    row = store.one("SELECT dataset_id FROM studies WHERE study_id = ?", [study_id])
+    if row is None:
+        raise NotFoundError(f"no study {study_id!r} in the store")
+    return LevelPlan.default(dataset_levels(store, row[0]))
 
 
 def load_dataset(store: Store, dataset_id: str) -> FeatureSet:
