@@ -500,7 +500,11 @@ _PER_PART = Clearable(ListOf(_COUNT, length=3, what="train, val, test counts of 
 @dataclass(frozen=True, kw_only=True)
 class ExpectedConfig:
     """Counts the realised study must show, each optional; the `expected_counts` audit fails on any that
-    differs (e.g. the paper's S1/S12 numbers in the shipped presets, or a user's own protocol)."""
+    differs (e.g. the paper's S1/S12 numbers in the shipped presets, or a user's own protocol).
+
+    The group counts name three-level data's levels (`middle_groups`, `high_groups`, `part_middle_groups`):
+    the audit and the launch's fit check read them by these names, so a count per level of deeper data
+    waits for them to read levels (a declared count nothing checks would be a silent pass)."""
 
     development_images: int | None = option(_EXPECTED, None, doc="images final runs train on (NABirds 19,021)")
     test_images: int | None = option(_EXPECTED, None, doc="images of the test part before Q/G draws")
