@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     n.add_argument("--name", default="nabirds")
     n.set_defaults(func=_import)
 
-    s = kinds.add_parser("synthetic", help="the built-in synthetic data (demo or CUB-sized)")
+    s = kinds.add_parser("synthetic", help="the built-in synthetic data (demo, CUB-sized, or a deep tree: tree2, tree5, tree7, tree12)")
     s.add_argument("which", choices=SYNTHETIC_DATASETS, nargs="?", default=SYNTHETIC_DATASETS[0])
     s.set_defaults(func=_import)
 
