@@ -8,6 +8,7 @@ from hierconsole.cli.output import confirmed, output_console, print_grid
 from hierconsole.cli.reading import open_for_reading
 from hierconsole.datasets.splits import HOLDOUT_FRACTION
 from hierconsole.errors import InputError
+from hierconsole.levels import MAX_LEVELS, MIN_LEVELS
 from hierconsole.present.tables.studies import datasets_grid
 from hierconsole.study import read
 from hierconsole.study.commands import delete_dataset, import_dataset, read_dataset
@@ -15,12 +16,15 @@ from hierconsole.study.db.storage import Store
 from hierconsole.vocabulary import SYNTHETIC_DATASETS
 
 
-def _level_names(value: str | None) -> tuple[str, str, str] | None:
+def _level_names(value: str | None) -> tuple[str, ...] | None:
     if value is None:
         return None
     parts = tuple(p.strip() for p in value.split(","))
-    if len(parts) != 3 or not all(parts):
-        raise argparse.ArgumentTypeError("give three names, finest first, e.g. Class,Genus,Family")
+    if not MIN_LEVELS <= len(parts) <= MAX_LEVELS or not all(parts):
+        raise argparse.ArgumentTypeError(
+            f"give {MIN_LEVELS} to {MAX_LEVELS} names, one per taxonomy column, finest first, "
+            "e.g. Class,Genus,Family"
+        )
     return parts
 
 
@@ -31,9 +35,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = kinds.add_parser("generic", help="features file + labels CSV (id,leaf[,split]) + taxonomy CSV")
     g.add_argument("features", help=".npy, .npz, .parquet, .safetensors or .pt")
     g.add_argument("labels", help="CSV with columns id,leaf[,split]")
-    g.add_argument("taxonomy", help="CSV with columns leaf,middle,high")
+    g.add_argument(
+        "taxonomy",
+        help=f"CSV with one column per level, leaf first, {MIN_LEVELS} to {MAX_LEVELS} levels; its header names "
+        "them (e.g. species,genus,family,order) or is leaf,middle,high",
+    )
     g.add_argument("--name", required=True, help="dataset id in the store")
-    g.add_argument("--level-names", type=_level_names, help="display names, e.g. Class,Genus,Family")
+    g.add_argument(
+        "--level-names",
+        type=_level_names,
+        help="display names, one per level, leaf first (e.g. Class,Genus,Family); default: the header's",
+    )
     g.add_argument("--dim", type=int, help="expected feature width (e.g. 768); checked on import")
     g.set_defaults(func=_import)
 
@@ -83,9 +95,10 @@ def _import(args: argparse.Namespace) -> int:
     fs = read_dataset(args.source, name, paths, level_names=getattr(args, "level_names", None), dim=getattr(args, "dim", None))
     with Store(args.home) as store:
         info = import_dataset(store, fs, replace=getattr(args, "replace", False))
+    counts = "/".join(str(n) for n in fs.taxonomy.counts)
     output_console().print(
         f"[green]imported[/] {info.dataset_id}: {info.n_samples:,} samples x {info.dim}-D, "
-        f"{info.n_leaf}/{info.n_middle}/{info.n_high} {'/'.join(info.level_names)}, "
+        f"{counts} {'/'.join(info.level_names)}, "
         f"train {info.n_train:,} / val {info.n_val:,} / test {info.n_test:,}"
     )
     for line in fs.taxonomy.summary().lines():
@@ -137,8 +150,9 @@ def _taxonomy(args: argparse.Namespace) -> int:
     )
     for line in taxonomy.summary().lines():
         console.print(f"  {line}", highlight=False)
+    codes = taxonomy.levels.codes
+    edges = ", ".join(f"a {codes[j]} under one {codes[j + 1]}" for j in range(len(codes) - 1))
     console.print(
-        "  validation: [green]0 conflicts[/] (a leaf under one middle, a middle under one high, "
-        "no empty names, no duplicates; checked on import)"
+        f"  validation: [green]0 conflicts[/] ({edges}, no empty names, no duplicates; checked on import)"
     )
     return 0
