@@ -33,7 +33,7 @@ FORMAT_VERSION = 1
 DEEP_FORMAT_VERSION = 2
 """The layout of any other depth: taxonomy.csv headed by the level codes, taxonomy_order.levels."""
 SAMPLES_NPZ, SAMPLES_PARQUET = "samples.npz", "samples.parquet"
-KINDS = ("generic", "cub", "nabirds", "synthetic")
+KINDS = ("generic", "cub", "nabirds", "synthetic", "inat")
 
 
 @dataclass(eq=False)
