@@ -161,3 +161,20 @@ def bad_deep(tmp_path, rows, header) -> InputError:
     with pytest.raises(InputError) as err:
         import_generic(*deep_files(tmp_path, rows, header), name="g")
     return err.value
+
+
+@pytest.mark.slow
+def test_cli_level_names_that_do_not_fit_the_header_change_nothing(tmp_path):
+    from tests.deep_trees import deep_rows
+    from tests.reliability.conftest import cli, one_line_error, tree_digest
+
+    rows = deep_rows(4, 12, np.random.default_rng(0))
+    f, labels, tax = deep_files(tmp_path, rows, ["species", "genus", "family", "order"])
+    before = tree_digest(tmp_path)
+    home = tmp_path / "home"
+    argv = ["import", "generic", str(f), str(labels), str(tax), "--name", "g"]
+    text = one_line_error(cli(home, *argv, "--level-names", "Species,Genus,Family"))
+    assert "--level-names gives 3 names (Species,Genus,Family) but the header names 4 levels" in text
+    done = cli(home, *argv, "--level-names", "Species")
+    assert done.returncode == 2 and "give 2 to 12 names" in done.stderr
+    assert not home.exists() and tree_digest(tmp_path) == before
