@@ -110,9 +110,11 @@ def read_labels_csv(
 def load_levels_csv(path: Path, *, level_names: Sequence[str] | None = None) -> Taxonomy:
     """The taxonomy of a CSV whose header names its levels (or is `leaf,middle,high`), with `level_names`
     (if given) as the display names: for a header of level names, one per column, in order."""
-    header = header_level_names(path) if level_names is not None else None
+    if level_names is None:
+        return load_taxonomy_csv(path)  # the header's own names (or the three-level defaults)
+    header = header_level_names(path)
     if header is None:
-        # The header's own names, or the three-level layout (names picked by code or display name).
+        # The three-level layout: the names are the three levels', matched by code or display name.
         return load_taxonomy_csv(path, level_names=level_names)
     if len(level_names) != len(header):
         raise InputError(
