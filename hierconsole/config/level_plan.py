@@ -21,9 +21,6 @@ if TYPE_CHECKING:
 
 PAPER_TARGETS: tuple[float, ...] = default_regression_targets(3)
 """The preset default `training.regression_targets`: it means "the default targets of the trained depth"."""
-SPLIT_LEVEL_DEFAULT = "middle"
-"""The default `split.level`. Three-level data has a level of that code; on other data it means level 2
-(the first level above the leaf), so the default stays valid at any depth."""
 
 
 def _levels_text(levels: Levels) -> str:
@@ -120,24 +117,6 @@ def regression_targets(preset: Preset, plan: LevelPlan) -> tuple[float, ...]:
     )
 
 
-def split_level(preset: Preset, levels: Levels) -> str:
-    """The code of the level whose groups a hierarchy-disjoint split keeps apart (`split.level`): never the
-    leaf. The default `middle` on data without a level of that name is level 2."""
-    ref = preset.split.level
-    try:
-        code = levels.resolve(ref)
-    except LevelError:
-        if ref != SPLIT_LEVEL_DEFAULT:
-            raise LevelError(f"split.level = {show(ref)}: no level {ref!r}; {_levels_text(levels)}") from None
-        code = levels.codes[1]
-    if code == levels.leaf:
-        raise LevelError(
-            f"split.level = {show(ref)}: the leaf level {_label(levels, code)}; a hierarchy-disjoint split keeps "
-            f"the groups of a level above it apart ({_levels_text(levels)})"
-        )
-    return code
-
-
 def selection_score(preset: Preset, levels: Levels) -> str:
     """The validation score an epoch selection uses (`training.selection_score`): the hier score or
     `{code}_mAP` of one of the dataset's levels."""
@@ -154,14 +133,12 @@ def selection_score(preset: Preset, levels: Levels) -> str:
 
 
 def check_levels(preset: Preset, levels: Levels) -> LevelPlan:
-    """Everything the preset says about levels, checked against the dataset's before a study is created:
-    the plan, its weights and targets, the split level (hierarchy-disjoint splits) and the selection score.
-    Raises LevelError (one line) for the first that does not fit."""
+    """What the preset says about levels, checked against the dataset's before a study is created: the
+    plan, its weights and targets, and the selection score (`split.level` is the splits' own:
+    `datasets.splits.split_level_index`). Raises LevelError (one line) for the first that does not fit."""
     plan = resolve_plan(preset, levels)
     level_weights(preset, plan)
     regression_targets(preset, plan)
-    if preset.split.protocol == "hierarchy_disjoint":
-        split_level(preset, levels)
     if preset.training.select_epoch:
         selection_score(preset, levels)
     return plan

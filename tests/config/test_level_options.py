@@ -16,7 +16,6 @@ from hierconsole.config.level_plan import (
     regression_targets,
     resolve_plan,
     selection_score,
-    split_level,
 )
 from hierconsole.datasets import FeatureSet
 from hierconsole.errors import ConfigError
@@ -183,18 +182,6 @@ def test_regression_targets_default_follows_the_depth_and_others_need_k_plus_one
     assert "3 targets for 3 trained levels" in str(info.value) and "give 4" in str(info.value)
 
 
-def test_split_level_resolves_and_the_default_means_level_two() -> None:
-    base = {"split.protocol": "hierarchy_disjoint", "split.fractions": [0.6, 0.2, 0.2]}
-    assert split_level(demo(**base), CUB) == "middle"
-    assert split_level(demo(**base), INAT) == "genus"  # "middle": level 2 where no level has that name
-    assert split_level(demo(**base, **{"split.level": "Family"}), CUB) == "high"
-    assert split_level(demo(**base, **{"split.level": 4}), INAT) == "order"
-    with pytest.raises(LevelError, match=r"split.level = \"Class\": the leaf level leaf \(Class\)"):
-        split_level(demo(**base, **{"split.level": "Class"}), CUB)
-    with pytest.raises(LevelError, match="no level 'high'"):
-        split_level(demo(**base, **{"split.level": "high"}), INAT)
-
-
 def test_selection_score_names_a_level_code_of_the_dataset() -> None:
     select = {"training.select_epoch": True}
     assert selection_score(demo(**select, **{"training.selection_score": "genus_mAP"}), INAT) == "genus_mAP"
@@ -228,23 +215,31 @@ def home(tmp_path: Path, tiny_fs: FeatureSet) -> Path:
 LAUNCH = ["run", "demo", "--dataset", "tiny", "--set", "evaluation.n_query=32", "--dry-run"]
 
 
+DISJOINT = ("split.protocol=hierarchy_disjoint", "split.fractions=[0.6,0.2,0.2]")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("override", "fragments"),
+    ("overrides", "fragments"),
     [
-        ("training.level_weights=[1,2]", ["training.level_weights = [1.0, 2.0]", "2 weights for 3 trained levels"]),
-        ("evaluation.hier_levels=[leaf]", ["evaluation.hier_levels = [\"leaf\"]", "never counts the leaf level"]),
-        ("training.regression_targets=[0.1,0.9,1.0]", ["training.regression_targets", "give 4"]),
+        (("training.level_weights=[1,2]",), ["training.level_weights = [1.0, 2.0]", "2 weights for 3 trained levels"]),
+        (("evaluation.hier_levels=[leaf]",), ['evaluation.hier_levels = ["leaf"]', "never counts the leaf level"]),
+        (("training.regression_targets=[0.1,0.9,1.0]",), ["training.regression_targets", "give 4"]),
+        (("training.levels=[middle,high]",), ["training.levels", "leaves out the leaf level leaf"]),
+        ((*DISJOINT, "split.level=Leaf"), ["split.level = 'Leaf' is the leaf level"]),
     ],
 )
-def test_launch_refuses_levels_that_do_not_fit_the_dataset(home: Path, override: str, fragments: list[str]) -> None:
+def test_launch_refuses_levels_that_do_not_fit_the_dataset(
+    home: Path, overrides: tuple[str, ...], fragments: list[str]
+) -> None:
     before = tree_digest(home)
+    sets = [arg for override in overrides for arg in ("--set", override)]
     for args in (LAUNCH, LAUNCH[:-1]):  # a dry run and a real one
-        msg = one_line_error(cli(home, *args, "--set", override))
+        msg = one_line_error(cli(home, *args, *sets))
         assert "dataset 'tiny'" in msg
         for fragment in fragments:
             assert fragment in msg, msg
-        assert "the dataset's levels are 1 leaf" in msg and "2 middle" in msg and "3 high" in msg, msg
+        assert "the dataset's levels are 1 leaf, 2 middle, 3 high" in msg, msg
     assert tree_digest(home) == before
 
 

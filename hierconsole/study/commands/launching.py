@@ -17,6 +17,7 @@ from hierconsole.config.family import Family, is_family_file, load_family
 from hierconsole.config.level_plan import check_levels
 from hierconsole.config.options import MAX_INTEGER
 from hierconsole.config.overrides import AssignmentError, parse_assignment, split_assignments
+from hierconsole.datasets.splits import split_level_index
 from hierconsole.datasets.synthetic import BUILT_IN
 from hierconsole.errors import ConfigError, HierconsoleError
 from hierconsole.levels import LevelError, Levels
@@ -363,11 +364,18 @@ def check_member_levels(store: Store, member: Member, ref: str) -> None:
     levels = _levels_of(store, ref)
     if levels is None:
         return
+    who = f"family member {member.name!r}, " if member.name else ""
     try:
         check_levels(member.preset, levels)
     except LevelError as exc:
-        who = f"family member {member.name!r}, " if member.name else ""
         raise ConfigError(f"{who}dataset {ref!r}: {exc}") from None
+    split = member.preset.split
+    # A level named otherwise than `leaf` (CUB's "Class", or 1) is the leaf too: its groups are single leaves.
+    if split.protocol == "hierarchy_disjoint" and split_level_index(levels, split.level) == 0:
+        raise ConfigError(
+            f"{who}dataset {ref!r}: split.level = {split.level!r} is the leaf level; a hierarchy-disjoint split "
+            f"keeps the groups of a level above it apart (the dataset's levels are {levels.describe()})"
+        )
 
 
 @dataclass
