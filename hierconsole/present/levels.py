@@ -62,3 +62,21 @@ def span(words: Sequence[str]) -> str:
     joined by `/`."""
     words = list(words)
     return "/".join(words) if len(words) <= 3 else f"{words[0]}…{words[-1]}"
+
+
+def level_label(obj: Any, code: str) -> str:
+    """`Genus (middle)`: a level of a study's (or family's) inputs by its dataset's name with its code
+    beside it (once, where the two are the same word); the bare code where the inputs name no levels."""
+    levels = levels_from(obj)
+    named = isinstance(getattr(obj, "levels", None), Levels) or len(getattr(obj, "level_names", ()) or ()) == levels.k
+    if code not in levels.codes or not named:
+        return code
+    name = levels.names[levels.codes.index(code)]
+    return name if name.lower() == code else f"{name} ({code})"
+
+
+def hier_words(obj: Any, sep: str = " and ") -> str:
+    """The hier score's levels in prose (`middle and high` for three levels; `middle, high` with
+    `sep=", "`): what every "mean of …" caption says."""
+    hier = hier_of(obj, levels_from(obj))
+    return and_list(hier) if sep == " and " else sep.join(hier)

@@ -26,9 +26,11 @@ def levels_k(k: int) -> Levels:
     return INAT7 if k == 7 else Levels.default(k)
 
 
-def arm_table_k(levels: Levels, measure: str = "mAP") -> pl.DataFrame:
-    """The four cells over three seeds and one untrained baseline, a value at every level and hier."""
+def arm_table_k(levels: Levels, measure: str = "mAP", recall: tuple[int, ...] = ()) -> pl.DataFrame:
+    """The four cells over three seeds and one untrained baseline, a value at every level and hier (and
+    Recall@k at every level for each k of `recall`)."""
     metrics = [f"{c}_{measure}" for c in levels.codes] + ([HIER_METRIC] if measure == "mAP" else [])
+    metrics += [f"{c}_R@{k}" for c in levels.codes for k in recall]
     rows: list[dict[str, object]] = []
     for a, arm in enumerate(ARMS):
         for m, metric in enumerate(metrics):
