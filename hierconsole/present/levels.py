@@ -80,3 +80,20 @@ def hier_words(obj: Any, sep: str = " and ") -> str:
     `sep=", "`): what every "mean of …" caption says."""
     hier = hier_of(obj, levels_from(obj))
     return and_list(hier) if sep == " and " else sep.join(hier)
+
+
+def levels_in_columns(columns: Iterable[str], measure: str = "mAP") -> Levels:
+    """The levels a per-seed table's `{code}_{measure}` columns name, in their order (leaf first), the
+    hier score's column left out; the paper's three when they name fewer than two, or only paper codes
+    (a three-level study whose tables leave out a level without valid queries is still three-level)."""
+    suffix = f"_{measure}"
+    codes = [c.removesuffix(suffix) for c in columns if c.endswith(suffix) and c != f"hier{suffix}"]
+    return PAPER if set(codes) <= set(PAPER_CODES) else codes_in(codes)
+
+
+def level_choices(levels: Levels, hier: Sequence[str] | None = None) -> tuple[str, ...]:
+    """What the console's level picker cycles: the hier score first, then the levels it averages, then
+    the levels it leaves out, the leaf last (three levels: hier, middle, high, leaf)."""
+    averaged = tuple(hier) if hier is not None else default_hier(levels)
+    others = tuple(c for c in levels.codes[1:] if c not in averaged)
+    return ("hier", *averaged, *others, levels.leaf)
