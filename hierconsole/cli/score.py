@@ -200,7 +200,7 @@ def load_scoring_npz(
             level_names = tuple(str(s) for s in raw_names)
     if problems:
         raise InputError(path, problems, hint=_NPZ_HINT)
-    return emb["query"], emb["gallery"], labels["query_labels"], labels["gallery_labels"], level_names  # type: ignore[return-value]
+    return emb["query"], emb["gallery"], labels["query_labels"], labels["gallery_labels"], level_names
 
 
 def _first(idx: np.ndarray) -> str:
