@@ -49,12 +49,7 @@ def empty_levels(store: Store, study_id: str) -> tuple[str, ...]:
             [study_id],
         )
     ]
-    levels = study_levels(store, study_id).levels
-    if levels.is_paper:
-        return splits.empty_levels(valid)
-    # The same rule for any depth (the strict valid counts are keyed by level code), until
-    # `splits.empty_levels` takes the levels.
-    return tuple(level for level in levels.codes if any(int(v.get(level, 0)) == 0 for v in valid))
+    return splits.empty_levels(valid, study_levels(store, study_id).levels)
 
 
 def registered_aggregation(store: Store, study_id: str) -> str:
