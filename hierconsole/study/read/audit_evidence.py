@@ -29,7 +29,7 @@ from hierconsole.study.analysis.audits.seal import (
 )
 from hierconsole.study.analysis.audits.tuning import Candidates, FromScratch, TuningReuse
 from hierconsole.study.db import ids, split_files
-from hierconsole.study.db.catalog import load_dataset
+from hierconsole.study.db.catalog import dataset_levels, load_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.lock import current_lock_digest, final_arms, stored_durations, validation_curves
 from hierconsole.vocabulary import PCA, TRAINING_KINDS, UNTRAINED_BASELINES, JobKind
@@ -273,12 +273,6 @@ def split_counts(store: Store, study_id: str) -> SplitCounts:
             "SELECT role, sizes, params FROM splits WHERE study_id = ? ORDER BY role", [study_id]
         )
     }
-    info = store.one(
-        "SELECT d.n_leaf, d.n_middle, d.n_high FROM studies s JOIN datasets d USING (dataset_id) "
-        "WHERE s.study_id = ?",
-        [study_id],
-    )
-    assert info is not None  # a registered study has its dataset
     return SplitCounts(
         preset=s.preset,
         protocol=rows[split_files.PROTOCOL],
@@ -286,29 +280,66 @@ def split_counts(store: Store, study_id: str) -> SplitCounts:
         qg_sizes=[r["sizes"] for role, r in rows.items() if role.startswith(split_files.QG_PREFIX)],
         development_fit=len(_split(store, study_id, split_files.FINAL_TRAIN, "fit")),
         final_fit=len(_final_fit(store, s)),
-        groups=(int(info[0]), int(info[1]), int(info[2])),
+        groups=_level_groups(store, study_id),
     )
+
+
+def _level_groups(store: Store, study_id: str) -> dict[str, int]:
+    """level code -> the groups of the study's dataset at that level, leaf first.
+
+    Store v6 SQL (the one place here that names the levels' columns): `datasets.n_leaf, n_middle, n_high`.
+    Schema v7 moves the counts to `dataset_levels(dataset_id, position, code, name, n_groups)`: this
+    becomes `SELECT l.code, l.n_groups FROM studies s JOIN dataset_levels l USING (dataset_id) WHERE
+    s.study_id = ? ORDER BY l.position`.
+    """
+    info = store.one(
+        "SELECT s.dataset_id, d.n_leaf, d.n_middle, d.n_high FROM studies s JOIN datasets d USING (dataset_id) "
+        "WHERE s.study_id = ?",
+        [study_id],
+    )
+    assert info is not None  # a registered study has its dataset
+    levels = dataset_levels(store, info[0])
+    return dict(zip(levels.codes, (int(n) for n in info[1:]), strict=True))
 
 
 def shuffle_control(store: Store, study_id: str) -> ShuffleControl:
     s = study(store, study_id)
     if not s.recorded["controls"]["taxonomy_shuffle"]:
         return ShuffleControl(asked=False, record=None)
-    row = store.dicts("SELECT * FROM taxonomy_shuffles WHERE study_id = ?", [study_id])
-    if not row:
+    found = _shuffle_record(store, study_id)
+    if found is None:
         return ShuffleControl(asked=True, record=None)
-    r = row[0]
+    r, fixed_min = found
     dataset = store.one("SELECT dataset_id FROM studies WHERE study_id = ?", [study_id])
     assert dataset is not None  # audits run on a registered study
     ds = load_dataset(store, dataset[0])
+    edges = ds.taxonomy.levels.edges
     with np.load(resolve(store.home, r["path"])) as z:
-        lm, mh = z["leaf_middle"].astype(np.int64), z["middle_high"].astype(np.int64)
+        # The training taxonomy's file names each edge `{child}_{parent}` (three levels: leaf_middle,
+        # middle_high, as job folders written before levels were general hold them).
+        parents = tuple(z[edge].astype(np.int64) for edge in edges)
     dev_rows = _split(store, study_id, split_files.FINAL_TRAIN, "fit")
     jobs = tuple(
         (job_id, kind, _spec(store, job_id).train_taxonomy)
         for job_id, kind in store.rows("SELECT job_id, kind FROM jobs WHERE study_id = ? ORDER BY job_id", [study_id])
     )
-    return ShuffleControl(True, r, ds.taxonomy, ds.leaf[dev_rows], lm, mh, jobs)
+    return ShuffleControl(True, r, ds.taxonomy, ds.leaf[dev_rows], parents, fixed_min, jobs)
+
+
+def _shuffle_record(store: Store, study_id: str) -> tuple[Row, tuple[int, ...]] | None:
+    """The study's recorded shuffle (seed, sha256, path) and the fewest fixed points of each edge, fine
+    to coarse; None when the store records none.
+
+    Store v6 SQL (the one place here that names the shuffle's level columns): `taxonomy_shuffles.leaf_min,
+    middle_min`. Schema v7 keeps `taxonomy_shuffles(study_id, seed, sha256, path)` and moves the per-edge
+    numbers to `taxonomy_shuffle_edges`: the minima become `SELECT fixed_min FROM taxonomy_shuffle_edges
+    WHERE study_id = ? ORDER BY child_level` (one row per edge, fine to coarse).
+    """
+    row = store.dicts("SELECT * FROM taxonomy_shuffles WHERE study_id = ?", [study_id])
+    if not row:
+        return None
+    r = row[0]
+    return r, (int(r["leaf_min"]), int(r["middle_min"]))
 
 
 def pca_fit(store: Store, study_id: str) -> PcaFit:

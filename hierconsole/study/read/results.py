@@ -23,6 +23,7 @@ from hierconsole.study.analysis.per_seed import (
 )
 from hierconsole.study.analysis.variance import arm_variance
 from hierconsole.study.db import split_files
+from hierconsole.study.db.catalog import study_levels
 from hierconsole.study.db.ids import rescore_job_id
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
@@ -31,6 +32,7 @@ from hierconsole.vocabulary import (
     AGGREGATIONS,
     ARMS,
     BASELINES,
+    MAP,
     RANKING_METRICS,
     JobState,
     aggregation_label,
@@ -47,7 +49,7 @@ def empty_levels(store: Store, study_id: str) -> tuple[str, ...]:
             [study_id],
         )
     ]
-    return splits.empty_levels(valid)
+    return splits.empty_levels(valid, study_levels(store, study_id).levels)
 
 
 def registered_aggregation(store: Store, study_id: str) -> str:
@@ -115,7 +117,12 @@ def baselines(store: Store, study_id: str, aggregation: str | None = None) -> pl
     long = metrics_long(store, study_id, aggregation, arms=BASELINES)
     if long.is_empty():
         return None
-    return baselines_from_long(long, source=f"study {study_id} (baselines)", excluded=empty_levels(store, study_id))
+    return baselines_from_long(
+        long,
+        source=f"study {study_id} (baselines)",
+        excluded=empty_levels(store, study_id),
+        plan=study_levels(store, study_id),
+    )
 
 
 def per_seed(store: Store, study_id: str, aggregation: str | None = None) -> pl.DataFrame:
@@ -127,7 +134,9 @@ def per_seed(store: Store, study_id: str, aggregation: str | None = None) -> pl.
             f"study {study_id} has no official-test metrics yet (phase: {phase}); they appear once every "
             "final run has finished and the locked study has been evaluated"
         )
-    return per_seed_from_long(long, source=f"study {study_id}", excluded=empty_levels(store, study_id))
+    return per_seed_from_long(
+        long, source=f"study {study_id}", excluded=empty_levels(store, study_id), plan=study_levels(store, study_id)
+    )
 
 
 def variance(store: Store, study_id: str, aggregation: str | None = None) -> pl.DataFrame:
@@ -137,12 +146,13 @@ def variance(store: Store, study_id: str, aggregation: str | None = None) -> pl.
     if long.is_empty():
         per_seed(store, study_id, aggregation)  # says why there is nothing yet
     excluded = empty_levels(store, study_id)
-    tables = [per_perturbation_from_long(long, source=f"study {study_id}", excluded=excluded)]
+    plan = study_levels(store, study_id)
+    tables = [per_perturbation_from_long(long, source=f"study {study_id}", excluded=excluded, plan=plan)]
     base = metrics_long(store, study_id, aggregation, arms=BASELINES)
     if not base.is_empty():
         tables.append(
             baseline_perturbations_from_long(
-                base, source=f"study {study_id} (baselines)", excluded=empty_levels(store, study_id)
+                base, source=f"study {study_id} (baselines)", excluded=excluded, plan=plan
             )
         )
     return arm_variance(pl.concat(tables, how="diagonal"))
@@ -168,7 +178,9 @@ def evaluated_per_seed(store: Store, study_id: str, aggregation: str | None = No
     long = long.filter(pl.col("seed").is_in(complete.implode()))
     if long.is_empty():
         return None
-    return per_seed_from_long(long, source=f"study {study_id}", excluded=empty_levels(store, study_id))
+    return per_seed_from_long(
+        long, source=f"study {study_id}", excluded=empty_levels(store, study_id), plan=study_levels(store, study_id)
+    )
 
 
 def selected_epochs(store: Store, study_id: str) -> list[dict]:
@@ -187,11 +199,30 @@ RAW_TABLES = {
     "FROM metrics WHERE study_id = ? ORDER BY run_id, perturbation, aggregation, level, metric",
     "audits": "SELECT study_id, check_name, ok, evidence, checked_at FROM audits WHERE study_id = ? "
     "ORDER BY check_name",
-    "tuning": "SELECT study_id, geometry, tau, middle_mAP, high_mAP, score, status FROM tuning "
-    "WHERE study_id = ? ORDER BY geometry, tau",
     "durations": "SELECT study_id, arm, epoch, score, seeds FROM arm_durations WHERE study_id = ? ORDER BY arm",
 }
-"""The exportable tables read straight from the store."""
+"""The exportable tables read straight from the store, by their SQL (and `tuning`, :func:`tuning_frame`)."""
+
+
+def tuning_frame(store: Store, study_id: str) -> pl.DataFrame:
+    """study_id, geometry, tau, the validation mAP of each hier level in the study's hier order
+    (`{level}_mAP`; three levels: middle_mAP, high_mAP), score, status: one row per candidate."""
+    return store.frame(_tuning_sql(study_levels(store, study_id).hier), [study_id])
+
+
+def _tuning_sql(hier: tuple[str, ...]) -> str:
+    """The tuning table with one `{level}_mAP` column per hier level.
+
+    Store v6 SQL (the one place that names the tuning table's level columns): `tuning` holds a
+    `{level}_mAP` column of each of the three-level hier levels. Schema v7 moves them to
+    `tuning_levels(study_id, geometry, tau, level, mAP)`, and this becomes the pivot
+    `SELECT t.study_id, t.geometry, t.tau, max(l.mAP) FILTER (WHERE l.level = '<code>') AS "<code>_mAP"
+    (per hier code, in hier order), t.score, t.status FROM tuning t LEFT JOIN tuning_levels l
+    USING (study_id, geometry, tau) WHERE t.study_id = ? GROUP BY t.study_id, t.geometry, t.tau, t.score,
+    t.status ORDER BY t.geometry, t.tau`.
+    """
+    columns = ", ".join(f"{level}_{MAP}" for level in hier)
+    return f"SELECT study_id, geometry, tau, {columns}, score, status FROM tuning WHERE study_id = ? ORDER BY geometry, tau"
 
 
 def table_frame(store: Store, table: str, study_id: str, aggregation: str | None = None) -> pl.DataFrame:
@@ -213,9 +244,12 @@ def table_frame(store: Store, table: str, study_id: str, aggregation: str | None
             per_seed(store, study_id, agg),
             source=f"study {study_id}",
             baselines=baselines(store, study_id, agg),
+            levels=study_levels(store, study_id).levels,
         )
     elif table == "variance":
         frame = variance(store, study_id, agg)
+    elif table == "tuning":
+        return tuning_frame(store, study_id)
     elif table in RAW_TABLES:
         return store.frame(RAW_TABLES[table], [study_id])
     else:
