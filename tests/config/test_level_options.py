@@ -116,13 +116,19 @@ def test_hier_levels_resolve_codes_names_and_numbers(refs: list[Any], levels: Le
         (["leaf", "middle"], CUB, ("leaf", "middle")),
         (["Class", 3], CUB, ("leaf", "high")),
         (["species", "Genus", 3], INAT, ("species", "genus", "family")),
-        ([1], TWO, ("leaf",)),
+        ([1, 2], TWO, ("leaf", "group")),
     ],
 )
 def test_training_levels_resolve_codes_names_and_numbers(
     refs: list[Any], levels: Levels, codes: tuple[str, ...]
 ) -> None:
     assert plan_of(demo(**{"training.levels": refs}), levels).trained == codes
+
+
+def test_training_on_the_leaf_alone_is_refused() -> None:
+    # One level has no hierarchy to learn, and regression would have no targets between its two relations.
+    with pytest.raises(ValueError, match="the leaf and at least one level above it"):
+        plan_of(demo(**{"training.levels": [1]}), TWO)
 
 
 @pytest.mark.parametrize(
