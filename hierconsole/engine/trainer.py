@@ -232,7 +232,7 @@ def study_plan(preset: Preset, levels: Levels) -> tuple[LevelPlan, TrainingConfi
     training = preset.training
     weights, targets = level_weights(preset, plan), regression_targets(preset, plan)
     if weights != tuple(training.level_weights) or targets != tuple(training.regression_targets):
-        training = replace(training, level_weights=weights, regression_targets=targets)  # type: ignore[arg-type]
+        training = replace(training, level_weights=weights, regression_targets=targets)
     return plan, training
 
 

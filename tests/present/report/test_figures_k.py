@@ -38,6 +38,8 @@ def _deep(inputs, levels: Levels):
     return dataclasses.replace(
         inputs,
         level_names=levels.names,
+        levels=levels,
+        hier=levels.non_leaf,
         arms=arm_table_k(levels, recall=(1, 2, 4)),
         redistribution=redistribution_k(levels),
         effects=effects,
@@ -107,7 +109,7 @@ def test_report_sections_of_a_five_level_study(demo):
     redistribution = next(b for b in sections["redistribution"].blocks if isinstance(b, Table))
     assert redistribution.frame["level"].unique(maintain_order=True).to_list() == list(levels.codes)
 
-    family = dataclasses.replace(demo[1], level_names=levels.names)
+    family = dataclasses.replace(demo[1], level_names=levels.names, levels=levels)
     contrasts = next(s for s in family_sections(family) if s.id == "contrasts")
     captions = [b.caption for b in contrasts.blocks if isinstance(b, Table)]
     assert captions and captions[0].endswith("(hier: mean of genus, family, order and class mAP)")
