@@ -1,0 +1,139 @@
+"""Trees of any depth end to end, as a user runs them: an iNaturalist-format file of seven ranks from
+`import inat` to a finished study (audits, `export metrics`, the report, the effects screen at 80x24), and
+the demo preset on a two-level and a twelve-level tree.
+
+Every command is a real subprocess on a temporary home; the studies are tiny (two seeds, two epochs).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hierconsole.study.db.storage import Store
+from tests.deep_trees import INAT_RANKS, inat_rows, write_inat_json
+from tests.reliability.conftest import cli
+from tests.tui.conftest import make_app, screen_text, settle
+
+pytestmark = pytest.mark.slow
+
+TINY = [
+    "--epochs", "2", "--seeds", "42,2024",
+    "--set", "training.hidden=32", "--set", "training.out_dim=8", "--set", "training.batch_size=32",
+    "--set", "training.lr=1e-3", "--set", "evaluation.n_query=40", "--set", "compute.device='cpu'",
+    "--set", "evaluation.baselines=[]",
+]  # fmt: skip
+N_SPECIES = 60
+DIM = 24
+INAT_NAMES = ("Species", "Genus", "Family", "Order", "Class", "Phylum", "Kingdom")
+
+
+def _hierarchical_features(rows: list[tuple[str, ...]], leaf_of: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Features that carry the tree: a random direction per node at every level, coarser levels stronger,
+    plus noise, so a study has something to learn at each level."""
+    x = rng.standard_normal((len(leaf_of), DIM)) * 0.6
+    for level in range(len(rows[0])):
+        names = sorted({r[level] for r in rows})
+        direction = {n: rng.standard_normal(DIM) for n in names}
+        scale = 0.5 + 0.25 * level
+        x += scale * np.stack([direction[rows[leaf][level]] for leaf in leaf_of])
+    return x.astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def inat_home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A home with a seven-rank iNat import and a finished demo study on it."""
+    root = tmp_path_factory.mktemp("inat7")
+    rng = np.random.default_rng(7)
+    rows = inat_rows(N_SPECIES, rng)
+    train_leaf = np.repeat(np.arange(N_SPECIES), 6)
+    test_leaf = np.repeat(np.arange(N_SPECIES), 2)
+    train_ids = [10_000 + i for i in range(len(train_leaf))]
+    test_ids = [90_000 + i for i in range(len(test_leaf))]
+    write_inat_json(root / "train.json", rows, train_ids, train_leaf.tolist())
+    write_inat_json(root / "val.json", rows, test_ids, test_leaf.tolist())
+    x = _hierarchical_features(rows, np.concatenate([train_leaf, test_leaf]), rng)
+    np.savez(root / "f.npz", features=x, ids=np.array([str(i) for i in train_ids + test_ids]))
+    home = root / "home"
+    done = cli(home, "import", "inat", str(root / "f.npz"), "--train", str(root / "train.json"),
+               "--val", str(root / "val.json"), "--name", "inat7")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    done = cli(home, "run", "demo", "--dataset", "inat7", "--name", "deep7", *TINY, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with Store(home, read_only=True) as store:
+        (study_id,) = store.one("SELECT study_id FROM studies WHERE name = 'deep7'") or (None,)
+    assert study_id
+    return home, study_id
+
+
+def test_a_seven_rank_inat_study_finishes_with_its_audits_passing(inat_home):
+    home, study_id = inat_home
+    done = cli(home, "audit", study_id)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "fail" not in done.stdout.lower().replace("0 failed", ""), done.stdout
+    # Valid queries are counted at every level (the audit's evidence names all seven).
+    for name in INAT_NAMES[1:]:
+        assert name.lower() in done.stdout.lower() or name in done.stdout
+
+
+def test_export_metrics_has_a_row_per_level(inat_home, tmp_path):
+    home, study_id = inat_home
+    out = tmp_path / "metrics.csv"
+    done = cli(home, "export", "metrics", study_id, "--format", "csv", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    with out.open(newline="") as f:
+        records = list(csv.DictReader(f))
+    levels = {r["level"] for r in records}
+    assert set(INAT_RANKS) <= levels, levels
+    assert {r["metric"] for r in records if r["level"] == "kingdom"} >= {"mAP", "R@1"}
+
+
+def test_effects_and_the_report_name_every_level(inat_home, tmp_path):
+    home, study_id = inat_home
+    done = cli(home, "effects", study_id, "--json")
+    assert done.returncode == 0, done.stderr
+    for code in (*INAT_RANKS, "hier"):
+        assert f'"{code}_mAP"' in done.stdout, code
+    report = tmp_path / "deep7.md"
+    done = cli(home, "report", study_id, "-o", str(report), timeout=300)
+    assert done.returncode == 0, done.stderr
+    text = report.read_text(encoding="utf-8")
+    for name in INAT_NAMES:
+        assert name in text, name
+
+
+async def test_the_effects_screen_of_seven_levels_fits_80x24(inat_home):
+    home, study_id = inat_home
+    with Store(home, read_only=True) as store:
+        app = make_app(store, study=study_id)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("3")
+            await settle(pilot, app)
+            screen = app.screen
+            assert screen.level_choices[0] == "hier"
+            assert set(screen.level_choices) == {"hier", *INAT_RANKS}
+            text = screen_text(app)
+            assert "…" not in text
+            await pilot.press("m")  # the level picker moves to the next level
+            await settle(pilot, app)
+            assert screen.selection.level == screen.level_choices[1]
+
+
+@pytest.mark.parametrize(("dataset", "k"), [("synthetic:tree2", 2), ("synthetic:tree12", 12)])
+def test_the_demo_preset_runs_on_two_and_twelve_levels(tmp_path, dataset, k):
+    home = tmp_path / "home"
+    done = cli(home, "run", "demo", "--dataset", dataset, *TINY, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with Store(home, read_only=True) as store:
+        (study_id,) = store.one("SELECT study_id FROM studies")
+        levels = {r[0] for r in store.rows("SELECT DISTINCT level FROM metrics WHERE study_id = ?", [study_id])}
+    assert len(levels - {"hier"}) == k, levels
+    done = cli(home, "audit", study_id)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = cli(home, "effects", study_id)
+    assert done.returncode == 0, done.stderr
+    assert "hier" in done.stdout
+
