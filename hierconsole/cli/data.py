@@ -85,7 +85,7 @@ def _import(args: argparse.Namespace) -> int:
         info = import_dataset(store, fs, replace=getattr(args, "replace", False))
     output_console().print(
         f"[green]imported[/] {info.dataset_id}: {info.n_samples:,} samples x {info.dim}-D, "
-        f"{info.n_leaf}/{info.n_middle}/{info.n_high} {'/'.join(info.level_names)}, "
+        f"{'/'.join(map(str, info.level_counts))} {'/'.join(info.level_names)}, "
         f"train {info.n_train:,} / val {info.n_val:,} / test {info.n_test:,}"
     )
     for line in fs.taxonomy.summary().lines():

@@ -119,7 +119,7 @@ def datasets_grid(datasets: Sequence[DatasetInfo]) -> Grid:
             f"{d.n_samples:,}",
             str(d.dim),
             "/".join(d.level_names),
-            f"{d.n_leaf}/{d.n_middle}/{d.n_high}",
+            "/".join(map(str, d.level_counts)),
             f"{d.n_train}/{d.n_val}/{d.n_test}",
             d.sha256[:12],
         )

@@ -29,7 +29,7 @@ from hierconsole.study.analysis.audits.seal import (
 )
 from hierconsole.study.analysis.audits.tuning import Candidates, FromScratch, TuningReuse
 from hierconsole.study.db import ids, split_files
-from hierconsole.study.db.catalog import load_dataset
+from hierconsole.study.db.catalog import load_dataset, shuffle_record
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.lock import current_lock_digest, final_arms, stored_durations, validation_curves
 from hierconsole.vocabulary import PCA, TRAINING_KINDS, UNTRAINED_BASELINES, JobKind
@@ -274,8 +274,8 @@ def split_counts(store: Store, study_id: str) -> SplitCounts:
         )
     }
     info = store.one(
-        "SELECT d.n_leaf, d.n_middle, d.n_high FROM studies s JOIN datasets d USING (dataset_id) "
-        "WHERE s.study_id = ?",
+        "SELECT c[1], c[2], c[3] FROM (SELECT list(l.n_groups ORDER BY l.position) AS c FROM studies s JOIN dataset_levels l USING (dataset_id) "
+        "WHERE s.study_id = ?)",
         [study_id],
     )
     assert info is not None  # a registered study has its dataset
@@ -294,10 +294,9 @@ def shuffle_control(store: Store, study_id: str) -> ShuffleControl:
     s = study(store, study_id)
     if not s.recorded["controls"]["taxonomy_shuffle"]:
         return ShuffleControl(asked=False, record=None)
-    row = store.dicts("SELECT * FROM taxonomy_shuffles WHERE study_id = ?", [study_id])
-    if not row:
+    r = shuffle_record(store, study_id)
+    if r is None:
         return ShuffleControl(asked=True, record=None)
-    r = row[0]
     dataset = store.one("SELECT dataset_id FROM studies WHERE study_id = ?", [study_id])
     assert dataset is not None  # audits run on a registered study
     ds = load_dataset(store, dataset[0])

@@ -14,11 +14,11 @@ def taxonomy_lines(store: Store, dataset_id: str) -> list[str]:
     """The taxonomy summary of a registered dataset, rebuilt from its stored (leaf, middle, high) rows."""
     names = store.one("SELECT level_names FROM datasets WHERE dataset_id = ?", [dataset_id])
     rows = store.rows(
-        "SELECT leaf, middle, high FROM taxonomy_nodes WHERE dataset_id = ? ORDER BY leaf_index", [dataset_id]
+        "SELECT path FROM taxonomy_nodes WHERE dataset_id = ? ORDER BY leaf_index", [dataset_id]
     )
     if names is None or not rows:
         raise NotFoundError(f"dataset {dataset_id!r} has no stored taxonomy")
-    tax = Taxonomy.from_rows(rows, level_names=tuple(names[0]), source=f"dataset {dataset_id}")
+    tax = Taxonomy.from_rows([tuple(r[0]) for r in rows], level_names=tuple(names[0]), source=f"dataset {dataset_id}")
     return tax.summary().lines()
 
 

@@ -26,11 +26,11 @@ from hierconsole.study.db.storage import Store
 from hierconsole.study.read.audits import current_audits
 from hierconsole.study.read.families import contrasts_so_far, family_effects, get_family, outer_arms_so_far
 from hierconsole.study.read.results import (
-    RAW_TABLES,
     aggregations,
     baselines,
     per_seed,
     registered_aggregation,
+    table_frame,
     variance,
 )
 from hierconsole.vocabulary import HIER_LEVELS, HIER_METRIC, LEVELS, MAP, POINCARE, JobKind, Phase, arm_parts
@@ -226,7 +226,7 @@ def study_inputs(store: Store, study_id: str) -> StudyInputs:
         audits_recorded=recorded,
         curves=training_curves(store, study_id),
         validation=validation_curves(store, study_id),
-        tuning=store.frame(RAW_TABLES["tuning"], [study_id]),
+        tuning=table_frame(store, "tuning", study_id),
         posthoc=posthoc,
         registered_aggregation=registered_aggregation(store, study_id),
         family=(member[0], member[1]) if member is not None else None,

@@ -9,6 +9,7 @@ import polars as pl
 
 from hierconsole.datasets import splits
 from hierconsole.errors import HierconsoleError, NotFoundError
+from hierconsole.levels import PAPER_LEVELS
 from hierconsole.study.analysis.frames import ANALYSIS_TABLES as ANALYSIS_TABLES
 from hierconsole.study.analysis.frames import FAMILY_TABLES as FAMILY_TABLES
 from hierconsole.study.analysis.frames import POSTHOC_TABLES as POSTHOC_TABLES
@@ -23,10 +24,11 @@ from hierconsole.study.analysis.per_seed import (
 )
 from hierconsole.study.analysis.variance import arm_variance
 from hierconsole.study.db import split_files
+from hierconsole.study.db.catalog import study_levels
 from hierconsole.study.db.ids import rescore_job_id
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
-from hierconsole.study.db.views import sql_list
+from hierconsole.study.db.views import sql_list, tuning_sql
 from hierconsole.vocabulary import (
     AGGREGATIONS,
     ARMS,
@@ -187,8 +189,7 @@ RAW_TABLES = {
     "FROM metrics WHERE study_id = ? ORDER BY run_id, perturbation, aggregation, level, metric",
     "audits": "SELECT study_id, check_name, ok, evidence, checked_at FROM audits WHERE study_id = ? "
     "ORDER BY check_name",
-    "tuning": "SELECT study_id, geometry, tau, middle_mAP, high_mAP, score, status FROM tuning "
-    "WHERE study_id = ? ORDER BY geometry, tau",
+    "tuning": tuning_sql(PAPER_LEVELS.non_leaf),  # three levels' columns: table_frame renders each study's own
     "durations": "SELECT study_id, arm, epoch, score, seeds FROM arm_durations WHERE study_id = ? ORDER BY arm",
 }
 """The exportable tables read straight from the store."""
@@ -217,7 +218,7 @@ def table_frame(store: Store, table: str, study_id: str, aggregation: str | None
     elif table == "variance":
         frame = variance(store, study_id, agg)
     elif table in RAW_TABLES:
-        return store.frame(RAW_TABLES[table], [study_id])
+        return store.frame(tuning_sql(study_levels(store, study_id).hier) if table == "tuning" else RAW_TABLES[table], [study_id])
     else:
         raise NotFoundError(f"unknown table {table!r}")
     if reported.posthoc:

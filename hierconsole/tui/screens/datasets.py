@@ -46,7 +46,7 @@ def dataset_cells(d: DatasetInfo) -> list:
         d.kind,
         f"{d.n_samples:,}",
         str(d.dim),
-        f"{d.n_leaf}/{d.n_middle}/{d.n_high}",
+        "/".join(map(str, d.level_counts)),
         f"{d.n_train}/{d.n_val}/{d.n_test}",
     ]
 

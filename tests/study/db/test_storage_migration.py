@@ -32,7 +32,7 @@ def test_a_version_1_store_is_migrated_in_place(fixed_home, tmp_path):
     con.close()
 
     with Store(home) as store:
-        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == str(SCHEMA_VERSION) == "6"
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == str(SCHEMA_VERSION) == "7"
         assert store.rows("SELECT study_id, phase FROM studies ORDER BY study_id") == studies
         assert store.value("SELECT count(*) FROM families") == 0
         assert store.value("SELECT count(*) FROM jobs WHERE executor IS NOT NULL OR node IS NOT NULL") == 0
@@ -52,7 +52,7 @@ def test_a_version_2_store_gains_the_executor_columns(fixed_home, tmp_path):
     con.close()
 
     with Store(home) as store:
-        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "6"
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "7"
         assert store.rows("SELECT job_id, state, attempts FROM jobs ORDER BY job_id") == jobs
         assert store.rows("SELECT DISTINCT executor, node FROM jobs") == [(None, None)]
 
@@ -67,7 +67,7 @@ def test_a_version_3_store_gains_the_replication_table(fixed_home, tmp_path):
     con.close()
 
     with Store(home) as store:
-        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "6"
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "7"
         assert store.rows("SELECT study_id, phase FROM studies ORDER BY study_id") == studies
         assert store.value("SELECT count(*) FROM replication_stages") == 0
 
@@ -82,7 +82,7 @@ def test_a_version_4_store_gains_the_arm_durations_table(fixed_home, tmp_path):
     con.close()
 
     with Store(home) as store:
-        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "6"
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "7"
         assert store.rows("SELECT study_id, phase FROM studies ORDER BY study_id") == studies
         assert store.value("SELECT count(*) FROM arm_durations") == 0
 
@@ -97,6 +97,6 @@ def test_a_version_5_store_gains_the_calibration_tables(fixed_home, tmp_path):
     con.close()
 
     with Store(home) as store:
-        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "6"
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "7"
         assert store.value("SELECT count(*) FROM calibrations") == 0
         assert store.value("SELECT count(*) FROM replication_work") == 0
