@@ -154,11 +154,12 @@ def _info(home: Path, row: dict) -> DatasetInfo:
         n_train=row["n_train"],
         n_val=row["n_val"],
         n_test=row["n_test"],
-        level_names=tuple(row["level_names"]),
+        # A row without level rows (crafted, or damaged) still lists and deletes; only its levels fail.
+        level_names=tuple(row["level_names"] or ()),
         sha256=row["sha256"],
         artifact_dir=resolve(home, row["artifact_dir"]),
-        level_codes=tuple(row["level_codes"]),
-        level_counts=tuple(int(n) for n in row["level_counts"]),
+        level_codes=tuple(row["level_codes"] or ()),
+        level_counts=tuple(int(n) for n in row["level_counts"] or ()),
     )
 
 
