@@ -10,7 +10,8 @@ when the device is not available. What they check on the device:
 - device_settings: deterministic algorithms, cuBLAS's fixed workspace, no TF32 (CUDA); recorded as such
 - curvature_on_cpu: a Poincare head moved to the device keeps its curvature a CPU float64 scalar, and
   embeds and measures as on CPU
-- retrieval_matches_cpu: the strict metrics computed on the device equal the CPU's
+- retrieval_matches_cpu: the strict metrics computed on the device equal the CPU's, for three and for seven
+  levels (the seven-level strict positives take the torch path on the device)
 - dropout_streams: each cell's dropout masks come from its own generator on the device
 - batched_matches_reference: the batched engine against the per-cell reference in float64
 - stacked_matches_per_seed: seeds stacked in one computation against their per-seed jobs (bit for bit
@@ -52,7 +53,8 @@ from hierconsole.engine.geometry import EVAL_CLIP, Euclidean, Poincare
 from hierconsole.engine.retrieval import evaluate
 from hierconsole.engine.stacked import StackedTrainer
 from hierconsole.engine.trainer import FAULT_ENV, CellRng, FactorialTrainer, resolve_device
-from hierconsole.vocabulary import ARMS, LEVELS, JobKind
+from hierconsole.levels import Levels
+from hierconsole.vocabulary import ARMS, JobKind
 
 SMALL = SyntheticConfig(
     name="small", n_leaves=12, n_middles=6, n_highs=3, n_singleton_middles=2, n_train=260, n_test=160, dim=48
@@ -196,22 +198,29 @@ def check_curvature_on_cpu(device: torch.device, study: Study) -> str:
 def check_retrieval_matches_cpu(device: torch.device, study: Study) -> str:
     rng = np.random.default_rng(60)
 
-    def labels(n: int) -> np.ndarray:
-        leaf = rng.integers(0, 12, n)
-        return np.stack([leaf, leaf // 2, leaf // 6], axis=1).astype(np.int64)
+    def labels(n: int, k: int) -> np.ndarray:
+        # a tree whose level l groups the leaves by 2^l (three levels: the leaf, pairs, sixes as before)
+        leaf = rng.integers(0, 12 if k == 3 else 96, n)
+        divisors = (1, 2, 6) if k == 3 else tuple(2**lvl for lvl in range(k))
+        return np.stack([leaf // d for d in divisors], axis=1).astype(np.int64)
 
-    q_labels, g_labels = labels(40), labels(300)
     geometry = Poincare(c=2.0, r=0.4)
     query = geometry.embed(torch.randn(40, 8, generator=torch.Generator().manual_seed(60)))
     gallery = geometry.embed(torch.randn(300, 8, generator=torch.Generator().manual_seed(61)))
-    cpu = evaluate(query, gallery, q_labels, g_labels, geometry)
-    dev = evaluate(query.to(device), gallery.to(device), q_labels, g_labels, geometry, chunk_size=7)
     worst = 0.0
-    for level in LEVELS:
-        assert np.array_equal(cpu.levels[level].query_index, dev.levels[level].query_index), level
-        np.testing.assert_allclose(cpu.levels[level].ap, dev.levels[level].ap, rtol=1e-6)
-        worst = max(worst, float(np.abs(cpu.levels[level].ap - dev.levels[level].ap).max(initial=0.0)))
-    return f"same valid queries at every level; largest AP difference {worst:.2e}"
+    for k in (3, 7):
+        q_labels, g_labels = labels(40, k), labels(300, k)
+        levels = Levels.default(k)
+        cpu = evaluate(query, gallery, q_labels, g_labels, geometry, levels=levels)
+        dev = evaluate(
+            query.to(device), gallery.to(device), q_labels, g_labels, geometry, chunk_size=7, levels=levels
+        )
+        for level in levels.codes:
+            assert np.array_equal(cpu.levels[level].query_index, dev.levels[level].query_index), (k, level)
+            assert np.array_equal(cpu.levels[level].hits, dev.levels[level].hits), (k, level)
+            np.testing.assert_allclose(cpu.levels[level].ap, dev.levels[level].ap, rtol=1e-6)
+            worst = max(worst, float(np.abs(cpu.levels[level].ap - dev.levels[level].ap).max(initial=0.0)))
+    return f"same valid queries and hits at every level of 3 and 7; largest AP difference {worst:.2e}"
 
 
 def check_dropout_streams(device: torch.device, study: Study) -> str:

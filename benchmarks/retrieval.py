@@ -32,7 +32,7 @@ from sklearn.metrics import average_precision_score
 from hierconsole.datasets import CUB_SIZED_CONFIG, make_synthetic, qg_perturbation
 from hierconsole.engine.geometry import make_geometry
 from hierconsole.engine.retrieval import DEFAULT_KS, Unit, evaluate, evaluate_units, usable_cores
-from hierconsole.vocabulary import LEVELS
+from hierconsole.levels import Levels
 
 N_QUERY = 870
 QG_SEEDS = (42, 2024, 3407)
@@ -64,11 +64,12 @@ def naive_unit(
 ) -> list[float]:
     """Mean AP per level of one unit, one query at a time (what the naive loop computes)."""
     manifold = geoopt.PoincareBall(c=C) if geometry == "poincare" else geoopt.Euclidean(ndim=1)
-    aps: list[list[float]] = [[], [], []]
+    k = lq.shape[1]
+    aps: list[list[float]] = [[] for _ in range(k)]
     for i in range(zq.shape[0]):
         d = manifold.dist(zq[i : i + 1], zg).numpy()
         same = lg == lq[i]
-        strict = (same[:, 0], same[:, 1] & ~same[:, 0], same[:, 2] & ~same[:, 1])
+        strict = [same[:, 0]] + [same[:, lvl] & ~same[:, lvl - 1] for lvl in range(1, k)]
         for lvl, pos in enumerate(strict):
             if pos.any():
                 aps[lvl].append(average_precision_score(pos, -d))
@@ -85,15 +86,16 @@ def memory_child(n_gallery: int) -> None:
     query = geometry.embed(torch.randn(N_QUERY, 32, generator=g))
     leaf = torch.randint(0, 200, (n_gallery + N_QUERY,), generator=g)
     labels = torch.stack([leaf, leaf * 124 // 200, leaf * 37 // 200], dim=1)
+    levels = Levels.default(labels.shape[1])
     before = proc_status_mib("VmRSS")
     t0 = time.perf_counter()
     # Two units (the second model a scaled copy) through what the evaluate job calls, at full width: the
     # in-flight bound must keep them from being scored side by side at this size.
-    unit = Unit(query, gallery, labels[:N_QUERY], labels[N_QUERY:], geometry, labels_key=0)
-    other = Unit(query * 0.9, gallery * 0.9, labels[:N_QUERY], labels[N_QUERY:], geometry, labels_key=0)
+    unit = Unit(query, gallery, labels[:N_QUERY], labels[N_QUERY:], geometry, labels_key=0, levels=levels)
+    other = Unit(query * 0.9, gallery * 0.9, labels[:N_QUERY], labels[N_QUERY:], geometry, labels_key=0, levels=levels)
     results = list(evaluate_units([unit, other], workers=usable_cores()))
     seconds = time.perf_counter() - t0
-    assert all(r.levels["leaf"].valid_queries > 0 for r in results)
+    assert all(r.levels[levels.leaf].valid_queries > 0 for r in results)
     print(f"{before:.0f} {proc_status_mib('VmHWM'):.0f} {seconds:.2f}")
 
 
@@ -117,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     fs = make_synthetic(CUB_SIZED_CONFIG)
     test = np.flatnonzero(fs.split == 2)
     labels = fs.labels
+    levels = fs.taxonomy.levels  # the data's levels: the metrics are per level, whatever the depth
     units = []
     for geometry, z in models(fs.features[test]):
         for seed in QG_SEEDS:
@@ -129,13 +132,18 @@ def main(argv: list[str] | None = None) -> int:
 
     def sequential() -> tuple[float, list]:
         t0 = time.perf_counter()
-        res = [evaluate(zq, zg, lq, lg, make_geometry(geo, c=C, r=R)) for geo, zq, zg, lq, lg, _ in units]
+        res = [
+            evaluate(zq, zg, lq, lg, make_geometry(geo, c=C, r=R), levels=levels) for geo, zq, zg, lq, lg, _ in units
+        ]
         return time.perf_counter() - t0, res
 
     def ours() -> tuple[float, list]:
         # what the evaluate job does: every unit at once over the usable cores, positives shared per draw
         t0 = time.perf_counter()
-        batch = [Unit(zq, zg, lq, lg, make_geometry(geo, c=C, r=R), seed) for geo, zq, zg, lq, lg, seed in units]
+        batch = [
+            Unit(zq, zg, lq, lg, make_geometry(geo, c=C, r=R), seed, levels)
+            for geo, zq, zg, lq, lg, seed in units
+        ]
         res = list(evaluate_units(batch, workers=width))
         return time.perf_counter() - t0, res
 
@@ -158,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     same = all(
         np.array_equal(a.levels[lv].ap, b.levels[lv].ap) and np.array_equal(a.levels[lv].hits, b.levels[lv].hits)
         for a, b in zip(results, seq_results, strict=True)
-        for lv in LEVELS
+        for lv in levels.codes
     )
     ours_s = float(np.median(ours_t))
     seq_s = float(np.median(seq_t))
@@ -174,9 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     diff = max(
         abs(results[i].aggregate("micro")[level]["mAP"] - naive_maps[i][lvl])
         for i in range(len(naive_maps))
-        for lvl, level in enumerate(LEVELS)
+        for lvl, level in enumerate(levels.codes)
     )
-    print(f"## strict evaluation of {len(units)} model x perturbation units (3 levels, mAP and R@1/5/10/20)")
+    print(
+        f"## strict evaluation of {len(units)} model x perturbation units ({levels.k} levels, mAP and R@1/5/10/20)"
+    )
     print(
         f"  hierconsole evaluate_units, {width} cores: {ours_s:8.2f} s  ({ours_s / len(units) * 1e3:.0f} ms per unit)"
     )

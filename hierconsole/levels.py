@@ -186,6 +186,9 @@ class LevelPlan:
             raise LevelError(f"the hier score never counts the leaf level ({self.levels.leaf})")
         if self.trained and self.trained[0] != self.levels.leaf:
             raise LevelError(f"training needs the leaf level ({self.levels.leaf}) first")
+        if len(self.trained) < MIN_LEVELS:
+            # One level has no hierarchy to learn: its only relations are "same leaf" and "other".
+            raise LevelError(f"training needs the leaf and at least one level above it ({self.levels.describe()})")
         order = [self.levels.codes.index(c) for c in self.trained]
         if order != sorted(set(order)):
             raise LevelError("trained levels must be distinct and in order, leaf first")

@@ -189,7 +189,7 @@ SPLIT_IMAGES: tuple[str, ...] = ("all", "official")
 (train and val from official train, test from official test)."""
 
 SYNTHETIC_PREFIX = "synthetic:"
-SYNTHETIC_DATASETS: tuple[str, ...] = ("demo", "cub-sized")
+SYNTHETIC_DATASETS: tuple[str, ...] = ("demo", "cub-sized", "tree2", "tree5", "tree7", "tree12")
 """Built-in synthetic data, named in presets as `synthetic:<name>` and generated on first use."""
 
 # -- metrics --------------------------------------------------------------------------------------------

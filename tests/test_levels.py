@@ -102,5 +102,7 @@ def test_a_plan_checks_its_levels():
         LevelPlan(levels, ("genus",), ("genus", "family"))
     with pytest.raises(LevelError, match="not in"):
         LevelPlan(levels, ("tribe",), levels.codes)
+    with pytest.raises(LevelError, match="at least one level above it"):
+        LevelPlan(levels, ("genus",), ("species",))
     with pytest.raises(LevelError, match="in order"):
         LevelPlan(levels, ("genus",), ("species", "family", "genus"))

@@ -175,7 +175,7 @@ def print_effects(console: Console, view: EffectsView, arm_digits: int, effect_d
     if has_effects(view.baseline_contrasts, BASELINE_EFFECTS):
         print_grid(console, baseline_contrasts_grid(view.baseline_contrasts, effect_digits))
     if view.redistribution is not None:
-        print_grid(console, redistribution_grid(view.redistribution, effect_digits))
+        print_grid(console, redistribution_grid(view.redistribution, effect_digits, console.width))
     console.print(Text(ARM_LEGEND, style="dim"))
     for line in effects_legend():
         console.print(line)

@@ -40,7 +40,6 @@ from hierconsole.vocabulary import (
     DEVICES,
     EXECUTORS,
     HIER_METRIC,
-    LEVELS,
     MAP,
     JobState,
     Phase,
@@ -221,7 +220,8 @@ def summarize(store: Store, study_id: str, console: Console) -> int:
     if study.preset.training.select_epoch:
         print_grid(console, selection_grid(read.selected_epochs(store, study_id), study.preset.training.selection_score))
     empty = read.empty_levels(store, study_id)
-    metrics = [*(f"{level}_{MAP}" for level in LEVELS if level not in empty), HIER_METRIC]
+    levels = read.get_dataset(store, study.dataset_id).levels  # leaf first, whatever the depth
+    metrics = [*(f"{level}_{MAP}" for level in levels.codes if level not in empty), HIER_METRIC]
     view = read.study_effects(store, study_id, metrics, effect_metrics=[HIER_METRIC])
     print_effects(console, view, ARM_DIGITS, EFFECT_DIGITS)
     checks = read.stored_audits(store, study_id)

@@ -21,14 +21,13 @@ from hierconsole.cli.output import output_console
 from hierconsole.config.options import Invalid
 from hierconsole.config.preset import CURVATURE
 from hierconsole.errors import InputError
+from hierconsole.levels import MAX_LEVELS, MIN_LEVELS, Levels, default_level_names
 from hierconsole.plurals import counted
 from hierconsole.present.json_output import json_text
 from hierconsole.vocabulary import (
     AGGREGATIONS,
-    DEFAULT_LEVEL_NAMES,
     EUCLIDEAN,
     GEOMETRIES,
-    LEVELS,
     MICRO,
     POINCARE,
     RECALL_KS,
@@ -38,7 +37,8 @@ REQUIRED = ("query", "gallery", "query_labels", "gallery_labels")
 _SHOWN = 5
 _NPZ_HINT = (
     "save with np.savez(path, query=Q, gallery=G, query_labels=QL, gallery_labels=GL), embeddings float "
-    "[N, D], labels integer [N, 3] with columns (leaf, middle, high), optionally level_names=[3 names]"
+    "[N, D], labels integer [N, K] with one column per level, finest first (three levels: leaf, middle, "
+    f"high; {MIN_LEVELS} <= K <= {MAX_LEVELS}), optionally level_names=[K names]"
 )
 
 
@@ -72,10 +72,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="strict retrieval metrics (mAP, Recall@K per level) for query/gallery embeddings in an .npz",
         description=(
             "Score query embeddings against gallery embeddings with strict hierarchical positives: leaf = "
-            "same leaf; middle = same middle, different leaf; high = same high, different middle. Queries "
+            "same leaf; middle = same middle, different leaf; high = same high, different middle (and so on "
+            "for deeper trees: a level's positives share its label but not the next finer one). Queries "
             "without a positive in the gallery at a level are left out of that level. Equal distances are "
-            "ranked by gallery index. The .npz holds query [Q, D], gallery [G, D], query_labels [Q, 3] and "
-            "gallery_labels [G, 3] (integer columns leaf, middle, high) and optionally level_names."
+            "ranked by gallery index. The .npz holds query [Q, D], gallery [G, D], query_labels [Q, K] and "
+            f"gallery_labels [G, K] (integer columns, one per level, finest first; {MIN_LEVELS} <= K <= "
+            f"{MAX_LEVELS}; three levels: leaf, middle, high) and optionally level_names (K strings)."
         ),
     )
     p.add_argument("npz", metavar="EMB.npz", type=Path, help="embeddings and labels (see above)")
@@ -114,7 +116,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def load_scoring_npz(
     path: Path,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[str, str, str] | None]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[str, ...] | None]:
     """(query, gallery, query_labels, gallery_labels, level_names or None), checked; InputError lists every
     problem found."""
     if not path.is_file():
@@ -162,12 +164,24 @@ def load_scoring_npz(
         )
 
     labels: dict[str, np.ndarray] = {}
+    # The depth: the label columns (the wider array's when the two differ, as a dropped column is the
+    # likelier mistake).
+    widths = [a.shape[1] for a in (arrays["query_labels"], arrays["gallery_labels"]) if a.ndim == 2]
+    k = max(widths, default=3)
     for name, rows_of in (("query_labels", "query"), ("gallery_labels", "gallery")):
         a = arrays[name]
         if a.dtype.kind not in "iu":
             problems.append(f"{name!r} must hold integers, got dtype {a.dtype}")
-        elif a.ndim != 2 or a.shape[1] != 3:
-            problems.append(f"{name!r} must be [N, 3] (leaf, middle, high), got shape {a.shape}")
+        elif a.ndim != 2 or not MIN_LEVELS <= a.shape[1] <= MAX_LEVELS:
+            problems.append(
+                f"{name!r} must be [N, K] with one column per level, finest first ({MIN_LEVELS} <= K <= "
+                f"{MAX_LEVELS}; three levels: leaf, middle, high), got shape {a.shape}"
+            )
+        elif a.shape[1] != k:
+            problems.append(
+                f"{name!r} must be [N, {k}] like the other labels (one column per level, finest first), "
+                f"got shape {a.shape}"
+            )
         elif rows_of in emb and a.shape[0] != emb[rows_of].shape[0]:
             problems.append(f"{name!r} has {counted(a.shape[0], 'row')} but {rows_of!r} has {emb[rows_of].shape[0]}")
         else:
@@ -177,15 +191,16 @@ def load_scoring_npz(
 
     level_names = None
     if raw_names is not None:
-        if raw_names.dtype.kind != "U" or raw_names.shape != (3,):
+        if raw_names.dtype.kind != "U" or raw_names.shape != (k,):
             problems.append(
-                f"'level_names' must be 3 strings, got dtype {raw_names.dtype} shape {raw_names.shape}"
+                f"'level_names' must be {k} strings (one per label column), got dtype {raw_names.dtype} "
+                f"shape {raw_names.shape}"
             )
         else:
             level_names = tuple(str(s) for s in raw_names)
     if problems:
         raise InputError(path, problems, hint=_NPZ_HINT)
-    return emb["query"], emb["gallery"], labels["query_labels"], labels["gallery_labels"], level_names  # type: ignore[return-value]
+    return emb["query"], emb["gallery"], labels["query_labels"], labels["gallery_labels"], level_names
 
 
 def _first(idx: np.ndarray) -> str:
@@ -194,17 +209,26 @@ def _first(idx: np.ndarray) -> str:
 
 
 def _tree_problems(labels: np.ndarray) -> list[str]:
-    # Strict sets assume a tree: a leaf has one middle and a middle one high. A violation most often means
-    # the columns are in the wrong order (e.g. high, middle, leaf).
+    # Strict sets assume a tree: each label of a level has one label at the next coarser level (a leaf
+    # one middle, a middle one high). A violation most often means the columns are in the wrong order
+    # (e.g. high, middle, leaf).
     problems = []
-    for child, parent, child_name, parent_name in ((0, 1, "leaf", "middle"), (1, 2, "middle", "high")):
+    k = labels.shape[1]
+    if k == 3:
+        names: tuple[str, ...] = ("leaf", "middle", "high")
+        order = "columns must be (leaf, middle, high), finest first"
+    else:
+        names = tuple(f"level-{i}" for i in range(1, k + 1))
+        order = f"columns must be the {k} levels, finest first"
+    for child in range(k - 1):
+        parent, child_name, parent_name = child + 1, names[child], names[child + 1]
         pairs = np.unique(labels[:, [child, parent]], axis=0)
         kids, counts = np.unique(pairs[:, 0], return_counts=True)
         bad = kids[counts > 1]
         if bad.size:
             problems.append(
                 f"labels are not a tree: {bad.size} {child_name} labels have more than one {parent_name} "
-                f"label (first: {_first(bad)}); columns must be (leaf, middle, high), finest first"
+                f"label (first: {_first(bad)}); {order}"
             )
     return problems
 
@@ -218,19 +242,17 @@ def _score(args: argparse.Namespace) -> int:
 
     # A distance-only ball (no tangent scale): the embeddings are scored as they are.
     geometry = make_geometry(args.geometry, c=args.curvature)
+    names = level_names or default_level_names(q_labels.shape[1])
+    levels = Levels.of(names)  # three levels: leaf, middle, high whatever the names
     evaluation = evaluate(
-        torch.from_numpy(query), torch.from_numpy(gallery), q_labels, g_labels, geometry, ks=args.ks
+        torch.from_numpy(query), torch.from_numpy(gallery), q_labels, g_labels, geometry, ks=args.ks, levels=levels
     )
     metrics = evaluation.aggregate(args.aggregate)
     if args.json:
         print(json_text({level: {k: _json_value(v) for k, v in m.items()} for level, m in metrics.items()}, indent=None), end="")
         return 0
-    names = level_names or DEFAULT_LEVEL_NAMES
-    shown = {
-        "leaf": names[0],
-        "middle": f"{names[1]} (cross-{names[0].lower()})",
-        "high": f"{names[2]} (cross-{names[1].lower()})",
-    }
+    # A level's positives cross the next finer level's groups: "Genus (cross-class)".
+    shown = {code: names[0] if i == 0 else f"{names[i]} (cross-{names[i - 1].lower()})" for i, code in enumerate(levels.codes)}
     geometry_text = args.geometry + (f" c={args.curvature:g}" if args.geometry == POINCARE else "")
     table = Table(
         box=box.SIMPLE_HEAD,
@@ -243,10 +265,10 @@ def _score(args: argparse.Namespace) -> int:
     for key in ["mAP"] + [f"R@{k}" for k in args.ks]:
         table.add_column(key, justify="right", no_wrap=True)
     table.add_column("queries", justify="right", no_wrap=True)
-    with_groups = "groups" in metrics[LEVELS[0]]  # group-macro also counts the groups it averaged
+    with_groups = "groups" in metrics[levels.leaf]  # group-macro also counts the groups it averaged
     if with_groups:
         table.add_column("groups", justify="right", no_wrap=True)
-    for level in LEVELS:
+    for level in levels.codes:
         m = metrics[level]
         row = [shown[level], _cell(m["mAP"])] + [_cell(m[f"R@{k}"]) for k in args.ks]
         row.append(str(m["valid_queries"]))

@@ -52,6 +52,11 @@ class Check:
     def __call__(self, value: Any) -> Any:
         raise NotImplementedError
 
+    def dump(self, value: Any) -> Any:
+        """The canonical value as plain JSON types (what the preset's hashed document holds); reading it
+        back through the check gives the same value."""
+        return list(value) if isinstance(value, tuple) else value
+
 
 MAX_INTEGER = 2**31 - 1
 """The largest integer any option may take: the store keeps epochs, counts and sizes in 32-bit INTEGER
@@ -156,6 +161,8 @@ class ListOf(Check):
         item: Check,
         *,
         length: int | None = None,
+        min_length: int | None = None,
+        max_length: int | None = None,
         unique: bool = False,
         increasing: bool = False,
         sort: bool = False,
@@ -168,20 +175,34 @@ class ListOf(Check):
             increasing,
             sort,
         )
-        size = f"{length} " if length is not None else "a non-empty array of "
+        # A length range (training.level_weights: one weight per level, 2 to 12 levels); `length` is exact.
+        self.min_length, self.max_length = (length, length) if length is not None else (min_length, max_length)
+        if length is not None:
+            size = f"{length} "
+        elif min_length is not None and max_length is not None:
+            size = f"{min_length} to {max_length} "
+        elif min_length is not None:
+            size = f"at least {min_length} "
+        elif max_length is not None:
+            size = f"1 to {max_length} "
+        else:
+            size = "a non-empty array of "
         extra = []
         if unique:
             extra.append("no repeats")
         if increasing:
             extra.append("strictly increasing")
         tail = f" ({', '.join(extra)})" if extra else ""
-        body = f"{size}{'values' if length else 'items'}, each {item.expected}{tail}"
+        ranged = length is not None or min_length is not None or max_length is not None
+        body = f"{size}{'values' if ranged else 'items'}, each {item.expected}{tail}"
         self.expected = f"{what}: {body}" if what else body
 
     def __call__(self, value: Any) -> tuple:
         if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
             raise Invalid(f"expected {self.expected}")
-        if self.length is not None and len(value) != self.length:
+        if (self.min_length is not None and len(value) < self.min_length) or (
+            self.max_length is not None and len(value) > self.max_length
+        ):
             raise Invalid(f"has {len(value)} items: expected {self.expected}")
         if not value:
             raise Invalid(f"is empty: expected {self.expected}")
@@ -215,9 +236,13 @@ def show(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def option(check: Check, default: Any = MISSING, doc: str = "") -> Any:
-    """A preset option: its check, its default (MISSING = required) and a one-line meaning."""
-    return field(default=default, metadata={"check": check, "doc": doc})
+def option(check: Check, default: Any = MISSING, doc: str = "", *, omit_none: bool = False) -> Any:
+    """A preset option: its check, its default (MISSING = required) and a one-line meaning.
+
+    `omit_none`: while None the option is left out of the preset's document, so its hash (a study's
+    `preset_sha256`) stays what it was before the option existed. Every option added after studies were
+    recorded defaults to None with this set."""
+    return field(default=default, metadata={"check": check, "doc": doc, "omit_none": omit_none})
 
 
 def section(cls: type) -> Any:

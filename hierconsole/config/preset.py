@@ -15,6 +15,7 @@ import difflib
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
@@ -36,6 +37,7 @@ from hierconsole.config.options import (
     toml_type,
 )
 from hierconsole.errors import ConfigError
+from hierconsole.levels import MAX_LEVELS, MIN_LEVELS, PAPER_CODES
 from hierconsole.names import name_problem
 from hierconsole.vocabulary import (
     AGGREGATIONS,
@@ -47,7 +49,6 @@ from hierconsole.vocabulary import (
     HIER_AUTHORS,
     HIER_METRIC,
     HIER_RECIPES,
-    LEVELS,
     LR_SCHEDULES,
     MAP,
     OPTIMIZERS,
@@ -75,8 +76,13 @@ OVERRIDES_SUFFIX = " (with overrides)"
 """Appended once to a preset's source when it is changed by a family member or the command line."""
 
 Temperature = float | Literal["tune"]
-SELECTION_SCORES: tuple[str, ...] = (HIER_METRIC, *(f"{level}_{MAP}" for level in LEVELS))
-"""Validation scores an epoch selection may use: the hier score (the default) or one level's mAP."""
+SELECTION_SCORES: tuple[str, ...] = (HIER_METRIC, *(f"{level}_{MAP}" for level in PAPER_CODES))
+"""The validation scores of three-level data an epoch selection may use: the hier score (the default) or
+one level's mAP. Deeper data names its own levels' (`{code}_mAP`), checked against the dataset at launch."""
+LevelRef = str
+"""A level as a preset names it: its code (`middle`, `genus`), its display name (any case) or its 1-based
+number (1 = leaf, kept as the digit string). Which level it is depends on the dataset: `config.level_plan`
+resolves it at launch (`Levels.resolve`)."""
 
 
 class _Dataset(Check):
@@ -163,6 +169,59 @@ _COUNT = Number(integer=True, ge=1)
 _FRACTION = Number(gt=0, lt=1)
 
 
+class _LevelRef(Check):
+    """One level reference (`LevelRef`), kept as a string: a number as its digits (so `2` and `"2"` are one
+    value and hash alike), a name or code as written, stripped."""
+
+    expected = f"a level: its code (e.g. 'middle'), display name, or number from 1 (the leaf) to {MAX_LEVELS}"
+
+    def __call__(self, value: Any) -> LevelRef:
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value.strip())
+        if isinstance(value, int) and not isinstance(value, bool):
+            if not 1 <= value <= MAX_LEVELS:
+                raise Invalid(f"out of range: expected {self.expected}")
+            return str(value)
+        if not isinstance(value, str) or not value.strip():
+            raise Invalid(f"expected {self.expected}")
+        return value.strip()
+
+
+class _LevelRefs(Check):
+    """A list of distinct level references. `--set KEY=[high]` reaches the check as the bare string
+    "[high]" (not a TOML literal), so a string is read as such a list: brackets optional, items separated
+    by commas."""
+
+    def __init__(self, what: str) -> None:
+        self.inner = ListOf(_LevelRef(), unique=True, max_length=MAX_LEVELS, what=what)
+        self.expected = self.inner.expected
+
+    def __call__(self, value: Any) -> tuple[LevelRef, ...]:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("[") and text.endswith("]"):
+                text = text[1:-1]
+            value = [item.strip().strip("\"'") for item in text.split(",")] if text.strip() else []
+        refs: tuple[LevelRef, ...] = self.inner(value)
+        # A reference may repeat in another form (2 and "middle"); resolution against the dataset says so.
+        return refs
+
+
+_SELECTION_SCORE = re.compile(rf"[a-z][a-z0-9]*_{MAP}")
+
+
+class _SelectionScore(Check):
+    """The hier score or one level's mAP, `{code}_mAP`: the form is checked here, the level code against
+    the dataset at launch (`config.level_plan.selection_score`)."""
+
+    expected = f"{HIER_METRIC!r} or a level's mAP as '{{code}}_{MAP}' (e.g. 'leaf_{MAP}', 'middle_{MAP}')"
+
+    def __call__(self, value: Any) -> str:
+        if not isinstance(value, str) or not _SELECTION_SCORE.fullmatch(value):
+            raise Invalid(f"expected {self.expected}")
+        return value
+
+
 # --- the preset -----------------------------------------------------------------------------------------
 
 
@@ -180,7 +239,12 @@ class DataConfig:
 @dataclass(frozen=True, kw_only=True)
 class SplitConfig:
     protocol: str = option(Choice(*SPLIT_PROTOCOLS), "official", doc="which samples train, validate and test")
-    level: str = option(Choice(*LEVELS), "middle", doc="hierarchy_disjoint: level whose groups are disjoint")
+    level: LevelRef = option(
+        _LevelRef(),
+        "middle",
+        doc="hierarchy_disjoint: level whose groups are disjoint (code, name or number; above the leaf); the "
+        "default 'middle' is level 2 on data that has no level of that name",
+    )
     counts: tuple[int, int, int] | None = option(
         Clearable(ListOf(_COUNT, length=3, what="train, val, test group counts")),
         None,
@@ -227,6 +291,13 @@ class EvaluationConfig:
     )
     pca_whiten: bool = option(
         Bool(), False, doc="pca baseline: scale each principal axis to unit variance (off: the axes keep theirs)"
+    )
+    hier_levels: tuple[LevelRef, ...] | None = option(
+        Optional(_LevelRefs("the levels the hier score averages")),
+        None,
+        doc="the levels the hier score averages (codes, names or numbers; never the leaf); default: every "
+        "level above the leaf",
+        omit_none=True,
     )
 
 
@@ -347,13 +418,34 @@ class TrainingConfig:
     dropout: float = option(Number(ge=0, lt=1), 0.1)
     hidden: int = option(_COUNT, 256)
     out_dim: int = option(Number(integer=True, ge=2), 32)
-    regression_targets: tuple[float, float, float, float] = option(
-        ListOf(Number(ge=0), length=4, increasing=True, what="target distances for relations c, m, h, o"),
-        (0.2, 0.5, 0.8, 1.0),
+    levels: tuple[LevelRef, ...] | None = option(
+        Optional(_LevelRefs("the levels training labels use, the leaf among them")),
+        None,
+        doc="the levels the losses train on (codes, names or numbers; the leaf included); default: every level",
+        omit_none=True,
     )
-    level_weights: tuple[float, float, float] = option(
-        ListOf(Number(ge=0), length=3, what="Taxonomy-SupCon weights for leaf, middle, high"),
+    regression_targets: tuple[float, ...] = option(
+        ListOf(
+            Number(ge=0),
+            min_length=MIN_LEVELS + 1,
+            max_length=MAX_LEVELS + 1,
+            increasing=True,
+            what="target distances of the pair relations, same leaf first, then same group at each trained "
+            "level, then unrelated",
+        ),
+        (0.2, 0.5, 0.8, 1.0),
+        doc="one per trained level and one for unrelated pairs; the default means the evenly spaced targets "
+        "of any depth (for three levels exactly these)",
+    )
+    level_weights: tuple[float, ...] = option(
+        ListOf(
+            Number(ge=0),
+            min_length=MIN_LEVELS,
+            max_length=MAX_LEVELS,
+            what="Taxonomy-SupCon weights of the trained levels, leaf first",
+        ),
         (1.0, 1.0, 1.0),
+        doc="one per trained level, leaf first; equal weights of any count mean equal at every trained level",
     )
     val_every: int = option(Number(integer=True, ge=0), 10, doc="validation period in epochs; 0 = never")
     select_epoch: bool = option(
@@ -370,7 +462,9 @@ class TrainingConfig:
         "each keeps a model checkpoint per cell",
     )
     selection_score: str = option(
-        Choice(*SELECTION_SCORES), HIER_METRIC, doc="select_epoch: the validation score that picks the epoch"
+        _SelectionScore(),
+        HIER_METRIC,
+        doc="select_epoch: the validation score that picks the epoch (hier_mAP, or {level code}_mAP)",
     )
 
     def validates_at(self, epoch: int) -> bool:
@@ -406,7 +500,11 @@ _PER_PART = Clearable(ListOf(_COUNT, length=3, what="train, val, test counts of 
 @dataclass(frozen=True, kw_only=True)
 class ExpectedConfig:
     """Counts the realised study must show, each optional; the `expected_counts` audit fails on any that
-    differs (e.g. the paper's S1/S12 numbers in the shipped presets, or a user's own protocol)."""
+    differs (e.g. the paper's S1/S12 numbers in the shipped presets, or a user's own protocol).
+
+    The group counts name three-level data's levels (`middle_groups`, `high_groups`, `part_middle_groups`):
+    the audit and the launch's fit check read them by these names, so a count per level of deeper data
+    waits for them to read levels (a declared count nothing checks would be a silent pass)."""
 
     development_images: int | None = option(_EXPECTED, None, doc="images final runs train on (NABirds 19,021)")
     test_images: int | None = option(_EXPECTED, None, doc="images of the test part before Q/G draws")
@@ -642,11 +740,12 @@ def _cross_check(parts: dict[str, Any], problems: list[str]) -> None:
                 f"split.fractions = {show(list(split.fractions))}: sums to {sum(split.fractions):g}; "
                 "expected train, val, test fractions summing to 1"
             )
-        if split.level == "leaf":
-            # Leaf-disjoint would be expressible, but the protocol's disjointness is defined on groups.
+        if split.level in ("leaf", "1"):
+            # Leaf-disjoint would be expressible, but the protocol's disjointness is defined on groups. A
+            # leaf named otherwise (CUB's "Class") is refused at launch, against the dataset's levels.
             problems.append(
-                "split.level = \"leaf\": not allowed with protocol = 'hierarchy_disjoint'; "
-                "expected one of 'middle', 'high'"
+                f"split.level = {show(split.level)}: not allowed with protocol = 'hierarchy_disjoint'; "
+                "expected a level above the leaf, e.g. 'middle', 'high'"
             )
     else:
         for key in ("counts", "fractions", "leaf_counts", "image_counts"):
@@ -714,5 +813,7 @@ def _to_dict(obj: Any) -> dict[str, Any]:
             out[f.name] = _to_dict(getattr(obj, f.name))
         elif "check" in f.metadata:
             value = getattr(obj, f.name)
-            out[f.name] = list(value) if isinstance(value, tuple) else value
+            if value is None and f.metadata.get("omit_none"):
+                continue  # an option newer than recorded studies: absent while unset, so their hash holds
+            out[f.name] = f.metadata["check"].dump(value)
     return out

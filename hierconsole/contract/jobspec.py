@@ -117,7 +117,8 @@ class JobSpec:
     """Scoring jobs: the baseline arms scored beside the models (preset `evaluation.baselines`)."""
     rescore: Rescore | None = None
     train_taxonomy: str | None = None
-    """npz (leaf_middle, middle_high) of the taxonomy a shuffle control trains on: training kinds only.
+    """npz of the taxonomy a shuffle control trains on, one parent array per edge of the dataset's tree
+    keyed by `Levels.edge_key` (three levels: leaf_middle, middle_high): training kinds only.
     Validation and test read the dataset's true taxonomy."""
     checkpoint_every: int = 1
     batched: bool = True

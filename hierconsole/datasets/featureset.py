@@ -29,8 +29,11 @@ SPLIT_NAMES: tuple[str, str, str] = ("train", "val", "test")
 """Official split codes: an int8 split value is an index into this tuple."""
 
 FORMAT_VERSION = 1
+"""The folder layout of three-level sets (taxonomy.csv header leaf,middle,high; taxonomy_order middles/highs)."""
+DEEP_FORMAT_VERSION = 2
+"""The layout of any other depth: taxonomy.csv headed by the level codes, taxonomy_order.levels."""
 SAMPLES_NPZ, SAMPLES_PARQUET = "samples.npz", "samples.parquet"
-KINDS = ("generic", "cub", "nabirds", "synthetic")
+KINDS = ("generic", "cub", "nabirds", "synthetic", "inat")
 
 
 @dataclass(eq=False)
@@ -74,7 +77,7 @@ class FeatureSet:
 
     @property
     def labels(self) -> np.ndarray:
-        """[N, 3] int64 (leaf, middle, high)."""
+        """[N, K] int64: each sample's ancestor index at every level, leaf first."""
         return self.taxonomy.labels(self.leaf)
 
     @property
@@ -118,19 +121,17 @@ class FeatureSet:
                     raise
             with (tmp / "taxonomy.csv").open("w", newline="", encoding="utf-8") as fh:
                 writer = csv.writer(fh, lineterminator="\n")
-                writer.writerow(["leaf", "middle", "high"])
+                # The level codes: `leaf,middle,high` for three levels, as every set saved before.
+                writer.writerow(list(self.taxonomy.levels.codes))
                 writer.writerows(self.taxonomy.rows())
             manifest = {
-                "format_version": FORMAT_VERSION,
+                "format_version": FORMAT_VERSION if self.taxonomy.k == 3 else DEEP_FORMAT_VERSION,
                 "name": self.name,
                 "kind": self.kind,
                 "n": len(self),
                 "dim": self.dim,
                 "level_names": list(self.taxonomy.level_names),
-                "taxonomy_order": {
-                    "middles": list(self.taxonomy.middles),
-                    "highs": list(self.taxonomy.highs),
-                },
+                "taxonomy_order": _taxonomy_order(self.taxonomy),
                 "split_names": list(SPLIT_NAMES),
                 "sources": self.sources,
                 "params": self.params,
@@ -163,10 +164,19 @@ class FeatureSet:
             ids, leaf, split = _read_samples(directory)
         except (OSError, ValueError, KeyError) as exc:
             raise InputError(directory, f"not a readable feature set: {exc}") from exc
+        if manifest.get("format_version", FORMAT_VERSION) > DEEP_FORMAT_VERSION:
+            raise InputError(
+                directory,
+                f"feature set format {manifest['format_version']} is newer than this hierconsole reads "
+                f"({DEEP_FORMAT_VERSION})",
+                hint="upgrade hierconsole, or import the dataset again with this version",
+            )
         tax = load_taxonomy_csv(directory / "taxonomy.csv", level_names=manifest["level_names"])
         order = manifest.get("taxonomy_order")
         if order:
-            tax = _reorder(tax, order["middles"], order["highs"])
+            # Three-level sets name their two orders; deeper ones list every level above the leaf.
+            levels = order["levels"] if "levels" in order else [order["middles"], order["highs"]]
+            tax = _reorder(tax, levels)
         fs = cls(
             name=manifest["name"],
             features=features,
@@ -227,22 +237,33 @@ def _read_samples(directory: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.array(samples["id"].to_list(), dtype=object), samples["leaf"].to_numpy(), samples["split"].to_numpy()
 
 
-def _reorder(tax: Taxonomy, middles: list[str], highs: list[str]) -> Taxonomy:
-    """Restore middle and high index order, which a shuffled taxonomy need not share with its CSV rows."""
-    rows = tax.rows()
-    high_of = {m: h for _, m, h in rows}
-    if set(middles) != set(high_of) or set(highs) != set(high_of.values()):
+def _taxonomy_order(tax: Taxonomy) -> dict[str, list]:
+    """The manifest's record of each level's index order above the leaf (the CSV rows give the leaves')."""
+    if tax.k == 3:
+        return {"middles": list(tax.nodes[1]), "highs": list(tax.nodes[2])}
+    return {"levels": [list(level) for level in tax.nodes[1:]]}
+
+
+def _reorder(tax: Taxonomy, orders: list[list[str]]) -> Taxonomy:
+    """Restore the index order of every level above the leaf, which a shuffled taxonomy need not share
+    with its CSV rows (read in order of first appearance). `orders[j]` lists level j+1's names."""
+    if len(orders) != tax.k - 1:
         raise InputError("manifest.json", "taxonomy_order does not match taxonomy.csv")
-    m_index = {m: i for i, m in enumerate(middles)}
-    h_index = {h: i for i, h in enumerate(highs)}
-    return Taxonomy.three(
-        leaves=tax.leaves,
-        middles=tuple(middles),
-        highs=tuple(highs),
-        leaf_middle=np.array([m_index[m] for _, m, _ in rows], dtype=np.int64),
-        middle_high=np.array([h_index[high_of[m]] for m in middles], dtype=np.int64),
-        level_names=tax.level_names,
+    # parent_of[j][name]: the level-(j+1) name above level j's node `name` in the CSV's tree.
+    parent_of = [
+        {child: tax.nodes[j + 1][p] for child, p in zip(tax.nodes[j], tax.parents[j].tolist(), strict=True)}
+        for j in range(tax.k - 1)
+    ]
+    for j, names in enumerate(orders):
+        if set(names) != set(tax.nodes[j + 1]) or len(names) != len(tax.nodes[j + 1]):
+            raise InputError("manifest.json", "taxonomy_order does not match taxonomy.csv")
+    nodes = (tax.nodes[0], *(tuple(names) for names in orders))
+    index = [{name: i for i, name in enumerate(level)} for level in nodes]
+    parents = tuple(
+        np.array([index[j + 1][parent_of[j][name]] for name in nodes[j]], dtype=np.int64)
+        for j in range(tax.k - 1)
     )
+    return Taxonomy(nodes, parents, tax.level_names)
 
 
 def _fsync(path: Path) -> None:

@@ -1,5 +1,10 @@
 """Generic import: a features file, a labels CSV (`id,leaf[,split]`) and a taxonomy CSV.
 
+The taxonomy CSV has one column per level, leaf first, 2 to 12 levels: its header names the levels
+(`species,genus,family,order`), or is the three-level `leaf,middle,high` (other columns ignored).
+`level_names` gives display names: for the three-level layout the three levels', else one per header
+column, in order.
+
 Rows follow the labels CSV. Without a split column every sample is `train` (a dataset without an
 official split is studied with a generated split, e.g. hierarchy-disjoint).
 """
@@ -15,7 +20,7 @@ from hierconsole.csv_input import read_csv_records
 from hierconsole.datasets.features_io import align_rows, read_features, with_extraction
 from hierconsole.datasets.featureset import SPLIT_NAMES, FeatureSet, source_hashes
 from hierconsole.errors import InputError
-from hierconsole.taxonomy import Taxonomy, load_taxonomy_csv
+from hierconsole.taxonomy import Taxonomy, header_level_names, load_taxonomy_csv, read_taxonomy_rows
 
 SPLIT_VALUES = {"train": 0, "training": 0, "val": 1, "valid": 1, "validation": 1, "test": 2}
 _SHOWN = 20
@@ -102,6 +107,26 @@ def read_labels_csv(
     return ids, np.array(leaves, dtype=np.int64), np.array(splits, dtype=np.int8), lines, i_split is not None
 
 
+def load_levels_csv(path: Path, *, level_names: Sequence[str] | None = None) -> Taxonomy:
+    """The taxonomy of a CSV whose header names its levels (or is `leaf,middle,high`), with `level_names`
+    (if given) as the display names: for a header of level names, one per column, in order."""
+    if level_names is None:
+        return load_taxonomy_csv(path)  # the header's own names (or the three-level defaults)
+    header = header_level_names(path)
+    if header is None:
+        # The three-level layout: the names are the three levels', matched by code or display name.
+        return load_taxonomy_csv(path, level_names=level_names)
+    if len(level_names) != len(header):
+        raise InputError(
+            path,
+            f"--level-names gives {len(level_names)} names ({','.join(level_names)}) but the header names "
+            f"{len(header)} levels ({','.join(header)})",
+            hint="give one display name per taxonomy column, leaf first, or leave --level-names out",
+        )
+    rows, numbers = read_taxonomy_rows(path)
+    return Taxonomy.from_rows(rows, level_names=tuple(level_names), source=path, row_numbers=numbers)
+
+
 def import_generic(
     features_path: str | Path,
     labels_csv: str | Path,
@@ -114,7 +139,7 @@ def import_generic(
     """A FeatureSet from generic files. Feature rows match label rows by id, or by order when the features
     file has no ids (then the counts must match). Writes nothing."""
     features_path, labels_csv, taxonomy_csv = Path(features_path), Path(labels_csv), Path(taxonomy_csv)
-    tax = load_taxonomy_csv(taxonomy_csv, level_names=level_names)
+    tax = load_levels_csv(taxonomy_csv, level_names=level_names)
     ids, leaf, split, lines, has_split = read_labels_csv(labels_csv, tax, taxonomy_csv)
     feature_ids, x = read_features(features_path, expected_dim=expected_dim)
     order, scheme = align_rows(

@@ -18,14 +18,15 @@ import numpy as np
 
 from hierconsole.config.preset import NONE, Preset
 from hierconsole.datasets.featureset import FeatureSet
-from hierconsole.datasets.splits import OFFICIAL_TEST
+from hierconsole.datasets.splits import OFFICIAL_TEST, split_level_index
 from hierconsole.plurals import counted
-from hierconsole.vocabulary import LEVELS, PCA
+from hierconsole.vocabulary import PCA
 
 FRACTION_DIGITS = 2
 """Decimals of the fractions a refusal proposes in place of counts (0.6 for 242 of 404 groups)."""
-_DATASET_COUNTS = {"leaves": 0, "middle_groups": 1, "high_groups": 2}
-"""The `[expected]` counts that are the dataset's own, by option, with their label column."""
+_DATASET_COUNTS = {"leaves": 0, "middle_groups": 1, "high_groups": -1}
+"""The `[expected]` counts that are the dataset's own, by option, with their label column (the paper's
+middle is level 2 and its high the top level, at any depth)."""
 
 
 def fractions_of(counts: tuple[int, ...]) -> list[float]:
@@ -82,14 +83,15 @@ def misfits(preset: Preset, fs: FeatureSet, dataset_id: str) -> list[Misfit]:
     problems: list[Misfit] = []
     sp = preset.split
     if sp.protocol == "hierarchy_disjoint":
-        col = LEVELS.index(sp.level)
+        col = split_level_index(fs.taxonomy.levels, sp.level)
+        code = fs.taxonomy.levels.codes[col]
         n_groups = len(np.unique(labels[:, col]))
-        groups = f"{sp.level} groups"
+        groups = f"{code} groups"
         if n_groups < 3:
             problems.append(
                 Misfit(
                     f"split.level = {sp.level!r}: dataset {dataset_id!r} has "
-                    f"{counted(n_groups, sp.level + ' group')}, and a hierarchy-disjoint split needs at least 3 "
+                    f"{counted(n_groups, code + ' group')}, and a hierarchy-disjoint split needs at least 3 "
                     "(one per part); use the official split",
                     "split.protocol",
                     "official",

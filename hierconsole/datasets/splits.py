@@ -17,7 +17,7 @@ import numpy as np
 
 from hierconsole.config.preset import DEFAULT_SEEDS, DEFAULT_SPLIT_FRACTIONS
 from hierconsole.errors import ConfigError
-from hierconsole.vocabulary import LEVELS
+from hierconsole.levels import PAPER_CODES, LevelError, Levels
 
 if TYPE_CHECKING:
     from hierconsole.datasets.featureset import FeatureSet
@@ -86,7 +86,8 @@ def official_split(fs: FeatureSet) -> Split:
     parts = {name: np.flatnonzero(fs.split == code) for code, name in enumerate(SPLIT_NAMES)}
     if not len(parts["val"]):
         del parts["val"]
-    return Split("official", parts, {"dataset": fs.name, "n_rows": len(fs), **_group_counts(fs.labels, parts)})
+    params = {"dataset": fs.name, "n_rows": len(fs), **_group_counts(fs.labels, parts, fs.taxonomy.levels)}
+    return Split("official", parts, params)
 
 
 def _largest_remainder(total: int, fractions: Sequence[float]) -> list[int]:
@@ -110,10 +111,38 @@ OFFICIAL_TEST = 2
 """The official split code of a test image (featureset.SPLIT_NAMES)."""
 
 
+def _levels_of(labels: np.ndarray, levels: Levels | None) -> Levels:
+    """The levels of [N, K] label rows: those given (their K must match), else the default codes of K
+    levels (leaf/middle/high for three)."""
+    k = int(labels.shape[1]) if labels.ndim == 2 else 0
+    if levels is None:
+        return Levels.default(k)
+    if levels.k != k:
+        raise ConfigError(f"labels have {k} levels but {levels.k} are named ({levels.describe()})")
+    return levels
+
+
+def split_level_index(levels: Levels, level: str | int) -> int:
+    """The label column a hierarchy-disjoint split groups by, from a level's code, display name or
+    1-based number (a level above the leaf, or the leaf for a leaf-disjoint split). On a tree that is not
+    three-level the paper's `middle` (the preset default) means level 2 and `high` the top level."""
+    if not levels.is_paper and isinstance(level, str) and level not in levels.codes:
+        legacy = {"middle": 1, "high": levels.k - 1}
+        if level in legacy and level.lower() not in (n.lower() for n in levels.names):
+            return legacy[level]
+    try:
+        return levels.index(level)
+    except LevelError:
+        raise ConfigError(
+            f"level must be one of {levels.describe()} (a code, name or number), got {level!r}"
+        ) from None
+
+
 def hierarchy_disjoint_split(
     labels: np.ndarray,
     *,
-    level: str = "middle",
+    level: str | int = "middle",
+    levels: Levels | None = None,
     counts: Sequence[int] | None = None,
     fractions: Sequence[float] | None = None,
     seed: int,
@@ -125,6 +154,9 @@ def hierarchy_disjoint_split(
     """Assign whole groups of `level` to train/val/test, so the parts share no group at that level nor
     any finer one (a middle-disjoint split is also leaf-disjoint, e.g. NABirds Parent-disjoint).
 
+    `level` is a code, display name or 1-based number of `levels` (the labels' levels; default the
+    default codes of their depth), see `split_level_index`; the split records its code.
+
     `counts` gives groups per part (train, val, test) and must add up to the number of groups; otherwise
     `fractions` (default DEFAULT_SPLIT_FRACTIONS) is rounded by largest remainder. Groups are drawn by a seeded
     permutation. `within` restricts the split to those rows (default all).
@@ -135,13 +167,13 @@ def hierarchy_disjoint_split(
     48,562). `leaf_counts` and `image_counts` (per part) are targets: after the seeded draw, seeded swaps
     of whole groups between parts, which keep the group counts, run until both are met exactly.
     """
-    if level not in LEVELS:
-        raise ConfigError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
+    labels = np.asarray(labels, dtype=np.int64)
+    levels = _levels_of(labels, levels)
+    col = split_level_index(levels, level)
+    level = levels.codes[col]
     if counts is not None and fractions is not None:
         raise ConfigError("give counts or fractions, not both")
-    labels = np.asarray(labels, dtype=np.int64)
     rows = np.arange(len(labels)) if within is None else np.unique(np.asarray(within, dtype=np.int64))
-    col = LEVELS.index(level)
     groups = np.unique(labels[rows, col])
     if counts is None:
         fr = tuple(fractions) if fractions is not None else DEFAULT_SPLIT_FRACTIONS
@@ -182,7 +214,7 @@ def hierarchy_disjoint_split(
             "images": "all" if official is None else "official",
             "leaf_counts": None if leaf_counts is None else [int(c) for c in leaf_counts],
             "image_counts": None if image_counts is None else [int(c) for c in image_counts],
-            **_group_counts(labels, parts),
+            **_group_counts(labels, parts, levels),
         },
     )
 
@@ -272,10 +304,14 @@ def _meet_targets(
     part_of[groups] = assign
 
 
-def _group_counts(labels: np.ndarray, parts: dict[str, np.ndarray]) -> dict[str, dict[str, int]]:
+def _group_counts(
+    labels: np.ndarray, parts: dict[str, np.ndarray], levels: Levels | None = None
+) -> dict[str, dict[str, int]]:
+    """Groups per part at every level, as `{code}_groups` (leaf first)."""
+    codes = _levels_of(labels, levels).codes
     return {
-        f"{level}_groups": {name: len(np.unique(labels[idx, i])) for name, idx in parts.items()}
-        for i, level in enumerate(LEVELS)
+        f"{code}_groups": {name: len(np.unique(labels[idx, i])) for name, idx in parts.items()}
+        for i, code in enumerate(codes)
     }
 
 
@@ -368,27 +404,36 @@ def qg_perturbations(
     return [qg_perturbation(labels, test_idx, n_query=n_query, seed=s) for s in seeds]
 
 
-def strict_valid_counts(labels: np.ndarray, query_idx: np.ndarray, gallery_idx: np.ndarray) -> dict[str, int]:
-    """Queries with at least one strict positive in the gallery, per level (paper S2).
+def strict_valid_counts(
+    labels: np.ndarray, query_idx: np.ndarray, gallery_idx: np.ndarray, levels: Levels | None = None
+) -> dict[str, int]:
+    """Queries with at least one strict positive in the gallery, per level code, leaf first (paper S2).
 
-    leaf: another gallery item of the same leaf; middle: same middle, other leaf; high: same high, other
-    middle. Counting by group sizes makes a query never its own positive, even if it sits in the gallery.
+    leaf: another gallery item of the same leaf; level k above it: same level-k group, other
+    level-(k-1) group (for three levels: middle = same middle, other leaf; high = same high, other
+    middle). Counting by group sizes (the size of the query's level-k group in the gallery minus that of
+    its level-(k-1) group) makes a query never its own positive, even if it sits in the gallery, and
+    needs memory linear in the rows and groups, never queries x gallery.
     """
     labels = np.asarray(labels, dtype=np.int64)
+    codes = _levels_of(labels, levels).codes
     q = labels[np.asarray(query_idx, dtype=np.int64)]
     g = labels[np.asarray(gallery_idx, dtype=np.int64)]
     in_gallery = np.isin(np.asarray(query_idx), np.asarray(gallery_idx)).astype(np.int64)
-    size = [np.bincount(g[:, i], minlength=int(labels[:, i].max(initial=-1)) + 1) for i in range(3)]
-    positives = {
-        "leaf": size[0][q[:, 0]] - in_gallery,
-        "middle": size[1][q[:, 1]] - size[0][q[:, 0]],
-        "high": size[2][q[:, 2]] - size[1][q[:, 1]],
-    }
-    return {level: int((positives[level] > 0).sum()) for level in LEVELS}
+    size = [np.bincount(g[:, i], minlength=int(labels[:, i].max(initial=-1)) + 1) for i in range(len(codes))]
+    positives = [size[0][q[:, 0]] - in_gallery]
+    positives += [size[k][q[:, k]] - size[k - 1][q[:, k - 1]] for k in range(1, len(codes))]
+    return {code: int((p > 0).sum()) for code, p in zip(codes, positives, strict=True)}
 
 
-def empty_levels(valid_counts: Sequence[dict[str, int]]) -> tuple[str, ...]:
+def empty_levels(valid_counts: Sequence[dict[str, int]], levels: Levels | None = None) -> tuple[str, ...]:
     """Levels with no valid query in at least one of the given query/gallery splits (their strict valid
     counts): such a level has no score on that split, so it is left out of the hier score and of every
-    table of the study instead of leaving holes that break the pairing of arms."""
-    return tuple(level for level in LEVELS if any(int(v.get(level, 0)) == 0 for v in valid_counts))
+    table of the study instead of leaving holes that break the pairing of arms. Without `levels`, the
+    codes the counts name (three-level counts: leaf, middle, high, a missing one counting as empty)."""
+    if levels is not None:
+        codes = levels.codes
+    else:
+        named = tuple(dict.fromkeys(code for v in valid_counts for code in v))
+        codes = PAPER_CODES if set(named) <= set(PAPER_CODES) else named
+    return tuple(code for code in codes if any(int(v.get(code, 0)) == 0 for v in valid_counts))

@@ -403,7 +403,7 @@ class BatchedCells:
     def grouped_fused_losses(
         self, raw: Tensor, labels: Tensor, host_labels: Tensor | None = None
     ) -> tuple[Tensor, Tensor]:
-        """fused_losses of every group: raw [G*C, B, O], labels [G, B, 3] (or [B, 3] for one group)."""
+        """fused_losses of every group: raw [G*C, B, O], labels [G, B, K] (or [B, K] for one group)."""
         if self.groups == 1:
             return self.fused_losses(raw, labels, host_labels)
         parts = [
@@ -420,7 +420,7 @@ class BatchedCells:
         """One optimiser step of every cell on the batch (x, labels); returns the [C] losses (detached).
 
         ``host_labels``, a CPU copy of ``labels``, spares an accelerator a device-to-host wait per step.
-        With stacked groups, x is [G, B, D], labels [G, B, 3] and ``rngs`` every stacked cell's, in order.
+        With stacked groups, x is [G, B, D], labels [G, B, K] and ``rngs`` every stacked cell's, in order.
         """
         training = self.training
         self.net.train()

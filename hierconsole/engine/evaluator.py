@@ -124,6 +124,7 @@ def run_evaluation(
             test_labels[gpos],
             scored.geometry,
             labels_key=qseed,
+            levels=fs.taxonomy.levels,
         )
         for scored in embedded
         for qseed, (qpos, gpos) in positions.items()

@@ -210,7 +210,7 @@ class BatchTargets:
     regression_target: Tensor | None  # [B, B] target distance of each pair's relation
     supcon_weight: Tensor | None  # [B, B] A_ij: the loss is -sum_ij A_ij log p_ij
     supcon_row: Tensor | None  # [B] a_i = sum_j A_ij
-    level_weights: tuple[float, ...]  # three, as given; taxonomy_supcon_loss checks the count
+    level_weights: tuple[float, ...]  # one per label column, as given; taxonomy_supcon_loss checks the count
 
     @classmethod
     def build(
@@ -229,26 +229,31 @@ class BatchTargets:
         """
         offdiag, minus_inf = _diagonal_masks(labels.shape[0], dtype, labels.device)
         # The strict masks (leaf mask with its diagonal) are also the relations of losses.relation_codes:
-        # c where the leaves agree, else m where the middles do, else h where the highs do, else o.
+        # level 0 where the leaves agree, else level k where the level-k ancestors first do, else "other".
         positives = strict_masks(labels, labels)
+        k = labels.shape[1]
         reg = None
         if targets is not None:
             t = [float(v) for v in targets]
-            reg = torch.full(positives.shape[1:], t[3], dtype=dtype, device=labels.device)
-            for lvl in (2, 1, 0):
+            if len(t) != k + 1:
+                raise ValueError(f"targets must give {k + 1} values for {k} levels, got {tuple(t)}")
+            reg = torch.full(positives.shape[1:], t[k], dtype=dtype, device=labels.device)
+            for lvl in reversed(range(k)):
                 reg = torch.where(positives[lvl], t[lvl], reg)
         weight = row = None
-        lw = tuple(float(w) for w in level_weights) if level_weights is not None else (1.0, 1.0, 1.0)
+        lw = tuple(float(w) for w in level_weights) if level_weights is not None else (1.0,) * k
         if level_weights is not None:
+            if len(lw) != k:
+                raise ValueError(f"level_weights must give {k} values, one per level; got {lw}")
             positives[0].fill_diagonal_(False)
-            n_pos = positives.sum(dim=-1)  # [3, B]
+            n_pos = positives.sum(dim=-1)  # [K, B]
             if host_labels is not None:
                 host = strict_masks(host_labels, host_labels)
                 host[0].fill_diagonal_(False)
                 n_anchors = host.any(dim=-1).sum(dim=-1).tolist()
             else:
                 n_anchors = (n_pos > 0).sum(dim=-1).tolist()
-            active = [lvl for lvl in range(3) if lw[lvl] > 0 and n_anchors[lvl] > 0]
+            active = [lvl for lvl in range(k) if lw[lvl] > 0 and n_anchors[lvl] > 0]
             if active:
                 total = sum(lw[lvl] for lvl in active)
                 # A_ij = sum over active levels l of (w_l / W) / (anchors_l * positives_l(i)) [j positive]

@@ -1,10 +1,12 @@
 """Strict hierarchical retrieval: positive masks, AP, Recall@K and their aggregation (paper S2).
 
-For a query q and gallery item j the strict positives are (S2 Eqs. 1-3)
+Labels are [N, K] ancestor indices, leaf first (2 <= K <= 12). For a query q and gallery item j the
+strict positives are (S2 Eqs. 1-3, for any depth)
 
-    leaf:   y_q^leaf = y_j^leaf
-    middle: y_q^middle = y_j^middle and y_q^leaf != y_j^leaf
-    high:   y_q^high = y_j^high and y_q^middle != y_j^middle
+    level 1 (leaf): y_q^1 = y_j^1
+    level k > 1:    y_q^k = y_j^k and y_q^(k-1) != y_j^(k-1)
+
+(for three levels: leaf, middle, high).
 
 A query counts at a level only if the gallery holds at least one of its positives there ("valid").
 AP follows S2 Eq. (4); Recall@K is 1 when a positive is among the first K items.
@@ -13,7 +15,7 @@ Conventions, fixed here once:
 - Query and gallery are disjoint sets: nothing is excluded from the gallery for a query (no self-match).
 - Ranking is by increasing distance; equal distances are ordered by gallery index (a stable sort), so
   results are deterministic and identical on CPU and GPU.
-- Each query row is sorted once and that order serves all three levels.
+- Each query row is sorted once and that order serves all K levels (one pass, not K).
 - Queries are processed in chunks whose size follows a memory budget, so a 10^6-item gallery needs a few
   hundred MiB beyond the embeddings, never a full [Q, G] matrix: each chunk's temporaries stay within the
   budget, and distances are computed for a block of chunks at a time within half the budget again.
@@ -33,10 +35,10 @@ import torch
 from torch import Tensor
 
 from hierconsole.engine.geometry import EVAL_CLIP, Geometry
+from hierconsole.levels import MAX_LEVELS, MIN_LEVELS, Levels, default_hier
 from hierconsole.vocabulary import (
     AGGREGATIONS,
     HIER_METRIC,
-    LEVELS,
     MACRO,
     MAP,
     MICRO,
@@ -50,55 +52,76 @@ DEFAULT_MEMORY_BUDGET = 512 * 2**20
 """Bytes of [chunk, gallery] temporaries that one query chunk may use."""
 _BYTES_PER_PAIR = 64
 """Peak bytes per (query, gallery) pair inside a chunk: distance (4-8), sort values and int64 indices
-(12-16, plus the sort's own copies), the packed positive bits and their ranked copy, one level's bool
-row and, at worst, its nonzero() positions (16). Rounded up: the budget is a ceiling, not an estimate."""
+(12-16, plus the sort's own copies), the packed positive bits and their ranked copy (one byte each up to
+eight levels, two beyond), two levels' bool rows and, at worst, a level's nonzero() positions (16). Rounded up: the budget is a ceiling, not an estimate."""
 
 
 
 def as_label_tensor(labels: np.ndarray | Tensor, device: torch.device | str | None = None) -> Tensor:
-    """Labels as an int64 [N, 3] tensor (leaf, middle, high), on ``device`` if given."""
+    """Labels as an int64 [N, K] tensor (one column per level, leaf first), on ``device`` if given."""
     t = torch.as_tensor(labels)
-    if t.dim() != 2 or t.shape[1] != 3:
-        raise ValueError(f"labels must be [N, 3] (leaf, middle, high); got shape {tuple(t.shape)}")
+    if t.dim() != 2 or not MIN_LEVELS <= t.shape[1] <= MAX_LEVELS:
+        raise ValueError(
+            f"labels must be [N, K] with one column per level, leaf first, {MIN_LEVELS} <= K <= {MAX_LEVELS}; "
+            f"got shape {tuple(t.shape)}"
+        )
     if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
         raise ValueError(f"labels must be integers; got {t.dtype}")
     return t.to(device=device, dtype=torch.int64)
 
 
 def strict_masks(a_labels: Tensor, b_labels: Tensor) -> Tensor:
-    """Bool [3, Na, Nb]: strict leaf / middle / high positives of each row of ``a`` among ``b``.
+    """Bool [K, Na, Nb]: the strict level-k positives of each row of ``a`` among ``b``, leaf first.
 
+    Level 0 is "same leaf"; level k > 0 is "same level-k ancestor, different level-(k-1) ancestor".
     No self-exclusion: within one set, the leaf mask's diagonal is True and a caller that pairs a set
     with itself (the losses) removes it.
     """
     a = a_labels.unsqueeze(1)
     b = b_labels.unsqueeze(0)
-    leaf_eq = a[..., 0] == b[..., 0]
-    middle_eq = a[..., 1] == b[..., 1]
-    high_eq = a[..., 2] == b[..., 2]
-    return torch.stack([leaf_eq, middle_eq & ~leaf_eq, high_eq & ~middle_eq])
+    eq = [a[..., k] == b[..., k] for k in range(a_labels.shape[-1])]
+    return torch.stack([eq[0]] + [eq[k] & ~eq[k - 1] for k in range(1, len(eq))])
+
+
+def _bits_dtypes(k: int) -> tuple[type[np.integer], torch.dtype]:
+    # One bit per level: a byte holds eight levels; deeper trees take int16 (bits up to 1 << 11, and
+    # torch's bitwise ops, gather and nonzero all support int16, not every one uint16).
+    return (np.uint8, torch.uint8) if k <= 8 else (np.int16, torch.int16)
 
 
 def _strict_bits(q_labels: Tensor, g_labels: Tensor) -> Tensor:
-    # The three masks of strict_masks packed into one uint8 (bit l = level l), so that one gather by the
-    # sorted order ranks all three levels at once.
+    # The K masks of strict_masks packed into one integer (bit l = level l), so that one gather by the
+    # sorted order ranks all K levels at once. Bits, not one code per pair, keep each level's positive
+    # set exactly strict_masks' even for labels that are not a tree.
     if q_labels.device.type == "cpu":
         return torch.from_numpy(_strict_bits_numpy(q_labels.numpy(), g_labels.numpy()))
-    m = strict_masks(q_labels, g_labels).to(torch.uint8)
-    return m[0] | (m[1] << 1) | (m[2] << 2)
+    return _strict_bits_torch(q_labels, g_labels)
+
+
+def _strict_bits_torch(q_labels: Tensor, g_labels: Tensor) -> Tensor:
+    # The accelerators' path (any device; the tests run it on CPU against the NumPy one).
+    m = strict_masks(q_labels, g_labels).to(_bits_dtypes(q_labels.shape[-1])[1])
+    bits = m[0]
+    for lvl in range(1, m.shape[0]):
+        bits = bits | (m[lvl] << lvl)
+    return bits
 
 
 def _strict_bits_numpy(q: np.ndarray, g: np.ndarray) -> np.ndarray:
     # strict_masks in NumPy: its broadcast int32 comparisons and uint8 arithmetic are vectorised on CPU,
-    # torch's broadcast comparisons are not (about 10x slower at [1000, 5000]).
+    # torch's broadcast comparisons are not (about 10x slower at [1000, 5000]). Two levels' equalities
+    # are held at a time, whatever the depth.
     small = all(a.size == 0 or (a.min() >= -(2**31) and a.max() < 2**31) for a in (q, g))
     dtype = np.int32 if small else np.int64  # int32 compares twice as many labels per instruction
+    bits_dtype = _bits_dtypes(q.shape[1])[0]
     q32 = q.astype(dtype)
     g32 = np.ascontiguousarray(g.T, dtype=dtype)
-    leaf_eq, middle_eq, high_eq = (q32[:, lvl, None] == g32[lvl][None, :] for lvl in range(3))
-    bits = leaf_eq.view(np.uint8).copy()
-    bits += (middle_eq & ~leaf_eq).view(np.uint8) * np.uint8(2)
-    bits += (high_eq & ~middle_eq).view(np.uint8) * np.uint8(4)
+    finer = q32[:, 0, None] == g32[0][None, :]
+    bits = finer.view(np.uint8).astype(bits_dtype)  # a copy for either dtype
+    for lvl in range(1, q.shape[1]):
+        eq = q32[:, lvl, None] == g32[lvl][None, :]
+        bits += (eq & ~finer).view(np.uint8) * bits_dtype(1 << lvl)
+        finer = eq
     return bits
 
 
@@ -120,12 +143,30 @@ class LevelResult:
 
 @dataclass(frozen=True, eq=False)
 class Evaluation:
-    """Strict retrieval results of one query set against one gallery."""
+    """Strict retrieval results of one query set against one gallery, at every level of ``taxonomy``.
+
+    ``levels`` maps each level code to its results, in ``taxonomy`` order (leaf first).
+    """
 
     ks: tuple[int, ...]
     n_queries: int
     n_gallery: int
     levels: dict[str, LevelResult]
+    taxonomy: Levels | None = None  # None: the default levels of this depth (three: leaf, middle, high)
+
+    def __post_init__(self) -> None:
+        if self.taxonomy is None:
+            object.__setattr__(self, "taxonomy", Levels.default(len(self.levels)))
+        assert self.taxonomy is not None
+        if tuple(self.levels) != self.taxonomy.codes:
+            raise ValueError(
+                f"results for levels {', '.join(self.levels)} do not match {self.taxonomy.describe()}"
+            )
+
+    @property
+    def level_codes(self) -> tuple[str, ...]:
+        assert self.taxonomy is not None
+        return self.taxonomy.codes
 
     def aggregate(self, how: Aggregation = MICRO) -> dict[str, dict[str, float | int]]:
         """level -> {"mAP", "R@K" for each K, "valid_queries"} (+ "groups" under "macro").
@@ -137,7 +178,7 @@ class Evaluation:
         if how not in AGGREGATIONS:
             raise ValueError(f"aggregation must be one of {', '.join(AGGREGATIONS)}, got {how!r}")
         out: dict[str, dict[str, float | int]] = {}
-        for level in LEVELS:
+        for level in self.level_codes:
             res = self.levels[level]
             per_query = np.column_stack([res.ap, res.hits.astype(np.float64)])  # [V, 1 + len(ks)]
             if how == MICRO:
@@ -156,16 +197,22 @@ class Evaluation:
             out[level] = entry
         return out
 
-    def flat(self, how: Aggregation = MICRO) -> dict[str, float]:
-        """Per-seed column names: "{level}_mAP", "{level}_R@K" and the hier score "hier_mAP"."""
+    def flat(self, how: Aggregation = MICRO, hier: Sequence[str] | None = None) -> dict[str, float]:
+        """Per-seed column names: "{level}_mAP", "{level}_R@K" and the hier score "hier_mAP".
+
+        The hier score averages the ``hier`` levels (a study's declared ones; default every level above
+        the leaf).
+        """
+        assert self.taxonomy is not None
         agg = self.aggregate(how)
         flat = {
             f"{level}_{name}": float(value)
-            for level in LEVELS
+            for level in self.level_codes
             for name, value in agg[level].items()
             if name == MAP or name.startswith("R@")
         }
-        flat[HIER_METRIC] = hier_score({level: float(agg[level][MAP]) for level in LEVELS})
+        hier_levels = default_hier(self.taxonomy) if hier is None else tuple(hier)
+        flat[HIER_METRIC] = hier_score({level: float(agg[level][MAP]) for level in self.level_codes}, hier_levels)
         return flat
 
 
@@ -238,44 +285,54 @@ def _packed_sort(keys: np.ndarray) -> np.ndarray:
     return packed
 
 
-_PACK_MAX_GALLERY = 2**29
-"""Largest gallery whose column index fits between a sort key and the three positive bits in an int64."""
+def _pack_max_gallery(k: int) -> int:
+    """Largest gallery whose column index fits between a sort key and K positive bits in an int64:
+    2^29 for three levels, 2^20 (about 10^6) for twelve; larger galleries take the sort-and-gather path."""
+    return 2 ** (32 - k)
 
 
-def _ranked_bits(dist: Tensor, bits: Tensor) -> Tensor:
-    """``bits`` permuted by each row's rank order: bit l of [i, k] says rank k of query i is a level-l positive."""
-    if dist.device.type == "cpu" and dist.dtype == torch.float32 and dist.shape[-1] <= _PACK_MAX_GALLERY:
-        return torch.from_numpy(_packed_rank_bits(_sortable_keys(dist.numpy()), bits.numpy()))
+_PACK_MAX_GALLERY = _pack_max_gallery(3)
+"""The three-level bound (2^29)."""
+
+
+def _ranked_bits(dist: Tensor, bits: Tensor, k: int) -> Tensor:
+    """``bits`` permuted by each row's rank order: bit l of [i, j] says rank j of query i is a level-l positive."""
+    if dist.device.type == "cpu" and dist.dtype == torch.float32 and dist.shape[-1] <= _pack_max_gallery(k):
+        return torch.from_numpy(_packed_rank_bits(_sortable_keys(dist.numpy()), bits.numpy(), k))
     return bits.gather(1, rank_order(dist))
 
 
-def _packed_rank_bits(keys: np.ndarray, bits: np.ndarray) -> np.ndarray:
-    """rank_order and the gather by it in one sort: key (32 bits) | column (29) | positive bits (3) per int64.
+def _packed_rank_bits(keys: np.ndarray, bits: np.ndarray, k: int = 3) -> np.ndarray:
+    """rank_order and the gather by it in one sort: key (32 bits) | column (32 - K) | positive bits (K).
 
     The column makes the values distinct and orders equal keys by index (the stable order); after the sort
-    the low three bits are the ranked positive bits, with no gather (random access) over the row.
+    the low K bits are the ranked positive bits, with no gather (random access) over the row.
     """
     packed = keys.astype(np.int64)
     packed <<= 32
-    packed |= np.arange(keys.shape[-1], dtype=np.int64) << 3
+    packed |= np.arange(keys.shape[-1], dtype=np.int64) << k
     packed |= bits
     packed.sort(axis=-1)
-    return np.bitwise_and(packed.astype(np.uint8), 7)  # the cast keeps the low byte
+    # the cast keeps the low byte (two for int16), the mask the positive bits
+    bits_dtype = _bits_dtypes(k)[0]
+    return np.bitwise_and(packed.astype(bits_dtype), bits_dtype((1 << k) - 1))
 
 
-def _score_rows(dist: Tensor, bits: Tensor, ks: tuple[int, ...]) -> tuple[Tensor, Tensor, Tensor]:
-    """AP [3, q] (float64), positives [3, q] (int64) and hits [3, q, len(ks)] for a [q, G] distance chunk."""
+def _score_rows(
+    dist: Tensor, bits: Tensor, ks: tuple[int, ...], n_levels: int = 3
+) -> tuple[Tensor, Tensor, Tensor]:
+    """AP [K, q] (float64), positives [K, q] (int64) and hits [K, q, len(ks)] for a [q, G] distance chunk."""
     q = dist.shape[0]
-    ranked = _ranked_bits(dist, bits)  # bit l of ranked[i, k] says: rank k of query i is a level-l positive
-    ap = torch.zeros(3, q, dtype=torch.float64, device=dist.device)
-    n_pos = torch.zeros(3, q, dtype=torch.int64, device=dist.device)
-    hits = torch.zeros(3, q, len(ks), dtype=torch.bool, device=dist.device)
+    ranked = _ranked_bits(dist, bits, n_levels)  # bit l of ranked[i, k]: rank k of query i is a level-l positive
+    ap = torch.zeros(n_levels, q, dtype=torch.float64, device=dist.device)
+    n_pos = torch.zeros(n_levels, q, dtype=torch.int64, device=dist.device)
+    hits = torch.zeros(n_levels, q, len(ks), dtype=torch.bool, device=dist.device)
     head = ranked[:, : max(ks)]
     # One scan finds the positives of every level (a few percent of the gallery); the levels then split
     # those short lists instead of scanning the [q, G] ranking once each.
     rows_any, pos_any = ranked.nonzero(as_tuple=True)  # row-major: each row's positions in rank order
     bits_any = ranked[rows_any, pos_any]
-    for lvl in range(3):
+    for lvl in range(n_levels):
         bit = 1 << lvl
         top = (head & bit) != 0
         for i, k in enumerate(ks):
@@ -301,7 +358,10 @@ def _evaluate_rows(
     chunk_size: int,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     bits_for: Callable[[int, int], Tensor] | None = None,
+    levels: Levels | None = None,
 ) -> Evaluation:
+    levels = _levels_of(q_labels, levels)
+    n_levels = levels.k
     # Distances come in blocks of several chunks: computing them prepares the whole gallery side again
     # (a few passes over [G, D]), which at 10^6 items costs more than scoring a small chunk. A block's
     # distances take at most half the budget on top of the chunk's temporaries.
@@ -309,25 +369,25 @@ def _evaluate_rows(
     block = chunk_size * per_block
     # Results go into arrays allocated once: a list of small per-chunk tensors, freed in between large
     # temporaries, fragments the heap so that a long evaluation's resident memory creeps up.
-    ap_all = np.zeros((3, n_queries))
-    n_pos_all = np.zeros((3, n_queries), dtype=np.int64)
-    hits_all = np.zeros((3, n_queries, len(ks)), dtype=bool)
+    ap_all = np.zeros((n_levels, n_queries))
+    n_pos_all = np.zeros((n_levels, n_queries), dtype=np.int64)
+    hits_all = np.zeros((n_levels, n_queries, len(ks)), dtype=bool)
     with torch.no_grad():
         for b0 in range(0, n_queries, block):
             dist_block = distances_for(b0, min(b0 + block, n_queries))
             for start in range(b0, min(b0 + block, n_queries), chunk_size):
                 stop = min(start + chunk_size, n_queries)
                 bits = _strict_bits(q_labels[start:stop], g_labels) if bits_for is None else bits_for(start, stop)
-                ap, n_pos, hits = _score_rows(dist_block[start - b0 : stop - b0], bits, ks)
+                ap, n_pos, hits = _score_rows(dist_block[start - b0 : stop - b0], bits, ks, n_levels)
                 ap_all[:, start:stop] = ap.cpu().numpy()
                 n_pos_all[:, start:stop] = n_pos.cpu().numpy()
                 hits_all[:, start:stop] = hits.cpu().numpy()
             del dist_block
     labels_np = q_labels.cpu().numpy()
-    levels = {}
-    for lvl, level in enumerate(LEVELS):
+    results = {}
+    for lvl, level in enumerate(levels.codes):
         valid = np.flatnonzero(n_pos_all[lvl] > 0)
-        levels[level] = LevelResult(
+        results[level] = LevelResult(
             level=level,
             query_index=valid.astype(np.int64),
             ap=ap_all[lvl, valid],
@@ -335,7 +395,17 @@ def _evaluate_rows(
             groups=labels_np[valid, lvl],
             n_positives=n_pos_all[lvl, valid],
         )
-    return Evaluation(ks=ks, n_queries=n_queries, n_gallery=n_gallery, levels=levels)
+    return Evaluation(ks=ks, n_queries=n_queries, n_gallery=n_gallery, levels=results, taxonomy=levels)
+
+
+def _levels_of(labels: Tensor, levels: Levels | None) -> Levels:
+    """The given levels, checked against the label columns; else the default levels of that depth."""
+    k = labels.shape[-1]
+    if levels is None:
+        return Levels.default(k)
+    if levels.k != k:
+        raise ValueError(f"labels have {k} columns but the taxonomy has {levels.k} levels ({levels.describe()})")
+    return levels
 
 
 def evaluate(
@@ -347,11 +417,13 @@ def evaluate(
     ks: Sequence[int] = DEFAULT_KS,
     chunk_size: int | None = None,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    levels: Levels | None = None,
 ) -> Evaluation:
-    """Strict retrieval of every query against the gallery under ``geometry``'s distance.
+    """Strict retrieval of every query against the gallery under ``geometry``'s distance, at every level.
 
     Runs on the embeddings' device. Distances use ``geometry.pairwise`` clipped at EVAL_CLIP. Queries are
     taken ``chunk_size`` at a time (default: as many as ``memory_budget`` allows for this gallery).
+    ``levels`` names the label columns (default: the default levels of their count).
     """
     ks = _check_ks(ks)
     if query_emb.dim() != 2 or gallery_emb.dim() != 2 or query_emb.shape[1] != gallery_emb.shape[1]:
@@ -362,8 +434,11 @@ def evaluate(
     q_lab = as_label_tensor(q_labels, device)
     g_lab = as_label_tensor(g_labels, device)
     _check_rows(query_emb.shape[0], q_lab, gallery_emb.shape[0], g_lab)
+    levels = _levels_of(q_lab, levels)
     chunk = chunk_size or chunk_rows(gallery_emb.shape[0], memory_budget)
-    return _evaluate_embeddings(query_emb, gallery_emb, q_lab, g_lab, geometry, ks, chunk, memory_budget)
+    return _evaluate_embeddings(
+        query_emb, gallery_emb, q_lab, g_lab, geometry, ks, chunk, memory_budget, levels=levels
+    )
 
 
 def _evaluate_embeddings(
@@ -376,12 +451,22 @@ def _evaluate_embeddings(
     chunk: int,
     memory_budget: int,
     bits_for: Callable[[int, int], Tensor] | None = None,
+    levels: Levels | None = None,
 ) -> Evaluation:
     def distances_for(start: int, stop: int) -> Tensor:
         return geometry.pairwise(query_emb[start:stop], gallery_emb, clip_max=EVAL_CLIP)
 
     return _evaluate_rows(
-        query_emb.shape[0], gallery_emb.shape[0], distances_for, q_lab, g_lab, ks, chunk, memory_budget, bits_for
+        query_emb.shape[0],
+        gallery_emb.shape[0],
+        distances_for,
+        q_lab,
+        g_lab,
+        ks,
+        chunk,
+        memory_budget,
+        bits_for,
+        levels,
     )
 
 
@@ -399,6 +484,7 @@ class Unit:
     g_labels: np.ndarray | Tensor
     geometry: Geometry
     labels_key: Hashable | None = None
+    levels: Levels | None = None  # the label columns' levels (default: the default levels of their count)
 
 
 def usable_cores() -> int:
@@ -444,6 +530,7 @@ def evaluate_units(
         q_lab = as_label_tensor(u.q_labels, device)
         g_lab = as_label_tensor(u.g_labels, device)
         _check_rows(u.query_emb.shape[0], q_lab, u.gallery_emb.shape[0], g_lab)
+        _levels_of(q_lab, u.levels)  # a mismatch fails here, before any unit is scored
         prepared.append((u, q_lab, g_lab))
     on_cpu = all(u.gallery_emb.device.type == "cpu" for u, _, _ in prepared)
     largest = max((unit_bytes(u.query_emb.shape[0], u.gallery_emb.shape[0], memory_budget) for u in units), default=1)
@@ -466,7 +553,7 @@ def evaluate_units(
         full = shared.get(u.labels_key) if u.labels_key is not None else None
         bits_for = None if full is None else (lambda a, b: full[a:b])
         return _evaluate_embeddings(
-            u.query_emb, u.gallery_emb, q_lab, g_lab, u.geometry, ks, chunk, memory_budget, bits_for
+            u.query_emb, u.gallery_emb, q_lab, g_lab, u.geometry, ks, chunk, memory_budget, bits_for, u.levels
         )
 
     threads = torch.get_num_threads()
@@ -490,6 +577,11 @@ def evaluate_units(
 
 
 def _check_rows(n_q: int, q_lab: Tensor, n_g: int, g_lab: Tensor) -> None:
+    if q_lab.shape[1] != g_lab.shape[1]:
+        raise ValueError(
+            f"query labels have {q_lab.shape[1]} levels and gallery labels {g_lab.shape[1]}: "
+            "both must have one column per level of the same taxonomy"
+        )
     if q_lab.shape[0] != n_q or g_lab.shape[0] != n_g:
         raise ValueError(
             f"label rows do not match embeddings: {q_lab.shape[0]} query labels for {n_q} queries, "

@@ -10,8 +10,9 @@ Two interchangeable engines step the cells: the per-cell loop below (one Project
 cell, the reference) and ``batched.BatchedCells`` (all cells as one computation), chosen by
 ``JobSpec.batched``. Both write the same checkpoint and final-model layout: per-cell state dicts.
 
-Every option comes from the job spec's preset (`spec.preset.training`, `.geometry.poincare`); progress
-goes out as typed events (`contract.events`).
+Every option comes from the job spec's preset (`spec.preset.training`, `.geometry.poincare`), resolved
+against the dataset's levels (`config.level_plan`): training fits the trained levels' label columns,
+validation scores every level; progress goes out as typed events (`contract.events`).
 """
 
 from __future__ import annotations
@@ -21,16 +22,17 @@ import math
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 import torch
 
-from hierconsole.config.preset import HierConfig, PoincareConfig, TrainingConfig
+from hierconsole.config.level_plan import level_weights, regression_targets, resolve_plan
+from hierconsole.config.preset import HierConfig, PoincareConfig, Preset, TrainingConfig
 from hierconsole.contract import events, layout
 from hierconsole.contract.jobspec import CellSpec, JobSpec
 from hierconsole.datasets import FeatureSet
@@ -51,6 +53,7 @@ from hierconsole.engine.losses import regression_loss, taxonomy_supcon_loss
 from hierconsole.engine.optim import Stepper, learning_rate, make_optimizer, set_learning_rate
 from hierconsole.engine.projector import Projector, count_trainable
 from hierconsole.engine.retrieval import evaluate
+from hierconsole.levels import LevelError, LevelPlan, Levels
 from hierconsole.vocabulary import (
     HIER_AUTHORS,
     HIER_METRIC,
@@ -214,26 +217,56 @@ def validation_scores(
     query: torch.Tensor,
     gallery: torch.Tensor,
     aggregation: Aggregation,
+    levels: Levels | None = None,
 ) -> dict[str, dict[str, float]]:
     z = embed(model, features[torch.cat([query, gallery])])
     zq, zg = z[: query.numel()], z[query.numel() :]
-    result = evaluate(zq, zg, labels[query], labels[gallery], model.geometry)
+    result = evaluate(zq, zg, labels[query], labels[gallery], model.geometry, levels=levels)
     return result.aggregate(aggregation)
 
 
-def training_labels(spec: JobSpec, fs: FeatureSet) -> np.ndarray:
-    """[N, 3] labels a training job fits: the dataset's, or those of the shuffle control's taxonomy."""
+def study_plan(preset: Preset, levels: Levels) -> tuple[LevelPlan, TrainingConfig]:
+    """The study's level plan on this dataset and the training options resolved for its trained levels:
+    one Taxonomy-SupCon weight per trained level, K'+1 regression targets (three levels: the preset's own)."""
+    plan = resolve_plan(preset, levels)
+    training = preset.training
+    weights, targets = level_weights(preset, plan), regression_targets(preset, plan)
+    if weights != tuple(training.level_weights) or targets != tuple(training.regression_targets):
+        training = replace(training, level_weights=weights, regression_targets=targets)
+    return plan, training
+
+
+def training_labels(spec: JobSpec, fs: FeatureSet, plan: LevelPlan | None = None) -> np.ndarray:
+    """[N, K'] labels a training job fits: the dataset's, or those of the shuffle control's taxonomy, at
+    the plan's trained levels (default: every level).
+
+    The shuffle control's npz holds one parent array per edge of the dataset's tree, keyed by
+    ``Levels.edge_key`` (three levels: ``leaf_middle``, ``middle_high``).
+    """
+    taxonomy = fs.taxonomy
     if spec.train_taxonomy is None:
         if spec.preset.controls.taxonomy_shuffle and spec.kind in TRAINING_KINDS:
             raise ValueError(f"{spec.job_id}: the preset asks for a taxonomy shuffle but the spec names no training taxonomy")
-        return fs.labels
-    with np.load(spec.train_taxonomy) as z:
-        leaf_middle, middle_high = z["leaf_middle"].astype(np.int64), z["middle_high"].astype(np.int64)
-    if len(leaf_middle) != fs.taxonomy.n_leaves or len(middle_high) != fs.taxonomy.n_middles:
-        raise ValueError(f"{spec.train_taxonomy}: training taxonomy does not fit the dataset's tree")
-    leaf = fs.labels[:, 0]
-    middle = leaf_middle[leaf]
-    return np.stack([leaf, middle, middle_high[middle]], axis=1)
+        labels = fs.labels
+    else:
+        levels = taxonomy.levels
+        with np.load(spec.train_taxonomy) as z:
+            missing = [key for key in levels.edges if key not in z.files]
+            if missing:
+                raise ValueError(
+                    f"{spec.train_taxonomy}: training taxonomy has no edge {', '.join(missing)} of the dataset's "
+                    f"tree ({levels.describe()})"
+                )
+            parents = [z[key].astype(np.int64) for key in levels.edges]
+        if any(len(p) != n for p, n in zip(parents, taxonomy.counts[:-1], strict=True)):
+            raise ValueError(f"{spec.train_taxonomy}: training taxonomy does not fit the dataset's tree")
+        columns = [fs.labels[:, 0]]
+        for p in parents:
+            columns.append(p[columns[-1]])
+        labels = np.stack(columns, axis=1)
+    if plan is None or plan.trained_index == tuple(range(labels.shape[1])):
+        return labels
+    return labels[:, list(plan.trained_index)]
 
 
 @dataclass
@@ -299,19 +332,26 @@ class FactorialTrainer:
         self.should_stop = should_stop
         self.out = Path(spec.out_dir)
         self.ckpt_dir = self.out / layout.CHECKPOINTS
-        self.training = spec.preset.training
         self.poincare = spec.preset.geometry.poincare
         self.device = resolve_device(spec.device)
         self.device_settings = configure_device(self.device)  # before the first kernel; CPU: a no-op
         torch.set_num_threads(max(1, spec.threads))
         fs = dataset or FeatureSet.load(Path(spec.dataset_dir), expect_sha256=spec.dataset_sha256)
-        labels = training_labels(spec, fs)
+        # The study's levels on this dataset: which label columns train, which levels the hier score
+        # averages, and the loss constants of the trained depth.
+        self.levels = fs.taxonomy.levels
+        try:
+            self.plan, self.training = study_plan(spec.preset, self.levels)
+        except LevelError as exc:
+            raise ValueError(f"{spec.job_id}: {exc}") from exc
+        labels = training_labels(spec, fs, self.plan)
         self.features = torch.from_numpy(np.ascontiguousarray(fs.features)).to(self.device, dtype)
         self.labels = torch.from_numpy(np.ascontiguousarray(labels)).to(self.device)
-        # Validation scores against the true taxonomy even when training fits a shuffled one (paper S9).
+        # Validation scores every level of the true taxonomy, even when training fits a shuffled one
+        # (paper S9) or a subset of the levels.
         self.true_labels = (
             self.labels
-            if spec.train_taxonomy is None
+            if spec.train_taxonomy is None and labels.shape[1] == self.levels.k
             else torch.from_numpy(np.ascontiguousarray(fs.labels)).to(self.device)
         )
         self.in_dim = int(fs.features.shape[1])
@@ -689,13 +729,20 @@ class FactorialTrainer:
                 assert self.batched is not None
                 zq, zg = batched_z[c.stack][: q.numel()], batched_z[c.stack][q.numel() :]
                 result = evaluate(
-                    zq, zg, self.true_labels[q], self.true_labels[g], self.batched.geometry(c.stack)
+                    zq,
+                    zg,
+                    self.true_labels[q],
+                    self.true_labels[g],
+                    self.batched.geometry(c.stack),
+                    levels=self.levels,
                 )
                 metrics = result.aggregate(self.spec.aggregation)
             else:
                 assert c.model is not None
-                metrics = validation_scores(c.model, self.features, self.true_labels, q, g, self.spec.aggregation)
-            score = selection_value(metrics, self.spec.selection_score)
+                metrics = validation_scores(
+                    c.model, self.features, self.true_labels, q, g, self.spec.aggregation, self.levels
+                )
+            score = selection_value(metrics, self.spec.selection_score, self.plan.hier)
             if self.spec.selects_epoch:
                 # Kept, not retrained: with a constant learning rate (the only schedule; one that read the
                 # ceiling would have to retrain instead) nothing in epochs 1..E depends on the ceiling, so
@@ -753,12 +800,17 @@ class FactorialTrainer:
         return summary
 
 
-def selection_value(metrics: dict[str, dict[str, float]], score: str) -> float:
-    """A validation score by name: the hier score (`hier_mAP`) or one level's mAP (`middle_mAP`); NaN
-    (never selected) when the level has no valid query."""
+def selection_value(
+    metrics: dict[str, dict[str, float]], score: str, hier: Sequence[str] | None = None
+) -> float:
+    """A validation score by name: the hier score (`hier_mAP`, over the ``hier`` levels; default every
+    level above the leaf) or one level's mAP (`middle_mAP`); NaN (never selected) when the level has no
+    valid query."""
     if score == HIER_METRIC:
-        return hier_score({level: m[MAP] for level, m in metrics.items()})
-    level, _, metric = score.partition("_")
+        maps = {level: m[MAP] for level, m in metrics.items()}
+        return hier_score(maps, tuple(metrics)[1:] if hier is None else hier)
+    # The metric follows the last "_" (level codes have none): `genus_mAP`, `middle_R@5`.
+    level, _, metric = score.rpartition("_")
     value = metrics.get(level, {}).get(metric)
     return math.nan if value is None else float(value)
 

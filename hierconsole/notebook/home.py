@@ -142,14 +142,35 @@ class Home:
         return frames.audits_frame(study_id, checks, recorded=recorded)
 
     # -- results -------------------------------------------------------------------------------------
+    def levels(self, study: str | None = None) -> pl.DataFrame:
+        """The levels of a study's taxonomy, leaf first: position (1 = leaf), code (the `level` of
+        `metrics` and the `{code}_` of every metric column, e.g. `genus_mAP`), name (the data's own),
+        hier (whether the hier score averages it) and trained (whether the loss sees it). Three-level data
+        keeps the codes leaf, middle, high whatever its names."""
+        with self._reading() as store:
+            plan = read.study_levels(store, _study_ref(store, study))
+        levels = plan.levels
+        return pl.DataFrame(
+            {
+                "position": list(range(1, levels.k + 1)),
+                "code": list(levels.codes),
+                "name": list(levels.names),
+                "hier": [code in plan.hier for code in levels.codes],
+                "trained": [code in plan.trained for code in levels.codes],
+            },
+            schema={"position": pl.Int64, "code": pl.String, "name": pl.String, "hier": pl.Boolean, "trained": pl.Boolean},
+        )
+
     def metrics(self, study: str | None = None) -> pl.DataFrame:
         """Every stored test metric of a study, long: run_id, seed, arm, perturbation (the Q/G split),
-        aggregation, level, metric, value, posthoc (`hierconsole export metrics`)."""
+        aggregation, level (a level code, see `levels`), metric, value, posthoc (`hierconsole export
+        metrics`)."""
         return self.table("metrics", study)
 
     def per_seed(self, study: str | None = None) -> pl.DataFrame:
         """The per-seed table of a study: arm, seed, one column per metric, Q/G perturbations averaged
-        within the seed, as the effects are computed from it."""
+        within the seed, as the effects are computed from it: every level's `{code}_mAP` leaf to top (see
+        `levels`), `hier_mAP`, then `{code}_R@K`."""
         with self._reading() as store:
             return read.per_seed(store, _study_ref(store, study))
 

@@ -187,3 +187,81 @@ def test_bad_options_exit_2(tmp_path, argv):
     with pytest.raises(SystemExit) as exc:
         main(["score", str(path), *argv])
     assert exc.value.code == 2
+
+
+# -- any depth ------------------------------------------------------------------------------------------
+
+FIVE = ("Species", "Genus", "Family", "Order", "Class")
+
+
+def _five_level_labels(n: int, rng: np.random.Generator) -> np.ndarray:
+    leaf = rng.integers(0, 24, n)
+    return np.stack([leaf, leaf // 2, leaf // 4, leaf // 8, leaf // 16], axis=1)
+
+
+def _five_level_arrays(seed: int = 7) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        "query": (rng.standard_normal((40, 6)) * 0.1).astype(np.float32),
+        "gallery": (rng.standard_normal((150, 6)) * 0.1).astype(np.float32),
+        "query_labels": _five_level_labels(40, rng),
+        "gallery_labels": _five_level_labels(150, rng),
+    }
+
+
+def test_a_five_level_npz_is_scored_at_every_level(tmp_path, capsys):
+    from hierconsole.levels import Levels
+
+    arrays = _five_level_arrays()
+    path = _write(tmp_path, level_names=np.array(FIVE), **arrays)
+    out = _run_json(capsys, str(path), "--aggregate", "macro")
+    assert list(out) == ["species", "genus", "family", "order", "class"]
+    expected = evaluate(
+        torch.from_numpy(arrays["query"]),
+        torch.from_numpy(arrays["gallery"]),
+        arrays["query_labels"],
+        arrays["gallery_labels"],
+        Euclidean(),
+        levels=Levels.of(FIVE),
+    ).aggregate("macro")
+    for code, m in expected.items():
+        assert out[code] == pytest.approx(m, nan_ok=True)
+        assert out[code]["valid_queries"] > 0
+    assert main(["score", str(path)]) == 0
+    table = capsys.readouterr().out
+    for shown in ("Species", "Genus (cross-species)", "Order (cross-family)", "Class (cross-order)"):
+        assert shown in table
+    # without names: the default names of five levels
+    assert main(["score", str(_write(tmp_path, "plain.npz", **arrays))]) == 0
+    assert "Level 5 (cross-level 4)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ("broken-edge", "labels are not a tree: 1 level-3 labels have more than one level-4 label (first: 1)"),
+        ("names", "'level_names' must be 5 strings (one per label column)"),
+        ("thirteen", "must be [N, K] with one column per level, finest first (2 <= K <= 12"),
+        ("one-dropped", "'query_labels' must be [N, 5] like the other labels"),
+    ],
+)
+def test_bad_five_level_files_exit_2_naming_the_problem(tmp_path, capsys, change, expected):
+    arrays = _five_level_arrays()
+    if change == "broken-edge":  # family 1 under two orders: the check runs on every adjacent edge
+        arrays["gallery_labels"] = arrays["gallery_labels"].copy()
+        row = int(np.flatnonzero(arrays["gallery_labels"][:, 2] == 1)[0])
+        arrays["gallery_labels"][row, 3] += 1
+        arrays["gallery_labels"][row, 4] = arrays["gallery_labels"][row, 3] // 2
+    elif change == "names":
+        arrays["level_names"] = np.array(FIVE[:3])
+    elif change == "thirteen":
+        arrays["query_labels"] = np.repeat(arrays["query_labels"][:, :1], 13, axis=1)
+        arrays["gallery_labels"] = np.repeat(arrays["gallery_labels"][:, :1], 13, axis=1)
+    else:
+        arrays["query_labels"] = arrays["query_labels"][:, :4]
+    path = _write(tmp_path, f"{change}.npz", **arrays)
+    assert main(["score", str(path), "--json"]) == 2
+    captured = capsys.readouterr()
+    err = " ".join(captured.err.split())
+    assert captured.out == "" and expected in err and "Traceback" not in err
+    assert err.startswith("error: ")

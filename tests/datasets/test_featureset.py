@@ -163,3 +163,52 @@ def test_sha256_matches_documented_recipe():
 def test_construction_is_checked(over, message):
     with pytest.raises(InputError, match=message):
         small(**over)
+
+
+# -- any depth ------------------------------------------------------------------------------------------
+
+
+def test_three_levels_keep_the_layout_every_saved_set_has(tmp_path):
+    small().save(tmp_path / "ds")
+    manifest = json.loads((tmp_path / "ds" / "manifest.json").read_text())
+    assert manifest["format_version"] == 1
+    assert manifest["taxonomy_order"] == {"middles": ["M1", "M2", "M3"], "highs": ["H1", "H2"]}
+
+
+@pytest.mark.parametrize("k", [2, 5, 12])
+def test_a_deep_set_saves_its_level_codes_and_every_level_order(tmp_path, k):
+    from tests.deep_trees import deep_featureset
+
+    names = [f"Rank {i}" for i in range(1, k + 1)]
+    fs = deep_featureset(k, names=names)
+    fs.save(tmp_path / "ds")
+    header = (tmp_path / "ds" / "taxonomy.csv").read_text().splitlines()[0]
+    assert header == ",".join(f"rank{i}" for i in range(1, k + 1))
+    manifest = json.loads((tmp_path / "ds" / "manifest.json").read_text())
+    assert manifest["format_version"] == 2
+    assert manifest["taxonomy_order"] == {"levels": [list(level) for level in fs.taxonomy.nodes[1:]]}
+    back = FeatureSet.load(tmp_path / "ds")
+    assert back.sha256() == fs.sha256()
+    assert back.taxonomy.nodes == fs.taxonomy.nodes and back.taxonomy.level_names == tuple(names)
+    assert back.labels.shape == (len(fs), k) and back.labels.tolist() == fs.labels.tolist()
+
+
+def test_a_deep_shuffled_taxonomy_keeps_its_index_order(tmp_path):
+    from tests.deep_trees import deep_featureset
+
+    fs = deep_featureset(5)
+    fs.taxonomy = development_shuffle(fs.taxonomy, range(fs.taxonomy.n_leaves), seed=3).taxonomy
+    fs.save(tmp_path / "ds")
+    back = FeatureSet.load(tmp_path / "ds")
+    assert back.taxonomy.sha256() == fs.taxonomy.sha256()
+    assert back.labels.tolist() == fs.labels.tolist()
+
+
+def test_a_newer_folder_format_is_refused_in_one_line(tmp_path):
+    small().save(tmp_path / "ds")
+    path = tmp_path / "ds" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["format_version"] = 3
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="format 3 is newer"):
+        FeatureSet.load(tmp_path / "ds")

@@ -95,3 +95,86 @@ def test_expected_dim(tmp_path):
     feats, lab, tax, _ = files(tmp_path, "id,leaf\ns1,sparrow\ns2,tree\ns3,albatross\ns4,albatross\n")
     with pytest.raises(InputError, match="features have 5 dimensions, expected 768"):
         import_generic(feats, lab, tax, name="g", expected_dim=768)
+
+
+# -- any depth ------------------------------------------------------------------------------------------
+
+
+def deep_files(tmp_path: Path, rows: list[tuple[str, ...]], header: list[str], extra: str = ""):
+    """A taxonomy CSV of these rows, a labels CSV with two samples per leaf and an npz of features."""
+    lines = [",".join(header) + (",note" if extra else "")]
+    lines += [",".join(r) + (f",{extra}" if extra else "") for r in rows]
+    (tmp_path / "tax.csv").write_text("\n".join(lines) + "\n")
+    ids = [f"s{i}" for i in range(2 * len(rows))]
+    leaves = [r[0] for r in rows for _ in range(2)]
+    splits = ["train", "test"] * len(rows)
+    (tmp_path / "labels.csv").write_text(
+        "id,leaf,split\n"
+        + "".join(f"{i},{leaf},{s}\n" for i, leaf, s in zip(ids, leaves, splits, strict=True))
+    )
+    x = np.arange(len(ids) * 3, dtype=np.float32).reshape(len(ids), 3)
+    np.savez(tmp_path / "f.npz", features=x, ids=np.array(ids))
+    return tmp_path / "f.npz", tmp_path / "labels.csv", tmp_path / "tax.csv"
+
+
+@pytest.mark.parametrize("k", [2, 4, 12])
+def test_a_taxonomy_of_k_level_columns(tmp_path, k):
+    from tests.deep_trees import deep_rows
+
+    rows = deep_rows(k, 20, np.random.default_rng(k))
+    header = [f"rank{j}" for j in range(1, k + 1)]
+    fs = import_generic(*deep_files(tmp_path, rows, header), name="g")
+    assert fs.taxonomy.k == k and fs.taxonomy.level_names == tuple(header)
+    assert fs.labels.shape == (40, k)
+    # Each sample's ancestors, by a plain walk over the rows, equal its label row's names.
+    by_leaf = {r[0]: r for r in rows}
+    for i, leaf in enumerate(fs.taxonomy.leaves[j] for j in fs.leaf):
+        assert tuple(fs.taxonomy.nodes[j][fs.labels[i, j]] for j in range(k)) == by_leaf[leaf]
+
+
+def test_level_names_rename_the_header_columns_in_order(tmp_path):
+    from tests.deep_trees import deep_rows
+
+    rows = deep_rows(4, 12, np.random.default_rng(0))
+    args = deep_files(tmp_path, rows, ["a", "b", "c", "d"])
+    fs = import_generic(*args, name="g", level_names=("Species", "Genus", "Family", "Order"))
+    assert fs.taxonomy.level_names == ("Species", "Genus", "Family", "Order")
+    assert fs.taxonomy.levels.codes == ("species", "genus", "family", "order")
+    with pytest.raises(InputError, match="--level-names gives 3 names .* the header names 4 levels"):
+        import_generic(*args, name="g", level_names=("Species", "Genus", "Family"))
+
+
+def test_the_three_level_header_with_extra_columns_reads_as_before(tmp_path):
+    rows = [("sparrow", "Passer", "Passeridae"), ("tree", "Passer", "Passeridae"), ("alb", "Phoeb", "Diom")]
+    fs = import_generic(*deep_files(tmp_path, rows, ["leaf", "middle", "high"], extra="x"), name="g")
+    assert fs.taxonomy.k == 3 and fs.taxonomy.levels.codes == ("leaf", "middle", "high")
+    assert fs.taxonomy.rows() == rows
+
+
+def test_a_deep_conflict_names_both_parents_with_rows(tmp_path):
+    rows = [("a", "g1", "f1", "o1"), ("b", "g1", "f2", "o1"), ("c", "g2", "f2", "o1")]
+    err = bad_deep(tmp_path, rows, ["species", "genus", "family", "order"])
+    assert "genus 'g1' is under 2 family values: 'f1' (row 2); 'f2' (row 3)" in str(err)
+
+
+def bad_deep(tmp_path, rows, header) -> InputError:
+    with pytest.raises(InputError) as err:
+        import_generic(*deep_files(tmp_path, rows, header), name="g")
+    return err.value
+
+
+@pytest.mark.slow
+def test_cli_level_names_that_do_not_fit_the_header_change_nothing(tmp_path):
+    from tests.deep_trees import deep_rows
+    from tests.reliability.conftest import cli, one_line_error, tree_digest
+
+    rows = deep_rows(4, 12, np.random.default_rng(0))
+    f, labels, tax = deep_files(tmp_path, rows, ["species", "genus", "family", "order"])
+    before = tree_digest(tmp_path)
+    home = tmp_path / "home"
+    argv = ["import", "generic", str(f), str(labels), str(tax), "--name", "g"]
+    text = one_line_error(cli(home, *argv, "--level-names", "Species,Genus,Family"))
+    assert "--level-names gives 3 names (Species,Genus,Family) but the header names 4 levels" in text
+    done = cli(home, *argv, "--level-names", "Species")
+    assert done.returncode == 2 and "give 2 to 12 names" in done.stderr
+    assert not home.exists() and tree_digest(tmp_path) == before

@@ -279,3 +279,101 @@ def test_pooled_images_and_unreachable_targets():
         hierarchy_disjoint_split(
             labels, level="middle", counts=(242, 81, 81), leaf_counts=(500, 30, 25), seed=42, official=code
         )
+
+
+# -- any depth ------------------------------------------------------------------------------------------
+
+
+def deep_labels(k: int, seed: int = 0, n: int = 400, n_leaves: int = 60):
+    from tests.deep_trees import deep_taxonomy
+
+    tax = deep_taxonomy(k, n_leaves, seed, names=[f"Rank {i}" for i in range(1, k + 1)])
+    return tax, tax.labels(np.random.default_rng(seed).integers(0, n_leaves, n))
+
+
+def brute_valid_k(labels, query, gallery, codes):
+    """Plain loop: a query is valid at level k when some other gallery item shares its level-k group
+    and (above the leaf) not its level-(k-1) group."""
+    counts = dict.fromkeys(codes, 0)
+    for q in query:
+        others = [g for g in gallery if g != q]
+        for k, code in enumerate(codes):
+            if any(
+                labels[g, k] == labels[q, k] and (k == 0 or labels[g, k - 1] != labels[q, k - 1])
+                for g in others
+            ):
+                counts[code] += 1
+    return counts
+
+
+@pytest.mark.parametrize("k, seed", [(5, 0), (5, 1), (7, 2), (7, 3), (2, 4), (12, 5)])
+def test_strict_valid_counts_of_k_levels_match_a_loop(k, seed):
+    tax, labels = deep_labels(k, seed, n=150, n_leaves=40)
+    rng = np.random.default_rng(seed)
+    query = rng.choice(150, 40, replace=False)
+    gallery = np.setdiff1d(np.arange(150), query)
+    levels = tax.levels
+    expected = brute_valid_k(labels, query, gallery, levels.codes)
+    assert strict_valid_counts(labels, query, gallery, levels) == expected
+    assert list(expected) == [f"rank{i}" for i in range(1, k + 1)]
+    everything = np.arange(150)
+    assert strict_valid_counts(labels, query, everything, levels) == brute_valid_k(
+        labels, query, everything, levels.codes
+    )
+
+
+@pytest.mark.parametrize(
+    "ref, col", [("rank2", 1), ("Rank 2", 1), (2, 1), ("middle", 1), ("5", 4), ("rank5", 4)]
+)
+def test_disjoint_at_any_level_of_seven(ref, col):
+    tax, labels = deep_labels(7, 3)
+    split = hierarchy_disjoint_split(labels, level=ref, levels=tax.levels, seed=11)
+    assert_partition(split, np.arange(len(labels)))
+    assert split.params["level"] == tax.levels.codes[col]
+    # No group at that level, nor at any finer one, is in two parts.
+    for j in range(col + 1):
+        seen = [set(labels[idx, j].tolist()) for idx in split.parts.values()]
+        assert not (seen[0] & seen[1] or seen[0] & seen[2] or seen[1] & seen[2])
+    assert list(split.params)[-7:] == [f"rank{i}_groups" for i in range(1, 8)]
+    for i in range(7):
+        assert split.params[f"rank{i + 1}_groups"] == {
+            name: len(set(labels[idx, i].tolist())) for name, idx in split.parts.items()
+        }
+
+
+def test_three_level_disjoint_draw_is_unchanged_by_level_references():
+    labels = random_labels(3)
+    base = hierarchy_disjoint_split(labels, level="middle", seed=7)
+    from hierconsole.levels import Levels
+
+    for ref in (2, "Genus"):
+        again = hierarchy_disjoint_split(
+            labels, level=ref, levels=Levels.of(("Class", "Genus", "Family")), seed=7
+        )
+        assert again.sha256() == base.sha256() and again.params == base.params
+    assert base.params["level"] == "middle" and "middle_groups" in base.params
+
+
+def test_a_level_reference_outside_the_tree_is_refused():
+    tax, labels = deep_labels(5)
+    with pytest.raises(ConfigError, match="level must be one of 1 rank1"):
+        hierarchy_disjoint_split(labels, level="genus", levels=tax.levels, seed=0)
+    with pytest.raises(ConfigError, match="level must be one of"):
+        hierarchy_disjoint_split(labels, level=6, levels=tax.levels, seed=0)
+
+
+def test_empty_levels_of_k_levels():
+    from hierconsole.datasets.splits import empty_levels
+    from hierconsole.levels import Levels
+
+    levels = Levels.of(("A", "B", "C", "D", "E", "F"))
+    counts = [
+        {"a": 3, "b": 2, "c": 1, "d": 0, "e": 4, "f": 1},
+        {"a": 3, "b": 0, "c": 1, "d": 2, "e": 4, "f": 1},
+    ]
+    assert empty_levels(counts, levels) == ("b", "d")
+    assert empty_levels(counts) == ("b", "d")
+    assert empty_levels([{"leaf": 1, "middle": 0}]) == (
+        "middle",
+        "high",
+    )  # three levels: a missing one is empty

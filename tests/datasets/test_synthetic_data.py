@@ -85,3 +85,87 @@ def test_leaf_is_easier_than_strict_middle_on_raw_features():
 def test_config_checked(over):
     with pytest.raises(ConfigError):
         SyntheticConfig(**over)
+
+
+# -- deep trees -----------------------------------------------------------------------------------------
+
+
+def _valid_queries_per_level(fs) -> list[int]:
+    """Plain loop: test queries with at least one strict positive at each level above the leaf."""
+    labels = fs.labels[fs.split == 2]
+    out = []
+    for k in range(1, labels.shape[1]):
+        n = 0
+        for q in range(len(labels)):
+            same_k = labels[:, k] == labels[q, k]
+            finer = labels[:, k - 1] == labels[q, k - 1]
+            n += bool((same_k & ~finer).any())
+        out.append(n)
+    return out
+
+
+@pytest.mark.parametrize("which", ["tree2", "tree5", "tree7", "tree12"])
+def test_the_built_in_deep_trees_have_valid_queries_at_every_level(which):
+    from hierconsole.datasets.synthetic import BUILT_IN
+
+    config = BUILT_IN[which]
+    fs = make_synthetic(config)
+    k = int(which.removeprefix("tree"))
+    assert fs.name == which and fs.taxonomy.k == k and fs.labels.shape == (len(fs), k)
+    assert fs.features.shape[1] == 64 and 1000 <= len(fs) <= 2000
+    assert fs.taxonomy.counts == config.level_sizes
+    assert fs.taxonomy.level_names == config.level_names
+    assert all(n > 0 for n in _valid_queries_per_level(fs))
+    assert make_synthetic(config).sha256() == fs.sha256()  # bit-deterministic
+
+
+def test_tree7_is_named_by_the_ranks():
+    from hierconsole.datasets.synthetic import BUILT_IN
+
+    fs = make_synthetic(BUILT_IN["tree7"])
+    assert fs.taxonomy.level_names == ("Species", "Genus", "Family", "Order", "Class", "Phylum", "Kingdom")
+    assert fs.taxonomy.levels.codes[-1] == "kingdom"
+
+
+def test_deep_features_carry_every_level():
+    # Mean within-group cosine similarity exceeds the between-group mean at every level: the structure
+    # is in the features, coarse levels included.
+    from hierconsole.datasets.synthetic import BUILT_IN
+
+    fs = make_synthetic(BUILT_IN["tree5"])
+    x = fs.features / np.linalg.norm(fs.features, axis=1, keepdims=True)
+    sim = x @ x.T
+    labels = fs.labels
+    for k in range(labels.shape[1]):
+        same = labels[:, k][:, None] == labels[:, k][None, :]
+        assert sim[same].mean() > sim[~same].mean() + 0.02, k
+
+
+@pytest.mark.parametrize(
+    "over, message",
+    [
+        ({"level_sizes": (10, 10, 3)}, "shrink strictly"),
+        ({"level_sizes": (10,), "level_names": ("A",)}, "1 levels"),
+        ({"level_names": ("A", "B")}, "level names"),
+        ({"n_test": 5}, "at least one sample"),
+    ],
+)
+def test_deep_config_is_checked(over, message):
+    from hierconsole.datasets.synthetic import DeepSyntheticConfig
+
+    kw = {"name": "x", "level_sizes": (10, 5, 2), "level_names": ("A", "B", "C"), **over}
+    with pytest.raises(ConfigError, match=message):
+        DeepSyntheticConfig(**kw)
+
+
+def test_the_demo_data_is_unchanged_by_the_deep_generator():
+    # The demo's params (asdict of SyntheticConfig) and bytes are stored with every demo study.
+    assert [f.name for f in dataclasses.fields(SyntheticConfig)][:6] == [
+        "name",
+        "seed",
+        "n_leaves",
+        "n_middles",
+        "n_highs",
+        "n_singleton_middles",
+    ]
+    assert make_synthetic(DEMO_CONFIG).sha256().startswith("ab2d90df18ec")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -20,6 +20,7 @@ from hierconsole.engine.retrieval import (
     as_label_tensor,
     chunk_rows,
 )
+from hierconsole.levels import Levels
 
 
 def pairwise_reference(geometry: Geometry, x: Tensor, y: Tensor | None = None, *, clip_max: float) -> Tensor:
@@ -52,8 +53,12 @@ def evaluate_distances(
     ks: Sequence[int] = DEFAULT_KS,
     chunk_size: int | None = None,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    levels: Levels | None = None,
+    bits_for: Callable[[int, int], Tensor] | None = None,
 ) -> Evaluation:
-    """Strict retrieval from a precomputed [Q, G] distance matrix (smaller = closer); not modified."""
+    """Strict retrieval from a precomputed [Q, G] distance matrix (smaller = closer); not modified.
+
+    ``bits_for(start, stop)`` replaces the strict positives of those query rows (another path's bits)."""
     ks = _check_ks(ks)
     if dist.dim() != 2:
         raise ValueError(f"dist must be [Q, G]; got shape {tuple(dist.shape)}")
@@ -62,5 +67,5 @@ def evaluate_distances(
     _check_rows(dist.shape[0], q_lab, dist.shape[1], g_lab)
     chunk = chunk_size or chunk_rows(dist.shape[1], memory_budget)
     return _evaluate_rows(
-        dist.shape[0], dist.shape[1], lambda a, b: dist[a:b], q_lab, g_lab, ks, chunk, memory_budget
+        dist.shape[0], dist.shape[1], lambda a, b: dist[a:b], q_lab, g_lab, ks, chunk, memory_budget, bits_for, levels
     )

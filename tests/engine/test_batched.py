@@ -305,3 +305,45 @@ def test_batch_targets_from_host_labels_and_no_positive_pairs():
     tg = fused.BatchTargets.build(distinct, F64, targets=None, level_weights=(1.0, 1.0, 1.0))
     with pytest.raises(NoPositivePairsError):
         fused.supcon_value_grad(torch.rand(1, 8, 8, dtype=F64), torch.tensor([0.2], dtype=F64), tg)
+
+
+@pytest.mark.parametrize("geometry", ["euclidean", "poincare"])
+@pytest.mark.parametrize("loss", ["regression", "supcon"])
+def test_closed_form_losses_of_seven_levels_equal_autograd_through_the_library(geometry, loss):
+    from hierconsole.engine.losses import regression_loss, taxonomy_supcon_loss
+
+    geo = make_geometry(geometry, c=1.0, r=0.4)
+    g = torch.Generator().manual_seed(17)
+    t = torch.randn(3, 28, 5, generator=g, dtype=F64) * 2.0
+    leaf = torch.randint(0, 40, (28,), generator=g)
+    labels = torch.stack([leaf // 2**lvl for lvl in range(7)], dim=1)  # 40, 20, 10, 5, 3, 2, 1 nodes
+    labels[:, 3] = labels[:, 2]  # level 4 has no strict positive: SupCon skips it and renormalises
+    labels[-1] = 1000  # a sample related to no other
+    targets = (0.1, 0.2, 0.3, 0.45, 0.6, 0.75, 0.9, 1.3)
+    level_weights = (1.0, 0.5, 2.0, 4.0, 0.0, 1.5, 0.25)
+    tau = torch.tensor([0.3, 0.5, 0.2], dtype=F64)
+    upstream = torch.rand(3, generator=g, dtype=F64) + 0.5
+
+    t_ref = t.clone().requires_grad_(True)
+    d_ref = geo.pairwise(geo.embed(t_ref), geo.embed(t_ref), clip_max=TRAIN_CLIP)
+    if loss == "regression":
+        expected = regression_loss(d_ref, labels, targets)
+    else:
+        expected = taxonomy_supcon_loss(d_ref, labels, tau, level_weights)
+    (expected * upstream).sum().backward()
+
+    tg = fused.BatchTargets.build(
+        labels,
+        F64,
+        targets=targets if loss == "regression" else None,
+        level_weights=level_weights if loss == "supcon" else None,
+        host_labels=labels.clone(),
+    )
+    d, back = fused.embed_and_distances(geo, t, TRAIN_CLIP)
+    got, grad_d = fused.regression_value_grad(d, tg) if loss == "regression" else fused.supcon_value_grad(d, tau, tg)
+    torch.testing.assert_close(got, expected.detach(), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(back(grad_d * upstream.view(-1, 1, 1)), t_ref.grad, rtol=1e-9, atol=1e-12)
+    with pytest.raises(ValueError, match="level_weights must give 7 values"):
+        fused.BatchTargets.build(labels, F64, targets=None, level_weights=(1.0, 1.0, 1.0))
+    with pytest.raises(ValueError, match="targets must give 8 values"):
+        fused.BatchTargets.build(labels, F64, targets=(0.2, 0.5, 0.8, 1.0), level_weights=None)

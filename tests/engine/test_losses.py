@@ -214,6 +214,110 @@ def test_input_checks():
     with pytest.raises(ValueError, match="dist must be"):
         regression_loss(_dist(4, 0), labels)
     with pytest.raises(ValueError, match="labels must be"):
-        taxonomy_supcon_loss(_dist(5, 0), labels[:, :2], 0.1)
+        taxonomy_supcon_loss(_dist(5, 0), labels[:, 0], 0.1)
+    with pytest.raises(ValueError, match="labels must be"):
+        taxonomy_supcon_loss(_dist(5, 0), labels[:, [0] * 13], 0.1)
     with pytest.raises(ValueError, match="weights"):
         taxonomy_supcon_loss(_dist(5, 0), labels, 0.1, (0.0, 0.0, 0.0))
+
+
+# -- any depth ------------------------------------------------------------------------------------------
+
+
+def _deep_tree_labels(n: int, k: int, seed: int, leaves: int = 16) -> torch.Tensor:
+    """[n, K] samples of a K-level tree whose level l has leaves // 2^l nodes (at least one)."""
+    rng = np.random.default_rng(seed)
+    leaf = rng.integers(0, leaves, n)
+    return torch.as_tensor(np.stack([leaf // 2**lvl for lvl in range(k)], axis=1))
+
+
+def _deep_relation(li, lj) -> int:
+    return next((lvl for lvl in range(len(li)) if li[lvl] == lj[lvl]), len(li))
+
+
+def _deep_positive(li, lj, level: int) -> bool:
+    return li[level] == lj[level] and (level == 0 or li[level - 1] != lj[level - 1])
+
+
+def _deep_loop_regression(dist, labels, targets) -> float:
+    lab = labels.tolist()
+    total, count = 0.0, 0
+    for i in range(len(lab)):
+        for j in range(len(lab)):
+            if i != j:
+                diff = abs(dist[i][j] - targets[_deep_relation(lab[i], lab[j])])
+                total += 0.5 * diff * diff if diff < 1.0 else diff - 0.5
+                count += 1
+    return total / count
+
+
+def _deep_loop_supcon(dist, labels, tau, weights) -> float:
+    lab = labels.tolist()
+    b = len(lab)
+    num, den = 0.0, 0.0
+    for level in range(len(weights)):
+        if weights[level] <= 0:
+            continue
+        anchor_losses = []
+        for i in range(b):
+            pos = [p for p in range(b) if p != i and _deep_positive(lab[i], lab[p], level)]
+            if pos:
+                denom = sum(math.exp(-dist[i][a] / tau) for a in range(b) if a != i)
+                anchor_losses.append(sum(-math.log(math.exp(-dist[i][p] / tau) / denom) for p in pos) / len(pos))
+        if anchor_losses:
+            num += weights[level] * sum(anchor_losses) / len(anchor_losses)
+            den += weights[level]
+    return num / den
+
+
+def test_relation_codes_of_seven_levels_are_the_lowest_meeting_level():
+    labels = _deep_tree_labels(30, 7, seed=20, leaves=48)
+    labels[-1] = 1000  # a sample related to no other: relation K
+    rel = relation_codes(labels)
+    lab = labels.tolist()
+    assert rel.tolist() == [[_deep_relation(a, b) for b in lab] for a in lab]
+    assert set(rel.unique().tolist()) == set(range(8))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_regression_of_seven_levels_matches_double_loop(dtype):
+    from hierconsole.levels import default_regression_targets
+
+    labels = _deep_tree_labels(24, 7, seed=21, leaves=48)
+    labels[-1] = 1000
+    dist = _dist(24, seed=21, dtype=dtype)
+    rel = 1e-5 if dtype == torch.float32 else 1e-12
+    for targets in (None, (0.1, 0.2, 0.3, 0.45, 0.6, 0.75, 0.9, 1.3)):
+        expected = _deep_loop_regression(dist.tolist(), labels, targets or default_regression_targets(7))
+        assert regression_loss(dist, labels, targets).item() == pytest.approx(expected, rel=rel)
+    with pytest.raises(ValueError, match="targets must give 8 values"):
+        regression_loss(dist, labels, (0.2, 0.5, 0.8, 1.0))
+
+
+@pytest.mark.parametrize("weights", [None, (1.0, 0.5, 2.0, 0.0, 1.0, 0.25, 3.0)])
+def test_supcon_of_seven_levels_matches_double_loop(weights):
+    labels = _deep_tree_labels(20, 7, seed=22, leaves=64)
+    dist = _dist(20, seed=22)
+    loss = taxonomy_supcon_loss(dist, labels, 0.3, weights)
+    expected = _deep_loop_supcon(dist.tolist(), labels, 0.3, weights or (1.0,) * 7)
+    assert loss.item() == pytest.approx(expected, rel=1e-12)
+
+
+def test_supcon_of_five_levels_skips_a_level_without_anchors_and_renormalises():
+    # levels 2 and 3 are the same partition (each level-2 node alone under its level-3 parent), so no pair
+    # meets first at level 3: that level has no anchor
+    labels = _deep_tree_labels(18, 5, seed=23, leaves=32)
+    labels[:, 2] = labels[:, 1]
+    dist = _dist(18, seed=23)
+    weights = (1.0, 2.0, 5.0, 0.5, 1.5)
+    strict = [[_deep_positive(a, b, 2) for b in labels.tolist()] for a in labels.tolist()]
+    assert not any(map(any, strict))
+    loss = taxonomy_supcon_loss(dist, labels, 0.4, weights)
+    assert loss.item() == pytest.approx(_deep_loop_supcon(dist.tolist(), labels, 0.4, weights), rel=1e-12)
+    # exactly the loss with that level's weight at zero: the others are renormalised, not diluted
+    without = taxonomy_supcon_loss(dist, labels, 0.4, (1.0, 2.0, 0.0, 0.5, 1.5))
+    assert torch.equal(loss, without)
+    with pytest.raises(NoPositivePairsError, match=r"anchors per level: level1=\d+, level2=\d+, level3=0, .*weights: level1=0, level2=0, level3=1, level4=0"):
+        taxonomy_supcon_loss(dist, labels, 0.4, (0.0, 0.0, 1.0, 0.0, 0.0))
+    with pytest.raises(ValueError, match="weights must be 5 non-negative numbers"):
+        taxonomy_supcon_loss(dist, labels, 0.4, (1.0, 1.0, 1.0))

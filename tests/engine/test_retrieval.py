@@ -371,3 +371,167 @@ def test_evaluate_units_rejects_mismatched_units():
         list(evaluate_units([Unit(u.query_emb, u.gallery_emb, u.q_labels[:-1], u.g_labels, u.geometry)]))
     with pytest.raises(ValueError, match=r"\[Q, D\]"):
         list(evaluate_units([Unit(u.query_emb[:, :3], u.gallery_emb, u.q_labels, u.g_labels, u.geometry)]))
+
+
+# -- any depth (K = 2 .. 12) ----------------------------------------------------------------------------
+
+
+def _deep_labels(n: int, k: int, rng: np.random.Generator, n_leaves: int = 40) -> np.ndarray:
+    """[n, K] labels of a random K-level tree: each level's nodes get a random parent one level up."""
+    counts = [max(2, round(n_leaves * 0.75**lvl)) for lvl in range(k)]
+    parents = [rng.integers(0, counts[lvl + 1], counts[lvl]) for lvl in range(k - 1)]
+    cols = [rng.integers(0, n_leaves, n)]
+    for p in parents:
+        cols.append(p[cols[-1]])
+    return np.stack(cols, axis=1).astype(np.int64)
+
+
+def _deep_reference(dist: np.ndarray, q: np.ndarray, g: np.ndarray, ks=KS):
+    """level index -> {query: (AP, [hit@K])} by the definition, one query and one gallery item at a time."""
+    k_levels = q.shape[1]
+
+    def positive(a, b, lvl):
+        return a[lvl] == b[lvl] and (lvl == 0 or a[lvl - 1] != b[lvl - 1])
+
+    out = []
+    for lvl in range(k_levels):
+        per_query = {}
+        for qi in range(dist.shape[0]):
+            ranked = sorted(range(dist.shape[1]), key=lambda j, qi=qi: (dist[qi, j], j))
+            r = [positive(q[qi], g[j], lvl) for j in ranked]
+            n_pos = sum(r)
+            if n_pos:
+                found, ap = 0, 0.0
+                for rank, is_pos in enumerate(r, start=1):
+                    if is_pos:
+                        found += 1
+                        ap += found / rank
+                per_query[qi] = (ap / n_pos, [any(r[:kk]) for kk in ks])
+        out.append(per_query)
+    return out
+
+
+def _check_deep(evaluation, reference, q_labels, levels, ks=KS):
+    assert tuple(evaluation.levels) == levels.codes
+    micro, macro = evaluation.aggregate("micro"), evaluation.aggregate("macro")
+    for lvl, code in enumerate(levels.codes):
+        res, ref = evaluation.levels[code], reference[lvl]
+        assert res.query_index.tolist() == sorted(ref)
+        np.testing.assert_allclose(res.ap, [ref[q][0] for q in res.query_index], rtol=1e-12, atol=0)
+        assert res.hits.tolist() == [ref[q][1] for q in res.query_index]
+        assert micro[code]["valid_queries"] == macro[code]["valid_queries"] == len(ref)
+        if not ref:
+            assert math.isnan(micro[code]["mAP"]) and macro[code]["groups"] == 0
+            continue
+        assert micro[code]["mAP"] == pytest.approx(np.mean([v[0] for v in ref.values()]), rel=1e-12)
+        groups: dict[int, list] = {}
+        for qi, v in ref.items():
+            groups.setdefault(int(q_labels[qi, lvl]), []).append(v)
+        assert macro[code]["groups"] == len(groups)
+        group_ap = [np.mean([v[0] for v in members]) for members in groups.values()]
+        assert macro[code]["mAP"] == pytest.approx(np.mean(group_ap), rel=1e-12)
+        for i, kk in enumerate(ks):
+            assert micro[code][f"R@{kk}"] == pytest.approx(np.mean([v[1][i] for v in ref.values()]), rel=1e-12)
+            group_r = [np.mean([v[1][i] for v in members]) for members in groups.values()]
+            assert macro[code][f"R@{kk}"] == pytest.approx(np.mean(group_r), rel=1e-12)
+
+
+@pytest.mark.parametrize("k", [2, 5, 12])
+def test_strict_metrics_of_k_levels_equal_a_plain_loop_on_every_path(k):
+    from hierconsole.engine.retrieval import _strict_bits_torch
+    from hierconsole.levels import Levels
+
+    rng = np.random.default_rng(100 + k)
+    q_labels, g_labels = _deep_labels(33, k, rng), _deep_labels(301, k, rng)
+    q_labels[0] = 10**6 + np.arange(k)  # a query with no positive at any level
+    dist = rng.integers(0, 40, size=(33, 301)).astype(np.float64)  # exact ties, broken by gallery index
+    reference = _deep_reference(dist, q_labels, g_labels)
+    assert sum(bool(r) for r in reference) >= min(k, 4)  # most levels have valid queries
+    levels = Levels.default(k)
+    qt, gt = torch.as_tensor(q_labels), torch.as_tensor(g_labels)
+
+    # chunks of 7 query rows and distance blocks of 14 (a budget this small) cross the chunk boundaries
+    small_budget = 2 * 8 * 301 * 7 * 2
+    paths = {
+        # float32 on CPU: NumPy strict bits and the packed one-sort ranking
+        "numpy": dict(dist=torch.as_tensor(dist, dtype=torch.float32)),
+        # float64: torch's stable argsort and gather
+        "torch-sort": dict(dist=torch.as_tensor(dist)),
+        # the accelerators' strict bits (torch), ranked both ways
+        "torch-bits": dict(dist=torch.as_tensor(dist), bits_for=lambda a, b: _strict_bits_torch(qt[a:b], gt)),
+        "torch-bits-packed": dict(
+            dist=torch.as_tensor(dist, dtype=torch.float32), bits_for=lambda a, b: _strict_bits_torch(qt[a:b], gt)
+        ),
+    }
+    for path in paths.values():
+        for chunk, budget in ((None, DEFAULT_MEMORY_BUDGET), (7, small_budget)):
+            evaluation = evaluate_distances(
+                path["dist"],
+                q_labels,
+                g_labels,
+                chunk_size=chunk,
+                memory_budget=budget,
+                levels=levels,
+                bits_for=path.get("bits_for"),
+            )
+            _check_deep(evaluation, reference, q_labels, levels)
+
+
+@pytest.mark.parametrize("k", [2, 5, 8, 9, 12])
+def test_packed_strict_bits_of_k_levels_are_the_strict_masks(k):
+    from hierconsole.engine.retrieval import _packed_rank_bits, _sortable_keys, _strict_bits_torch
+
+    g = torch.Generator().manual_seed(k)
+    q_labels = torch.randint(0, 3, (21, k), generator=g)  # not a tree: levels may overlap
+    g_labels = torch.randint(0, 3, (45, k), generator=g)
+    masks = strict_masks(q_labels, g_labels)
+    assert masks.shape == (k, 21, 45)
+    for bits in (_strict_bits(q_labels, g_labels), _strict_bits_torch(q_labels, g_labels)):
+        for level in range(k):
+            assert torch.equal((bits & (1 << level)) != 0, masks[level])
+        assert int(bits.max()) < 2**k
+    bits = _strict_bits(q_labels, g_labels)
+    dist = torch.randint(0, 5, (21, 45), generator=g).to(torch.float32)
+    packed = _packed_rank_bits(_sortable_keys(dist.numpy()), bits.numpy(), k)
+    assert torch.equal(torch.from_numpy(packed), bits.gather(1, rank_order(dist)))
+
+
+def test_evaluation_names_its_levels_and_scores_the_declared_hier_levels():
+    from hierconsole.levels import Levels
+
+    rng = np.random.default_rng(5)
+    q_labels, g_labels = _deep_labels(30, 5, rng), _deep_labels(90, 5, rng)
+    levels = Levels.of(["Species", "Genus", "Family", "Order", "Class"])
+    geometry = Euclidean()
+    query = torch.randn(30, 4, generator=torch.Generator().manual_seed(1))
+    gallery = torch.randn(90, 4, generator=torch.Generator().manual_seed(2))
+    evaluation = evaluate(query, gallery, q_labels, g_labels, geometry, levels=levels)
+    assert evaluation.taxonomy == levels
+    assert list(evaluation.aggregate("micro")) == ["species", "genus", "family", "order", "class"]
+    agg = evaluation.aggregate("micro")
+    flat = evaluation.flat("micro")
+    assert list(flat)[:2] == ["species_mAP", "species_R@1"] and list(flat)[-1] == "hier_mAP"
+    expected = 0.0
+    for code in ("genus", "family", "order", "class"):
+        expected += agg[code]["mAP"]
+    assert flat["hier_mAP"] == expected / 4  # default: every level above the leaf, summed in level order
+    declared = evaluation.flat("micro", hier=("genus", "family"))
+    assert declared["hier_mAP"] == (0.0 + agg["genus"]["mAP"] + agg["family"]["mAP"]) / 2
+    units = [Unit(query, gallery, q_labels, g_labels, geometry, levels=levels)]
+    (unit_eval,) = evaluate_units(units)
+    assert unit_eval.flat("micro") == flat
+    # without levels: the default levels of the depth
+    assert tuple(evaluate(query, gallery, q_labels, g_labels, geometry).levels) == Levels.default(5).codes
+
+
+def test_labels_of_another_depth_are_refused():
+    from hierconsole.levels import Levels
+
+    q = np.zeros((2, 4), np.int64)
+    with pytest.raises(ValueError, match="4 columns but the taxonomy has 3 levels"):
+        evaluate_distances(torch.zeros(2, 3), q, np.zeros((3, 4), np.int64), levels=Levels.default(3))
+    with pytest.raises(ValueError, match="query labels have 4 levels and gallery labels 3"):
+        evaluate_distances(torch.zeros(2, 3), q, np.zeros((3, 3), np.int64))
+    for width in (1, 13):
+        with pytest.raises(ValueError, match=r"labels must be \[N, K\]"):
+            evaluate_distances(torch.zeros(2, 3), np.zeros((2, width), np.int64), np.zeros((3, width), np.int64))

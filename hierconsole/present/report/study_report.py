@@ -15,7 +15,10 @@ import polars as pl
 
 from hierconsole.errors import HierconsoleError
 from hierconsole.factorial import EFFECTS
+from hierconsole.levels import Levels
 from hierconsole.present import numbers
+from hierconsole.present.levels import hier_words, levels_from
+from hierconsole.present.levels import level_label as label_of
 from hierconsole.present.report.document import Block, Code, Document, Facts, Figure, Section, Table, Text
 from hierconsole.present.report.figures import draw
 from hierconsole.present.report.figures.style import figure_bytes
@@ -27,9 +30,33 @@ from hierconsole.study.analysis.outer_arms import outer_arms_frame, outer_gains_
 from hierconsole.study.analysis.report_inputs import FamilyInputs, StudyInputs, level_label
 from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA, STATISTICS_LEGEND
 from hierconsole.styles import EFFECT_DIGITS
-from hierconsole.vocabulary import ARM_LEGEND, BASELINE_LEGEND, HIER_METRIC, LEVELS, MAP, Phase
+from hierconsole.vocabulary import (
+    ARM_LEGEND,
+    ARMS,
+    BASELINE_LEGEND,
+    BASELINES,
+    HIER_METRIC,
+    LEVELS,
+    MAP,
+    Phase,
+)
 
 MAP_COLUMNS = (*(f"{level}_{MAP}" for level in LEVELS), HIER_METRIC)
+"""The mAP columns of a three-level study; `map_columns` gives any study's."""
+
+WIDE_ARMS_UP_TO = 4
+"""Up to this many levels the arms table is the paper's wide one (a mean and an SD column per level);
+deeper, it is long: one row per arm and metric."""
+
+
+def map_columns(levels: Levels) -> tuple[str, ...]:
+    """Every level's mAP, leaf first, then the hier score."""
+    return (*(f"{level}_{MAP}" for level in levels.codes), HIER_METRIC)
+
+
+def _map_columns(inputs: StudyInputs) -> tuple[str, ...]:
+    levels = levels_from(inputs)
+    return MAP_COLUMNS if levels.is_paper else map_columns(levels)
 
 SECTION_IDS: dict[str, str] = {
     "protocol": "Protocol",
@@ -80,13 +107,40 @@ def _effects_table(effects: SimpleEffects, names: list[str], metrics: list[str])
     return frame.select([c for c in keep if c in frame.columns and c != "ci95_boot_seed"])
 
 
+def _levels_fact(inputs: StudyInputs) -> str:
+    levels = levels_from(inputs)
+    if levels.is_paper:
+        return ", ".join(level_label(level, inputs.level_names) for level in LEVELS)
+    return f"{levels.k}: " + ", ".join(label_of(inputs, level) for level in levels.codes)
+
+
+def _arms_long(arms: pl.DataFrame, metrics: tuple[str, ...]) -> pl.DataFrame:
+    """The arm table long: arm, metric, n, mean, sd, one row per arm and mAP metric (levels leaf first)."""
+    order = {m: i for i, m in enumerate(metrics)}
+    ranks = {a: i for i, a in enumerate((*ARMS, *BASELINES))}
+    rows = [r for r in arms.iter_rows(named=True) if r["metric"] in order and r["arm"] in ranks]
+    rows.sort(key=lambda r: (ranks[r["arm"]], order[r["metric"]]))
+    return pl.DataFrame(
+        [{"arm": r["arm"], "metric": r["metric"], "n": r["n"], "mean": r["mean"], "sd": r["sd"]} for r in rows],
+        schema={"arm": pl.String, "metric": pl.String, "n": pl.Int64, "mean": pl.Float64, "sd": pl.Float64},
+    )
+
+
+def _arms_table(inputs: StudyInputs, arms: pl.DataFrame) -> pl.DataFrame:
+    levels = levels_from(inputs)
+    if levels.is_paper:
+        return arms_frame(arms)
+    metrics = tuple(m for m in map_columns(levels) if m in set(arms["metric"].to_list()))
+    return arms_frame(arms, list(metrics)) if levels.k <= WIDE_ARMS_UP_TO else _arms_long(arms, metrics)
+
+
 def protocol_section(inputs: StudyInputs) -> Section:
     p = inputs.preset
     facts = [
         ("study", f"{inputs.name} ({inputs.study_id}), phase {inputs.phase}"),
         ("preset", inputs.preset_name or "(a preset file, not a shipped one)"),
         ("dataset", inputs.dataset_id),
-        ("levels", ", ".join(level_label(level, inputs.level_names) for level in LEVELS)),
+        ("levels", _levels_fact(inputs)),
         ("cells", ", ".join(p["training"]["cells"])),
         ("training seeds", ", ".join(map(str, inputs.seeds))),
         ("epochs", str(p["training"]["epochs"])),
@@ -143,7 +197,7 @@ def arms_section(inputs: StudyInputs) -> Section:
     if inputs.arms is None:
         return Section("arms", SECTION_IDS["arms"], [Text(f"No official-test metrics yet (phase {inputs.phase}).", note=True)])
     blocks: list[Block] = [
-        Table(arms_frame(inputs.arms), "mAP per arm: mean ± sample SD over training seeds (baselines after the cells)"),
+        Table(_arms_table(inputs, inputs.arms), "mAP per arm: mean ± sample SD over training seeds (baselines after the cells)"),
         Text(ARM_LEGEND + ". " + (BASELINE_LEGEND + "." if inputs.baselines is not None else ""), note=True),
     ]
     with contextlib.suppress(HierconsoleError):  # a study scored without Recall@K has no such table
@@ -155,7 +209,7 @@ def arms_section(inputs: StudyInputs) -> Section:
 def effects_section(inputs: StudyInputs) -> Section:
     if not inputs.effects:
         return Section("effects", SECTION_IDS["effects"], [Text(f"No effects yet (phase {inputs.phase}).", note=True)])
-    metrics = [m for m in MAP_COLUMNS if m in inputs.effects] or list(inputs.effects)
+    metrics = [m for m in _map_columns(inputs) if m in inputs.effects] or list(inputs.effects)
     factorial = [n for n in EFFECTS if any(n in inputs.effects[m] for m in metrics)]
     blocks: list[Block] = [
         Table(_effects_table(inputs.effects, factorial, metrics), "Simple effects and the interaction, paired within seed", EFFECT_DIGITS),
@@ -201,7 +255,7 @@ def redistribution_section(inputs: StudyInputs) -> Section:
 def variance_section(inputs: StudyInputs) -> Section:
     if inputs.variance is None or inputs.variance.is_empty():
         return Section("variance", SECTION_IDS["variance"], [Text("No official-test metrics yet.", note=True)])
-    frame = inputs.variance.filter(pl.col("metric").is_in(list(MAP_COLUMNS)))
+    frame = inputs.variance.filter(pl.col("metric").is_in(list(_map_columns(inputs))))
     return Section(
         "variance",
         SECTION_IDS["variance"],
@@ -249,7 +303,7 @@ def posthoc_section(inputs: StudyInputs) -> Section:
         )
     blocks: list[Block] = []
     for agg, effects in inputs.posthoc.items():
-        metrics = [m for m in MAP_COLUMNS if m in effects]
+        metrics = [m for m in _map_columns(inputs) if m in effects]
         blocks.append(
             Table(
                 _effects_table(effects, list(EFFECTS), metrics),
@@ -346,7 +400,7 @@ def family_sections(inputs: FamilyInputs) -> list[Section]:
     blocks: list[Block] = []
     if frame is not None:
         blocks += [
-            Table(frame, "A − B paired by training seed, per arm pair and level (hier: mean of middle and high mAP)", EFFECT_DIGITS),
+            Table(frame, f"A − B paired by training seed, per arm pair and level (hier: mean of {hier_words(inputs)} mAP)", EFFECT_DIGITS),
             Text(STATISTICS_LEGEND + ".", note=True),
             _figure("contrasts", inputs, "Each declared contrast: per-seed points, mean, 95 % t (upper) and bootstrap (lower) intervals."),
         ]

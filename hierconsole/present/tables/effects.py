@@ -8,14 +8,17 @@ import polars as pl
 from rich.text import Text
 
 from hierconsole.factorial import BASELINE_EFFECTS, EFFECTS
+from hierconsole.levels import Levels
 from hierconsole.plurals import counted
 from hierconsole.present import numbers
 from hierconsole.present.grid import Column, Grid
+from hierconsole.present.levels import PAPER, codes_in, levels_from
+from hierconsole.present.render import fits
 from hierconsole.present.tables.evidence import summary_cells, summary_columns
 from hierconsole.study.analysis.effects import Effect, SimpleEffects, seeds_of
 from hierconsole.study.analysis.redistribution import Redistribution
 from hierconsole.styles import ARM_COLOURS
-from hierconsole.vocabulary import ARMS, BASELINES, HIER_METRIC, LEVELS, MAP, UNTRAINED_BASELINES
+from hierconsole.vocabulary import ARMS, BASELINES, HIER_METRIC, MAP, UNTRAINED_BASELINES
 
 PER_SEED = "per seed"
 BASELINE_GROUP = "baselines"
@@ -143,16 +146,16 @@ def arm_values_grid(
     return grid
 
 
-def levels_grid(arms: pl.DataFrame, measure: str, digits: int) -> Grid | None:
+def levels_grid(arms: pl.DataFrame, measure: str, digits: int, levels: Levels = PAPER) -> Grid | None:
     """Levels down (finest first, then the hier score for mAP), the cells then the baselines across: the
-    paper's reading — finer levels down and coarser up from a baseline to a cell — row by row.
-    None when the arm table has no baseline."""
+    paper's reading — finer levels down and coarser up from a baseline to a cell — row by row. A deeper
+    tree adds rows, never columns. None when the arm table has no baseline."""
     present = set(arms["arm"].to_list())
     cells = [a for a in ARMS if a in present]
     base = [b for b in BASELINES if b in present]
     if not base:
         return None
-    rows = [f"{level}_{measure}" for level in LEVELS] + ([HIER_METRIC] if measure == MAP else [])
+    rows = [f"{level}_{measure}" for level in levels.codes] + ([HIER_METRIC] if measure == MAP else [])
     means = {(r["arm"], r["metric"]): r["mean"] for r in arms.iter_rows(named=True)}
     grid = Grid(
         f"Levels · {measure}: cells │ baselines",
@@ -167,26 +170,65 @@ def levels_grid(arms: pl.DataFrame, measure: str, digits: int) -> Grid | None:
     return grid
 
 
-def redistribution_grid(result: Redistribution, digits: int) -> Grid:
+def redistribution_levels(result: Redistribution) -> Levels:
+    """The levels of a redistribution: those it carries, else the codes its contrasts are keyed by."""
+    if isinstance(getattr(result, "levels", None), Levels):
+        return levels_from(result)
+    return codes_in(next(iter(result.contrasts.values()), {}).keys())
+
+
+def _contrast_label(contrast: str) -> str:
+    return f"{contrast} ({EFFECTS[contrast]})"
+
+
+def redistribution_grid(result: Redistribution, digits: int, width: int | None = None) -> Grid:
     """Per geometry contrast and level, H − E mean ± SD, and whether the finer levels go down and the
-    highest up (the paper's redistribution pattern) in how many seeds."""
-    grid = Grid(
-        f"Level-wise redistribution of {result.metric} (finer levels down, highest level up?)",
+    highest up (the paper's redistribution pattern) in how many seeds. Three levels are columns (as the
+    paper prints them) while they fit `width`; more levels, or too narrow a view, put the levels down
+    and the contrasts across, so a deeper tree adds rows and no number is cut."""
+    levels = redistribution_levels(result)
+    title = f"Level-wise redistribution of {result.metric} (finer levels down, highest level up?)"
+    wide = Grid(
+        title,
         [
             Column("contrast", numeric=False),
-            *(Column(level) for level in LEVELS),
+            *(Column(level) for level in levels.codes),
             Column("pattern", numeric=False),
             Column("seeds"),
         ],
     )
     for contrast, by_level in result.contrasts.items():
         flag = result.pattern[contrast]
-        grid.add_row(
-            f"{contrast} ({EFFECTS[contrast]})",
-            *(numbers.mean_sd(by_level[lv].mean, by_level[lv].sd, digits, sign=True) for lv in LEVELS),
+        wide.add_row(
+            _contrast_label(contrast),
+            *(numbers.mean_sd(by_level[lv].mean, by_level[lv].sd, digits, sign=True) for lv in levels.codes),
             Text("yes" if flag else "no", style="bold" if flag else "dim"),
             numbers.count(result.seeds_with_pattern[contrast], result.n_seeds),
         )
+    if levels.k <= 3 and (width is None or fits(wide, width)):
+        return wide
+    return _redistribution_down(result, levels, digits, title)
+
+
+def _redistribution_down(result: Redistribution, levels: Levels, digits: int, title: str) -> Grid:
+    """The redistribution with the levels down (leaf first) and the contrasts across, the pattern and
+    its seed count as the last two rows."""
+    contrasts = list(result.contrasts)
+    grid = Grid(title, [Column("level", numeric=False), *(Column(_contrast_label(c)) for c in contrasts)])
+    for level in levels.codes:
+        grid.add_row(
+            level,
+            *(
+                numbers.mean_sd(result.contrasts[c][level].mean, result.contrasts[c][level].sd, digits, sign=True)
+                for c in contrasts
+            ),
+        )
+    grid.end_section()
+    grid.add_row(
+        "pattern",
+        *(Text("yes" if result.pattern[c] else "no", style="bold" if result.pattern[c] else "dim") for c in contrasts),
+    )
+    grid.add_row("seeds", *(numbers.count(result.seeds_with_pattern[c], result.n_seeds) for c in contrasts))
     return grid
 
 
@@ -199,9 +241,12 @@ def effects_legend() -> list[Text]:
     ]
 
 
-def redistribution_bars_grid(result: Redistribution, digits: int) -> Grid:
+def redistribution_bars_grid(result: Redistribution, digits: int, level: str | None = None) -> Grid:
     """Per contrast and level, a bar for the mean and for each seed, growing left when H is below E, beside
-    its value; the bars are the first thing a narrow form leaves out, the values never."""
+    its value; the bars are the first thing a narrow form leaves out, the values never. `level` (a code)
+    narrows it to that one level (the console's level picker on a deep tree); the bars keep one scale."""
+    levels = redistribution_levels(result)
+    shown = levels.codes if level is None else (levels.resolve(level),)
     scale = max(
         (abs(v) for by_level in result.contrasts.values() for e in by_level.values() for v in (e.mean, *e.per_unit.values())),
         default=0.0,
@@ -219,13 +264,13 @@ def redistribution_bars_grid(result: Redistribution, digits: int) -> Grid:
     )
     for contrast, by_level in result.contrasts.items():
         flag = result.pattern[contrast]
-        label = Text(f"{contrast} ({EFFECTS[contrast]})", style="bold")
+        label = Text(_contrast_label(contrast), style="bold")
         label.append(f" pattern {'yes' if flag else 'no'} ({result.seeds_with_pattern[contrast]}/{result.n_seeds})")
-        for j, level in enumerate(LEVELS):
-            e = by_level[level]
+        for j, code in enumerate(shown):
+            e = by_level[code]
             grid.add_row(
                 label if j == 0 else "",
-                Text(level, style="bold"),
+                Text(code, style="bold"),
                 "mean",
                 numbers.zero_bar(e.mean, scale),
                 numbers.mean_sd(e.mean, e.sd, digits, sign=True),

@@ -10,7 +10,6 @@ from hierconsole.datasets.splits import HOLDOUT_FRACTION
 from hierconsole.plurals import counted
 from hierconsole.present import numbers
 from hierconsole.present.grid import Column, Grid
-from hierconsole.vocabulary import LEVELS
 
 if TYPE_CHECKING:
     from hierconsole.config.preset import Preset
@@ -61,8 +60,10 @@ def plan_rows(drawn: DrawnSplits, preset: Preset) -> tuple[list[PlanRow], list[s
         counts = protocol.params["counts"]
         n_groups = sum(counts)
         images = "their official-train images" if sp.images == "official" else "all their images"
+        # `{code}_groups` per level, leaf first (whatever the taxonomy's depth and codes): the leaf's is the first.
+        leaf_groups = next(v for k, v in protocol.params.items() if k.endswith("_groups"))
         for p, name in enumerate(("train", "val", "test")):
-            leaves = protocol.params[f"{LEVELS[0]}_groups"][name]
+            leaves = leaf_groups[name]
             source = (
                 f"{counts[p]} of {counted(n_groups, sp.level + ' group')} ({counted(leaves, 'leaf')}), "
                 + ("their official-test images" if sp.images == "official" and name == "test" else images)

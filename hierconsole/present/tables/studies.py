@@ -9,6 +9,7 @@ from rich.text import Text
 
 from hierconsole.present import numbers
 from hierconsole.present.grid import Column, Grid
+from hierconsole.present.levels import dataset_level_counts, span
 
 if TYPE_CHECKING:  # the rows' types only: `runs` and `studies` need not import the audits or datasets
     from hierconsole.study.analysis.audits.result import Check
@@ -99,6 +100,10 @@ def audits_grid(checks: Sequence[Check]) -> Grid:
 
 
 def datasets_grid(datasets: Sequence[DatasetInfo]) -> Grid:
+    """One row per dataset. Three levels show their names and group counts in full (`leaf/middle/high`);
+    a deeper tree shows `K · leaf…top` (its depth, then its leaf's and top's names or counts), which
+    keeps the table's width whatever the depth (the console's detail pane names every level)."""
+    deep = any(len(d.level_names) != 3 for d in datasets)
     grid = Grid(
         "datasets",
         [
@@ -107,19 +112,21 @@ def datasets_grid(datasets: Sequence[DatasetInfo]) -> Grid:
             Column("samples"),
             Column("dim"),
             Column("levels", numeric=False),
-            Column("leaf/middle/high"),
+            Column("groups per level" if deep else "leaf/middle/high"),
             Column("train/val/test"),
             Column("sha256", numeric=False, droppable=True),
         ],
     )
     for d in datasets:
+        counts = dataset_level_counts(d)
+        names, numbers_ = list(d.level_names), [str(c) for c in counts]
         grid.add_row(
             d.dataset_id,
             d.kind,
             f"{d.n_samples:,}",
             str(d.dim),
-            "/".join(d.level_names),
-            "/".join(map(str, d.level_counts)),
+            span(names) if len(names) <= 3 else f"{len(names)} · {span(names)}",
+            span(numbers_) if len(counts) <= 3 else f"{len(counts)} · {span(numbers_)}",
             f"{d.n_train}/{d.n_val}/{d.n_test}",
             d.sha256[:12],
         )

@@ -19,9 +19,10 @@ from typing import Any
 import polars as pl
 
 from hierconsole.errors import HierconsoleError
+from hierconsole.levels import PAPER_CODES
 from hierconsole.study.analysis.paired import PairedSummary, summary_schema
-from hierconsole.study.analysis.per_seed import arms_present, normalize_arm
-from hierconsole.vocabulary import HIER_METRIC, HIER_SCORE, LEVELS, MAP, RANKING_METRICS
+from hierconsole.study.analysis.per_seed import LevelsLike, arms_present, codes_of, normalize_arm
+from hierconsole.vocabulary import HIER_METRIC, HIER_SCORE, MAP, RANKING_METRICS
 
 DEFAULT_METRIC = HIER_METRIC
 
@@ -47,11 +48,13 @@ class StudyContrast:
     """"a" / "b" -> training seeds present in that study only, left out of every pair."""
     name: str | None = None
     """The contrast's name when a family declares it."""
+    levels: tuple[str, ...] = PAPER_CODES
+    """The studies' level codes, leaf first."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON shape of `hierconsole contrast --json` (seeds as strings, sd null under two seeds); each
         row names the column it compares (`leaf_mAP`, ..., `hier_mAP`), `metric` what was asked for."""
-        columns = metric_columns(self.metric)
+        columns = metric_columns(self.metric, self.levels)
         return {
             "metric": self.metric,
             "a": self.a,
@@ -77,17 +80,18 @@ class StudyContrast:
         return "dropped " + "; ".join(parts) if parts else None
 
 
-def metric_columns(metric: str) -> dict[str, str]:
-    """level -> per-seed column for a contrast of `metric` (`hier_mAP`/`mAP`: three levels and hier;
-    `R@K`: the three levels)."""
+def metric_columns(metric: str, levels: LevelsLike = PAPER_CODES) -> dict[str, str]:
+    """level -> per-seed column for a contrast of `metric` (`hier_mAP`/`mAP`: every level and hier;
+    `R@K`: every level), over the studies' `levels` (default: leaf, middle, high)."""
     base = contrast_measure(metric)
+    codes = codes_of(levels)
     if base not in RANKING_METRICS:
         raise HierconsoleError(
             f"--metric {metric!r} is not a contrast metric\n  fix: use one of "
-            f"{', '.join([HIER_METRIC, *RANKING_METRICS[1:]])} (levels are always leaf, middle, high"
+            f"{', '.join([HIER_METRIC, *RANKING_METRICS[1:]])} (levels are always {', '.join(codes)}"
             f"{', hier' if base == MAP else ''})"
         )
-    columns = {level: f"{level}_{base}" for level in LEVELS}
+    columns = {level: f"{level}_{base}" for level in codes}
     if base == MAP:
         columns[HIER_SCORE] = HIER_METRIC
     return columns
@@ -127,14 +131,16 @@ def contrast_tables(
     arms: Sequence[tuple[str, str]] | None = None,
     name: str | None = None,
     excluded: Sequence[str] = (),
+    levels: LevelsLike = PAPER_CODES,
 ) -> StudyContrast:
     """A - B from two per-seed wide tables (arm, seed, `<level>_<metric>` columns, Q/G averaged).
 
     `arms` lists (arm_a, arm_b) pairs; by default every arm present in both tables, with itself. Seeds
     are those present in both (the others are reported in `dropped`). `excluded` levels (no valid query
-    in either study's splits) get no row; the other levels are contrasted.
+    in either study's splits) get no row; the other levels are contrasted. `levels`: the studies' level
+    codes, leaf first (default: leaf, middle, high).
     """
-    columns = {level: c for level, c in metric_columns(metric).items() if level not in excluded}
+    columns = {level: c for level, c in metric_columns(metric, levels).items() if level not in excluded}
     for label, table in ((a, table_a), (b, table_b)):
         missing = [c for c in columns.values() if c not in table.columns]
         if missing:
@@ -168,7 +174,7 @@ def contrast_tables(
                 )
             rows.append(ContrastRow(arm_a=arm_a, arm_b=arm_b, level=level, per_unit={s: va[s] - vb[s] for s in seeds}))
     dropped = {"a": sorted(seeds_a - seeds_b), "b": sorted(seeds_b - seeds_a)}
-    return StudyContrast(metric=metric, a=a, b=b, rows=rows, dropped=dropped, name=name)
+    return StudyContrast(metric=metric, a=a, b=b, rows=rows, dropped=dropped, name=name, levels=codes_of(levels))
 
 
 
@@ -184,7 +190,7 @@ def contrasts_frame(contrasts: Sequence[StudyContrast]) -> pl.DataFrame:
             "arm_a": r.arm_a,
             "arm_b": r.arm_b,
             "level": r.level,
-            "metric": metric_columns(c.metric)[r.level],  # the column compared: leaf_mAP, ..., hier_mAP
+            "metric": metric_columns(c.metric, c.levels)[r.level],  # the column compared: leaf_mAP, ..., hier_mAP
             **{f"seed_{s}": r.per_unit.get(s) for s in seeds},
             **r.columns(),
         }

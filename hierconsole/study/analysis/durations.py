@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hierconsole.config.preset import Preset
+from hierconsole.levels import PAPER_LEVELS
 from hierconsole.vocabulary import HIER_METRIC, HIER_SCORE, MAP, hier_score
 
 Curves = dict[str, dict[int, dict[int, float]]]
@@ -31,24 +32,33 @@ class Duration:
 
 
 def score_parts(score: str) -> tuple[str, str]:
-    """(level, metric) of a selection score: (`hier`, mAP) for the hier score, else e.g. (middle, mAP)."""
+    """(level, metric) of a selection score: (`hier`, mAP) for the hier score, else e.g. (middle, mAP)
+    (split at the last `_`, as every `{level}_{metric}` column is)."""
     if score == HIER_METRIC:
         return HIER_SCORE, MAP
-    level, _, metric = score.partition("_")
+    level, _, metric = score.rpartition("_")
     return level, metric
 
 
-def selection_score(levels: Mapping[str, float | None], level: str) -> float:
-    """The stored validation mAP of one level, or the hier score; NaN when it has no value."""
+def selection_score(
+    levels: Mapping[str, float | None], level: str, hier: Sequence[str] = PAPER_LEVELS.non_leaf
+) -> float:
+    """The stored validation mAP of one level, or the hier score of the `hier` levels (the study's
+    declared ones; default: middle and high); NaN when it has no value."""
     if level == HIER_SCORE:
-        return hier_score(levels)
+        return hier_score(levels, hier=hier)
     value = levels.get(level)
     return math.nan if value is None else float(value)
 
 
-def validation_curves(rows: Iterable[tuple[str, int, int, str, float | None]], preset: Preset) -> Curves:
+def validation_curves(
+    rows: Iterable[tuple[str, int, int, str, float | None]],
+    preset: Preset,
+    hier: Sequence[str] = PAPER_LEVELS.non_leaf,
+) -> Curves:
     """Each final run's stored validation score at each candidate epoch, by arm and seed, from its rows of
-    (arm, seed, epoch, level, value) in the selection score's metric and the preset's aggregation."""
+    (arm, seed, epoch, level, value) in the selection score's metric and the preset's aggregation; `hier`:
+    the levels the study's hier score averages (`LevelPlan.hier`)."""
     level, _ = score_parts(preset.training.selection_score)
     levels: dict[tuple[str, int, int], dict[str, float | None]] = defaultdict(dict)
     for arm, seed, epoch, lv, value in rows:
@@ -56,7 +66,7 @@ def validation_curves(rows: Iterable[tuple[str, int, int, str, float | None]], p
     curves: Curves = defaultdict(lambda: defaultdict(dict))
     for (arm, seed, epoch), by_level in sorted(levels.items()):
         if preset.training.validates_at(epoch):
-            curves[arm][seed][epoch] = selection_score(by_level, level)
+            curves[arm][seed][epoch] = selection_score(by_level, level, hier)
     return {arm: dict(seeds) for arm, seeds in curves.items()}
 
 

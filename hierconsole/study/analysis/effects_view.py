@@ -11,10 +11,12 @@ from typing import Any
 import polars as pl
 
 from hierconsole.factorial import BASELINE_EFFECTS, EFFECTS
+from hierconsole.levels import PAPER_CODES
 from hierconsole.study.analysis.arms import arm_table
 from hierconsole.study.analysis.effects import SimpleEffects, effects_json, omitted_text, simple_effects
+from hierconsole.study.analysis.per_seed import LevelsLike, codes_of, table_levels
 from hierconsole.study.analysis.redistribution import Redistribution, can_redistribute, redistribution
-from hierconsole.vocabulary import LEVELS
+from hierconsole.vocabulary import MAP
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class EffectsView:
     None for a per-seed CSV, whose aggregation the tool does not know."""
     posthoc: bool = False
     """Whether `aggregation` is a post-hoc re-score rather than the study's registered endpoint."""
+    levels: tuple[str, ...] = PAPER_CODES
+    """The study's level codes, leaf first (of the table's columns for a per-seed CSV)."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON shape of `hierconsole effects --json`: every number the text form shows."""
@@ -66,13 +70,16 @@ def effects_view(
     baselines: pl.DataFrame | None = None,
     aggregation: str | None = None,
     posthoc: bool = False,
+    levels: LevelsLike | None = None,
 ) -> EffectsView:
     """`metrics` for the arm table (default: every metric column), `effect_metrics` for the effects
-    (default: `metrics`)."""
+    (default: `metrics`); `levels`: the study's (default: those of the table's columns); the
+    redistribution needs every one's mAP."""
     everything = simple_effects(per_seed, effect_metrics or metrics, source=source, baselines=baselines)
     shown = list(metrics) if metrics else None
-    every_level = all(f"{level}_mAP" in per_seed.columns for level in LEVELS)
-    wants_levels = metrics is None or "leaf_mAP" in metrics
+    codes = table_levels(per_seed.columns) if levels is None else codes_of(levels)
+    every_level = all(f"{level}_{MAP}" in per_seed.columns for level in codes)
+    wants_levels = metrics is None or f"{codes[0]}_{MAP}" in metrics
     return EffectsView(
         source=source,
         per_seed=per_seed,
@@ -81,11 +88,12 @@ def effects_view(
         effects=_only(everything, EFFECTS),
         baseline_contrasts=_only(everything, BASELINE_EFFECTS),
         redistribution=(
-            redistribution(per_seed, "mAP", source=source)
+            redistribution(per_seed, "mAP", source=source, levels=codes)
             if every_level and wants_levels and can_redistribute(per_seed)
             else None
         ),
         omitted=omitted_text(per_seed["arm"].to_list()),
         aggregation=aggregation,
         posthoc=posthoc,
+        levels=codes,
     )

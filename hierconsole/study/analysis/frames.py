@@ -12,12 +12,14 @@ from collections.abc import Iterable, Sequence
 import polars as pl
 
 from hierconsole.errors import HierconsoleError, InputError, NotFoundError
+from hierconsole.levels import PAPER_CODES
 from hierconsole.study.analysis.arms import arm_table
 from hierconsole.study.analysis.effects import Effect, SimpleEffects, iter_effects, seeds_of, simple_effects
 from hierconsole.study.analysis.headline import headline, headline_frame
 from hierconsole.study.analysis.paired import summary_schema
+from hierconsole.study.analysis.per_seed import LevelsLike, codes_of, split_column, table_levels
 from hierconsole.study.analysis.redistribution import Redistribution, redistribution
-from hierconsole.vocabulary import ARMS, BASELINES, HIER_METRIC, LEVELS, MAP
+from hierconsole.vocabulary import ARMS, BASELINES, HIER_METRIC, MAP
 
 TABLES: dict[str, str] = {
     "runs": "one row per training run: study, seed, arm, state, timings and hashes",
@@ -88,18 +90,24 @@ def effects_frame(effects: SimpleEffects) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
-MAP_METRICS: tuple[str, ...] = (*(f"{level}_{MAP}" for level in LEVELS), HIER_METRIC)
+def map_metrics(levels: LevelsLike) -> tuple[str, ...]:
+    """Every level's mAP column, leaf to top, then the hier score's."""
+    return (*(f"{level}_{MAP}" for level in codes_of(levels)), HIER_METRIC)
+
+
+MAP_METRICS: tuple[str, ...] = map_metrics(PAPER_CODES)
+"""The mAP columns of a three-level study."""
 
 
 def arms_frame(arm_long: pl.DataFrame, metrics: Sequence[str] | None = None) -> pl.DataFrame:
     """Paper Table 1 shape from :func:`~hierconsole.study.analysis.arms.arm_table`: arm, n, ``<metric>_mean/_sd``.
 
-    Default metrics: the mAP columns (leaf, middle, high, hier) when present, otherwise all of them;
+    Default metrics: the mAP columns (every level's, then hier) when present, otherwise all of them;
     Recall@K has its own table (:func:`recall_frame`).
     """
     available = list(dict.fromkeys(arm_long["metric"].to_list()))
     if metrics is None:
-        metrics = [m for m in MAP_METRICS if m in available] or available
+        metrics = [m for m in map_metrics(table_levels(available)) if m in available] or available
     rows = []
     for arm in (*ARMS, *BASELINES):
         part = arm_long.filter(pl.col("arm") == arm)
@@ -125,11 +133,16 @@ def deviation_frame(arm_long: pl.DataFrame) -> pl.DataFrame:
     ks = sorted({int(m.partition("_R@")[2]) for m in available if m.partition("_R@")[2].isdigit()})
     metrics = [
         m
-        for level in LEVELS
+        for level in table_levels(available_in_order(arm_long))
         for m in (f"{level}_{MAP}", *(f"{level}_R@{k}" for k in ks))
         if m in available
     ]
     return arms_frame(arm_long, metrics)
+
+
+def available_in_order(arm_long: pl.DataFrame) -> list[str]:
+    """The metrics of an arm table, in the order they first appear (the per-seed table's column order)."""
+    return list(dict.fromkeys(arm_long["metric"].to_list()))
 
 
 def _seeds_of(rows: Iterable[dict]) -> int | None:
@@ -140,11 +153,12 @@ def _seeds_of(rows: Iterable[dict]) -> int | None:
 
 def recall_frame(arm_long: pl.DataFrame, *, source: str = "arm table") -> pl.DataFrame:
     """Paper Table S8 shape: arm, level, n, ``R@<k>_mean/_sd`` for each K found in ``<level>_R@<k>``."""
+    codes = table_levels(available_in_order(arm_long))
     ks = sorted(
         {
-            int(m.partition("_R@")[2])
-            for m in arm_long["metric"].to_list()
-            if m.partition("_R@")[0] in LEVELS and m.partition("_R@")[2].isdigit()
+            int(metric[2:])
+            for level, metric in map(split_column, arm_long["metric"].to_list())
+            if level in codes and metric.startswith("R@") and metric[2:].isdigit()
         }
     )
     if not ks:
@@ -152,7 +166,7 @@ def recall_frame(arm_long: pl.DataFrame, *, source: str = "arm table") -> pl.Dat
     rows = []
     for arm in (*ARMS, *BASELINES):
         part = {r["metric"]: r for r in arm_long.filter(pl.col("arm") == arm).iter_rows(named=True)}
-        for level in LEVELS:
+        for level in codes:
             found = {k: part.get(f"{level}_R@{k}") for k in ks}
             if not any(found.values()):
                 continue
@@ -213,12 +227,13 @@ def analysis_frame(
     metrics: Sequence[str] | None = None,
     source: str = "per-seed table",
     baselines: pl.DataFrame | None = None,
+    levels: LevelsLike | None = None,
 ) -> pl.DataFrame:
     """The exportable frame of an analysis table (:data:`ANALYSIS_TABLES`) from a per-seed wide table.
 
     ``redistribution`` uses mAP; ``metrics`` narrows arms, effects and the headline comparisons.
     ``baselines`` (the study's baseline arms, `effects.baselines_from_long`) adds their rows to arms and
-    recall and their contrasts to effects.
+    recall and their contrasts to effects. ``levels``: the study's (default: those of the table's columns).
     """
     if name == "effects":
         return effects_frame(simple_effects(per_seed, metrics, source=source, baselines=baselines))
@@ -229,7 +244,7 @@ def analysis_frame(
     if name == "deviation":
         return deviation_frame(arm_table(per_seed, None, source=source, baselines=baselines))
     if name == "redistribution":
-        return redistribution_frame(redistribution(per_seed, "mAP", source=source))
+        return redistribution_frame(redistribution(per_seed, "mAP", source=source, levels=levels))
     if name == "headline":
         effects = simple_effects(per_seed, metrics, source=source)
         return headline_frame([h for metric in effects for h in headline(effects, metric)])

@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import cache
 from typing import TYPE_CHECKING
 
 import polars as pl
 
 from hierconsole.errors import InputError
+from hierconsole.levels import PAPER_CODES, PAPER_LEVELS, LevelPlan, Levels
 from hierconsole.vocabulary import (
     ARMS,
     BASELINE_SEED,
     BASELINES,
-    HIER_LEVELS,
     HIER_METRIC,
-    LEVELS,
+    HIER_SCORE,
     MAP,
     TRAINED_BASELINES,
     UNTRAINED_BASELINES,
@@ -168,24 +169,81 @@ _UNIFORM_COLUMNS: tuple[str, ...] = ("study_id", "aggregation", "posthoc")
 """Columns that, when present, must hold one value: averaging across them would mix estimands."""
 
 
-def metric_order(column: str) -> tuple:
-    """leaf/middle/high mAP, hier_mAP, then R@K by level and K, then anything else by name."""
-    level, _, metric = column.partition("_")
-    if column == HIER_METRIC:
-        return (0, len(LEVELS), 0, "")
-    if level in LEVELS and metric == MAP:
-        return (0, LEVELS.index(level), 0, "")
-    if level in LEVELS and metric.startswith("R@") and metric[2:].isdigit():
-        return (1, LEVELS.index(level), int(metric[2:]), "")
-    return (2, 0, 0, column)
+PAPER_PLAN = LevelPlan.default(PAPER_LEVELS)
+"""The plan of a three-level study (hier = middle, high): the default of every table built without one."""
+
+LevelsLike = Levels | Sequence[str]
+"""A study's levels, or just their codes, leaf first."""
+
+
+def codes_of(levels: LevelsLike) -> tuple[str, ...]:
+    return levels.codes if isinstance(levels, Levels) else tuple(levels)
+
+
+def split_column(column: str) -> tuple[str, str]:
+    """(level, metric) of a ``{level}_{metric}`` column: split at the last `_` (a level code has none, a
+    metric such as ``R@10`` neither); ("", column) when it has no `_`."""
+    level, _, metric = column.rpartition("_")
+    return level, metric
+
+
+def _is_ranking(metric: str) -> bool:
+    return metric == MAP or (metric.startswith("R@") and metric[2:].isdigit())
+
+
+@cache
+def _order(codes: tuple[str, ...]) -> Callable[[str], tuple]:
+    def order(column: str) -> tuple:
+        level, metric = split_column(column)
+        if column == HIER_METRIC:
+            return (0, len(codes), 0, "")
+        if level in codes and metric == MAP:
+            return (0, codes.index(level), 0, "")
+        if level in codes and metric.startswith("R@") and metric[2:].isdigit():
+            return (1, codes.index(level), int(metric[2:]), "")
+        return (2, 0, 0, column)
+
+    return order
+
+
+def metric_order_for(levels: LevelsLike) -> Callable[[str], tuple]:
+    """Sort key of metric columns: every level's mAP leaf to top, hier_mAP, then R@K by level and K, then
+    anything else by name."""
+    return _order(codes_of(levels))
+
+
+metric_order = metric_order_for(PAPER_CODES)
+"""The sort key of a three-level table's metric columns (:func:`metric_order_for`)."""
+
+
+def table_levels(columns: Iterable[str]) -> tuple[str, ...]:
+    """The level codes of a per-seed table's ``{level}_{mAP or R@K}`` columns, leaf first.
+
+    A table written by :func:`per_seed_from_long` holds them in level order, so their first appearance
+    gives the order. A table with any of the three-level codes, or with no level column at all, is a
+    three-level table (leaf, middle, high whatever columns it lacks): what every table was before levels
+    were general, so its messages name the same columns.
+    """
+    found: dict[str, None] = {}
+    for column in columns:
+        level, metric = split_column(column)
+        if level and level != HIER_SCORE and _is_ranking(metric):
+            found.setdefault(level)
+    if not found or set(found) & set(PAPER_CODES):
+        return PAPER_CODES
+    return tuple(found)
 
 
 def per_seed_from_long(
-    df: pl.DataFrame, *, source: str = "metrics table", excluded: Sequence[str] = ()
+    df: pl.DataFrame,
+    *,
+    source: str = "metrics table",
+    excluded: Sequence[str] = (),
+    plan: LevelPlan = PAPER_PLAN,
 ) -> pl.DataFrame:
     """Turn stored metric rows into the per-seed wide table (:func:`per_perturbation_from_long`, then the
     Q/G perturbations of each (arm, seed) averaged)."""
-    table = per_perturbation_from_long(df, source=source, excluded=excluded)
+    table = per_perturbation_from_long(df, source=source, excluded=excluded, plan=plan)
     columns = [c for c in table.columns if c not in (*KEY_COLUMNS, PERTURBATION)]
     # Averaged in a fixed order (by perturbation, as stored) with fmean, as the per-seed values always were.
     rows = [
@@ -200,16 +258,22 @@ PERTURBATION = "perturbation"
 
 
 def per_perturbation_from_long(
-    df: pl.DataFrame, *, source: str = "metrics table", excluded: Sequence[str] = ()
+    df: pl.DataFrame,
+    *,
+    source: str = "metrics table",
+    excluded: Sequence[str] = (),
+    plan: LevelPlan = PAPER_PLAN,
 ) -> pl.DataFrame:
     """Stored metric rows as one wide row per (arm, seed, perturbation): what the per-seed table averages,
     kept apart for what needs the Q/G draws themselves (the within-seed variance).
 
     Input columns: seed, arm, perturbation, level, metric, value (study_id, aggregation and posthoc may
     be present but must then hold a single value - filter first). Output columns: arm, seed,
-    perturbation, then ``{level}_{metric}``. ``hier_mAP`` is added when middle_mAP and high_mAP exist: the
-    mean of those two only (never the leaf), computed per perturbation, so that its per-seed average
-    equals the mean of the averaged levels (the mean is linear, up to float rounding). Within a seed every
+    perturbation, then ``{level}_{metric}`` in :func:`metric_order_for` order. The levels are the study's
+    (`plan.levels`; default: the three-level plan). ``hier_mAP`` is added when the mAP of every level of
+    `plan.hier` exists (three levels: middle and high): the mean of those only (never the leaf), computed
+    per perturbation, so that its per-seed average equals the mean of the averaged levels (the mean is
+    linear, up to float rounding). Within a seed every
     arm must have the same perturbations, and each (arm, seed, perturbation) every metric, so that the
     averages stay paired.
 
@@ -222,7 +286,8 @@ def per_perturbation_from_long(
         raise InputError(
             source, [f"missing column {c!r}" for c in missing], hint=f"need {', '.join(LONG_COLUMNS)}"
         )
-    unknown = [level for level in excluded if level not in LEVELS]
+    codes = plan.levels.codes
+    unknown = [level for level in excluded if level not in codes]
     if unknown:
         raise ValueError(f"unknown level(s) to exclude: {', '.join(unknown)}")
     if excluded:
@@ -244,8 +309,8 @@ def per_perturbation_from_long(
             bad.append(f"unknown arm {row['arm']!r}")
         if seed is None:
             bad.append(f"seed {row['seed']!r} is not an integer")
-        if row["level"] not in LEVELS:
-            bad.append(f"unknown level {row['level']!r} (valid: {', '.join(LEVELS)})")
+        if row["level"] not in codes:
+            bad.append(f"unknown level {row['level']!r} (valid: {', '.join(codes)})")
         value = row["value"]
         if value is None or not math.isfinite(float(value)):
             bad.append(f"value of {row['level']}_{row['metric']} is {'missing' if value is None else value}")
@@ -266,7 +331,7 @@ def per_perturbation_from_long(
     if problems:
         raise InputError(source, problems)
 
-    columns = sorted({c for cell in cells.values() for c in cell}, key=metric_order)
+    columns = sorted({c for cell in cells.values() for c in cell}, key=metric_order_for(codes))
     for (arm, seed, pert), cell in cells.items():
         lacking = [c for c in columns if c not in cell]
         if lacking:
@@ -285,11 +350,7 @@ def per_perturbation_from_long(
             source, problems, hint="every arm of a seed needs every metric for the same perturbations"
         )
 
-    kept = [level for level in HIER_LEVELS if level not in excluded]
-    if kept and all(f"{level}_{MAP}" in columns for level in kept):
-        for cell in cells.values():
-            cell[HIER_METRIC] = hier_score({level: cell[f"{level}_{MAP}"] for level in kept})
-        columns = sorted([*columns, HIER_METRIC], key=metric_order)
+    columns = _with_hier(cells, columns, plan, excluded)
 
     # Arms in ARMS order, seeds ascending, perturbations in the order they came (the per-seed mean sums
     # them in that order, so its value is the one it always was, bit for bit).
@@ -304,8 +365,28 @@ def per_perturbation_from_long(
     return pl.DataFrame(rows, schema=schema)
 
 
+def _with_hier(
+    cells: dict[tuple[str, int, object], dict[str, float]],
+    columns: list[str],
+    plan: LevelPlan,
+    excluded: Sequence[str],
+) -> list[str]:
+    """Add ``hier_mAP`` to every cell (in place) when each hier level left has its mAP, and return the
+    columns with it: the hier score of `plan.hier` less the excluded levels, added in level order."""
+    kept = [level for level in plan.hier if level not in excluded]
+    if not kept or not all(f"{level}_{MAP}" in columns for level in kept):
+        return columns
+    for cell in cells.values():
+        cell[HIER_METRIC] = hier_score({level: cell[f"{level}_{MAP}"] for level in kept}, hier=kept)
+    return sorted([*columns, HIER_METRIC], key=metric_order_for(plan.levels))
+
+
 def baselines_from_long(
-    df: pl.DataFrame, *, source: str = "metrics table", excluded: Sequence[str] = ()
+    df: pl.DataFrame,
+    *,
+    source: str = "metrics table",
+    excluded: Sequence[str] = (),
+    plan: LevelPlan = PAPER_PLAN,
 ) -> pl.DataFrame:
     """Stored metric rows of the baseline arms -> one row per baseline and seed: arm, seed, metric columns.
 
@@ -314,7 +395,7 @@ def baselines_from_long(
     :func:`per_seed_from_long`, and ``hier_mAP`` is computed per perturbation first, the same way. Every
     baseline needs every metric on the same perturbations.
     """
-    columns, cells, perts = _baseline_cells(df, source, excluded)
+    columns, cells, perts = _baseline_cells(df, source, excluded, plan)
     rows = [
         {
             "arm": arm,
@@ -328,11 +409,15 @@ def baselines_from_long(
 
 
 def baseline_perturbations_from_long(
-    df: pl.DataFrame, *, source: str = "metrics table", excluded: Sequence[str] = ()
+    df: pl.DataFrame,
+    *,
+    source: str = "metrics table",
+    excluded: Sequence[str] = (),
+    plan: LevelPlan = PAPER_PLAN,
 ) -> pl.DataFrame:
     """The baseline arms' rows as :func:`per_perturbation_from_long` gives the cells': arm, seed,
     perturbation, metric columns (validated as :func:`baselines_from_long` does)."""
-    columns, cells, perts = _baseline_cells(df, source, excluded)
+    columns, cells, perts = _baseline_cells(df, source, excluded, plan)
     rows = [
         {"arm": arm, "seed": seed, PERTURBATION: p, **cells[(arm, seed, p)]}
         for arm in BASELINES
@@ -349,7 +434,7 @@ def baseline_perturbations_from_long(
 
 
 def _baseline_cells(
-    df: pl.DataFrame, source: str, excluded: Sequence[str] = ()
+    df: pl.DataFrame, source: str, excluded: Sequence[str] = (), plan: LevelPlan = PAPER_PLAN
 ) -> tuple[list[str], dict[tuple[str, int, object], dict[str, float]], dict[tuple[str, int], set]]:
     """Validated baseline rows: the metric columns, (arm, seed, perturbation) -> column -> value (with
     hier_mAP), and (arm, seed) -> its perturbations; the `excluded` levels' rows dropped, as for the cells."""
@@ -379,7 +464,7 @@ def _baseline_cells(
             if column in cell:
                 problems.append(f"{where}: duplicate {column} for perturbation {row['perturbation']}")
             cell[column] = float(value)
-    columns = sorted({c for cell in cells.values() for c in cell}, key=metric_order)
+    columns = sorted({c for cell in cells.values() for c in cell}, key=metric_order_for(plan.levels))
     perts = {(arm, seed): {p for a, s, p in cells if (a, s) == (arm, seed)} for arm, seed, _ in cells}
     if len({frozenset(p) for p in perts.values()}) > 1:
         problems.append("baselines were scored on different perturbations")
@@ -390,9 +475,5 @@ def _baseline_cells(
     ]
     if problems:
         raise InputError(source, problems)
-    kept = [level for level in HIER_LEVELS if level not in excluded]
-    if kept and all(f"{level}_{MAP}" in columns for level in kept):
-        for cell in cells.values():
-            cell[HIER_METRIC] = hier_score({level: cell[f"{level}_{MAP}"] for level in kept})
-        columns = sorted([*columns, HIER_METRIC], key=metric_order)
+    columns = _with_hier(cells, columns, plan, excluded)
     return columns, cells, perts

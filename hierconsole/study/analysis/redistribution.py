@@ -1,4 +1,5 @@
-"""Level-wise redistribution (paper §5.4): H_S - E_S and H_R - E_R of one metric at every level."""
+"""Level-wise redistribution (paper §5.4): H_S - E_S and H_R - E_R of one metric at every level, and the
+level-wise gains and losses of every simple effect (:func:`level_effects`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,15 @@ import polars as pl
 from hierconsole.errors import InputError
 from hierconsole.factorial import CONTRASTS, EFFECTS, REDISTRIBUTION_CONTRASTS
 from hierconsole.study.analysis.effects import Effect, simple_effects
-from hierconsole.study.analysis.per_seed import DEFAULT_SOURCE, arms_present, metric_columns, try_arm
-from hierconsole.vocabulary import LEVELS
+from hierconsole.study.analysis.per_seed import (
+    DEFAULT_SOURCE,
+    LevelsLike,
+    arms_present,
+    codes_of,
+    metric_columns,
+    table_levels,
+    try_arm,
+)
 
 
 @dataclass(frozen=True)
@@ -19,9 +27,9 @@ class Redistribution:
 
     metric: str
     contrasts: dict[str, dict[str, Effect]]
-    """contrast (geom_S, geom_R) -> level (leaf, middle, high) -> Effect of column ``{level}_{metric}``."""
+    """contrast (geom_S, geom_R) -> level (leaf ... top) -> Effect of column ``{level}_{metric}``."""
     pattern: dict[str, bool]
-    """contrast -> whether the means go down at leaf and middle and up at high."""
+    """contrast -> whether the means go down at every level below the top and up at the top."""
     seeds_with_pattern: dict[str, int]
     """contrast -> number of seeds showing that sign pattern on their own."""
     n_seeds: int
@@ -57,15 +65,11 @@ def can_redistribute(per_seed: pl.DataFrame) -> bool:
     return any(CONTRASTS[c].arms <= arms for c in REDISTRIBUTION_CONTRASTS)
 
 
-def redistribution(
-    per_seed: pl.DataFrame, metric: str = "mAP", *, source: str = DEFAULT_SOURCE
-) -> Redistribution:
-    """H_S - E_S and H_R - E_R at leaf, middle and high for one metric (``mAP``, ``R@1``, ...).
-
-    ``pattern`` flags "finer levels down, highest level up": leaf and middle means < 0 and high mean > 0.
-    A contrast whose arms the table lacks is left out; with neither, this is an InputError.
-    """
-    columns = {level: f"{level}_{metric}" for level in LEVELS}
+def _level_columns(per_seed: pl.DataFrame, metric: str, levels: LevelsLike | None, source: str) -> dict[str, str]:
+    """level -> column ``{level}_{metric}`` of every level (default: the table's, :func:`table_levels`),
+    each required."""
+    codes = table_levels(per_seed.columns) if levels is None else codes_of(levels)
+    columns = {level: f"{level}_{metric}" for level in codes}
     missing = [c for c in columns.values() if c not in per_seed.columns]
     if missing:
         raise InputError(
@@ -73,8 +77,28 @@ def redistribution(
             [f"redistribution of {metric!r} needs column {c!r}" for c in missing],
             hint=f"metric columns present: {', '.join(metric_columns(per_seed)) or '(none)'}",
         )
+    return columns
+
+
+def redistribution(
+    per_seed: pl.DataFrame,
+    metric: str = "mAP",
+    *,
+    source: str = DEFAULT_SOURCE,
+    levels: LevelsLike | None = None,
+) -> Redistribution:
+    """H_S - E_S and H_R - E_R at every level for one metric (``mAP``, ``R@1``, ...).
+
+    ``levels``: the study's levels, leaf first (default: those of the table's columns,
+    :func:`~hierconsole.study.analysis.per_seed.table_levels`); each needs its column. ``pattern`` flags
+    "finer levels down, highest level up": the mean below zero at every level under the top and above
+    zero at the top (three levels: leaf and middle < 0, high > 0). A contrast whose arms the table lacks
+    is left out; with neither, this is an InputError.
+    """
+    columns = _level_columns(per_seed, metric, levels, source)
     effects = simple_effects(per_seed, list(columns.values()), source=source)
-    available = [c for c in REDISTRIBUTION_CONTRASTS if c in effects[columns[LEVELS[0]]]]
+    first = next(iter(columns.values()))
+    available = [c for c in REDISTRIBUTION_CONTRASTS if c in effects[first]]
     if not available:
         needed = " or ".join(EFFECTS[c] for c in REDISTRIBUTION_CONTRASTS)
         raise InputError(source, f"redistribution needs the arms of {needed}; the table has only "
@@ -83,10 +107,10 @@ def redistribution(
     pattern = {}
     seeds_with_pattern = {}
     for c, by_level in contrasts.items():
-        leaf, middle, high = (by_level[level] for level in LEVELS)
-        pattern[c] = leaf.mean < 0 and middle.mean < 0 and high.mean > 0
+        *finer, top = by_level.values()
+        pattern[c] = all(e.mean < 0 for e in finer) and top.mean > 0
         seeds_with_pattern[c] = sum(
-            leaf.per_unit[s] < 0 and middle.per_unit[s] < 0 and high.per_unit[s] > 0 for s in leaf.per_unit
+            all(e.per_unit[s] < 0 for e in finer) and top.per_unit[s] > 0 for s in top.per_unit
         )
     n_seeds = next(iter(contrasts[available[0]].values())).n
     return Redistribution(
@@ -96,3 +120,23 @@ def redistribution(
         seeds_with_pattern=seeds_with_pattern,
         n_seeds=n_seeds,
     )
+
+
+def level_effects(
+    per_seed: pl.DataFrame,
+    metric: str = "mAP",
+    *,
+    source: str = DEFAULT_SOURCE,
+    levels: LevelsLike | None = None,
+) -> dict[str, dict[str, Effect]]:
+    """The level-wise gains and losses of every simple effect the table's arms allow (geom_R, geom_S,
+    loss_E, loss_H, the interaction, in :data:`CONTRASTS` order): effect -> level (leaf ... top) -> the
+    Effect of column ``{level}_{metric}``. The redistribution is this for H - E, with its pattern."""
+    columns = _level_columns(per_seed, metric, levels, source)
+    effects = simple_effects(per_seed, list(columns.values()), source=source)
+    first = next(iter(columns.values()))
+    available = [c for c in CONTRASTS if c in effects[first]]
+    if not available:
+        raise InputError(source, f"no effect is computable from the arms "
+                         f"{', '.join(arms_present(per_seed['arm'].to_list()))}")
+    return {c: {level: effects[col][c] for level, col in columns.items()} for c in available}

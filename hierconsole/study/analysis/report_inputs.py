@@ -11,6 +11,7 @@ from typing import Any
 
 import polars as pl
 
+from hierconsole.levels import PAPER_LEVELS, LevelError, Levels
 from hierconsole.study.analysis.audits.result import Check
 from hierconsole.study.analysis.contrasts import StudyContrast
 from hierconsole.study.analysis.effects import SimpleEffects
@@ -18,14 +19,17 @@ from hierconsole.study.analysis.headline import Headline
 from hierconsole.study.analysis.outer_arms import OuterArmsView
 from hierconsole.study.analysis.pooled import PooledEffect
 from hierconsole.study.analysis.redistribution import Redistribution
-from hierconsole.vocabulary import LEVELS
 
 
 def level_label(level: str, level_names: tuple[str, ...]) -> str:
-    """``"Genus (middle)"``: a level by its dataset's own name, with the protocol's word beside it (once,
-    when the two are the same word)."""
-    if level in LEVELS and len(level_names) == len(LEVELS):
-        name = level_names[LEVELS.index(level)]
+    """``"Genus (middle)"``: a level by its dataset's own name, with its code beside it (once, when the
+    two are the same word); the code alone when `level_names` do not name it."""
+    try:
+        levels = Levels.of(level_names)
+    except LevelError:
+        return level
+    if level in levels.codes:
+        name = levels.name(level)
         return name if name.lower() == level else f"{name} ({level})"
     return level
 
@@ -39,6 +43,7 @@ class StudyInputs:
     dataset_id: str
     phase: str
     level_names: tuple[str, ...]
+    """The dataset's display names of its levels, leaf first (`levels.names`)."""
     preset: dict[str, Any]
     """The preset as registered (its canonical form)."""
     overrides: dict[str, Any]
@@ -65,12 +70,17 @@ class StudyInputs:
     validation: pl.DataFrame
     """seed, arm, epoch, score: the validation hier score of the final runs, per validation pass."""
     tuning: pl.DataFrame
-    """geometry, tau, middle_mAP, high_mAP, score, status (S6); empty when the temperatures were fixed."""
+    """geometry, tau, `{code}_mAP` of each hier level (three levels: middle_mAP, high_mAP), score, status
+    (S6); empty when the temperatures were fixed."""
     posthoc: dict[str, SimpleEffects] = field(default_factory=dict)
     """Re-scored aggregation -> the effects under it: post-hoc, never the registered endpoint."""
     registered_aggregation: str = ""
     family: tuple[str, str] | None = None
     """(family name, member) when the study is a family's member."""
+    levels: Levels = PAPER_LEVELS
+    """The study's levels, leaf first: codes (its columns, `{code}_mAP`) and display names."""
+    hier: tuple[str, ...] = PAPER_LEVELS.non_leaf
+    """The level codes the study's hier score averages (`LevelPlan.hier`)."""
 
 
 @dataclass(frozen=True)
@@ -105,3 +115,5 @@ class FamilyInputs:
     metric: str
     outer: OuterArmsView | str | None = None
     """An outer-split family's arms over splits and paired gains, why not (yet), or None (no arms)."""
+    levels: Levels = PAPER_LEVELS
+    """The members' levels (one dataset), leaf first."""

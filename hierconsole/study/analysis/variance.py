@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from hierconsole.study.analysis.per_seed import KEY_COLUMNS, PERTURBATION, metric_order
+from hierconsole.study.analysis.per_seed import KEY_COLUMNS, PERTURBATION, metric_order_for, table_levels
 from hierconsole.study.analysis.statistics import variance_components
 from hierconsole.vocabulary import ARMS, BASELINES
 
@@ -40,7 +40,7 @@ def arm_variance(
     names = [
         c for c in per_perturbation.columns if c not in (*KEY_COLUMNS, PERTURBATION) and (metrics is None or c in metrics)
     ]
-    names.sort(key=metric_order)
+    names.sort(key=metric_order_for(table_levels(names)))
     present = set(per_perturbation["arm"].to_list()) if "arm" in per_perturbation.columns else set()
     rows = []
     for arm in (a for a in (*ARMS, *BASELINES) if a in present):

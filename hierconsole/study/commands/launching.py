@@ -14,11 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from hierconsole.config import Preset, load_preset
 from hierconsole.config.family import Family, is_family_file, load_family
+from hierconsole.config.level_plan import check_levels
 from hierconsole.config.options import MAX_INTEGER
 from hierconsole.config.overrides import AssignmentError, parse_assignment, split_assignments
-from hierconsole.errors import HierconsoleError
+from hierconsole.datasets.splits import split_level_index
+from hierconsole.datasets.synthetic import BUILT_IN
+from hierconsole.errors import ConfigError, HierconsoleError
+from hierconsole.levels import LevelError, Levels
 from hierconsole.names import check_name
-from hierconsole.study.db.catalog import ensure_dataset, registered_dataset
+from hierconsole.study.db.catalog import dataset_levels, ensure_dataset, registered_dataset
 from hierconsole.study.executors import (
     LOCAL_RAY,
     RAY_CONNECT_TIMEOUT,
@@ -32,7 +36,7 @@ from hierconsole.study.run.drawn_splits import DrawnSplits
 from hierconsole.study.run.families import create_family
 from hierconsole.study.run.lifecycle import create_study, study_splits
 from hierconsole.study.run.orchestrator import Orchestrator
-from hierconsole.vocabulary import Executor
+from hierconsole.vocabulary import SYNTHETIC_PREFIX, Executor
 
 if TYPE_CHECKING:
     from hierconsole.study.db.storage import Store
@@ -330,11 +334,48 @@ class LaunchPlan:
         """The plan with each member's dataset found (built-in synthetic data registered on first use,
         unless `dry_run`) and its splits drawn and checked against it; nothing else is written."""
         dataset_of = registered_dataset if dry_run else ensure_dataset
+        # What the presets say about levels is checked against each dataset's levels first: before built-in
+        # data is generated and registered, and before any split is drawn.
+        for m in self.members:
+            check_member_levels(store, m, self.request.dataset or m.preset.data.dataset)
         members = []
         for m in self.members:
             dataset_id = dataset_of(store, self.request.dataset or m.preset.data.dataset)
             members.append(replace(m, dataset_id=dataset_id, drawn=study_splits(store, m.preset, dataset_id)))
         return replace(self, members=tuple(members))
+
+
+def _levels_of(store: Store, ref: str) -> Levels | None:
+    """The levels of the dataset a preset names: built-in synthetic data's from its definition (it may not
+    be generated yet); None where the dataset is not found (the launch then refuses it by its own rule)."""
+    if ref.startswith(SYNTHETIC_PREFIX):
+        spec = BUILT_IN.get(ref[len(SYNTHETIC_PREFIX) :])
+        return None if spec is None else Levels.of(spec.level_names)
+    try:
+        return dataset_levels(store, registered_dataset(store, ref))
+    except HierconsoleError:
+        return None
+
+
+def check_member_levels(store: Store, member: Member, ref: str) -> None:
+    """The preset's level options (`training.levels`, `level_weights`, `regression_targets`,
+    `evaluation.hier_levels`, `split.level`, `selection_score`) against the levels of dataset `ref`:
+    ConfigError, one line naming the option, the value and the dataset's levels, if one does not fit."""
+    levels = _levels_of(store, ref)
+    if levels is None:
+        return
+    who = f"family member {member.name!r}, " if member.name else ""
+    try:
+        check_levels(member.preset, levels)
+    except LevelError as exc:
+        raise ConfigError(f"{who}dataset {ref!r}: {exc}") from None
+    split = member.preset.split
+    # A level named otherwise than `leaf` (CUB's "Class", or 1) is the leaf too: its groups are single leaves.
+    if split.protocol == "hierarchy_disjoint" and split_level_index(levels, split.level) == 0:
+        raise ConfigError(
+            f"{who}dataset {ref!r}: split.level = {split.level!r} is the leaf level; a hierarchy-disjoint split "
+            f"keeps the groups of a level above it apart (the dataset's levels are {levels.describe()})"
+        )
 
 
 @dataclass

@@ -102,7 +102,7 @@ def rescore(store: Store, study: str, aggregation: Aggregation) -> str:
     return study_id
 
 
-IMPORT_SOURCES = ("generic", "cub", "nabirds", "synthetic")
+IMPORT_SOURCES = ("generic", "cub", "nabirds", "inat", "synthetic")
 
 
 def read_dataset(
@@ -112,10 +112,12 @@ def read_dataset(
     *,
     level_names: Sequence[str] | None = None,
     dim: int | None = None,
+    levels: Sequence[str] | None = None,
 ) -> FeatureSet:
     """A dataset read from its files by the importer of `source` (generic: features, labels, taxonomy;
-    cub: root, features, taxonomy; nabirds: root, features; synthetic: `name` is a built-in set). The
-    name is checked before any file is read; nothing is written."""
+    cub: root, features, taxonomy; nabirds: root, features; inat: features, train[, val] with the ranks
+    `levels`; synthetic: `name` is a built-in set). The name is checked before any file is read; nothing
+    is written."""
     if source == "synthetic":
         from hierconsole.datasets import make_synthetic
         from hierconsole.datasets.synthetic import BUILT_IN
@@ -137,6 +139,10 @@ def read_dataset(
         from hierconsole.datasets import import_nabirds
 
         return import_nabirds(p["root"], p["features"], name=name)
+    if source == "inat":
+        from hierconsole.datasets.inat import import_inat
+
+        return import_inat(p["features"], p["train"], p.get("val"), name=name, levels=levels, expected_dim=dim)
     raise HierconsoleError(f"{source!r} is not an import source; give one of {', '.join(IMPORT_SOURCES)}")
 
 

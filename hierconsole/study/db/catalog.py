@@ -11,7 +11,7 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -215,28 +215,6 @@ def study_levels(store: Store, study_id: str) -> LevelPlan:
         hier=tuple(code for code, _, in_hier in rows if in_hier),
         trained=tuple(code for code, trained, _ in rows if trained),
     )
-
-
-def shuffle_record(store: Store, study_id: str) -> dict[str, Any] | None:
-    """A shuffle control's record: its `taxonomy_shuffles` row (seed, sha256, path) and, for each edge
-    (`taxonomy_shuffle_edges`, fine to coarse), `dev_{child}s` development nodes moved, `{child}_fixed`
-    nodes left under their true parent and `{child}_min` the fewest possible (three levels: dev_leaves,
-    dev_middles, leaf_fixed, leaf_min, middle_fixed, middle_min, as the store held them before version 7).
-    None when the study records none."""
-    rows = store.dicts("SELECT * FROM taxonomy_shuffles WHERE study_id = ?", [study_id])
-    if not rows:
-        return None
-    record = dict(rows[0])
-    codes = study_levels(store, study_id).levels.codes
-    for position, dev_nodes, fixed, fixed_min in store.rows(
-        "SELECT position, dev_nodes, fixed, fixed_min FROM taxonomy_shuffle_edges WHERE study_id = ? "
-        "ORDER BY position",
-        [study_id],
-    ):
-        child = codes[position - 1]
-        dev_key = "dev_leaves" if position == 1 else f"dev_{child}s"
-        record.update({dev_key: dev_nodes, f"{child}_fixed": fixed, f"{child}_min": fixed_min})
-    return record
 
 
 def load_dataset(store: Store, dataset_id: str) -> FeatureSet:

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         reported_aggregation,
         selected_epochs,
         table_frame,
+        tuning_frame,
         variance,
     )
     from hierconsole.study.read.studies import (
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
         has_data,
         list_studies,
         resolve_study,
+        study_levels,
         study_progress,
     )
 
@@ -92,6 +94,7 @@ _MODULES = {
         "reported_aggregation",
         "selected_epochs",
         "table_frame",
+        "tuning_frame",
         "variance",
     ),
     "studies": (
@@ -102,6 +105,7 @@ _MODULES = {
         "has_data",
         "list_studies",
         "resolve_study",
+        "study_levels",
         "study_progress",
     ),
 }
@@ -158,9 +162,11 @@ __all__ = [
     "selected_epochs",
     "stored_audits",
     "study_effects",
+    "study_levels",
     "study_progress",
     "table_frame",
     "taxonomy_lines",
+    "tuning_frame",
     "unfinished_studies",
     "variance",
 ]

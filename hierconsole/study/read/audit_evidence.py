@@ -29,7 +29,7 @@ from hierconsole.study.analysis.audits.seal import (
 )
 from hierconsole.study.analysis.audits.tuning import Candidates, FromScratch, TuningReuse
 from hierconsole.study.db import ids, split_files
-from hierconsole.study.db.catalog import load_dataset, shuffle_record
+from hierconsole.study.db.catalog import load_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.lock import current_lock_digest, final_arms, stored_durations, validation_curves
 from hierconsole.vocabulary import PCA, TRAINING_KINDS, UNTRAINED_BASELINES, JobKind
@@ -273,12 +273,6 @@ def split_counts(store: Store, study_id: str) -> SplitCounts:
             "SELECT role, sizes, params FROM splits WHERE study_id = ? ORDER BY role", [study_id]
         )
     }
-    info = store.one(
-        "SELECT c[1], c[2], c[3] FROM (SELECT list(l.n_groups ORDER BY l.position) AS c FROM studies s JOIN dataset_levels l USING (dataset_id) "
-        "WHERE s.study_id = ?)",
-        [study_id],
-    )
-    assert info is not None  # a registered study has its dataset
     return SplitCounts(
         preset=s.preset,
         protocol=rows[split_files.PROTOCOL],
@@ -286,28 +280,53 @@ def split_counts(store: Store, study_id: str) -> SplitCounts:
         qg_sizes=[r["sizes"] for role, r in rows.items() if role.startswith(split_files.QG_PREFIX)],
         development_fit=len(_split(store, study_id, split_files.FINAL_TRAIN, "fit")),
         final_fit=len(_final_fit(store, s)),
-        groups=(int(info[0]), int(info[1]), int(info[2])),
+        groups=_level_groups(store, study_id),
     )
+
+
+def _level_groups(store: Store, study_id: str) -> dict[str, int]:
+    """level code -> the groups of the study's dataset at that level, leaf first (`dataset_levels`)."""
+    rows = store.rows(
+        "SELECT l.code, l.n_groups FROM studies s JOIN dataset_levels l USING (dataset_id) WHERE s.study_id = ? "
+        "ORDER BY l.position",
+        [study_id],
+    )
+    assert rows  # a registered study has its dataset
+    return {code: int(n) for code, n in rows}
 
 
 def shuffle_control(store: Store, study_id: str) -> ShuffleControl:
     s = study(store, study_id)
     if not s.recorded["controls"]["taxonomy_shuffle"]:
         return ShuffleControl(asked=False, record=None)
-    r = shuffle_record(store, study_id)
-    if r is None:
+    found = _shuffle_record(store, study_id)
+    if found is None:
         return ShuffleControl(asked=True, record=None)
+    r, fixed_min = found
     dataset = store.one("SELECT dataset_id FROM studies WHERE study_id = ?", [study_id])
     assert dataset is not None  # audits run on a registered study
     ds = load_dataset(store, dataset[0])
+    edges = ds.taxonomy.levels.edges
     with np.load(resolve(store.home, r["path"])) as z:
-        lm, mh = z["leaf_middle"].astype(np.int64), z["middle_high"].astype(np.int64)
+        # The training taxonomy's file names each edge `{child}_{parent}` (three levels: leaf_middle,
+        # middle_high, as job folders written before levels were general hold them).
+        parents = tuple(z[edge].astype(np.int64) for edge in edges)
     dev_rows = _split(store, study_id, split_files.FINAL_TRAIN, "fit")
     jobs = tuple(
         (job_id, kind, _spec(store, job_id).train_taxonomy)
         for job_id, kind in store.rows("SELECT job_id, kind FROM jobs WHERE study_id = ? ORDER BY job_id", [study_id])
     )
-    return ShuffleControl(True, r, ds.taxonomy, ds.leaf[dev_rows], lm, mh, jobs)
+    return ShuffleControl(True, r, ds.taxonomy, ds.leaf[dev_rows], parents, fixed_min, jobs)
+
+
+def _shuffle_record(store: Store, study_id: str) -> tuple[Row, tuple[int, ...]] | None:
+    """The study's recorded shuffle (seed, sha256, path: `taxonomy_shuffles`) and the fewest fixed points
+    of each edge, fine to coarse (`taxonomy_shuffle_edges`); None when the store records none."""
+    row = store.dicts("SELECT * FROM taxonomy_shuffles WHERE study_id = ?", [study_id])
+    if not row:
+        return None
+    minima = store.rows("SELECT fixed_min FROM taxonomy_shuffle_edges WHERE study_id = ? ORDER BY position", [study_id])
+    return row[0], tuple(int(m) for (m,) in minima)
 
 
 def pca_fit(store: Store, study_id: str) -> PcaFit:

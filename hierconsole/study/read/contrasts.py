@@ -14,6 +14,7 @@ from hierconsole.study.analysis.contrasts import (
 )
 from hierconsole.study.analysis.contrasts import StudyContrast as StudyContrast
 from hierconsole.study.db import split_files
+from hierconsole.study.db.catalog import study_levels
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.results import empty_levels, per_seed
@@ -84,6 +85,6 @@ def compare_studies(
     excluded = sorted({*empty_levels(store, a), *empty_levels(store, b)})
     return contrast_tables(
         per_seed(store, a), per_seed(store, b), a=label_a, b=label_b, metric=metric, arms=arms, name=name,
-        excluded=excluded,
+        excluded=excluded, levels=study_levels(store, a).levels,  # one dataset, so one set of levels
     )  # fmt: skip
 

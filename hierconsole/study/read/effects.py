@@ -11,12 +11,13 @@ from hierconsole.study.analysis.arms import arm_table
 from hierconsole.study.analysis.effects import omitted_text
 from hierconsole.study.analysis.effects_view import EffectsView as EffectsView
 from hierconsole.study.analysis.effects_view import effects_view
-from hierconsole.study.analysis.per_seed import metric_columns
+from hierconsole.study.analysis.per_seed import metric_columns, table_levels
 from hierconsole.study.analysis.redistribution import Redistribution as Redistribution
 from hierconsole.study.analysis.redistribution import can_redistribute, redistribution
+from hierconsole.study.db.catalog import study_levels
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.results import baselines, per_seed, reported_aggregation
-from hierconsole.vocabulary import BASELINE_SEED, LEVELS
+from hierconsole.vocabulary import BASELINE_SEED
 
 
 def study_effects(
@@ -39,6 +40,7 @@ def study_effects(
         baselines=baselines(store, study_id, reported.name),
         aggregation=reported.label,
         posthoc=reported.posthoc,
+        levels=study_levels(store, study_id).levels,
     )
 
 
@@ -54,17 +56,22 @@ def effects_so_far(
     if base is not None:
         # Only the seeds scored so far, so a trained baseline pairs with the cells it is shown beside.
         base = base.filter(pl.col("seed").is_in([BASELINE_SEED, *scored["seed"].unique().to_list()]))
-    view = effects_view(scored, source=f"study {study_id}", metrics=[metric], baselines=base)
-    levels = [m for m in metric_columns(scored) if m.endswith(f"_{measure}")]
-    return view, arm_table(scored, levels, baselines=base) if base is not None else None
+    levels = None if study_id is None else study_levels(store, study_id).levels
+    view = effects_view(scored, source=f"study {study_id}", metrics=[metric], baselines=base, levels=levels)
+    columns = [m for m in metric_columns(scored) if m.endswith(f"_{measure}")]
+    return view, arm_table(scored, columns, baselines=base) if base is not None else None
 
 
-def redistribution_so_far(scored: pl.DataFrame, measure: str) -> Redistribution | str | None:
-    """The console's Redistribution view of the seeds `scored` so far: H - E at each level of `measure`;
-    what is left out (a line) when the study lacks the arms of both contrasts; None when `measure` is not
-    stored at every level."""
-    if not all(f"{level}_{measure}" in scored.columns for level in LEVELS):
+def redistribution_so_far(
+    scored: pl.DataFrame, measure: str, levels: Sequence[str] | None = None
+) -> Redistribution | str | None:
+    """The console's Redistribution view of the seeds `scored` so far: H - E at each level of `measure`
+    (`levels`: the study's codes, leaf first; default: those of the table's columns); what is left out (a
+    line) when the study lacks the arms of both contrasts; None when `measure` is not stored at every
+    level."""
+    codes = table_levels(scored.columns) if levels is None else tuple(levels)
+    if not all(f"{level}_{measure}" in scored.columns for level in codes):
         return None
     if not can_redistribute(scored):
         return omitted_text(scored["arm"].to_list())
-    return redistribution(scored, measure)
+    return redistribution(scored, measure, levels=codes)

@@ -12,16 +12,19 @@ from typing import Any
 import polars as pl
 
 from hierconsole.errors import HierconsoleError, NotFoundError
+from hierconsole.levels import PAPER_LEVELS
 from hierconsole.study.analysis.contrasts import (
     DEFAULT_METRIC,
     StudyContrast,
     contrasts_frame,
     parse_arm_pair,
 )
+from hierconsole.study.analysis.frames import map_metrics
 from hierconsole.study.analysis.outer_arms import OuterArmsView as OuterArmsView
 from hierconsole.study.analysis.outer_arms import outer_arms_frame, outer_arms_view, outer_gains_frame
 from hierconsole.study.analysis.pooled import PooledEffect as PooledEffect
 from hierconsole.study.analysis.pooled import pooled_effects
+from hierconsole.study.db.catalog import study_levels
 from hierconsole.study.db.records import resolve_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.contrasts import compare_studies
@@ -211,7 +214,9 @@ def family_outer_arms(store: Store, ref: str) -> tuple[FamilyRow, OuterArmsView]
         cells = per_seed(store, m.study_id)
         scored = baselines(store, m.study_id)
         tables[m.member] = cells if scored is None else pl.concat([cells, scored], how="diagonal")
-    return family, outer_arms_view(family.name, outer, tables)
+    # The members share one dataset, hence one set of levels.
+    levels = study_levels(store, family.members[0].study_id).levels if family.members else PAPER_LEVELS
+    return family, outer_arms_view(family.name, outer, tables, map_metrics(levels))
 
 
 def outer_arms_so_far(store: Store, family: FamilyRow) -> OuterArmsView | str | None:

@@ -12,6 +12,7 @@ from hierconsole.locations import job_dir
 from hierconsole.study.analysis import durations
 from hierconsole.study.analysis.durations import Curves, Duration
 from hierconsole.study.analysis.lock import LockInputs, evaluated_model, lock_digest
+from hierconsole.study.db.catalog import study_levels
 from hierconsole.study.db.storage import Store
 from hierconsole.vocabulary import JobKind
 
@@ -24,7 +25,7 @@ def validation_curves(store: Store, study_id: str, preset: Preset) -> Curves:
         "WHERE r.study_id = ? AND r.kind = ? AND v.aggregation = ? AND v.metric = ?",
         [study_id, JobKind.FINAL, preset.evaluation.aggregation, metric],
     )
-    return durations.validation_curves(rows, preset)
+    return durations.validation_curves(rows, preset, study_levels(store, study_id).hier)
 
 
 def final_arms(store: Store, study_id: str) -> list[str]:

@@ -17,16 +17,18 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from hierconsole.errors import HierconsoleError
+from hierconsole.levels import PAPER_CODES
 from hierconsole.study.analysis.paper_datasets import CUB, DATASETS, REGISTERED
 from hierconsole.study.analysis.paper_tables import PAPER_TABLES, paper_long
 from hierconsole.study.analysis.statistics import mean_sd
-from hierconsole.study.db.catalog import get_dataset
+from hierconsole.study.db.catalog import get_dataset, study_levels
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.effects import study_effects
-from hierconsole.study.read.families import family_outer_arms, get_family
+from hierconsole.study.read.families import family_outer_arms, get_family, is_family
 from hierconsole.study.read.results import per_seed, table_frame
-from hierconsole.vocabulary import ARMS, HIER_METRIC, LEVELS, MAP, RECALL_KS
+from hierconsole.vocabulary import ARMS, HIER_METRIC, MAP, RECALL_KS
 
 SCHEMA = {
     "table": pl.Utf8,
@@ -41,8 +43,9 @@ SCHEMA = {
     "comparable": pl.Boolean,
 }
 """The columns of every measured table."""
-LEVEL_METRICS = (*(f"{level}_{MAP}" for level in LEVELS), HIER_METRIC)
-RECALL_METRICS = tuple(f"{level}_R@{k}" for level in LEVELS for k in RECALL_KS)
+# The paper's tables are three-level (`require_three_levels` refuses any other study).
+LEVEL_METRICS = (*(f"{level}_{MAP}" for level in PAPER_CODES), HIER_METRIC)
+RECALL_METRICS = tuple(f"{level}_R@{k}" for level in PAPER_CODES for k in RECALL_KS)
 
 
 @dataclass(frozen=True)
@@ -242,12 +245,31 @@ Rows = Callable[[Store, str, str], Iterator[Row]]
 """(store, dataset, the id a stage recorded) -> a table's rows."""
 
 
+def require_three_levels(store: Store, ref: str) -> None:
+    """Refuse a study (or a family's member studies) whose taxonomy is not three-level: the paper's tables
+    have a row or column per level of a three-level tree (Class/Genus/Family, Leaf/Parent/Supergroup)."""
+    study_id = ref.rpartition(":")[0] if ":" in ref else ref  # a re-score is recorded as study:aggregation
+    if store.one("SELECT 1 FROM studies WHERE study_id = ?", [study_id]) is not None:
+        studies = [study_id]
+    elif is_family(store, ref):
+        studies = [m.study_id for m in get_family(store, ref).members]
+    else:
+        return
+    for sid in studies:
+        levels = study_levels(store, sid).levels
+        if levels.k != 3:
+            raise HierconsoleError(
+                f"study {sid} has {levels.k} levels ({levels.describe()}): the paper's tables are three-level"
+            )
+
+
 def _single(table_id: str, title: str, stage: str, run: str, rows: Rows) -> TableSpec:
     """A table of one dataset's stage (`factorial-cub`, ...), omitted when that stage is absent."""
     dataset = stage.partition("-")[2]
 
     def build(store: Store, outputs: Mapping[str, Mapping[str, str]]) -> Iterator[Row]:
         if run in outputs[stage]:  # a stage recorded by an earlier version may lack a later run
+            require_three_levels(store, outputs[stage][run])
             yield from rows(store, dataset, outputs[stage][run])
 
     return TableSpec(table_id, title, build, (stage,), (stage,))
@@ -261,6 +283,7 @@ def _each(table_id: str, title: str, kind: str, run: str, rows: Rows) -> TableSp
     def build(store: Store, outputs: Mapping[str, Mapping[str, str]]) -> Iterator[Row]:
         for dataset, stage in zip(DATASETS, stages, strict=True):
             if stage in outputs:
+                require_three_levels(store, outputs[stage][run])
                 yield from rows(store, dataset, outputs[stage][run])
 
     return TableSpec(table_id, title, build, (), stages)
@@ -268,6 +291,7 @@ def _each(table_id: str, title: str, kind: str, run: str, rows: Rows) -> TableSp
 
 def _rescored(store: Store, outputs: Mapping[str, Mapping[str, str]]) -> Iterator[Row]:
     study_id, _, aggregation = outputs["rescore-cub"]["rescored"].rpartition(":")
+    require_three_levels(store, study_id)
     yield from _effect_rows(store, CUB, study_id, aggregation)
 
 

@@ -14,6 +14,7 @@ from hierconsole.config.family import flatten
 from hierconsole.contract.events import EventKind
 from hierconsole.datasets.featureset import file_sha256
 from hierconsole.errors import ConfigError, HierconsoleError, NotFoundError
+from hierconsole.levels import PAPER_LEVELS
 from hierconsole.study.analysis.arms import arm_table
 from hierconsole.study.analysis.effects import SimpleEffects, omitted_text, simple_effects
 from hierconsole.study.analysis.headline import headline
@@ -21,8 +22,10 @@ from hierconsole.study.analysis.outer_arms import OuterArmsView
 from hierconsole.study.analysis.redistribution import Redistribution, can_redistribute, redistribution
 from hierconsole.study.analysis.report_inputs import FamilyInputs as FamilyInputs
 from hierconsole.study.analysis.report_inputs import MemberInputs, StudyInputs
+from hierconsole.study.db.catalog import study_levels
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
+from hierconsole.study.db.views import sql_list
 from hierconsole.study.read.audits import current_audits
 from hierconsole.study.read.families import contrasts_so_far, family_effects, get_family, outer_arms_so_far
 from hierconsole.study.read.results import (
@@ -30,10 +33,10 @@ from hierconsole.study.read.results import (
     baselines,
     per_seed,
     registered_aggregation,
-    table_frame,
+    tuning_frame,
     variance,
 )
-from hierconsole.vocabulary import HIER_LEVELS, HIER_METRIC, LEVELS, MAP, POINCARE, JobKind, Phase, arm_parts
+from hierconsole.vocabulary import HIER_METRIC, MAP, POINCARE, JobKind, Phase, arm_parts, hier_score
 
 # What the preset records about the run rather than the protocol: never reported as an override.
 _NOT_PROTOCOL = ("study.name", "study.description")
@@ -140,26 +143,26 @@ def training_curves(store: Store, study_id: str) -> pl.DataFrame:
 
 
 def validation_curves(store: Store, study_id: str) -> pl.DataFrame:
-    """seed, arm, epoch, score: the hier score (mean of the HIER_LEVELS' mAP) of each validation pass of a
-    study's final runs, under its registered aggregation."""
-    levels = ", ".join(f"'{level}'" for level in HIER_LEVELS)
-    long = store.frame(
+    """seed, arm, epoch, score: the hier score (`vocabulary.hier_score` of the study's hier levels' mAP) of
+    each validation pass of a study's final runs where every hier level has a value, under its registered
+    aggregation."""
+    hier = study_levels(store, study_id).hier
+    rows = store.rows(
         "SELECT r.seed, r.arm, v.epoch, v.level, v.value FROM runs r JOIN val_metrics v USING (run_id) "
-        f"WHERE r.study_id = ? AND r.kind = ? AND v.aggregation = ? AND v.metric = ? AND v.level IN ({levels}) "
+        f"WHERE r.study_id = ? AND r.kind = ? AND v.aggregation = ? AND v.metric = ? AND v.level IN ({sql_list(hier)}) "
         "AND v.value IS NOT NULL ORDER BY r.seed, r.arm, v.epoch",
         [study_id, JobKind.FINAL, registered_aggregation(store, study_id), MAP],
     )
+    passes: dict[tuple[int, str, int], dict[str, float]] = {}
+    for seed, arm, epoch, level, value in rows:
+        passes.setdefault((seed, arm, epoch), {})[level] = value
     schema = {"seed": pl.Int64, "arm": pl.String, "epoch": pl.Int64, "score": pl.Float64}
-    if long.is_empty():
-        return pl.DataFrame(schema=schema)
-    return (
-        long.group_by("seed", "arm", "epoch")
-        .agg(pl.col("value").mean().alias("score"), pl.col("level").n_unique().alias("levels"))
-        .filter(pl.col("levels") == len(HIER_LEVELS))
-        .select(list(schema))
-        .sort("seed", "arm", "epoch")
-        .cast(schema)  # type: ignore[arg-type]
-    )
+    scored = [
+        {"seed": seed, "arm": arm, "epoch": epoch, "score": hier_score(by_level, hier=hier)}
+        for (seed, arm, epoch), by_level in passes.items()
+        if len(by_level) == len(hier)
+    ]
+    return pl.DataFrame(scored, schema=schema).sort("seed", "arm", "epoch")
 
 
 def _evaluated(store: Store, study_id: str, aggregation: str | None = None) -> pl.DataFrame | None:
@@ -172,8 +175,7 @@ def _evaluated(store: Store, study_id: str, aggregation: str | None = None) -> p
 def study_inputs(store: Store, study_id: str) -> StudyInputs:
     """Everything the figures and the report of one study show."""
     info = get_study(store, study_id)
-    names = store.one("SELECT level_names FROM datasets WHERE dataset_id = ?", [info.dataset_id])
-    level_names = tuple(names[0]) if names else LEVELS
+    plan = study_levels(store, study_id)
     member = _member_of(store, study_id)
     registered = info.preset.to_dict()
     if member is not None:
@@ -193,8 +195,12 @@ def study_inputs(store: Store, study_id: str) -> StudyInputs:
         effects = simple_effects(table, source=f"study {study_id}", baselines=base)
         omitted = omitted_text(table["arm"].to_list())
         arms = arm_table(table, source=f"study {study_id}", baselines=base)
-        every_level = all(f"{level}_{MAP}" in table.columns for level in LEVELS)
-        redist = redistribution(table, MAP, source=f"study {study_id}") if every_level and can_redistribute(table) else None
+        every_level = all(f"{level}_{MAP}" in table.columns for level in plan.levels.codes)
+        redist = (
+            redistribution(table, MAP, source=f"study {study_id}", levels=plan.levels)
+            if every_level and can_redistribute(table)
+            else None
+        )
         var = variance(store, study_id)
         registered_agg = registered_aggregation(store, study_id)
         for agg in aggregations(store, study_id):
@@ -208,7 +214,7 @@ def study_inputs(store: Store, study_id: str) -> StudyInputs:
         name=info.name,
         dataset_id=info.dataset_id,
         phase=str(info.phase),
-        level_names=level_names,
+        level_names=plan.levels.names,
         preset=registered,
         overrides=overrides,
         preset_name=preset_name,
@@ -226,10 +232,12 @@ def study_inputs(store: Store, study_id: str) -> StudyInputs:
         audits_recorded=recorded,
         curves=training_curves(store, study_id),
         validation=validation_curves(store, study_id),
-        tuning=table_frame(store, "tuning", study_id),
+        tuning=tuning_frame(store, study_id),
         posthoc=posthoc,
         registered_aggregation=registered_aggregation(store, study_id),
         family=(member[0], member[1]) if member is not None else None,
+        levels=plan.levels,
+        hier=plan.hier,
     )
 
 
@@ -264,13 +272,7 @@ def family_inputs(store: Store, ref: str, *, metric: str = HIER_METRIC) -> Famil
     except HierconsoleError as exc:
         outer = str(exc).splitlines()[0]
     first = family.members[0].study_id if family.members else None
-    names = (
-        store.one(
-            "SELECT d.level_names FROM studies s JOIN datasets d USING (dataset_id) WHERE s.study_id = ?", [first]
-        )
-        if first
-        else None
-    )
+    levels = study_levels(store, first).levels if first else PAPER_LEVELS
     return FamilyInputs(
         family_id=family.family_id,
         name=family.name,
@@ -278,10 +280,11 @@ def family_inputs(store: Store, ref: str, *, metric: str = HIER_METRIC) -> Famil
         members=members,
         contrasts=contrasts_so_far(store, family, metric=metric),
         pooled=pooled,
-        level_names=tuple(names[0]) if names else LEVELS,
+        level_names=levels.names if first else PAPER_LEVELS.codes,
         provenance={"hierconsole": __version__, **({"members": {m.member: provenance(store, m.study_id) for m in family.members}})},
         metric=metric,
         outer=outer,
+        levels=levels,
     )
 
 

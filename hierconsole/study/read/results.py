@@ -9,7 +9,6 @@ import polars as pl
 
 from hierconsole.datasets import splits
 from hierconsole.errors import HierconsoleError, NotFoundError
-from hierconsole.levels import PAPER_LEVELS
 from hierconsole.study.analysis.frames import ANALYSIS_TABLES as ANALYSIS_TABLES
 from hierconsole.study.analysis.frames import FAMILY_TABLES as FAMILY_TABLES
 from hierconsole.study.analysis.frames import POSTHOC_TABLES as POSTHOC_TABLES
@@ -49,7 +48,7 @@ def empty_levels(store: Store, study_id: str) -> tuple[str, ...]:
             [study_id],
         )
     ]
-    return splits.empty_levels(valid)
+    return splits.empty_levels(valid, study_levels(store, study_id).levels)
 
 
 def registered_aggregation(store: Store, study_id: str) -> str:
@@ -117,7 +116,12 @@ def baselines(store: Store, study_id: str, aggregation: str | None = None) -> pl
     long = metrics_long(store, study_id, aggregation, arms=BASELINES)
     if long.is_empty():
         return None
-    return baselines_from_long(long, source=f"study {study_id} (baselines)", excluded=empty_levels(store, study_id))
+    return baselines_from_long(
+        long,
+        source=f"study {study_id} (baselines)",
+        excluded=empty_levels(store, study_id),
+        plan=study_levels(store, study_id),
+    )
 
 
 def per_seed(store: Store, study_id: str, aggregation: str | None = None) -> pl.DataFrame:
@@ -129,7 +133,9 @@ def per_seed(store: Store, study_id: str, aggregation: str | None = None) -> pl.
             f"study {study_id} has no official-test metrics yet (phase: {phase}); they appear once every "
             "final run has finished and the locked study has been evaluated"
         )
-    return per_seed_from_long(long, source=f"study {study_id}", excluded=empty_levels(store, study_id))
+    return per_seed_from_long(
+        long, source=f"study {study_id}", excluded=empty_levels(store, study_id), plan=study_levels(store, study_id)
+    )
 
 
 def variance(store: Store, study_id: str, aggregation: str | None = None) -> pl.DataFrame:
@@ -139,12 +145,13 @@ def variance(store: Store, study_id: str, aggregation: str | None = None) -> pl.
     if long.is_empty():
         per_seed(store, study_id, aggregation)  # says why there is nothing yet
     excluded = empty_levels(store, study_id)
-    tables = [per_perturbation_from_long(long, source=f"study {study_id}", excluded=excluded)]
+    plan = study_levels(store, study_id)
+    tables = [per_perturbation_from_long(long, source=f"study {study_id}", excluded=excluded, plan=plan)]
     base = metrics_long(store, study_id, aggregation, arms=BASELINES)
     if not base.is_empty():
         tables.append(
             baseline_perturbations_from_long(
-                base, source=f"study {study_id} (baselines)", excluded=empty_levels(store, study_id)
+                base, source=f"study {study_id} (baselines)", excluded=excluded, plan=plan
             )
         )
     return arm_variance(pl.concat(tables, how="diagonal"))
@@ -170,7 +177,9 @@ def evaluated_per_seed(store: Store, study_id: str, aggregation: str | None = No
     long = long.filter(pl.col("seed").is_in(complete.implode()))
     if long.is_empty():
         return None
-    return per_seed_from_long(long, source=f"study {study_id}", excluded=empty_levels(store, study_id))
+    return per_seed_from_long(
+        long, source=f"study {study_id}", excluded=empty_levels(store, study_id), plan=study_levels(store, study_id)
+    )
 
 
 def selected_epochs(store: Store, study_id: str) -> list[dict]:
@@ -189,10 +198,20 @@ RAW_TABLES = {
     "FROM metrics WHERE study_id = ? ORDER BY run_id, perturbation, aggregation, level, metric",
     "audits": "SELECT study_id, check_name, ok, evidence, checked_at FROM audits WHERE study_id = ? "
     "ORDER BY check_name",
-    "tuning": tuning_sql(PAPER_LEVELS.non_leaf),  # three levels' columns: table_frame renders each study's own
     "durations": "SELECT study_id, arm, epoch, score, seeds FROM arm_durations WHERE study_id = ? ORDER BY arm",
 }
-"""The exportable tables read straight from the store."""
+"""The exportable tables read straight from the store, by their SQL (and `tuning`, :func:`tuning_frame`)."""
+
+
+def tuning_frame(store: Store, study_id: str) -> pl.DataFrame:
+    """study_id, geometry, tau, the validation mAP of each hier level in the study's hier order
+    (`{level}_mAP`; three levels: middle_mAP, high_mAP), score, status: one row per candidate."""
+    return store.frame(_tuning_sql(study_levels(store, study_id).hier), [study_id])
+
+
+def _tuning_sql(hier: tuple[str, ...]) -> str:
+    """The tuning table with one `{level}_mAP` column per hier level (`tuning` and `tuning_levels`)."""
+    return tuning_sql(hier)
 
 
 def table_frame(store: Store, table: str, study_id: str, aggregation: str | None = None) -> pl.DataFrame:
@@ -214,11 +233,14 @@ def table_frame(store: Store, table: str, study_id: str, aggregation: str | None
             per_seed(store, study_id, agg),
             source=f"study {study_id}",
             baselines=baselines(store, study_id, agg),
+            levels=study_levels(store, study_id).levels,
         )
     elif table == "variance":
         frame = variance(store, study_id, agg)
+    elif table == "tuning":
+        return tuning_frame(store, study_id)
     elif table in RAW_TABLES:
-        return store.frame(tuning_sql(study_levels(store, study_id).hier) if table == "tuning" else RAW_TABLES[table], [study_id])
+        return store.frame(RAW_TABLES[table], [study_id])
     else:
         raise NotFoundError(f"unknown table {table!r}")
     if reported.posthoc:

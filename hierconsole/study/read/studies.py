@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from hierconsole.errors import NotFoundError
+from hierconsole.study.db.catalog import study_levels as study_levels
 from hierconsole.study.db.records import StudyInfo, get_study, resolve_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.db.views import sql_list

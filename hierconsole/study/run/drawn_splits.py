@@ -75,6 +75,7 @@ def _draw(preset: Preset, fs: FeatureSet, dataset_id: str) -> tuple[DrawnSplits,
         protocol = hierarchy_disjoint_split(
             labels,
             level=sp.level,
+            levels=fs.taxonomy.levels,
             counts=sp.counts,
             fractions=sp.fractions,
             seed=sp.seed,

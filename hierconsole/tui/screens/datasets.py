@@ -13,12 +13,17 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
+from hierconsole.present.levels import dataset_level_counts, span
 from hierconsole.study.read import DatasetInfo, list_datasets, taxonomy_lines
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen, while_open
 from hierconsole.tui.widgets.table_sync import highlighted_key, sync_rows
 
 VALIDATION_NOTE = "validation: 0 conflicts (one middle per leaf, one high per middle, no empty names)"
+VALIDATION_NOTE_ANY_DEPTH = "validation: 0 conflicts (one parent per node at every level, no empty names)"
+LEVELS_HEADER = "leaf/mid/high"
+DEEP_LEVELS_HEADER = "groups/level"
+"""The counts column's header: three levels' own, or `K · leaf…top` where a deeper tree is listed."""
 
 
 def welcome_text(preset_name: str, description: str) -> Group:
@@ -46,9 +51,16 @@ def dataset_cells(d: DatasetInfo) -> list:
         d.kind,
         f"{d.n_samples:,}",
         str(d.dim),
-        "/".join(map(str, d.level_counts)),
+        level_counts_cell(d),
         f"{d.n_train}/{d.n_val}/{d.n_test}",
     ]
+
+
+def level_counts_cell(d: DatasetInfo) -> str:
+    """Groups per level: `200/122/37` for three levels (or two), `7 · 10000…3` (depth · leaf…top) deeper,
+    so the column keeps its width whatever the depth (the detail pane lists every level)."""
+    counts = [str(c) for c in dataset_level_counts(d)]
+    return span(counts) if len(counts) <= 3 else f"{len(counts)} · {span(counts)}"
 
 
 class DatasetsScreen(ConsoleScreen):
@@ -81,7 +93,7 @@ class DatasetsScreen(ConsoleScreen):
             ("kind", "kind"),
             ("samples", "n"),
             ("dim", "dim"),
-            ("leaf/mid/high", "levels"),
+            (LEVELS_HEADER, "levels"),
             ("train/val/test", "splits"),
         ):
             table.add_column(label, key=key)
@@ -105,6 +117,12 @@ class DatasetsScreen(ConsoleScreen):
             welcome.update(welcome_text(preset.name, preset.study.description))
         table = self.query_one("#datasets", DataTable)
         table.display = bool(self.datasets)
+        deep = any(len(d.level_names) != 3 for d in self.datasets)
+        header = DEEP_LEVELS_HEADER if deep else LEVELS_HEADER
+        column = table.columns.get("levels")  # type: ignore[call-overload]
+        if column is not None and column.label.plain != header:
+            column.label = Text(header)
+            table.refresh()
         sync_rows(table, [(d.dataset_id, dataset_cells(d)) for d in self.datasets])
         if self.datasets:
             table.focus()
@@ -127,7 +145,12 @@ class DatasetsScreen(ConsoleScreen):
         text = Text(f"{message.dataset_id} taxonomy ({names})\n", style="bold")
         for line in message.lines:
             text.append(f"  {line}\n", style="yellow" if line.startswith("warning") else "")
-        text.append(f"  {VALIDATION_NOTE}", style="green")
+        three = info is None or len(info.level_names) == 3
+        if info is not None and not three:  # every level's group count, which the table's column abridges
+            counts = dataset_level_counts(info)
+            text.append("  groups per level: ", style="dim")
+            text.append(", ".join(f"{n} {c:,}" for n, c in zip(info.level_names, counts, strict=True)) + "\n")
+        text.append(f"  {VALIDATION_NOTE if three else VALIDATION_NOTE_ANY_DEPTH}", style="green")
         self.query_one("#taxonomy", Static).update(text)
 
     # -- actions --------------------------------------------------------------------------------------

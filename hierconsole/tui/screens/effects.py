@@ -19,6 +19,7 @@ from hierconsole.contract.events import EventKind
 from hierconsole.errors import HierconsoleError
 from hierconsole.factorial import BASELINE_EFFECTS, EFFECTS
 from hierconsole.locations import report_path
+from hierconsole.present.levels import PAPER, level_choices, levels_in_columns
 from hierconsole.present.render import minimum_width, render
 from hierconsole.present.tables.effects import (
     arm_values_grid,
@@ -41,22 +42,21 @@ from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen, view_width, while_open
 from hierconsole.vocabulary import (
     BASELINE_LEGEND,
-    HIER_LEVELS,
     HIER_SCORE,
-    LEVELS,
     MAP,
     RANKING_METRICS,
     aggregation_label,
     empty_level_note,
 )
 
-LEVEL_CHOICES = (HIER_SCORE, *HIER_LEVELS, LEVELS[0])
-"""The hier score first, then the levels it averages, then the leaf (which it leaves out)."""
+LEVEL_CHOICES = level_choices(PAPER)
+"""A three-level study's: the hier score first, then the levels it averages, then the leaf (which it
+leaves out). A study of another depth cycles `level_choices` of the levels its tables name."""
 MEASURES = RANKING_METRICS
 
 
 def metric_name(level: str, measure: str) -> str:
-    """The per-seed column: hier exists for mAP only (mean of middle and high mAP, never the leaf)."""
+    """The per-seed column: hier exists for mAP only (mean of the non-leaf levels' mAP, never the leaf)."""
     return f"{level}_{measure}"
 
 
@@ -103,6 +103,8 @@ class AnalysisScreen(ConsoleScreen):
         super().__init__()
         self.selection = Selection()
         self.aggregations: list[str] = []
+        self.level_choices: tuple[str, ...] = LEVEL_CHOICES
+        """The levels the picker cycles, from the levels the study's tables name (leaf first)."""
         self._shown: AnalysisScreen.Loaded | None = None
 
     def laid_out_width(self) -> int:
@@ -132,7 +134,9 @@ class AnalysisScreen(ConsoleScreen):
         agg = selection.aggregation if selection.aggregation in aggs else (aggs[0] if aggs else None)
         per_seed = evaluated_per_seed(store, study_id, agg) if agg else None
         result = self.analyse(per_seed, selection) if per_seed is not None else None
-        self.post_message(self.Loaded(study_id, progress, per_seed, aggs, agg, result, empty_levels(store, study_id)))
+        self.post_message(
+            self.Loaded(study_id, progress, per_seed, aggs, agg, result, empty_levels(store, study_id))
+        )
 
     def analyse(self, per_seed: pl.DataFrame, selection: Selection) -> object:
         """Domain calls on the worker thread (override)."""
@@ -142,6 +146,10 @@ class AnalysisScreen(ConsoleScreen):
     @while_open
     def _loaded(self, message: Loaded) -> None:
         self.aggregations = message.aggregations
+        if message.per_seed is not None:
+            self.level_choices = level_choices(
+                levels_in_columns(() if message.per_seed is None else message.per_seed.columns)
+            )
         self.selection = Selection(self.selection.level, self.selection.measure, message.aggregation)
         self._shown = message
         self._show(message)
@@ -160,7 +168,9 @@ class AnalysisScreen(ConsoleScreen):
         else:
             renderable = self.render_result(message, self.laid_out_width())
             if message.empty_levels:
-                notes = Text("\n".join(empty_level_note(level) for level in message.empty_levels), style="yellow")
+                notes = Text(
+                    "\n".join(empty_level_note(level) for level in message.empty_levels), style="yellow"
+                )
                 renderable = Group(notes, renderable)
             content.update(renderable)
         # A result is laid out for the view's width; only what cannot be narrower (a record's longest
@@ -210,7 +220,7 @@ class AnalysisScreen(ConsoleScreen):
         measure = MEASURES[(MEASURES.index(self.selection.measure) + 1) % len(MEASURES)]
         level = self.selection.level
         if measure != MAP and level == HIER_SCORE:
-            level = LEVEL_CHOICES[1]
+            level = self.level_choices[1]
         self.selection = Selection(level, measure, self.selection.aggregation)
         self.reload()
 
@@ -244,17 +254,37 @@ class EffectsScreen(AnalysisScreen):
         view, by_level = cast(tuple[EffectsView, pl.DataFrame | None], message.result)  # what analyse returns
         metric = self.selection.metric
         parts: list[RenderableType] = [
-            *render(arm_values_grid(view.per_seed, view.arms, metric, ARM_DIGITS, view.baselines), width, boxed=False),
+            *render(
+                arm_values_grid(view.per_seed, view.arms, metric, ARM_DIGITS, view.baselines),
+                width,
+                boxed=False,
+            ),
             Text(""),
         ]
-        levels = None if by_level is None else levels_grid(by_level, self.selection.measure, ARM_DIGITS)
+        levels = (
+            None
+            if by_level is None
+            else levels_grid(
+                by_level,
+                self.selection.measure,
+                ARM_DIGITS,
+                levels_in_columns(() if message.per_seed is None else message.per_seed.columns),
+            )
+        )
         if levels is not None:
             # The legend one clause a line, so it never widens the view beyond its tables.
-            parts += [*render(levels, width, boxed=False), Text("\n".join(BASELINE_LEGEND.split("; ")), style="dim"), Text("")]
+            parts += [
+                *render(levels, width, boxed=False),
+                Text("\n".join(BASELINE_LEGEND.split("; ")), style="dim"),
+                Text(""),
+            ]
         if has_effects(view.effects, EFFECTS):
             parts += [*render(effects_grid(view.effects, EFFECT_DIGITS), width, boxed=False), Text("")]
         if has_effects(view.baseline_contrasts, BASELINE_EFFECTS):
-            parts += [*render(baseline_contrasts_grid(view.baseline_contrasts, EFFECT_DIGITS), width, boxed=False), Text("")]
+            parts += [
+                *render(baseline_contrasts_grid(view.baseline_contrasts, EFFECT_DIGITS), width, boxed=False),
+                Text(""),
+            ]
         if view.omitted:
             parts.append(Text(view.omitted, style="yellow"))
         parts += effects_legend()
@@ -288,7 +318,7 @@ class EffectsScreen(AnalysisScreen):
         self.app.call_from_thread(self.notify, f"wrote the report to {path}", title="report", timeout=15)
 
     def action_next_level(self) -> None:
-        levels = LEVEL_CHOICES if self.selection.measure == MAP else LEVEL_CHOICES[1:]
+        levels = self.level_choices if self.selection.measure == MAP else self.level_choices[1:]
         current = self.selection.level if self.selection.level in levels else levels[-1]
         level = levels[(levels.index(current) + 1) % len(levels)]
         self.selection = Selection(level, self.selection.measure, self.selection.aggregation)

@@ -9,7 +9,7 @@ from textual_plotext import PlotextPlot
 from hierconsole.contract import events as ev
 from hierconsole.plurals import counted
 from hierconsole.study.read import EventRow
-from hierconsole.vocabulary import ARMS, LEVELS, MAP, REGRESSION, SUPCON, arm_parts
+from hierconsole.vocabulary import ARMS, HIER_SCORE, LEVELS, MAP, REGRESSION, SUPCON, arm_parts, hier_score
 
 LOSS_GROUPS = (
     ("regression loss", tuple(a for a in ARMS if arm_parts(a)[1] == REGRESSION)),
@@ -49,9 +49,24 @@ class LossPlots(Horizontal):
             plot.refresh()
 
 
+LEVELS_WIDTH = 56
+"""The most a log line's mAP list may take (an 80-column log less its time, kind and cell): a deeper
+tree's levels beyond it show as the hier score, the top and the leaf."""
+
+
 def _level_maps(metrics: dict[str, dict[str, float]]) -> str:
-    parts = [f"{level} {metrics[level][MAP]:.3f}" for level in LEVELS if MAP in metrics.get(level, {})]
-    return f"{MAP} " + ", ".join(parts) if parts else ""
+    """`mAP leaf 0.512, middle 0.431, high 0.610`: every level, leaf first; a deep tree whose levels do not
+    fit `LEVELS_WIDTH` shows the hier score (over the levels above the leaf), its top and its leaf."""
+    # Three levels in the paper's order whatever order the event gives them; other depths in the event's
+    # order (the worker writes them leaf first).
+    order = LEVELS if set(metrics) <= set(LEVELS) else tuple(metrics)
+    found = [level for level in order if MAP in metrics.get(level, {})]
+    parts = [f"{level} {metrics[level][MAP]:.3f}" for level in found]
+    text = ", ".join(parts)
+    if len(found) > 3 and len(text) > LEVELS_WIDTH:
+        hier = hier_score({level: metrics[level][MAP] for level in found}, hier=found[1:])
+        text = f"{HIER_SCORE} {hier:.3f}, {parts[-1]}, {parts[0]} (of {len(found)} levels)"
+    return f"{MAP} " + text if parts else ""
 
 
 def _run(run_id: str) -> str:

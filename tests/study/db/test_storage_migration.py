@@ -15,7 +15,7 @@ from hierconsole.errors import StoreNeedsUpgradeError
 from hierconsole.levels import PAPER_LEVELS, LevelPlan
 from hierconsole.locations import db_path
 from hierconsole.present.export import write_table
-from hierconsole.study.db.catalog import list_datasets, shuffle_record, study_levels
+from hierconsole.study.db.catalog import list_datasets, study_levels
 from hierconsole.study.db.storage import SCHEMA_VERSION, VIEWS_KEY, Store
 from hierconsole.study.read.datasets import taxonomy_lines
 from hierconsole.study.read.results import table_frame
@@ -118,7 +118,7 @@ STORES = Path(__file__).parents[2] / "stores"
 SCHEMA_V6 = STORES / "schema_v6.sql"
 """store/schema.sql as version 6 had it (commit ef279f0), and its rendered views: a version-6 store is built
 from them, as a version-6 hierconsole left it."""
-VIEWS_V6 = STORES / "views_v6.sql"
+VIEWS_V6 = STORES / "views_v6_rendered.sql"
 EXPORTED = ("metrics", "runs", "audits", "tuning", "arms", "effects", "recall", "deviation", "redistribution")
 SHUFFLE_STUDY = "demo-shuffled"
 
@@ -184,7 +184,9 @@ def _exports(home: Path, out: Path) -> dict[str, bytes]:
                 files[path.name] = path.read_bytes()
         files["datasets"] = repr([(d.dataset_id, d.n_leaf, d.level_counts, d.levels) for d in list_datasets(store)]).encode()
         files["taxonomy"] = "\n".join(taxonomy_lines(store, "tiny")).encode()
-        files["shuffle"] = repr(shuffle_record(store, SHUFFLE_STUDY)).encode()
+        files["shuffle"] = repr(
+            store.rows("SELECT * FROM taxonomy_shuffles s JOIN taxonomy_shuffle_edges USING (study_id) ORDER BY position")
+        ).encode()
     return files
 
 

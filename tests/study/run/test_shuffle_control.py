@@ -16,7 +16,7 @@ from hierconsole.datasets import FeatureSet
 from hierconsole.engine import checkpoints
 from hierconsole.engine.retrieval import evaluate
 from hierconsole.engine.trainer import FactorialTrainer, build_projector, embed
-from hierconsole.study.db.catalog import register_dataset, shuffle_record
+from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.audits import stored_audits
 from hierconsole.study.run.lifecycle import _taxonomy_shuffle, create_study
@@ -137,8 +137,10 @@ def test_a_shuffle_control_study_records_and_audits_its_training_taxonomy(tmp_pa
         register_dataset(store, tiny_fs)
         study_id = create_study(store, preset, "tiny")
         Orchestrator(store, max_parallel=2).run_until_idle()
-        row = shuffle_record(store, study_id)
-        assert (row["dev_middles"], row["leaf_fixed"], row["middle_fixed"]) == (5, row["leaf_min"], row["middle_min"])
+        edges = store.rows(
+            "SELECT dev_nodes, fixed, fixed_min FROM taxonomy_shuffle_edges WHERE study_id = ? ORDER BY position", [study_id]
+        )
+        assert edges[1][0] == 5 and [fixed for _, fixed, _ in edges] == [fixed_min for *_, fixed_min in edges]
         checks = {c.name: c for c in stored_audits(store, study_id)}
         assert all(c.ok for c in checks.values()), [c for c in checks.values() if not c.ok]
         assert "1 middles unmoved" in checks["taxonomy_shuffle_development_only"].evidence

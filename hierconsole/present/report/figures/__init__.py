@@ -54,7 +54,7 @@ KINDS: dict[str, FigureKind] = {
         ),
         FigureKind(
             "redistribution",
-            "level-wise mAP per arm (leaf, middle, high), and H - E per level with its interval",
+            "level-wise mAP per arm (every level, leaf first), and H - E per level with its interval",
             "levels",
             "redistribution_figure",
             None,

@@ -8,6 +8,7 @@ from matplotlib.figure import Figure
 
 from hierconsole.errors import HierconsoleError
 from hierconsole.present import numbers
+from hierconsole.present.levels import hier_words
 from hierconsole.present.report.figures.style import MUTED, arm_colour, drawn_in_style, figure
 from hierconsole.study.analysis.report_inputs import FamilyInputs, MemberInputs
 from hierconsole.study.analysis.statistics import ci95_t
@@ -62,7 +63,7 @@ def curvature_figure(inputs: FamilyInputs, metric: str = HIER_METRIC) -> Figure:
         ax.plot([], [], marker=RADIUS_MARKERS[k % len(RADIUS_MARKERS)], color=MUTED, linestyle="none", label=f"r = {numbers.setting(r)}")
     ax.set_xscale("log")
     ax.set_xlabel("curvature c (log scale)")
-    ax.set_ylabel("hier mAP (mean of middle and high)" if metric == HIER_METRIC else metric)
+    ax.set_ylabel(f"hier mAP (mean of {hier_words(inputs)})" if metric == HIER_METRIC else metric)
     ax.set_title(f"{inputs.name}: operating points, 95 % t interval", loc="left")
     ax.legend(loc="best")
     return fig

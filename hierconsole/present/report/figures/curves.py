@@ -6,10 +6,14 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from hierconsole.errors import HierconsoleError
+from hierconsole.present.levels import hier_words, level_label, levels_from
 from hierconsole.present.report.figures.style import NEUTRAL, arm_colour, drawn_in_style, figure
-from hierconsole.study.analysis.report_inputs import StudyInputs, level_label
+from hierconsole.study.analysis.report_inputs import StudyInputs
 from hierconsole.study.analysis.statistics import t_half_width
-from hierconsole.vocabulary import ARMS, BASELINES, LEVELS
+from hierconsole.vocabulary import ARMS, BASELINES
+
+PANELS_PER_ROW = 4
+"""Recall@K has a panel per level: a deep tree's panels wrap, four to a row, to stay readable."""
 
 SEED_STYLES = ("-", "--", ":", "-.")
 """Seeds of one cell share its colour and differ in line style (cycled past four)."""
@@ -54,7 +58,7 @@ def training_figure(inputs: StudyInputs) -> Figure:
     fig.axes[0].legend(ncols=2)
     if len(fig.axes) > 1:
         fig.axes[1].set_ylabel("validation hier mAP")
-        fig.axes[1].set_title("validation (mean of middle and high mAP)", loc="left")
+        fig.axes[1].set_title(f"validation (mean of {hier_words(inputs)} mAP)", loc="left")
     return fig
 
 
@@ -72,8 +76,12 @@ def recall_figure(inputs: StudyInputs) -> Figure:
     ks = _recall_ks(arms) if arms is not None else []
     if arms is None or not ks:
         raise HierconsoleError(f"study {inputs.study_id} has no Recall@K metrics (phase {inputs.phase})")
-    fig = figure("double", 2.3, ncols=len(LEVELS), sharey=True)
-    for ax, level in zip(fig.axes, LEVELS, strict=True):
+    levels = levels_from(inputs).codes
+    nrows = -(-len(levels) // PANELS_PER_ROW)
+    fig = figure("double", 2.3 * nrows, ncols=min(len(levels), PANELS_PER_ROW), nrows=nrows, sharey=True)
+    for ax in fig.axes[len(levels) :]:  # the last row's empty places
+        fig.delaxes(ax)
+    for ax, level in zip(fig.axes, levels, strict=True):
         for arm in _by_arm(arms):
             rows = {r["metric"]: r for r in arms.filter(pl.col("arm") == arm).iter_rows(named=True)}
             found = [(k, rows[f"{level}_R@{k}"]) for k in ks if f"{level}_R@{k}" in rows]
@@ -96,7 +104,7 @@ def recall_figure(inputs: StudyInputs) -> Figure:
         ax.set_xticks(ks, [str(k) for k in ks])
         ax.minorticks_off()
         ax.set_xlabel("K")
-        ax.set_title(level_label(level, inputs.level_names), loc="left")
+        ax.set_title(level_label(inputs, level), loc="left")
     fig.axes[0].set_ylabel("Recall@K (strict)")
     if fig.axes[-1].get_legend_handles_labels()[0]:  # a level with no valid query draws no curve there
         fig.axes[-1].legend(ncols=2, loc="lower right")
@@ -127,7 +135,7 @@ def temperature_figure(inputs: StudyInputs) -> Figure:
             ax.plot(win["tau"].to_list(), win["score"].to_list(), marker="*", markersize=9, color=colour, linestyle="none")
     ax.set_xscale("log")
     ax.set_xlabel("temperature τ (SupCon)")
-    ax.set_ylabel("validation score (mean of middle, high mAP)")
+    ax.set_ylabel(f"validation score (mean of {hier_words(inputs, sep=', ')} mAP)")
     ax.set_title(f"{inputs.name}: temperature selection (★ chosen)", loc="left")
     ax.legend()
     return fig

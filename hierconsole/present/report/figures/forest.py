@@ -11,6 +11,7 @@ from matplotlib.lines import Line2D
 
 from hierconsole.errors import HierconsoleError
 from hierconsole.factorial import CONTRASTS, EFFECTS
+from hierconsole.present.levels import hier_words, level_label
 from hierconsole.present.report.figures.style import (
     MUTED,
     NEUTRAL,
@@ -21,7 +22,7 @@ from hierconsole.present.report.figures.style import (
     figure,
 )
 from hierconsole.study.analysis.paired import PairedSummary
-from hierconsole.study.analysis.report_inputs import FamilyInputs, StudyInputs, level_label
+from hierconsole.study.analysis.report_inputs import FamilyInputs, StudyInputs
 from hierconsole.vocabulary import HIER_METRIC, HIER_SCORE
 
 T_OFFSET = 0.17
@@ -64,11 +65,11 @@ def draw_forest(ax: Axes, rows: list[ForestRow]) -> None:
     )
 
 
-def _metric_label(metric: str, level_names: tuple[str, ...]) -> str:
+def _metric_label(metric: str, inputs: StudyInputs | FamilyInputs) -> str:
     level, _, measure = metric.partition("_")
     if metric == HIER_METRIC:
-        return "hier mAP (mean of middle and high mAP)"
-    return f"{level_label(level, level_names)} {measure}" if measure else metric
+        return f"hier mAP (mean of {hier_words(inputs)} mAP)"
+    return f"{level_label(inputs, level)} {measure}" if measure else metric
 
 
 def _effect_colour(name: str) -> str:
@@ -97,7 +98,7 @@ def effects_forest(inputs: StudyInputs, metric: str = HIER_METRIC) -> Figure:
     fig = figure("single", _height(len(rows)))
     ax = fig.axes[0]
     draw_forest(ax, rows)
-    ax.set_xlabel(f"Δ {_metric_label(metric, inputs.level_names)}, paired by seed")
+    ax.set_xlabel(f"Δ {_metric_label(metric, inputs)}, paired by seed")
     ax.set_title(f"{inputs.name}: effects over {len(inputs.seeds)} seeds", loc="left")
     return fig
 
@@ -113,7 +114,7 @@ def pooled_forest(inputs: FamilyInputs) -> Figure:
     fig = figure("single", _height(len(rows)))
     ax = fig.axes[0]
     draw_forest(ax, rows)
-    ax.set_xlabel(f"Δ {_metric_label(inputs.metric, inputs.level_names)}, member mean over seeds")
+    ax.set_xlabel(f"Δ {_metric_label(inputs.metric, inputs)}, member mean over seeds")
     ax.set_title(f"{inputs.name}: effects pooled over {len(inputs.members)} members", loc="left")
     return fig
 
@@ -128,7 +129,7 @@ def contrasts_forest(inputs: FamilyInputs) -> Figure:
             waiting.append(f"{name}: {result}")
             continue
         for r in result.rows:
-            level = "hier" if r.level == HIER_SCORE else level_label(r.level, inputs.level_names)
+            level = "hier" if r.level == HIER_SCORE else level_label(inputs, r.level)
             arms = r.arm_a if r.arm_a == r.arm_b else f"{r.arm_a} − {r.arm_b}"
             rows.append(ForestRow(f"{name} · {arms} · {level}", r, arm_colour(r.arm_a)))
     if not rows:
@@ -138,7 +139,7 @@ def contrasts_forest(inputs: FamilyInputs) -> Figure:
     ax = fig.axes[0]
     draw_forest(ax, rows)
     metric = inputs.metric.partition("_")[2] or inputs.metric
-    ax.set_xlabel(f"A − B {metric} (levels as labelled; hier = mean of middle and high), paired by seed")
+    ax.set_xlabel(f"A − B {metric} (levels as labelled; hier = mean of {hier_words(inputs)}), paired by seed")
     ax.set_title(f"{inputs.name}: declared contrasts", loc="left")
     if waiting:
         fig.text(0.01, 0.0, "\n".join(f"not yet: {line}" for line in waiting), fontsize=6, color=MUTED, va="top")

@@ -1,16 +1,22 @@
-"""Level-wise redistribution (paper §5.4): each arm's mAP at leaf, middle and high, and H − E per level."""
+"""Level-wise redistribution (paper §5.4): each arm's mAP at every level, leaf first, and H − E per level."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import polars as pl
 from matplotlib.figure import Figure
 
 from hierconsole.errors import HierconsoleError
 from hierconsole.factorial import CONTRASTS, EFFECTS
+from hierconsole.present.levels import level_label, levels_from
 from hierconsole.present.report.figures.style import ZERO_LINE, arm_colour, drawn_in_style, figure
-from hierconsole.study.analysis.report_inputs import StudyInputs, level_label
+from hierconsole.study.analysis.report_inputs import StudyInputs
 from hierconsole.study.analysis.statistics import t_half_width
-from hierconsole.vocabulary import ARMS, BASELINES, LEVELS, MAP
+from hierconsole.vocabulary import ARMS, BASELINES, MAP
+
+ROTATE_BEYOND = 6
+"""More levels than this turn their tick labels, so the names do not run into each other."""
 
 OFFSET = 0.08
 """Arms side by side at each level, so their error bars do not hide each other."""
@@ -25,18 +31,20 @@ def redistribution_figure(inputs: StudyInputs) -> Figure:
             f"study {inputs.study_id} has no level-wise redistribution: it needs official-test mAP at every "
             "level and the arms of H_S - E_S or H_R - E_R"
         )
+    levels = levels_from(inputs).codes
     fig = figure("double", 2.6, ncols=2)
     left, right = fig.axes
-    xs = list(range(len(LEVELS)))
-    labels = [level_label(level, inputs.level_names) for level in LEVELS]
+    xs = list(range(len(levels)))
+    labels = [level_label(inputs, level) for level in levels]
+    ticks: dict[str, Any] = {"rotation": 45, "ha": "right", "rotation_mode": "anchor"} if len(levels) > ROTATE_BEYOND else {}
     arms = inputs.arms
     present = [a for a in (*ARMS, *BASELINES) if a in set(arms["arm"].to_list())]
     for k, arm in enumerate(present):
         rows = {r["metric"]: r for r in arms.filter(pl.col("arm") == arm).iter_rows(named=True)}
-        means = [rows[f"{level}_{MAP}"]["mean"] for level in LEVELS]
+        means = [rows[f"{level}_{MAP}"]["mean"] for level in levels]
         errors = [
             t_half_width(r["sd"], r["n"]) if r["sd"] is not None and r["n"] and r["n"] > 1 else 0.0
-            for r in (rows[f"{level}_{MAP}"] for level in LEVELS)
+            for r in (rows[f"{level}_{MAP}"] for level in levels)
         ]
         shift = (k - (len(present) - 1) / 2) * OFFSET / 2
         left.errorbar(
@@ -50,7 +58,7 @@ def redistribution_figure(inputs: StudyInputs) -> Figure:
             capsize=2,
             label=arm,
         )
-    left.set_xticks(xs, labels)
+    left.set_xticks(xs, labels, **ticks)
     left.set_ylabel("official-test mAP")
     left.set_title("mAP per level (cells: 95 % t interval over seeds)", loc="left")
     left.legend(ncols=2, loc="best")
@@ -60,11 +68,11 @@ def redistribution_figure(inputs: StudyInputs) -> Figure:
         shift = (k - (len(result.contrasts) - 1) / 2) * 2 * OFFSET
         plus = CONTRASTS[contrast].plus
         colour = arm_colour(plus if isinstance(plus, str) else "")
-        for x, level in zip(xs, LEVELS, strict=True):
+        for x, level in zip(xs, levels, strict=True):
             e = by_level[level]
             right.scatter([x + shift] * e.n, list(e.per_unit.values()), s=10, facecolors="none", edgecolors=colour, linewidths=0.7)
-        means = [by_level[level].mean for level in LEVELS]
-        t = [by_level[level].evidence.ci95_t for level in LEVELS]
+        means = [by_level[level].mean for level in levels]
+        t = [by_level[level].evidence.ci95_t for level in levels]
         lower = [m - iv[0] if iv else 0.0 for m, iv in zip(means, t, strict=True)]
         upper = [iv[1] - m if iv else 0.0 for m, iv in zip(means, t, strict=True)]
         flag = "finer down, highest up" if result.pattern[contrast] else "not finer down, highest up"
@@ -79,7 +87,7 @@ def redistribution_figure(inputs: StudyInputs) -> Figure:
             label=f"{EFFECTS[contrast]} ({flag}; {result.seeds_with_pattern[contrast]}/{result.n_seeds} seeds)",
         )
     right.axhline(0.0, **ZERO_LINE)
-    right.set_xticks(xs, labels)
+    right.set_xticks(xs, labels, **ticks)
     right.set_ylabel("Δ mAP (H − E), paired by seed")
     right.set_title("H − E per level, 95 % t interval", loc="left")
     right.legend(loc="best")
