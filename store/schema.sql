@@ -1,6 +1,7 @@
--- hierconsole store, schema version 2. Applied by hierconsole.storage on a new store. Every statement is
--- idempotent (IF NOT EXISTS): version 2 only added tables, so the migration from version 1 re-applies
--- this file (storage.MIGRATIONS). A later change to an existing table needs a migration of its own.
+-- hierconsole store, schema version 7. Applied by hierconsole.storage on a new store. Every statement is
+-- idempotent (IF NOT EXISTS): versions 2, 4, 5 and 6 only added tables, so their migrations re-apply
+-- this file (storage.MIGRATIONS). A change to an existing table needs a migration of its own (version 3:
+-- the jobs' executor columns; version 7: the levels of any depth, `storage._k_levels`).
 
 CREATE TABLE IF NOT EXISTS meta (
     key   VARCHAR PRIMARY KEY,
@@ -13,8 +14,6 @@ CREATE TABLE IF NOT EXISTS datasets (
     n_samples   INTEGER NOT NULL,
     dim         INTEGER NOT NULL,
     n_leaf      INTEGER NOT NULL,
-    n_middle    INTEGER NOT NULL,
-    n_high      INTEGER NOT NULL,
     n_train     INTEGER NOT NULL,
     n_val       INTEGER NOT NULL,
     n_test      INTEGER NOT NULL,
@@ -27,12 +26,20 @@ CREATE TABLE IF NOT EXISTS datasets (
     created_at  TIMESTAMP NOT NULL DEFAULT current_timestamp
 );
 
+-- Version 7: a dataset's K levels (2 <= K <= 12), leaf (position 1) to top (position K).
+CREATE TABLE IF NOT EXISTS dataset_levels (
+    dataset_id VARCHAR NOT NULL,
+    position   INTEGER NOT NULL,           -- 1 = leaf ... K = top
+    code       VARCHAR NOT NULL,           -- stored in metrics.level, JSON keys, column names (levels.Levels)
+    name       VARCHAR NOT NULL,           -- display name from the data
+    n_groups   INTEGER NOT NULL,           -- nodes at this level
+    PRIMARY KEY (dataset_id, position)
+);
+
 CREATE TABLE IF NOT EXISTS taxonomy_nodes (
     dataset_id VARCHAR NOT NULL,
     leaf_index INTEGER NOT NULL,
-    leaf       VARCHAR NOT NULL,
-    middle     VARCHAR NOT NULL,
-    high       VARCHAR NOT NULL,
+    path       VARCHAR[] NOT NULL,         -- the leaf's node name at every level, leaf first (K names)
     PRIMARY KEY (dataset_id, leaf_index)
 );
 
@@ -48,6 +55,17 @@ CREATE TABLE IF NOT EXISTS studies (
     locked_at       TIMESTAMP,
     lock_sha256     VARCHAR,               -- hash over preset hash, split hashes and final-state hashes
     test_first_read_at TIMESTAMP
+);
+
+-- Version 7: a study's level plan (levels.LevelPlan) over its dataset's levels, written at creation: which
+-- levels it trains on and which its hier score averages. The views read the hier levels from here.
+CREATE TABLE IF NOT EXISTS study_levels (
+    study_id VARCHAR NOT NULL,
+    position INTEGER NOT NULL,             -- dataset_levels.position
+    code     VARCHAR NOT NULL,
+    trained  BOOLEAN NOT NULL,
+    in_hier  BOOLEAN NOT NULL,
+    PRIMARY KEY (study_id, position)
 );
 
 CREATE TABLE IF NOT EXISTS splits (
@@ -145,11 +163,19 @@ CREATE TABLE IF NOT EXISTS tuning (
     study_id  VARCHAR NOT NULL,
     geometry  VARCHAR NOT NULL,
     tau       DOUBLE NOT NULL,
-    middle_mAP DOUBLE,
-    high_mAP  DOUBLE,
-    score     DOUBLE,
+    score     DOUBLE,                      -- the validation hier score (vocabulary.hier_score)
     status    VARCHAR,                     -- winner | runner-up | null
     PRIMARY KEY (study_id, geometry, tau)
+);
+
+-- Version 7: each tuning candidate's validation mAP at every hier level (null: no valid query).
+CREATE TABLE IF NOT EXISTS tuning_levels (
+    study_id  VARCHAR NOT NULL,
+    geometry  VARCHAR NOT NULL,
+    tau       DOUBLE NOT NULL,
+    level     VARCHAR NOT NULL,            -- a level code, in study_levels
+    mAP       DOUBLE,
+    PRIMARY KEY (study_id, geometry, tau, level)
 );
 
 CREATE TABLE IF NOT EXISTS audits (
@@ -173,20 +199,24 @@ CREATE TABLE IF NOT EXISTS events (
 -- Version 2 --------------------------------------------------------------------------------------------
 
 -- The training taxonomy of a semantic-alignment control (preset controls.taxonomy_shuffle): development
--- leaves and middles re-attached at random, group sizes kept. Evaluation always reads the true taxonomy.
+-- nodes re-attached at random at every edge, group sizes kept. Evaluation always reads the true taxonomy.
 CREATE TABLE IF NOT EXISTS taxonomy_shuffles (
     study_id     VARCHAR PRIMARY KEY,
     seed         BIGINT NOT NULL,
     sha256       VARCHAR NOT NULL,         -- Taxonomy.sha256 of the training taxonomy
-    leaf_middle  JSON NOT NULL,            -- the permutation: training middle index per leaf
-    middle_high  JSON NOT NULL,            -- training high index per middle
-    dev_leaves   INTEGER NOT NULL,         -- leaves with a development sample (the only ones moved)
-    dev_middles  INTEGER NOT NULL,
-    leaf_fixed   INTEGER NOT NULL,         -- development leaves left under their true middle
-    leaf_min     INTEGER NOT NULL,         -- the fewest the group sizes allow
-    middle_fixed INTEGER NOT NULL,         -- development middles left under their true high
-    middle_min   INTEGER NOT NULL,
-    path         VARCHAR NOT NULL          -- npz (leaf_middle, middle_high) that training jobs read
+    path         VARCHAR NOT NULL          -- npz (one array per edge, levels.Levels.edge_key) jobs read
+);
+
+-- Version 7: the shuffle at each edge, fine to coarse (K-1 rows).
+CREATE TABLE IF NOT EXISTS taxonomy_shuffle_edges (
+    study_id  VARCHAR NOT NULL,
+    position  INTEGER NOT NULL,            -- the child level's dataset_levels.position (1 = leaf)
+    edge      VARCHAR NOT NULL,            -- levels.Levels.edge_key: leaf_middle, middle_high, ...
+    parents   JSON NOT NULL,               -- the permutation: training parent index per child node
+    dev_nodes INTEGER NOT NULL,            -- child nodes with a development sample (the only ones moved)
+    fixed     INTEGER NOT NULL,            -- development nodes left under their true parent
+    fixed_min INTEGER NOT NULL,            -- the fewest the group sizes allow
+    PRIMARY KEY (study_id, position)
 );
 
 -- A family: studies of one base preset, each member with its overrides, sharing the training seeds.

@@ -5,20 +5,28 @@
 -- the store opens.
 
 -- Registered (not post-hoc) test metrics, Q/G perturbations averaged within seed; the `${hier}` level is
--- the mean of strict ${hier_rule} (never the leaf).
+-- the mean of strict ${map} at the study's hier levels (study_levels.in_hier; never the leaf), summed one
+-- level at a time in level order from 0.0 as vocabulary.hier_score does, levels without a value left out.
+-- No level code is a column name here, so any depth (and any code) reads the same.
 CREATE OR REPLACE VIEW per_seed_metrics AS
 WITH base AS (
     SELECT study_id, aggregation, seed, arm, level, metric, avg(value) AS value
     FROM metrics
     WHERE NOT posthoc AND metric IN (${ranking_metrics})
     GROUP BY ALL
+),
+hier AS (
+    SELECT b.study_id, b.aggregation, b.seed, b.arm,
+           list(b.value ORDER BY l.position) FILTER (WHERE b.value IS NOT NULL AND NOT isnan(b.value)) AS present
+    FROM base b JOIN study_levels l ON l.study_id = b.study_id AND l.code = b.level AND l.in_hier
+    WHERE b.metric = '${map}'
+    GROUP BY b.study_id, b.aggregation, b.seed, b.arm
 )
 SELECT * FROM base
 UNION ALL
-SELECT study_id, aggregation, seed, arm, '${hier}' AS level, '${map}' AS metric, avg(value) AS value
-FROM base
-WHERE metric = '${map}' AND level IN (${hier_levels})
-GROUP BY study_id, aggregation, seed, arm;
+SELECT study_id, aggregation, seed, arm, '${hier}' AS level, '${map}' AS metric,
+       list_reduce(coalesce(present, []), lambda x, y: x + y, 0.0::DOUBLE) / nullif(len(present), 0) AS value
+FROM hier;
 
 CREATE OR REPLACE VIEW arm_summary AS
 SELECT study_id, aggregation, arm, level, metric, avg(value) AS mean, stddev_samp(value) AS sd,
@@ -46,19 +54,24 @@ SELECT study_id, aggregation, level, metric, effect, avg(value) AS mean, stddev_
 FROM effects_per_seed
 GROUP BY ALL;
 
--- Level-wise redistribution: H - E under each loss, per level, with the "finer down, highest up" flag.
+-- Level-wise redistribution: H - E under each loss, one row per level (position 1 = leaf ... K = top), with
+-- the "finer down, highest up" flag of the contrast on each of its rows: every finer level's mean below
+-- zero and the top level's above.
 CREATE OR REPLACE VIEW redistribution AS
 WITH s AS (
-    SELECT study_id, aggregation, effect, level, avg(value) AS mean
-    FROM effects_per_seed
-    WHERE metric = '${map}' AND effect IN (${redistribution_contrasts}) AND level IN (${levels})
+    SELECT e.study_id, e.aggregation, e.effect, l.position, e.level, avg(e.value) AS mean
+    FROM effects_per_seed e JOIN study_levels l ON l.study_id = e.study_id AND l.code = e.level
+    WHERE e.metric = '${map}' AND e.effect IN (${redistribution_contrasts})
     GROUP BY ALL
+),
+depth AS (
+    SELECT study_id, max(position) AS top FROM study_levels GROUP BY study_id
 )
-SELECT study_id, aggregation, effect,
-       ${level_columns},
-       (${finer_down_highest_up}) AS finer_down_highest_up
-FROM s
-GROUP BY ALL;
+SELECT s.study_id, s.aggregation, s.effect, s.position, s.level, s.mean,
+       (bool_and(s.mean < 0) FILTER (WHERE s.position < d.top) OVER w
+        AND bool_and(s.mean > 0) FILTER (WHERE s.position = d.top) OVER w) AS finer_down_highest_up
+FROM s JOIN depth d USING (study_id)
+WINDOW w AS (PARTITION BY s.study_id, s.aggregation, s.effect);
 
 CREATE OR REPLACE VIEW audit_status AS
 SELECT study_id, check_name,

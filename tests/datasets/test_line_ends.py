@@ -23,6 +23,6 @@ def test_a_generic_import_reads_every_kind_of_line_end(tmp_path: Path, end: byte
     assert main(["--home", str(tmp_path / "home"), *unix.import_args("unix")]) == 0, capsys.readouterr()
     with Store(tmp_path / "home", read_only=True) as store:
         shas = dict(store.rows("SELECT dataset_id, sha256 FROM datasets"))
-        counts = store.rows("SELECT dataset_id, n_samples, n_leaf, n_middle, n_high FROM datasets ORDER BY ALL")
+        counts = store.rows("SELECT dataset_id, n_samples, list(n_groups ORDER BY position) FROM datasets JOIN dataset_levels USING (dataset_id) GROUP BY ALL ORDER BY ALL")
     assert counts[0][1:] == counts[1][1:] and counts[0][1] > 0
     assert shas["ends"] == shas["unix"]  # the same features, labels and taxonomy, read alike

@@ -326,8 +326,10 @@ def _garble_last_block(path: Path) -> None:
     data = bytearray(path.read_bytes())
     with duckdb.connect(str(path), read_only=True) as con:
         size = con.execute("SELECT block_size FROM pragma_database_size()").fetchone()[0]
-    start = len(data) - size
-    data[start + 8 :] = os.urandom(size - 8)
+        # The catalog's block: the file's last block may be a free one (the layout is DuckDB's to choose).
+        block = con.execute("SELECT max(block_id) FROM pragma_metadata_info()").fetchone()[0]
+    start = 3 * 4096 + block * size
+    data[start + 8 : start + size] = os.urandom(size - 8)
     path.write_bytes(bytes(data))
 
 

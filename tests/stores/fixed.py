@@ -251,6 +251,20 @@ def complete_study(store: Store, study_id: str, mp: pytest.MonkeyPatch, values: 
     assert advance(store, sid) == "complete"
     return sid
 
+def add_tuning(
+    store: Store, study_id: str, geometry: str, tau: float, maps: dict[str, float | None], score: float, status: str | None
+) -> None:
+    """Record a tuning candidate: its score and status, and its mAP at each hier level (code -> value)."""
+
+    def write(con) -> None:
+        con.execute("INSERT INTO tuning VALUES (?, ?, ?, ?, ?)", [study_id, geometry, tau, score, status])
+        con.executemany(
+            "INSERT INTO tuning_levels VALUES (?, ?, ?, ?, ?)", [[study_id, geometry, tau, lv, v] for lv, v in maps.items()]
+        )
+
+    store.write(write)
+
+
 def add_family(store: Store, name: str, members: dict[str, tuple[str, dict]], contrasts: list[dict]) -> str:
     """Record a family over complete studies: member -> (study id, its overrides), in order; its id."""
     family_id = f"{name}-1"

@@ -35,8 +35,6 @@ class DatasetInfo:
     n_samples: int
     dim: int
     n_leaf: int
-    n_middle: int
-    n_high: int
     n_train: int
     n_val: int
     n_test: int
@@ -44,11 +42,14 @@ class DatasetInfo:
     sha256: str
     artifact_dir: Path
     """The dataset's folder on this machine."""
+    level_codes: tuple[str, ...]
+    level_counts: tuple[int, ...]
+    """Nodes at each level, leaf first (`dataset_levels.n_groups`)."""
 
     @property
     def levels(self) -> Levels:
-        """The dataset's levels, leaf first (codes and display names)."""
-        return Levels.of(self.level_names)
+        """The dataset's levels, leaf first (codes and display names), as `dataset_levels` records them."""
+        return Levels(self.level_codes, self.level_names)
 
 
 def check_dataset_id(dataset_id: str) -> str:
@@ -90,21 +91,20 @@ def _insert_rows(con: duckdb.DuckDBPyConnection, home: Path, fs: FeatureSet, tar
     """The dataset's rows (replacing any of the same name), naming its folder `target`."""
     dataset_id = fs.name
     tax = fs.taxonomy
+    levels = tax.levels
     counts = np.bincount(fs.split, minlength=len(SPLIT_NAMES))
-    con.execute("DELETE FROM datasets WHERE dataset_id = ?", [dataset_id])
-    con.execute("DELETE FROM taxonomy_nodes WHERE dataset_id = ?", [dataset_id])
+    for table in _DATASET_TABLES:
+        con.execute(f"DELETE FROM {table} WHERE dataset_id = ?", [dataset_id])
     con.execute(
-        "INSERT INTO datasets (dataset_id, kind, n_samples, dim, n_leaf, n_middle, n_high, n_train, "
+        "INSERT INTO datasets (dataset_id, kind, n_samples, dim, n_leaf, n_train, "
         "n_val, n_test, level_names, sha256, taxonomy_sha256, artifact_dir, sources, params) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             dataset_id,
             fs.kind,
             int(fs.features.shape[0]),
             int(fs.dim),
-            len(tax.leaves),
-            len(tax.middles),
-            len(tax.highs),
+            tax.counts[0],
             int(counts[SPLIT_NAMES.index("train")]),
             int(counts[SPLIT_NAMES.index("val")]),
             int(counts[SPLIT_NAMES.index("test")]),
@@ -117,9 +117,19 @@ def _insert_rows(con: duckdb.DuckDBPyConnection, home: Path, fs: FeatureSet, tar
         ],
     )
     con.executemany(
-        "INSERT INTO taxonomy_nodes VALUES (?, ?, ?, ?, ?)",
-        [(dataset_id, i, leaf, mid, high) for i, (leaf, mid, high) in enumerate(tax.rows())],
+        "INSERT INTO dataset_levels VALUES (?, ?, ?, ?, ?)",
+        [
+            (dataset_id, i, code, name, n)
+            for i, (code, name, n) in enumerate(zip(levels.codes, levels.names, tax.counts, strict=True), start=1)
+        ],
     )
+    con.executemany(
+        "INSERT INTO taxonomy_nodes VALUES (?, ?, ?)", [(dataset_id, i, list(row)) for i, row in enumerate(tax.rows())]
+    )
+
+
+_DATASET_TABLES = ("datasets", "dataset_levels", "taxonomy_nodes")
+"""Every table holding a dataset's rows (by `dataset_id`)."""
 
 
 def restore_dataset(store: Store, folder: Path) -> str:
@@ -141,29 +151,36 @@ def _info(home: Path, row: dict) -> DatasetInfo:
         n_samples=row["n_samples"],
         dim=row["dim"],
         n_leaf=row["n_leaf"],
-        n_middle=row["n_middle"],
-        n_high=row["n_high"],
         n_train=row["n_train"],
         n_val=row["n_val"],
         n_test=row["n_test"],
-        level_names=tuple(row["level_names"]),
+        # A row without level rows (crafted, or damaged) still lists and deletes; only its levels fail.
+        level_names=tuple(row["level_names"] or ()),
         sha256=row["sha256"],
         artifact_dir=resolve(home, row["artifact_dir"]),
+        level_codes=tuple(row["level_codes"] or ()),
+        level_counts=tuple(int(n) for n in row["level_counts"] or ()),
     )
 
 
+def _level_list(column: str) -> str:
+    return f"(SELECT list(l.{column} ORDER BY l.position) FROM dataset_levels l WHERE l.dataset_id = d.dataset_id)"
+
+
 _COLUMNS = (
-    "dataset_id, kind, n_samples, dim, n_leaf, n_middle, n_high, n_train, n_val, n_test, "
-    "level_names, sha256, artifact_dir"
+    "d.dataset_id, d.kind, d.n_samples, d.dim, d.n_leaf, d.n_train, d.n_val, d.n_test, d.sha256, d.artifact_dir, "
+    f"{_level_list('name')} AS level_names, {_level_list('code')} AS level_codes, "
+    f"{_level_list('n_groups')} AS level_counts"
 )
+"""A dataset's row with its levels (names, codes and node counts, leaf first) from `dataset_levels`."""
 
 
 def list_datasets(store: Store) -> list[DatasetInfo]:
-    return [_info(store.home, r) for r in store.dicts(f"SELECT {_COLUMNS} FROM datasets ORDER BY created_at")]
+    return [_info(store.home, r) for r in store.dicts(f"SELECT {_COLUMNS} FROM datasets d ORDER BY d.created_at")]
 
 
 def get_dataset(store: Store, dataset_id: str) -> DatasetInfo:
-    rows = store.dicts(f"SELECT {_COLUMNS} FROM datasets WHERE dataset_id = ?", [dataset_id])
+    rows = store.dicts(f"SELECT {_COLUMNS} FROM datasets d WHERE d.dataset_id = ?", [dataset_id])
     if not rows:
         known = ", ".join(d.dataset_id for d in list_datasets(store)) or "none yet"
         raise NotFoundError(
@@ -174,20 +191,30 @@ def get_dataset(store: Store, dataset_id: str) -> DatasetInfo:
 
 
 def dataset_levels(store: Store, dataset_id: str) -> Levels:
-    """The levels of a registered dataset, leaf first."""
+    """The levels of a registered dataset, leaf first, as `dataset_levels` records them."""
     return get_dataset(store, dataset_id).levels
 
 
 def study_levels(store: Store, study_id: str) -> LevelPlan:
-    """Which levels a study trains on and which its hier score averages.
-
-    Provisional (store v6): the default plan of the study's dataset (every level trained, the hier score
-    over every level above the leaf); the v7 store records each study's plan when it is created.
-    """
+    """Which levels a study trains on and which its hier score averages, as its creation recorded them
+    (`study_levels`; the migration to store version 7 recorded the plan every earlier study had)."""
     row = store.one("SELECT dataset_id FROM studies WHERE study_id = ?", [study_id])
     if row is None:
         raise NotFoundError(f"no study {study_id!r} in the store")
-    return LevelPlan.default(dataset_levels(store, row[0]))
+    levels = dataset_levels(store, row[0])
+    rows = store.rows(
+        "SELECT code, trained, in_hier FROM study_levels WHERE study_id = ? ORDER BY position", [study_id]
+    )
+    if [code for code, *_ in rows] != list(levels.codes):
+        raise HierconsoleError(
+            f"study {study_id}: its recorded levels ({', '.join(c for c, *_ in rows) or 'none'}) are not its "
+            f"dataset's ({levels.describe()}); the store is damaged: run `hierconsole doctor`"
+        )
+    return LevelPlan(
+        levels,
+        hier=tuple(code for code, _, in_hier in rows if in_hier),
+        trained=tuple(code for code, trained, _ in rows if trained),
+    )
 
 
 def load_dataset(store: Store, dataset_id: str) -> FeatureSet:
@@ -214,8 +241,8 @@ def delete_dataset(store: Store, dataset_id: str) -> None:
     folder = inside_home(store.home, info.artifact_dir, f"dataset {dataset_id}")
 
     def delete(con) -> None:
-        con.execute("DELETE FROM taxonomy_nodes WHERE dataset_id = ?", [dataset_id])
-        con.execute("DELETE FROM datasets WHERE dataset_id = ?", [dataset_id])
+        for table in _DATASET_TABLES:
+            con.execute(f"DELETE FROM {table} WHERE dataset_id = ?", [dataset_id])
 
     store.write(delete)
     shutil.rmtree(folder, ignore_errors=True)

@@ -33,7 +33,8 @@ QG_ROLES_SQL = f"role LIKE '{QG_PREFIX}%'"
 
 
 TRAIN_TAXONOMY = "train_taxonomy"
-"""Not a split: the npz (leaf_middle, middle_high) of a shuffle control's training taxonomy, beside them."""
+"""Not a split: the npz of a shuffle control's training taxonomy beside them, one parent array per edge keyed by
+`levels.Levels.edge_key` (three levels: leaf_middle, middle_high)."""
 
 
 def qg_role(seed: int) -> str:

@@ -36,6 +36,7 @@ from hierconsole.errors import (
     StoreReadOnlyError,
     StoreWriteError,
 )
+from hierconsole.levels import PAPER_LEVELS, LevelPlan, Levels
 from hierconsole.locations import db_path, resolve_home, resource_dir
 from hierconsole.study.db import backups, live
 from hierconsole.study.db.views import views_sql
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 VIEWS_KEY = "views_sha256"
 """meta key: the hash of the views last created, so they are re-created only when this version's differ."""
 
@@ -60,17 +61,106 @@ def _add_executor_columns(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS node VARCHAR")
 
 
+def _columns(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:
+    return {r[0] for r in con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ? AND table_schema = 'main' "
+        "AND table_catalog = current_database()",
+        [table],
+    ).fetchall()}  # fmt: skip
+
+
+# The three-level columns of version 6 (and earlier), as they were spelled then: the migration to version
+# 7 reads them once and drops them. Versions up to 6 stored three levels only, with the paper's codes.
+_V6_EDGES = (  # edge, its parent map, development children, fixed points, their minimum (child position)
+    (1, "leaf_middle", "dev_leaves", "leaf_fixed", "leaf_min"),
+    (2, "middle_high", "dev_middles", "middle_fixed", "middle_min"),
+)
+
+
+def _k_levels(con: duckdb.DuckDBPyConnection) -> None:
+    """Version 7: levels of any depth. The three-level columns become rows: a dataset's levels
+    (`dataset_levels`), its taxonomy's paths (`taxonomy_nodes.path`), each study's level plan
+    (`study_levels`: every level trained, the hier score over the levels above the leaf, as every study
+    before this version had), the tuning candidates' hier-level mAP (`tuning_levels`) and a shuffle
+    control's edges (`taxonomy_shuffle_edges`). No metric, hash or study row changes.
+
+    Each step looks at the columns first: the migrations of versions 1 and 3-5 re-apply the current
+    schema.sql, so a store from before a table existed already has it in this version's shape."""
+    _apply_schema(con)  # the new tables
+    paper = PAPER_LEVELS
+    if {"n_middle", "n_high"} <= _columns(con, "datasets"):
+        counts = ("n_leaf", "n_middle", "n_high")
+        con.execute(
+            "INSERT INTO dataset_levels SELECT d.dataset_id, p.position, p.code, "
+            "coalesce(d.level_names[p.position], p.name), "
+            f"CASE p.position {' '.join(f'WHEN {i} THEN d.{c}' for i, c in enumerate(counts, start=1))} END "
+            "FROM datasets d, (SELECT unnest(?) AS position, unnest(?) AS code, unnest(?) AS name) p "
+            "WHERE NOT EXISTS (SELECT 1 FROM dataset_levels x WHERE x.dataset_id = d.dataset_id)",
+            [list(range(1, paper.k + 1)), list(paper.codes), list(paper.names)],
+        )
+        con.execute("ALTER TABLE datasets DROP COLUMN n_middle")
+        con.execute("ALTER TABLE datasets DROP COLUMN n_high")
+    if "leaf" in _columns(con, "taxonomy_nodes"):
+        con.execute(
+            "CREATE TABLE taxonomy_nodes_v7 (dataset_id VARCHAR NOT NULL, leaf_index INTEGER NOT NULL, "
+            "path VARCHAR[] NOT NULL, PRIMARY KEY (dataset_id, leaf_index))"
+        )
+        con.execute("INSERT INTO taxonomy_nodes_v7 SELECT dataset_id, leaf_index, [leaf, middle, high] FROM taxonomy_nodes")
+        con.execute("DROP TABLE taxonomy_nodes")
+        con.execute("ALTER TABLE taxonomy_nodes_v7 RENAME TO taxonomy_nodes")
+    # Every study's plan over its dataset's levels, as creation writes it now (the default plan).
+    unplanned = con.execute(
+        "SELECT s.study_id, list(l.code ORDER BY l.position), list(l.name ORDER BY l.position) "
+        "FROM studies s JOIN dataset_levels l USING (dataset_id) "
+        "WHERE NOT EXISTS (SELECT 1 FROM study_levels x WHERE x.study_id = s.study_id) GROUP BY s.study_id"
+    ).fetchall()
+    for study_id, codes, names in unplanned:
+        con.executemany(
+            "INSERT INTO study_levels VALUES (?, ?, ?, ?, ?)",
+            study_level_rows(study_id, LevelPlan.default(Levels(codes, names))),
+        )
+    tuning = _columns(con, "tuning")
+    old_maps = [f"{code}_mAP" for code in LevelPlan.default(paper).hier]
+    if set(old_maps) <= tuning:
+        for code, column in zip(LevelPlan.default(paper).hier, old_maps, strict=True):
+            con.execute(
+                f"INSERT INTO tuning_levels SELECT study_id, geometry, tau, ?, {column} FROM tuning", [code]
+            )
+        for column in old_maps:
+            con.execute(f"ALTER TABLE tuning DROP COLUMN {column}")
+    if "leaf_middle" in _columns(con, "taxonomy_shuffles"):
+        for position, edge, dev, fixed, fixed_min in _V6_EDGES:
+            con.execute(
+                f"INSERT INTO taxonomy_shuffle_edges SELECT study_id, ?, ?, {edge}, {dev}, {fixed}, {fixed_min} "
+                "FROM taxonomy_shuffles",
+                [position, edge],
+            )
+        for _, *columns in _V6_EDGES:
+            for column in columns:
+                con.execute(f"ALTER TABLE taxonomy_shuffles DROP COLUMN {column}")
+
+
+def study_level_rows(study_id: str, plan: LevelPlan) -> list[tuple[str, int, str, bool, bool]]:
+    """The `study_levels` rows of a study's level plan, leaf (position 1) first: written when the study
+    is created (and by the migration to version 7)."""
+    return [
+        (study_id, i, code, code in plan.trained, code in plan.hier)
+        for i, code in enumerate(plan.levels.codes, start=1)
+    ]
+
+
 # Migrations from version N to N+1, applied in order inside one transaction each. schema.sql is the
 # current version; version 2 only added tables, and schema.sql's statements are idempotent; version 3
 # added two columns to jobs; version 4 only added the replication_stages table, so it re-applies the
 # idempotent schema like version 2; version 5 only added the arm_durations table, likewise; version 6 only
-# added the calibrations and replication_work tables, likewise.
+# added the calibrations and replication_work tables, likewise; version 7 turned the three levels into rows.
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     1: _apply_schema,
     2: _add_executor_columns,
     3: _apply_schema,
     4: _apply_schema,
     5: _apply_schema,
+    6: _k_levels,
 }
 
 _LOCK_RE = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\d+)\)")
@@ -392,8 +482,10 @@ class Store:
         if self.read_only and version < SCHEMA_VERSION:
             raise StoreNeedsUpgradeError(
                 f"the store {self.path} has schema version {version} and needs an upgrade to "
-                f"{SCHEMA_VERSION}, which a read command does not write; run a writing command once "
-                f"(e.g. `hierconsole resume`) on a writable copy"
+                f"{SCHEMA_VERSION}, which a read command does not write. Any command that writes (e.g. "
+                f"`hierconsole --home {self.home} resume`) upgrades it in place, once; for an archived or "
+                f"read-only home, copy the folder somewhere writable and run one with --home COPY; "
+                f"nothing was changed"
             )
         return version
 

@@ -6,12 +6,12 @@ views can never disagree with the Python analysis about arms, metrics, effects o
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from string import Template
 
 from hierconsole.factorial import CONTRASTS, REDISTRIBUTION_CONTRASTS
 from hierconsole.locations import resource_dir
-from hierconsole.vocabulary import ARMS, HIER_LEVELS, HIER_SCORE, LEVELS, MAP, RANKING_METRICS, JobKind
+from hierconsole.vocabulary import ARMS, HIER_SCORE, MAP, RANKING_METRICS, JobKind
 
 
 def sql_literal(value: str) -> str:
@@ -29,27 +29,36 @@ def kind_order(column: str) -> str:
     return f"CASE {column} " + " ".join(f"WHEN {sql_literal(k)} THEN {i}" for i, k in enumerate(JobKind)) + " END"
 
 
-def _mean_at(level: str) -> str:
-    return f"max(mean) FILTER (WHERE level = {sql_literal(level)})"
-
-
 def substitutions() -> dict[str, str]:
-    finer, highest = LEVELS[:-1], LEVELS[-1]
+    """The domain words of views.sql. No level is among them: the views read each study's levels from
+    `study_levels`, so one rendering serves every depth."""
     return {
         "ranking_metrics": sql_list(RANKING_METRICS),
         "hier": HIER_SCORE,
-        "hier_levels": sql_list(HIER_LEVELS),
-        "hier_rule": " and ".join(HIER_LEVELS) + f" {MAP}",
         "map": MAP,
         "arms": sql_list(ARMS),
         "effects": ",\n    ".join(f"({sql_literal(name)}, {c.sql()})" for name, c in CONTRASTS.items()),
         "redistribution_contrasts": sql_list(REDISTRIBUTION_CONTRASTS),
-        "levels": sql_list(LEVELS),
-        "level_columns": ",\n       ".join(f"{_mean_at(level)} AS {level}" for level in LEVELS),
-        "finer_down_highest_up": " AND ".join(
-            [f"{_mean_at(level)} < 0" for level in finer] + [f"{_mean_at(highest)} > 0"]
-        ),
     }
+
+
+def tuning_sql(hier: Sequence[str]) -> str:
+    """The tuning table of one study (parameter: its id) as it is exported: a `{level}_mAP` column per hier
+    level in the study's order (`middle_mAP, high_mAP` for three levels), then the score and status."""
+    columns = "".join(
+        f"max(l.{MAP}) FILTER (WHERE l.level = {sql_literal(code)}) AS {sql_identifier(f'{code}_{MAP}')}, "
+        for code in hier
+    )
+    return (
+        f"SELECT t.study_id, t.geometry, t.tau, {columns}any_value(t.score) AS score, any_value(t.status) AS status "
+        "FROM tuning t LEFT JOIN tuning_levels l USING (study_id, geometry, tau) WHERE t.study_id = ? "
+        "GROUP BY t.study_id, t.geometry, t.tau ORDER BY t.geometry, t.tau"
+    )
+
+
+def sql_identifier(name: str) -> str:
+    """A quoted SQL identifier (double quotes doubled): a level code may be a SQL keyword (`order`)."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def views_sql(*, temporary: bool = False) -> str:

@@ -29,7 +29,7 @@ from hierconsole.study.analysis.audits.seal import (
 )
 from hierconsole.study.analysis.audits.tuning import Candidates, FromScratch, TuningReuse
 from hierconsole.study.db import ids, split_files
-from hierconsole.study.db.catalog import dataset_levels, load_dataset
+from hierconsole.study.db.catalog import load_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.lock import current_lock_digest, final_arms, stored_durations, validation_curves
 from hierconsole.vocabulary import PCA, TRAINING_KINDS, UNTRAINED_BASELINES, JobKind
@@ -285,21 +285,14 @@ def split_counts(store: Store, study_id: str) -> SplitCounts:
 
 
 def _level_groups(store: Store, study_id: str) -> dict[str, int]:
-    """level code -> the groups of the study's dataset at that level, leaf first.
-
-    Store v6 SQL (the one place here that names the levels' columns): `datasets.n_leaf, n_middle, n_high`.
-    Schema v7 moves the counts to `dataset_levels(dataset_id, position, code, name, n_groups)`: this
-    becomes `SELECT l.code, l.n_groups FROM studies s JOIN dataset_levels l USING (dataset_id) WHERE
-    s.study_id = ? ORDER BY l.position`.
-    """
-    info = store.one(
-        "SELECT s.dataset_id, d.n_leaf, d.n_middle, d.n_high FROM studies s JOIN datasets d USING (dataset_id) "
-        "WHERE s.study_id = ?",
+    """level code -> the groups of the study's dataset at that level, leaf first (`dataset_levels`)."""
+    rows = store.rows(
+        "SELECT l.code, l.n_groups FROM studies s JOIN dataset_levels l USING (dataset_id) WHERE s.study_id = ? "
+        "ORDER BY l.position",
         [study_id],
     )
-    assert info is not None  # a registered study has its dataset
-    levels = dataset_levels(store, info[0])
-    return dict(zip(levels.codes, (int(n) for n in info[1:]), strict=True))
+    assert rows  # a registered study has its dataset
+    return {code: int(n) for code, n in rows}
 
 
 def shuffle_control(store: Store, study_id: str) -> ShuffleControl:
@@ -327,19 +320,13 @@ def shuffle_control(store: Store, study_id: str) -> ShuffleControl:
 
 
 def _shuffle_record(store: Store, study_id: str) -> tuple[Row, tuple[int, ...]] | None:
-    """The study's recorded shuffle (seed, sha256, path) and the fewest fixed points of each edge, fine
-    to coarse; None when the store records none.
-
-    Store v6 SQL (the one place here that names the shuffle's level columns): `taxonomy_shuffles.leaf_min,
-    middle_min`. Schema v7 keeps `taxonomy_shuffles(study_id, seed, sha256, path)` and moves the per-edge
-    numbers to `taxonomy_shuffle_edges`: the minima become `SELECT fixed_min FROM taxonomy_shuffle_edges
-    WHERE study_id = ? ORDER BY child_level` (one row per edge, fine to coarse).
-    """
+    """The study's recorded shuffle (seed, sha256, path: `taxonomy_shuffles`) and the fewest fixed points
+    of each edge, fine to coarse (`taxonomy_shuffle_edges`); None when the store records none."""
     row = store.dicts("SELECT * FROM taxonomy_shuffles WHERE study_id = ?", [study_id])
     if not row:
         return None
-    r = row[0]
-    return r, (int(r["leaf_min"]), int(r["middle_min"]))
+    minima = store.rows("SELECT fixed_min FROM taxonomy_shuffle_edges WHERE study_id = ? ORDER BY position", [study_id])
+    return row[0], tuple(int(m) for (m,) in minima)
 
 
 def pca_fit(store: Store, study_id: str) -> PcaFit:

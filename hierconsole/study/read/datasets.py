@@ -22,17 +22,10 @@ def taxonomy_lines(store: Store, dataset_id: str) -> list[str]:
 
 
 def _taxonomy_rows(store: Store, dataset_id: str) -> list[tuple[str, ...]]:
-    """Each leaf's names at every level, leaf first, in leaf order.
-
-    Store v6 SQL (the one place here that names the levels' columns): `taxonomy_nodes.leaf, middle, high`.
-    Schema v7 holds one `path VARCHAR[]` per leaf: this becomes `SELECT path FROM taxonomy_nodes WHERE
-    dataset_id = ? ORDER BY leaf_index`, each row `tuple(path)`.
-    """
+    """Each leaf's names at every level, leaf first, in leaf order (`taxonomy_nodes.path`)."""
     return [
-        tuple(row)
-        for row in store.rows(
-            "SELECT leaf, middle, high FROM taxonomy_nodes WHERE dataset_id = ? ORDER BY leaf_index", [dataset_id]
-        )
+        tuple(path)
+        for (path,) in store.rows("SELECT path FROM taxonomy_nodes WHERE dataset_id = ? ORDER BY leaf_index", [dataset_id])
     ]
 
 

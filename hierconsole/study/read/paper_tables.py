@@ -235,8 +235,8 @@ def _taxonomy_rows(store: Store, dataset: str, study_id: str) -> Iterator[Row]:
     counts = {
         "images": info.n_samples,
         "leaf_classes": info.n_leaf,
-        "middle_groups": info.n_middle,
-        "high_groups": info.n_high,
+        "middle_groups": info.level_counts[1],
+        "high_groups": info.level_counts[2],
     }
     for name, value in counts.items():
         yield Row(dataset, name, "value", float(value), None, None)

@@ -27,12 +27,11 @@ from hierconsole.study.db.catalog import study_levels
 from hierconsole.study.db.ids import rescore_job_id
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
-from hierconsole.study.db.views import sql_list
+from hierconsole.study.db.views import sql_list, tuning_sql
 from hierconsole.vocabulary import (
     AGGREGATIONS,
     ARMS,
     BASELINES,
-    MAP,
     RANKING_METRICS,
     JobState,
     aggregation_label,
@@ -211,18 +210,8 @@ def tuning_frame(store: Store, study_id: str) -> pl.DataFrame:
 
 
 def _tuning_sql(hier: tuple[str, ...]) -> str:
-    """The tuning table with one `{level}_mAP` column per hier level.
-
-    Store v6 SQL (the one place that names the tuning table's level columns): `tuning` holds a
-    `{level}_mAP` column of each of the three-level hier levels. Schema v7 moves them to
-    `tuning_levels(study_id, geometry, tau, level, mAP)`, and this becomes the pivot
-    `SELECT t.study_id, t.geometry, t.tau, max(l.mAP) FILTER (WHERE l.level = '<code>') AS "<code>_mAP"
-    (per hier code, in hier order), t.score, t.status FROM tuning t LEFT JOIN tuning_levels l
-    USING (study_id, geometry, tau) WHERE t.study_id = ? GROUP BY t.study_id, t.geometry, t.tau, t.score,
-    t.status ORDER BY t.geometry, t.tau`.
-    """
-    columns = ", ".join(f"{level}_{MAP}" for level in hier)
-    return f"SELECT study_id, geometry, tau, {columns}, score, status FROM tuning WHERE study_id = ? ORDER BY geometry, tau"
+    """The tuning table with one `{level}_mAP` column per hier level (`tuning` and `tuning_levels`)."""
+    return tuning_sql(hier)
 
 
 def table_frame(store: Store, table: str, study_id: str, aggregation: str | None = None) -> pl.DataFrame:

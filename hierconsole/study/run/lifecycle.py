@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hierconsole.config.level_plan import resolve_plan
 from hierconsole.config.preset import TUNE, Preset
 from hierconsole.contract import layout
 from hierconsole.contract.durable import write_atomically
@@ -29,9 +30,9 @@ from hierconsole.locations import inside_home, job_dir, relative, resolve, study
 from hierconsole.study.analysis.audits.result import Check
 from hierconsole.study.analysis.durations import Duration
 from hierconsole.study.db import split_files
-from hierconsole.study.db.catalog import get_dataset
+from hierconsole.study.db.catalog import get_dataset, study_levels
 from hierconsole.study.db.records import StudyInfo, get_study
-from hierconsole.study.db.storage import Store
+from hierconsole.study.db.storage import Store, study_level_rows
 from hierconsole.study.db.views import sql_list
 from hierconsole.study.read.audits import run_audits
 from hierconsole.study.read.lock import arm_durations, current_lock_digest, stored_durations
@@ -41,7 +42,6 @@ from hierconsole.taxonomy import development_shuffle
 from hierconsole.vocabulary import (
     ACTIVE_STATES,
     GEOMETRIES,
-    HIER_LEVELS,
     MAP,
     Aggregation,
     JobKind,
@@ -128,6 +128,8 @@ def create_study(store: Store, preset: Preset, dataset_id: str, *, drawn: DrawnS
         add(split_files.qg_role(s), qg, valid, qg.parts)
 
     shuffle_row = _taxonomy_shuffle(store, study_id, preset, fs, labels[dev_idx, 0])
+    # The plan is resolved once, here, and recorded: every later reader (the views, the analysis) reads it.
+    level_rows = study_level_rows(study_id, resolve_plan(preset, info.levels))
 
     tuned = preset.tuned_geometries
     phase = Phase.TUNING if tuned else Phase.TRAINING
@@ -146,7 +148,7 @@ def create_study(store: Store, preset: Preset, dataset_id: str, *, drawn: DrawnS
     }
 
     def insert(con: duckdb.DuckDBPyConnection) -> None:
-        _insert_study_rows(con, study_row, rows, shuffle_row)
+        _insert_study_rows(con, study_row, rows, shuffle_row, level_rows)
         insert_jobs(con, store.home, specs)
         # Written inside the transaction: a failed write rolls the rows back (and the folder goes below),
         # and committed rows always have their record.
@@ -192,16 +194,40 @@ def _plain(value: Any) -> Any:
 
 
 def _insert_study_rows(
-    con: duckdb.DuckDBPyConnection, study: dict[str, Any], splits: list[list[Any]], shuffle: list[Any] | None
+    con: duckdb.DuckDBPyConnection,
+    study: dict[str, Any],
+    splits: list[list[Any]],
+    shuffle: dict[str, Any] | list[Any] | None,
+    levels: list[tuple[str, int, str, bool, bool]],
 ) -> None:
-    """The rows a study's creation inserts besides its jobs: its own, its splits', its shuffled taxonomy's."""
+    """The rows a study's creation inserts besides its jobs: its own, its splits', its level plan's and its
+    shuffled taxonomy's (a record's `taxonomy_shuffle`: {"row", "edges"}, or the one row of an older one)."""
     check_record_columns(study, STUDY_RECORD_COLUMNS, "study")
     con.execute(
         f"INSERT INTO studies ({', '.join(study)}) VALUES ({', '.join('?' * len(study))})", list(study.values())
     )
     con.executemany("INSERT INTO splits VALUES (?, ?, ?, ?, ?, ?, ?, ?)", splits)
-    if shuffle is not None:
-        con.execute(f"INSERT INTO taxonomy_shuffles VALUES ({', '.join('?' * len(shuffle))})", shuffle)
+    con.executemany("INSERT INTO study_levels VALUES (?, ?, ?, ?, ?)", levels)
+    if shuffle is None:
+        return
+    if isinstance(shuffle, list):
+        shuffle = _three_level_shuffle(shuffle)
+    con.execute("INSERT INTO taxonomy_shuffles VALUES (?, ?, ?, ?)", shuffle["row"])
+    con.executemany("INSERT INTO taxonomy_shuffle_edges VALUES (?, ?, ?, ?, ?, ?, ?)", shuffle["edges"])
+
+
+def _three_level_shuffle(row: list[Any]) -> dict[str, Any]:
+    """The record of a shuffle as a hierconsole before store version 7 wrote it (one row of twelve
+    columns, three levels), in this version's form."""
+    sid, seed, sha256, leaf_middle, middle_high, dev_leaves, dev_middles, leaf_fixed, leaf_min, *rest = row
+    middle_fixed, middle_min, path = rest
+    return {
+        "row": [sid, seed, sha256, path],
+        "edges": [
+            [sid, 1, "leaf_middle", leaf_middle, dev_leaves, leaf_fixed, leaf_min],
+            [sid, 2, "middle_high", middle_high, dev_middles, middle_fixed, middle_min],
+        ],
+    }
 
 
 def recorded_study(home: Path, study_id: str) -> dict[str, Any] | None:
@@ -231,9 +257,14 @@ def restore_study(store: Store, record: dict[str, Any]) -> None:
     taken before the study was created has none of them (`doctor --repair`, whose replay of the job
     folders' event logs then brings the study up to date)."""
     specs = [JobSpec.read(layout.spec_path(job_dir(store.home, job_id))) for job_id in record["jobs"]]
+    study = record["study"]
+    # The record holds the preset, and the plan is a function of it and the dataset's levels (the dataset's
+    # rows are restored before its studies').
+    preset = Preset.from_dict(json.loads(study["preset"]), source=f"study {study['study_id']}", recorded=True)
+    levels = study_level_rows(study["study_id"], resolve_plan(preset, get_dataset(store, study["dataset_id"]).levels))
 
     def insert(con: duckdb.DuckDBPyConnection) -> None:
-        _insert_study_rows(con, record["study"], record["splits"], record["taxonomy_shuffle"])
+        _insert_study_rows(con, study, record["splits"], record["taxonomy_shuffle"], levels)
         insert_jobs(con, store.home, specs)
 
     store.write(insert)
@@ -241,8 +272,9 @@ def restore_study(store: Store, record: dict[str, Any]) -> None:
 
 def _taxonomy_shuffle(
     store: Store, study_id: str, preset: Preset, fs: FeatureSet, dev_leaf_labels: np.ndarray
-) -> list[Any] | None:
-    """The shuffle control's training taxonomy, written beside the splits; its `taxonomy_shuffles` row.
+) -> dict[str, Any] | None:
+    """The shuffle control's training taxonomy, written beside the splits; its `taxonomy_shuffles` row and
+    one `taxonomy_shuffle_edges` row per edge, fine to coarse ({"row", "edges"}).
 
     Computed from the development leaves only, so test-only groups never move (paper S9)."""
     controls = preset.controls
@@ -251,21 +283,16 @@ def _taxonomy_shuffle(
     shuffle = development_shuffle(fs.taxonomy, dev_leaf_labels, controls.shuffle_seed)
     path = split_files.split_file(store.home, study_id, split_files.TRAIN_TAXONOMY)
     tax = shuffle.taxonomy
-    split_files.save_split(path, {"leaf_middle": tax.leaf_middle, "middle_high": tax.middle_high})
-    return [
-        study_id,
-        shuffle.seed,
-        shuffle.sha256,
-        json.dumps(tax.leaf_middle.tolist()),
-        json.dumps(tax.middle_high.tolist()),
-        len(shuffle.dev_leaves),
-        len(shuffle.dev_middles),
-        shuffle.leaf_fixed,
-        shuffle.leaf_min,
-        shuffle.middle_fixed,
-        shuffle.middle_min,
-        relative(store.home, path),
+    levels = fs.taxonomy.levels
+    # One array per edge under its edge key: three levels keep the file (leaf_middle, middle_high) byte for byte.
+    split_files.save_split(path, {levels.edge_key(k): parents for k, parents in enumerate(tax.parents)})
+    edges = [
+        [study_id, k + 1, levels.edge_key(k), json.dumps(parents.tolist()), len(dev), fixed, fixed_min]
+        for k, (parents, dev, fixed, fixed_min) in enumerate(
+            zip(tax.parents, shuffle.dev_nodes, shuffle.fixed, shuffle.fixed_min, strict=True)
+        )
     ]
+    return {"row": [study_id, shuffle.seed, shuffle.sha256, relative(store.home, path)], "edges": edges}
 
 
 def fixed_temperatures(preset: Preset) -> dict[str, float]:
@@ -363,6 +390,7 @@ def select_temperatures(store: Store, study: StudyInfo) -> dict[str, float]:
     Ties go to the smaller temperature so the choice never depends on row order.
     """
     preset = study.preset
+    hier = study_levels(store, study.study_id).hier
     scores: dict[tuple[str, float], dict[str, float | None]] = {}
     for geometry, tau, level, value in store.rows(
         "SELECT r.geometry, r.tau, v.level, v.value FROM runs r JOIN val_metrics v USING (run_id) "
@@ -371,24 +399,26 @@ def select_temperatures(store: Store, study: StudyInfo) -> dict[str, float]:
     ):
         scores.setdefault((geometry, tau), {})[level] = value
     temps = fixed_temperatures(preset)
-    table = []
+    table: list[list[Any]] = []
+    level_table: list[list[Any]] = []
     for geometry in preset.tuned_geometries:
-        cands = [(tau, levels, hier_score(levels)) for (g, tau), levels in scores.items() if g == geometry]
+        cands = [(tau, levels, hier_score(levels, hier)) for (g, tau), levels in scores.items() if g == geometry]
         if not cands:
             raise HierconsoleError(f"study {study.study_id}: no tuning scores for {geometry}")
         ranked = sorted(cands, key=lambda c: (-c[2], c[0]))
         temps[geometry] = float(ranked[0][0])
         for i, (tau, levels, score) in enumerate(ranked):
             status = "winner" if i == 0 else "runner-up" if i == 1 else None
-            # The tuning table's columns are the hier score's levels (middle_mAP, high_mAP), then the score.
-            table.append(
-                [study.study_id, geometry, tau, *(levels.get(lv) for lv in HIER_LEVELS), score, status]
-            )
+            table.append([study.study_id, geometry, tau, score, status])
+            # Each hier level's mAP beside the score it makes (null: no valid query at that level).
+            level_table.extend([study.study_id, geometry, tau, lv, levels.get(lv)] for lv in hier)
 
     def write(con: duckdb.DuckDBPyConnection) -> None:
         con.execute("DELETE FROM tuning WHERE study_id = ?", [study.study_id])
+        con.execute("DELETE FROM tuning_levels WHERE study_id = ?", [study.study_id])
         if table:
-            con.executemany("INSERT INTO tuning VALUES (?, ?, ?, ?, ?, ?, ?)", table)
+            con.executemany("INSERT INTO tuning VALUES (?, ?, ?, ?, ?)", table)
+            con.executemany("INSERT INTO tuning_levels VALUES (?, ?, ?, ?, ?)", level_table)
 
     store.write(write)
     return temps
@@ -492,7 +522,10 @@ def delete_study(store: Store, study_id: str) -> None:
         con.execute(
             "DELETE FROM events WHERE job_id IN (SELECT job_id FROM jobs WHERE study_id = ?)", [study_id]
         )
-        tables = ("metrics", "audits", "tuning", "arm_durations", "splits", "taxonomy_shuffles", "family_members", "runs", "jobs", "studies")
+        tables = (
+            "metrics", "audits", "tuning", "tuning_levels", "arm_durations", "splits", "taxonomy_shuffles",
+            "taxonomy_shuffle_edges", "study_levels", "family_members", "runs", "jobs", "studies",
+        )  # fmt: skip
         for table in tables:
             con.execute(f"DELETE FROM {table} WHERE study_id = ?", [study_id])
 

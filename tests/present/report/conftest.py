@@ -14,7 +14,7 @@ import pytest
 
 from hierconsole.datasets import FeatureSet
 from hierconsole.study.db.storage import Store
-from tests.stores.fixed import add_family, build_store, complete_study
+from tests.stores.fixed import add_family, add_tuning, build_store, complete_study
 
 FAMILY = "gridfam"
 MEMBERS = {  # member -> (c, r, shift of every metric)
@@ -40,10 +40,7 @@ def report_home(tmp_path_factory: pytest.TempPathFactory, tiny_fs: FeatureSet) -
         for geometry, scores in (("euclidean", (0.30, 0.34, 0.33)), ("poincare", (0.31, 0.32, 0.35))):
             best = max(scores)
             for tau, score in zip((0.05, 0.1, 0.2), scores, strict=True):
-                store.execute(
-                    "INSERT INTO tuning VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [tuned, geometry, tau, score - 0.01, score + 0.01, score, "winner" if score == best else None],
-                )
+                add_tuning(store, tuned, geometry, tau, {"middle": score - 0.01, "high": score + 0.01}, score, "winner" if score == best else None)
         members = {}
         for member, (c, r, shift) in MEMBERS.items():
             overrides = {"geometry.poincare.c": c, "geometry.poincare.r": r}

@@ -3,32 +3,22 @@ every number whole at 80 columns."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
 
+from hierconsole.levels import Levels
 from hierconsole.present.tables.studies import datasets_grid
 from hierconsole.study.db.catalog import DatasetInfo
 from tests.present.k_levels import assert_whole, levels_k
 
 
 def _info(dataset_id: str, names: tuple[str, ...], counts: tuple[int, ...]) -> DatasetInfo:
-    three = (counts + (0, 0, 0))[:3]
-    info = DatasetInfo(
-        dataset_id=dataset_id, kind="generic", n_samples=500_000, dim=512,
-        n_leaf=three[0], n_middle=three[1], n_high=three[2],
+    return DatasetInfo(
+        dataset_id=dataset_id, kind="generic", n_samples=500_000, dim=512, n_leaf=counts[0],
         n_train=300_000, n_val=100_000, n_test=100_000, level_names=names, sha256="ab" * 32,
-        artifact_dir=Path("/nowhere"),
+        artifact_dir=Path("/nowhere"), level_codes=Levels.of(names).codes, level_counts=counts,
     )
-    if len(counts) != 3:  # the per-level counts a K-level catalog row gives
-        info = _WithCounts(**dataclasses.asdict(info), level_counts=counts)
-    return info
-
-
-@dataclasses.dataclass(frozen=True)
-class _WithCounts(DatasetInfo):
-    level_counts: tuple[int, ...] = ()
 
 
 def test_three_levels_read_as_before():

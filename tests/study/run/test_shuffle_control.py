@@ -4,6 +4,7 @@ that training fits while validation and test read the true taxonomy."""
 from __future__ import annotations
 
 import itertools
+import json
 
 import numpy as np
 import pytest
@@ -11,13 +12,14 @@ import torch
 
 from hierconsole.contract import layout
 from hierconsole.contract.events import Validation
+from hierconsole.datasets import FeatureSet
 from hierconsole.engine import checkpoints
 from hierconsole.engine.retrieval import evaluate
 from hierconsole.engine.trainer import FactorialTrainer, build_projector, embed
 from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.audits import stored_audits
-from hierconsole.study.run.lifecycle import create_study
+from hierconsole.study.run.lifecycle import _taxonomy_shuffle, create_study
 from hierconsole.study.run.orchestrator import Orchestrator
 from hierconsole.taxonomy import Taxonomy, development_shuffle, min_fixed_points
 from hierconsole.vocabulary import MAP, hier_score
@@ -135,10 +137,39 @@ def test_a_shuffle_control_study_records_and_audits_its_training_taxonomy(tmp_pa
         register_dataset(store, tiny_fs)
         study_id = create_study(store, preset, "tiny")
         Orchestrator(store, max_parallel=2).run_until_idle()
-        row = store.dicts("SELECT * FROM taxonomy_shuffles WHERE study_id = ?", [study_id])[0]
-        assert (row["dev_middles"], row["leaf_fixed"], row["middle_fixed"]) == (5, row["leaf_min"], row["middle_min"])
+        edges = store.rows(
+            "SELECT dev_nodes, fixed, fixed_min FROM taxonomy_shuffle_edges WHERE study_id = ? ORDER BY position", [study_id]
+        )
+        assert edges[1][0] == 5 and [fixed for _, fixed, _ in edges] == [fixed_min for *_, fixed_min in edges]
         checks = {c.name: c for c in stored_audits(store, study_id)}
         assert all(c.ok for c in checks.values()), [c for c in checks.values() if not c.ok]
         assert "1 middles unmoved" in checks["taxonomy_shuffle_development_only"].evidence
         lock = store.one("SELECT lock_sha256 FROM studies WHERE study_id = ?", [study_id])
         assert lock is not None and lock[0]
+
+
+def test_a_five_level_shuffle_records_every_edge_and_its_file_has_one_array_per_edge(tmp_path):
+    """The shuffle control at any depth: one `taxonomy_shuffle_edges` row per edge, fine to coarse, with the
+    shuffle's own parents, development counts and fixed points; the file's arrays are keyed by edge."""
+    from tests.study.db.test_levels_store import deep_taxonomy  # the five-level tree of the store tests
+
+    tax = deep_taxonomy()
+    n = 16
+    fs = FeatureSet("deep5", np.zeros((n, 2), np.float32), np.array([f"i{i}" for i in range(n)]), np.arange(n) % 8,
+                    np.arange(n) % 3, tax, "generic")  # fmt: skip
+    dev = np.array([0, 1, 2, 3, 4, 5])
+    preset = tiny_preset(**{"controls.taxonomy_shuffle": True})
+    with Store(tmp_path / "home") as store:
+        (store.home / "studies" / "s5" / "splits").mkdir(parents=True)
+        record = _taxonomy_shuffle(store, "s5", preset, fs, dev)
+    assert record is not None
+    expected = development_shuffle(tax, dev, preset.controls.shuffle_seed)
+    assert record["row"][:3] == ["s5", expected.seed, expected.sha256]
+    assert [e[:3] for e in record["edges"]] == [
+        ["s5", 1, "species_genus"], ["s5", 2, "genus_family"], ["s5", 3, "family_order"], ["s5", 4, "order_class"]
+    ]  # fmt: skip
+    for k, (_, _, edge, parents, dev_nodes, fixed, fixed_min) in enumerate(record["edges"]):
+        assert json.loads(parents) == expected.taxonomy.parents[k].tolist()
+        assert (dev_nodes, fixed, fixed_min) == (len(expected.dev_nodes[k]), expected.fixed[k], expected.fixed_min[k])
+        with np.load(tmp_path / "home" / record["row"][3]) as z:
+            assert list(z.keys()) == list(tax.levels.edges) and z[edge].tolist() == expected.taxonomy.parents[k].tolist()

@@ -22,6 +22,7 @@ from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.audits import CHECKS, stored_audits
+from hierconsole.study.read.results import table_frame
 from hierconsole.study.run.lifecycle import create_study, delete_study, lock_study, seal_for_scoring
 from hierconsole.study.run.orchestrator import Orchestrator
 from tests.homes import copy_home
@@ -168,9 +169,7 @@ def test_temperature_tuning_uses_validation_only(tmp_path, tiny_fs):
         Orchestrator(store, max_parallel=2).run_until_idle()
         study = get_study(store, study_id)
         assert study.phase == "complete"
-        table = store.dicts(
-            "SELECT * FROM tuning WHERE study_id = ? ORDER BY geometry, score DESC", [study_id]
-        )
+        table = table_frame(store, "tuning", study_id).sort(["geometry", "score"], descending=[False, True]).to_dicts()
         assert len(table) == 4
         for geometry in ("euclidean", "poincare"):
             rows = [r for r in table if r["geometry"] == geometry]
