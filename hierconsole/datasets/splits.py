@@ -112,10 +112,13 @@ OFFICIAL_TEST = 2
 
 
 def _levels_of(labels: np.ndarray, levels: Levels | None) -> Levels:
-    """The levels of [N, K] label rows: those given (their K must match), else the default codes of K
-    levels (leaf/middle/high for three)."""
+    """The levels of [N, K] label rows: those given (their K must match); three-level rows may leave
+    them out (leaf/middle/high)."""
     k = int(labels.shape[1]) if labels.ndim == 2 else 0
     if levels is None:
+        if k != 3:
+            # Default codes (level1 ...) would not be the dataset's: counts keyed by them read as empty.
+            raise ValueError(f"labels of {k} levels need the dataset's levels (taxonomy.levels) passed as levels=")
         return Levels.default(k)
     if levels.k != k:
         raise ConfigError(f"labels have {k} levels but {levels.k} are named ({levels.describe()})")
@@ -328,6 +331,7 @@ def tuning_split(
     holdout_fraction: float = HOLDOUT_FRACTION,
     seed: int = 0,
     n_query: int | None = None,
+    levels: Levels | None = None,
 ) -> Split:
     """Training-internal query/gallery validation for temperature tuning (official test never touched).
 
@@ -373,12 +377,14 @@ def tuning_split(
             "query_fraction": query_fraction,
             "n_query": int(n_query),
             "holdout_fraction": holdout_fraction if mode == "holdout" else None,
-            "strict_valid": strict_valid_counts(labels, query, gallery),
+            "strict_valid": strict_valid_counts(labels, query, gallery, levels),
         },
     )
 
 
-def qg_perturbation(labels: np.ndarray, test_idx: np.ndarray, *, n_query: int, seed: int) -> Split:
+def qg_perturbation(
+    labels: np.ndarray, test_idx: np.ndarray, *, n_query: int, seed: int, levels: Levels | None = None
+) -> Split:
     """One query/gallery perturbation of the test rows: a seeded uniform draw of n_query queries, the rest
     gallery (e.g. 870 of 5,794 for CUB, 1,003 of 5,017 for NABirds)."""
     test_idx = np.unique(np.asarray(test_idx, dtype=np.int64))
@@ -393,15 +399,20 @@ def qg_perturbation(labels: np.ndarray, test_idx: np.ndarray, *, n_query: int, s
             "seed": int(seed),
             "n_query": int(n_query),
             "n_test": len(test_idx),
-            "strict_valid": strict_valid_counts(labels, query, gallery),
+            "strict_valid": strict_valid_counts(labels, query, gallery, levels),
         },
     )
 
 
 def qg_perturbations(
-    labels: np.ndarray, test_idx: np.ndarray, *, n_query: int, seeds: Sequence[int] = DEFAULT_QG_SEEDS
+    labels: np.ndarray,
+    test_idx: np.ndarray,
+    *,
+    n_query: int,
+    seeds: Sequence[int] = DEFAULT_QG_SEEDS,
+    levels: Levels | None = None,
 ) -> list[Split]:
-    return [qg_perturbation(labels, test_idx, n_query=n_query, seed=s) for s in seeds]
+    return [qg_perturbation(labels, test_idx, n_query=n_query, seed=s, levels=levels) for s in seeds]
 
 
 def strict_valid_counts(

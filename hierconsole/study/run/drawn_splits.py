@@ -124,7 +124,7 @@ def _draw(preset: Preset, fs: FeatureSet, dataset_id: str) -> tuple[DrawnSplits,
     try:
         tuning = tuning_split(
             labels, train, val, query_fraction=tuning_options.query_fraction, seed=tuning_options.seed,
-            n_query=tune_query,
+            n_query=tune_query, levels=fs.taxonomy.levels,
         )  # fmt: skip
     except ConfigError as exc:
         raise ConfigError(f"temperature.tuning: {exc} (dataset {dataset_id!r})") from None
@@ -162,5 +162,8 @@ def _draw(preset: Preset, fs: FeatureSet, dataset_id: str) -> tuple[DrawnSplits,
                 final_fit // hier.per_class * hier.per_class,
             )
         )
-    qgs = {s: qg_perturbation(labels, test, n_query=n_query, seed=s) for s in preset.evaluation.qg_seeds}
+    qgs = {
+        s: qg_perturbation(labels, test, n_query=n_query, seed=s, levels=fs.taxonomy.levels)
+        for s in preset.evaluation.qg_seeds
+    }
     return DrawnSplits(protocol, train, val, development, test, tuning, qgs), later

@@ -112,7 +112,7 @@ def create_study(store: Store, preset: Preset, dataset_id: str, *, drawn: DrawnS
             ]
         )
 
-    tuning_valid = strict_valid_counts(labels, tuning.parts["query"], tuning.parts["gallery"])
+    tuning_valid = strict_valid_counts(labels, tuning.parts["query"], tuning.parts["gallery"], fs.taxonomy.levels)
     add(split_files.PROTOCOL, protocol, None, protocol.parts)
     add(split_files.FINAL_TRAIN, protocol, None, {"fit": dev_idx})
     add(split_files.TUNING, tuning, tuning_valid, tuning.parts)
@@ -124,7 +124,7 @@ def create_study(store: Store, preset: Preset, dataset_id: str, *, drawn: DrawnS
         {"query": tuning.parts["query"], "gallery": tuning.parts["gallery"]},
     )
     for s, qg in qgs.items():
-        valid = strict_valid_counts(labels, qg.parts["query"], qg.parts["gallery"])
+        valid = strict_valid_counts(labels, qg.parts["query"], qg.parts["gallery"], fs.taxonomy.levels)
         add(split_files.qg_role(s), qg, valid, qg.parts)
 
     shuffle_row = _taxonomy_shuffle(store, study_id, preset, fs, labels[dev_idx, 0])
