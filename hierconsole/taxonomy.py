@@ -116,37 +116,6 @@ class Taxonomy:
         """Nodes per level, leaf first."""
         return tuple(len(level) for level in self.nodes)
 
-    # The three-level names of the levels and edges, for code that only ever reads three-level data
-    # (the paper's tables, the CUB and NABirds importers).
-    @property
-    def middles(self) -> tuple[str, ...]:
-        return self._paper().nodes[1]
-
-    @property
-    def highs(self) -> tuple[str, ...]:
-        return self._paper().nodes[2]
-
-    @property
-    def leaf_middle(self) -> np.ndarray:
-        return self._paper().parents[0]
-
-    @property
-    def middle_high(self) -> np.ndarray:
-        return self._paper().parents[1]
-
-    @property
-    def n_middles(self) -> int:
-        return len(self.middles)
-
-    @property
-    def n_highs(self) -> int:
-        return len(self.highs)
-
-    def _paper(self) -> Taxonomy:
-        if self.k != 3:
-            raise ValueError(f"a {self.k}-level taxonomy has no middle/high levels; read taxonomy.nodes")
-        return self
-
     def leaf_index(self) -> dict[str, int]:
         return {name: i for i, name in enumerate(self.leaves)}
 
@@ -398,22 +367,6 @@ class TaxonomySummary:
             warnings=warnings,
         )
 
-    @property
-    def singleton_middles(self) -> int:
-        return self.singletons[0]
-
-    @property
-    def singleton_highs(self) -> int:
-        return self.singletons[1]
-
-    @property
-    def leaves_per_middle(self) -> tuple[int, float, int]:
-        return self.children[0]
-
-    @property
-    def middles_per_high(self) -> tuple[int, float, int]:
-        return self.children[1]
-
     def lines(self) -> list[str]:
         names = self.level_names
         counts = list(self.counts.values())
@@ -463,30 +416,6 @@ class DevelopmentShuffle:
     @property
     def sha256(self) -> str:
         return self.taxonomy.sha256()
-
-    @property
-    def dev_leaves(self) -> np.ndarray:
-        return self.dev_nodes[0]
-
-    @property
-    def dev_middles(self) -> np.ndarray:
-        return self.dev_nodes[1]
-
-    @property
-    def leaf_fixed(self) -> int:
-        return self.fixed[0]
-
-    @property
-    def middle_fixed(self) -> int:
-        return self.fixed[1]
-
-    @property
-    def leaf_min(self) -> int:
-        return self.fixed_min[0]
-
-    @property
-    def middle_min(self) -> int:
-        return self.fixed_min[1]
 
 
 def development_shuffle(

@@ -12,17 +12,11 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Literal, get_args
 
-from hierconsole.levels import PAPER_CODES, PAPER_LEVELS
+from hierconsole.levels import PAPER_LEVELS
 
 # -- the taxonomy ---------------------------------------------------------------------------------------
 
-LEVELS: tuple[str, ...] = PAPER_CODES
-"""The codes of a three-level taxonomy, finest first (any depth: `hierconsole.levels.Levels`)."""
-
-REL_C, REL_M, REL_H, REL_O = 0, 1, 2, 3
-"""Pair relations of three levels: same leaf, same middle only, same high only, other (paper Eq. 1).
-For K levels the relation is the index of the lowest level at which two samples meet, and K for none."""
-
+# A taxonomy's levels (codes, display names, any depth from two to twelve) are `hierconsole.levels`.
 DEFAULT_LEVEL_NAMES: tuple[str, ...] = PAPER_LEVELS.names
 CUB_LEVEL_NAMES: tuple[str, ...] = ("Class", "Genus", "Family")
 NABIRDS_LEVEL_NAMES: tuple[str, ...] = ("Leaf", "Parent", "Supergroup")
@@ -204,9 +198,6 @@ RANKING_METRICS: tuple[str, ...] = (MAP, *(f"R@{k}" for k in RECALL_KS))
 # HIER_STYLE (the baseline arm) and HIER_STYLE_LOSS (that arm's loss). The stored strings are all "hier":
 # a column, an arm and a loss are never compared with one another.
 HIER_SCORE = "hier"
-HIER_LEVELS: tuple[str, ...] = PAPER_CODES[1:]
-"""The hier score of three levels: the mean of strict middle- and high-level mAP; the leaf never counts
-(paper Sec. 3.4). Any depth: a study's declared levels (`hierconsole.levels.LevelPlan.hier`)."""
 HIER_METRIC = f"{HIER_SCORE}_{MAP}"
 
 
@@ -215,8 +206,11 @@ def empty_level_note(level: str) -> str:
     return f"{level}: no valid queries in this split"
 
 
-def hier_score(map_by_level: Mapping[str, float | None], hier: Sequence[str] = HIER_LEVELS) -> float:
+def hier_score(map_by_level: Mapping[str, float | None], hier: Sequence[str]) -> float:
     """Mean mAP of the `hier` levels present; a level without a value (no valid query) is left out.
+
+    `hier` is a study's declared levels (`hierconsole.levels.LevelPlan.hier`; by default every level
+    above the leaf, so for three levels the paper's mean of middle and high, Sec. 3.4).
 
     NaN when no level has a value. The one definition behind tuning, the validation-best epoch, the
     per-seed `hier_mAP` column and the SQL views. The sum runs in level order, one addition at a time, so

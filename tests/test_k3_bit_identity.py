@@ -54,10 +54,10 @@ from hierconsole.datasets.synthetic import DEMO_CONFIG
 from hierconsole.engine import fused, losses
 from hierconsole.engine.geometry import TRAIN_CLIP, Euclidean, Geometry, Poincare
 from hierconsole.engine.retrieval import Evaluation, Unit, evaluate, evaluate_units, strict_masks
+from hierconsole.levels import PAPER_CODES as LEVELS
 from hierconsole.study.analysis.frames import TABLES
 from hierconsole.study.db.storage import SCHEMA_VERSION, Store
 from hierconsole.taxonomy import development_shuffle, relation_codes
-from hierconsole.vocabulary import LEVELS
 from tests.datasets.conftest import Built, cub, nabirds  # noqa: F401 - fixtures, used by name
 from tests.golden.store import check_arrays, check_file_bytes, check_json, sha256, writing
 from tests.homes import TrainedStudy, copy_home
@@ -86,7 +86,7 @@ def _dataset_hashes(fs: FeatureSet) -> dict[str, Any]:
         "featureset_sha256": fs.sha256(),
         "taxonomy_sha256": fs.taxonomy.sha256(),
         "rows": len(fs),
-        "leaves_middles_highs": [fs.taxonomy.n_leaves, fs.taxonomy.n_middles, fs.taxonomy.n_highs],
+        "leaves_middles_highs": [fs.taxonomy.n_leaves, fs.taxonomy.counts[1], fs.taxonomy.counts[2]],
         "level_names": list(fs.taxonomy.level_names),
     }
 
@@ -159,8 +159,8 @@ def test_relation_codes_and_development_shuffle() -> None:
         {
             "relation_codes": relation_codes(rows, fs.labels[:70]),
             "relation_codes_torch": losses.relation_codes(torch.from_numpy(rows)).numpy(),
-            **{f"shuffle_{s}.leaf_middle": d.taxonomy.leaf_middle for s, d in shuffles.items()},
-            **{f"shuffle_{s}.middle_high": d.taxonomy.middle_high for s, d in shuffles.items()},
+            **{f"shuffle_{s}.leaf_middle": d.taxonomy.parents[0] for s, d in shuffles.items()},
+            **{f"shuffle_{s}.middle_high": d.taxonomy.parents[1] for s, d in shuffles.items()},
         },
     )
     check_json(
@@ -168,9 +168,9 @@ def test_relation_codes_and_development_shuffle() -> None:
         {
             str(s): {
                 "sha256": d.sha256,
-                "dev_leaves": d.dev_leaves.tolist(),
-                "dev_middles": d.dev_middles.tolist(),
-                "fixed": [d.leaf_fixed, d.middle_fixed, d.leaf_min, d.middle_min],
+                "dev_leaves": d.dev_nodes[0].tolist(),
+                "dev_middles": d.dev_nodes[1].tolist(),
+                "fixed": [d.fixed[0], d.fixed[1], d.fixed_min[0], d.fixed_min[1]],
             }
             for s, d in shuffles.items()
         },

@@ -106,3 +106,25 @@ def test_a_plan_checks_its_levels():
         LevelPlan(levels, ("genus",), ("species",))
     with pytest.raises(LevelError, match="in order"):
         LevelPlan(levels, ("genus",), ("species", "family", "genus"))
+
+
+def test_only_the_level_rooms_spell_the_three_level_codes():
+    """Levels come from the data: outside these modules no code names `middle` or `high` as a string."""
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1] / "hierconsole"
+    allowed = {
+        "levels.py",  # the codes of every three-level taxonomy
+        "config/preset.py",  # split.level's default, documented as level 2 on other trees
+        "datasets/splits.py",  # the rule that reads that default on trees of another depth
+    }
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package).as_posix()
+        if rel in allowed:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value in ("middle", "high"):
+                found.append(f"{rel}:{node.lineno} {node.value!r}")
+    assert not found, "three-level codes spelled outside the level rooms: " + "; ".join(found)

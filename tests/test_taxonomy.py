@@ -13,7 +13,10 @@ from hierconsole.taxonomy import (
     min_fixed_points,
     relation_codes,
 )
-from hierconsole.vocabulary import CUB_LEVEL_NAMES, REL_C, REL_H, REL_M, REL_O
+from hierconsole.vocabulary import CUB_LEVEL_NAMES
+
+# Pair relations of three levels: the lowest level at which two samples meet, 3 where they meet at none.
+REL_C, REL_M, REL_H, REL_O = 0, 1, 2, 3
 
 ROWS = [
     ("sparrow", "Passer", "Passeridae"),
@@ -32,10 +35,10 @@ def write(path: Path, text: str) -> Path:
 def test_from_rows_indexes_by_first_appearance():
     tax = Taxonomy.from_rows(ROWS)
     assert tax.leaves == ("sparrow", "tree sparrow", "albatross", "laysan", "petrel")
-    assert tax.middles == ("Passer", "Phoebastria", "Pterodroma")
-    assert tax.highs == ("Passeridae", "Diomedeidae", "Procellariidae")
-    assert tax.leaf_middle.tolist() == [0, 0, 1, 1, 2]
-    assert tax.middle_high.tolist() == [0, 1, 2]
+    assert tax.nodes[1] == ("Passer", "Phoebastria", "Pterodroma")
+    assert tax.nodes[2] == ("Passeridae", "Diomedeidae", "Procellariidae")
+    assert tax.parents[0].tolist() == [0, 0, 1, 1, 2]
+    assert tax.parents[1].tolist() == [0, 1, 2]
     assert tax.rows() == ROWS
     assert tax.leaf_index()["laysan"] == 3
     labels = tax.labels(np.array([4, 0, 3]))
@@ -102,7 +105,7 @@ def test_summary_counts_singletons_with_display_names():
     tax = Taxonomy.from_rows(rows, level_names=CUB_LEVEL_NAMES)
     s = tax.summary()
     assert s.counts == {"leaf": 200, "middle": 124, "high": 37}
-    assert s.singleton_middles == 87
+    assert s.singletons[0] == 87
     lines = s.lines()
     assert lines[0] == "200 classes, 124 genera, 37 families"
     assert "87 of 124 genera hold one class" in lines
@@ -171,14 +174,14 @@ def test_shuffle_guarantees(seed):
     rng = np.random.default_rng(seed)
     tax = _random_taxonomy(rng, 60, 25, 6)
     shuf = _whole_tree_shuffle(tax, seed=seed)
-    assert (shuf.leaves, shuf.middles, shuf.highs) == (tax.leaves, tax.middles, tax.highs)
-    assert sorted(np.bincount(shuf.leaf_middle).tolist()) == sorted(np.bincount(tax.leaf_middle).tolist())
-    assert (np.bincount(shuf.leaf_middle) == np.bincount(tax.leaf_middle)).all()
-    assert (np.bincount(shuf.middle_high) == np.bincount(tax.middle_high)).all()
-    assert (shuf.leaf_middle != tax.leaf_middle).all()
-    assert (shuf.middle_high == tax.middle_high).sum() == min_fixed_points(tax.middle_high)
+    assert (shuf.leaves, shuf.nodes[1], shuf.nodes[2]) == (tax.leaves, tax.nodes[1], tax.nodes[2])
+    assert sorted(np.bincount(shuf.parents[0]).tolist()) == sorted(np.bincount(tax.parents[0]).tolist())
+    assert (np.bincount(shuf.parents[0]) == np.bincount(tax.parents[0])).all()
+    assert (np.bincount(shuf.parents[1]) == np.bincount(tax.parents[1])).all()
+    assert (shuf.parents[0] != tax.parents[0]).all()
+    assert (shuf.parents[1] == tax.parents[1]).sum() == min_fixed_points(tax.parents[1])
     # Not a relabelling of whole groups: some middle's leaves land in different middles.
-    assert any(len(set(shuf.leaf_middle[tax.leaf_middle == m].tolist())) > 1 for m in range(25))
+    assert any(len(set(shuf.parents[0][tax.parents[0] == m].tolist())) > 1 for m in range(25))
 
 
 def test_shuffle_deterministic_and_seeded():
@@ -205,13 +208,13 @@ def test_shuffle_fixed_points_are_the_brute_force_minimum(leaf_middle, middle_hi
         leaf_middle=leaf_middle,
         middle_high=middle_high,
     )
-    for groups, attr in ((leaf_middle, "leaf_middle"), (middle_high, "middle_high")):
+    for groups, edge in ((leaf_middle, 0), (middle_high, 1)):
         best = min(
             sum(a == b for a, b in zip(p, groups, strict=True)) for p in itertools.permutations(groups)
         )
         assert min_fixed_points(np.array(groups)) == best
         for seed in range(5):
-            got = getattr(_whole_tree_shuffle(tax, seed=seed), attr).tolist()
+            got = _whole_tree_shuffle(tax, seed=seed).parents[edge].tolist()
             assert sorted(got) == sorted(groups)
             assert sum(a == b for a, b in zip(got, groups, strict=True)) == best
 
@@ -336,12 +339,7 @@ def test_k_level_shuffle_derange_every_edge_and_three_levels_keep_their_draws():
     rng = np.random.default_rng(11)
     from hierconsole.taxonomy import _deranged_permutation
 
-    lm = _deranged_permutation(three.leaf_middle, rng)
-    mh = _deranged_permutation(three.middle_high, rng)
-    assert (got.leaf_middle == lm).all() and (got.middle_high == mh).all()
+    lm = _deranged_permutation(three.parents[0], rng)
+    mh = _deranged_permutation(three.parents[1], rng)
+    assert (got.parents[0] == lm).all() and (got.parents[1] == mh).all()
 
-
-def test_middle_and_high_are_three_level_only():
-    tax = Taxonomy.from_rows(_deep_rows(np.random.default_rng(1), 4, 10))
-    with pytest.raises(ValueError, match="4-level taxonomy has no middle/high"):
-        _ = tax.middles

@@ -12,6 +12,7 @@ import pytest
 
 from hierconsole import vocabulary as v
 from hierconsole.contract.events import EventKind
+from hierconsole.levels import PAPER_LEVELS, Levels
 
 PACKAGE = Path(v.__file__).resolve().parent
 DEFINING = {PACKAGE / "vocabulary.py", PACKAGE / "contract" / "events.py"}
@@ -32,13 +33,27 @@ WORDS: set[str] = set().union(*GROUPS.values())
 
 
 def test_hier_score_is_the_mean_of_middle_and_high_map_only():
-    assert v.hier_score({"leaf": 0.9, "middle": 0.25, "high": 0.5}) == 0.375
-    assert v.hier_score({"middle": 0.25, "high": None}) == 0.25  # a level without valid queries is left out
-    assert v.hier_score({"middle": math.nan, "high": 0.5}) == 0.5
-    assert math.isnan(v.hier_score({"leaf": 0.9}))
+    hier = PAPER_LEVELS.non_leaf
+    assert v.hier_score({"leaf": 0.9, "middle": 0.25, "high": 0.5}, hier) == 0.375
+    assert v.hier_score({"middle": 0.25, "high": None}, hier) == 0.25  # a level without valid queries is left out
+    assert v.hier_score({"middle": math.nan, "high": 0.5}, hier) == 0.5
+    assert math.isnan(v.hier_score({"leaf": 0.9}, hier))
     rng = np.random.default_rng(0)
     for middle, high in rng.random((200, 2)):
-        assert v.hier_score({"middle": middle, "high": high}) == (middle + high) / 2  # bit for bit
+        assert v.hier_score({"middle": middle, "high": high}, hier) == (middle + high) / 2  # bit for bit
+
+
+def test_hier_score_of_declared_levels_adds_in_level_order():
+    levels = Levels.of(("Species", "Genus", "Family", "Order", "Class"))
+    rng = np.random.default_rng(1)
+    for values in rng.random((100, 5)):
+        maps = dict(zip(levels.codes, values.tolist(), strict=True))
+        total = 0.0
+        for code in levels.non_leaf:  # the plain sequential sum, level by level
+            total += maps[code]
+        assert v.hier_score(maps, levels.non_leaf) == total / 4
+        assert v.hier_score(maps, ("family", "class")) == (maps["family"] + maps["class"]) / 2
+    assert v.hier_score({"genus": None, "order": 0.5}, ("genus", "order")) == 0.5
 
 
 def test_arms_are_the_geometry_by_loss_factorial():

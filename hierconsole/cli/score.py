@@ -21,7 +21,7 @@ from hierconsole.cli.output import output_console
 from hierconsole.config.options import Invalid
 from hierconsole.config.preset import CURVATURE
 from hierconsole.errors import InputError
-from hierconsole.levels import MAX_LEVELS, MIN_LEVELS, Levels, default_level_names
+from hierconsole.levels import MAX_LEVELS, MIN_LEVELS, PAPER_CODES, Levels, default_level_names
 from hierconsole.plurals import counted
 from hierconsole.present.json_output import json_text
 from hierconsole.vocabulary import (
@@ -215,7 +215,7 @@ def _tree_problems(labels: np.ndarray) -> list[str]:
     problems = []
     k = labels.shape[1]
     if k == 3:
-        names: tuple[str, ...] = ("leaf", "middle", "high")
+        names: tuple[str, ...] = PAPER_CODES
         order = "columns must be (leaf, middle, high), finest first"
     else:
         names = tuple(f"level-{i}" for i in range(1, k + 1))

@@ -132,10 +132,10 @@ def test_sha256_matches_documented_recipe():
     doc = {
         "level_names": list(tax.level_names),
         "leaves": list(tax.leaves),
-        "middles": list(tax.middles),
-        "highs": list(tax.highs),
-        "leaf_middle": tax.leaf_middle.tolist(),
-        "middle_high": tax.middle_high.tolist(),
+        "middles": list(tax.nodes[1]),
+        "highs": list(tax.nodes[2]),
+        "leaf_middle": tax.parents[0].tolist(),
+        "middle_high": tax.parents[1].tolist(),
     }
     tax_hash = hashlib.sha256(json.dumps(doc, ensure_ascii=False).encode()).hexdigest()
     assert tax.sha256() == tax_hash

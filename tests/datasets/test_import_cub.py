@@ -30,7 +30,7 @@ def test_import_cub_aligns_rows_and_matches_names(cub):
         "003.Sooty Albatross",
         "004.Groove_billed_Ani",
     )
-    assert tax.middles == ("Phoebastria", "Phoebetria", "Crotophaga")
+    assert tax.nodes[1] == ("Phoebastria", "Phoebetria", "Crotophaga")
     assert fs.leaf.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
     assert fs.split.tolist() == [0, 0, 2] * 4
     assert fs.labels[6].tolist() == [2, 1, 0]

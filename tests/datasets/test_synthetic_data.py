@@ -6,7 +6,9 @@ import pytest
 from hierconsole.datasets import CUB_SIZED_CONFIG, DEMO_CONFIG, SyntheticConfig, make_synthetic
 from hierconsole.errors import ConfigError
 from hierconsole.taxonomy import relation_codes
-from hierconsole.vocabulary import REL_C, REL_H, REL_M, REL_O
+
+# Pair relations of three levels: the lowest level at which two samples meet, 3 where they meet at none.
+REL_C, REL_M, REL_H, REL_O = 0, 1, 2, 3
 
 
 def test_demo_shape():
@@ -16,7 +18,7 @@ def test_demo_shape():
     assert fs.split_counts() == {"train": 1200, "val": 0, "test": 1000}
     s = fs.taxonomy.summary()
     assert s.counts == {"leaf": 40, "middle": 16, "high": 5}
-    assert s.singleton_middles == 6
+    assert s.singletons[0] == 6
     # every leaf appears in both parts, so leaf retrieval on the test split has positives
     for code in (0, 2):
         assert len(np.unique(fs.leaf[fs.split == code])) == 40
@@ -38,7 +40,7 @@ def test_cub_sized_is_shaped():
     assert fs.split_counts() == {"train": 5994, "val": 0, "test": 5794}
     s = fs.taxonomy.summary()
     assert s.counts == {"leaf": 200, "middle": 124, "high": 37}
-    assert s.singleton_middles == 87
+    assert s.singletons[0] == 87
     assert "87 of 124 genera hold one class" in s.lines()
 
 
@@ -67,9 +69,9 @@ def test_leaf_is_easier_than_strict_middle_on_raw_features():
     # strict middle: among centroids of the *other* leaves, is the nearest one a sibling?
     scores = x[test] @ cent.T
     scores[np.arange(test.sum()), fs.leaf[test]] = -np.inf
-    has_sibling = np.array([(fs.taxonomy.leaf_middle == m).sum() > 1 for m in lab[test, 1]])
+    has_sibling = np.array([(fs.taxonomy.parents[0] == m).sum() > 1 for m in lab[test, 1]])
     nearest = np.argmax(scores, 1)
-    sibling_acc = (fs.taxonomy.leaf_middle[nearest] == lab[test, 1])[has_sibling].mean()
+    sibling_acc = (fs.taxonomy.parents[0][nearest] == lab[test, 1])[has_sibling].mean()
     assert 0.1 < sibling_acc < leaf_acc
 
 

@@ -19,7 +19,8 @@ from hierconsole.engine.baselines import fit_pca, l2_normalised
 from hierconsole.engine.evaluator import run_evaluation
 from hierconsole.engine.geometry import Euclidean
 from hierconsole.engine.retrieval import evaluate
-from hierconsole.vocabulary import BASELINE_SEED, FROZEN, LEVELS, MAP, PCA, RECALL_KS, JobKind
+from hierconsole.levels import PAPER_CODES as LEVELS
+from hierconsole.vocabulary import BASELINE_SEED, FROZEN, MAP, PCA, RECALL_KS, JobKind
 from tests.engine.conftest import spec_preset
 
 

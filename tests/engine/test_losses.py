@@ -11,7 +11,9 @@ import torch
 from hierconsole.engine.geometry import TRAIN_CLIP, Euclidean, Poincare
 from hierconsole.engine.losses import regression_loss, relation_codes, taxonomy_supcon_loss
 from hierconsole.errors import NoPositivePairsError
-from hierconsole.vocabulary import REL_C, REL_H, REL_M, REL_O
+
+# Pair relations of three levels: the lowest level at which two samples meet, 3 where they meet at none.
+REL_C, REL_M, REL_H, REL_O = 0, 1, 2, 3
 
 DTYPES = [torch.float32, torch.float64]
 

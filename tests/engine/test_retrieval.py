@@ -21,7 +21,7 @@ from hierconsole.engine.retrieval import (
     strict_masks,
     unit_bytes,
 )
-from hierconsole.vocabulary import LEVELS
+from hierconsole.levels import PAPER_CODES as LEVELS
 from tests.engine.oracles import evaluate_distances, pairwise_reference
 
 KS = (1, 5, 10, 20)

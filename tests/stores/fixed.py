@@ -15,11 +15,12 @@ import pytest
 
 from hierconsole.contract.events import from_record
 from hierconsole.datasets import FeatureSet
+from hierconsole.levels import PAPER_CODES as LEVELS
 from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.run.ingest import JobRef, apply_events
 from hierconsole.study.run.lifecycle import advance, create_study
-from hierconsole.vocabulary import LEVELS, JobKind
+from hierconsole.vocabulary import JobKind
 from tests.tiny import tiny_preset
 
 COMPLETE = "demo-complete"

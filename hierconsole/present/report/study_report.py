@@ -36,13 +36,9 @@ from hierconsole.vocabulary import (
     BASELINE_LEGEND,
     BASELINES,
     HIER_METRIC,
-    LEVELS,
     MAP,
     Phase,
 )
-
-MAP_COLUMNS = (*(f"{level}_{MAP}" for level in LEVELS), HIER_METRIC)
-"""The mAP columns of a three-level study; `map_columns` gives any study's."""
 
 WIDE_ARMS_UP_TO = 4
 """Up to this many levels the arms table is the paper's wide one (a mean and an SD column per level);
@@ -55,8 +51,7 @@ def map_columns(levels: Levels) -> tuple[str, ...]:
 
 
 def _map_columns(inputs: StudyInputs) -> tuple[str, ...]:
-    levels = levels_from(inputs)
-    return MAP_COLUMNS if levels.is_paper else map_columns(levels)
+    return map_columns(levels_from(inputs))
 
 SECTION_IDS: dict[str, str] = {
     "protocol": "Protocol",
@@ -110,7 +105,7 @@ def _effects_table(effects: SimpleEffects, names: list[str], metrics: list[str])
 def _levels_fact(inputs: StudyInputs) -> str:
     levels = levels_from(inputs)
     if levels.is_paper:
-        return ", ".join(level_label(level, inputs.level_names) for level in LEVELS)
+        return ", ".join(level_label(level, inputs.level_names) for level in levels.codes)
     return f"{levels.k}: " + ", ".join(label_of(inputs, level) for level in levels.codes)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import polars as pl
@@ -214,6 +215,10 @@ def _tuning_sql(hier: tuple[str, ...]) -> str:
     return tuning_sql(hier)
 
 
+BUILT_TABLES: dict[str, Callable[[Store, str], pl.DataFrame]] = {"tuning": tuning_frame}
+"""Stored tables whose columns follow the study's levels (one `{code}_mAP` per hier level)."""
+
+
 def table_frame(store: Store, table: str, study_id: str, aggregation: str | None = None) -> pl.DataFrame:
     """An exportable table of a study (`TABLES`): analysis tables or raw store rows.
 
@@ -237,8 +242,8 @@ def table_frame(store: Store, table: str, study_id: str, aggregation: str | None
         )
     elif table == "variance":
         frame = variance(store, study_id, agg)
-    elif table == "tuning":
-        return tuning_frame(store, study_id)
+    elif table in BUILT_TABLES:
+        return BUILT_TABLES[table](store, study_id)
     elif table in RAW_TABLES:
         return store.frame(RAW_TABLES[table], [study_id])
     else:

@@ -7,9 +7,10 @@ from textual.containers import Horizontal
 from textual_plotext import PlotextPlot
 
 from hierconsole.contract import events as ev
+from hierconsole.levels import PAPER_CODES
 from hierconsole.plurals import counted
 from hierconsole.study.read import EventRow
-from hierconsole.vocabulary import ARMS, HIER_SCORE, LEVELS, MAP, REGRESSION, SUPCON, arm_parts, hier_score
+from hierconsole.vocabulary import ARMS, HIER_SCORE, MAP, REGRESSION, SUPCON, arm_parts, hier_score
 
 LOSS_GROUPS = (
     ("regression loss", tuple(a for a in ARMS if arm_parts(a)[1] == REGRESSION)),
@@ -59,7 +60,7 @@ def _level_maps(metrics: dict[str, dict[str, float]]) -> str:
     fit `LEVELS_WIDTH` shows the hier score (over the levels above the leaf), its top and its leaf."""
     # Three levels in the paper's order whatever order the event gives them; other depths in the event's
     # order (the worker writes them leaf first).
-    order = LEVELS if set(metrics) <= set(LEVELS) else tuple(metrics)
+    order = PAPER_CODES if set(metrics) <= set(PAPER_CODES) else tuple(metrics)
     found = [level for level in order if MAP in metrics.get(level, {})]
     parts = [f"{level} {metrics[level][MAP]:.3f}" for level in found]
     text = ", ".join(parts)

@@ -14,10 +14,11 @@ from matplotlib.container import ErrorbarContainer
 from hierconsole.cli import main
 from hierconsole.errors import HierconsoleError
 from hierconsole.factorial import EFFECTS
+from hierconsole.levels import PAPER_CODES as LEVELS
 from hierconsole.present.report.figures import KINDS, draw
 from hierconsole.study.read.report_inputs import family_inputs, study_inputs
 from hierconsole.styles import ARM_COLOURS
-from hierconsole.vocabulary import ARMS, BASELINES, LEVELS
+from hierconsole.vocabulary import ARMS, BASELINES
 from tests.present.report.conftest import FAMILY, MEMBERS, TUNED
 from tests.stores.fixed import COMPLETE, SEEDS
 

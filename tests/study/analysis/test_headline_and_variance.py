@@ -8,12 +8,12 @@ import statistics
 import pytest
 
 from hierconsole.factorial import HEADLINE_PAIRS
+from hierconsole.levels import PAPER_CODES as LEVELS
 from hierconsole.study import read
 from hierconsole.study.analysis.effects import simple_effects
 from hierconsole.study.analysis.frames import analysis_frame
 from hierconsole.study.analysis.headline import headline
 from hierconsole.study.analysis.statistics import EVIDENCE_KEYS, evidence
-from hierconsole.vocabulary import LEVELS
 from tests.paper_tables import SEEDS, per_seed_table
 from tests.stores.fixed import COMPLETE, metric_value
 from tests.stores.fixed import SEEDS as FIXED_SEEDS

@@ -18,6 +18,7 @@ import tomllib
 import pytest
 
 from hierconsole.factorial import CONTRASTS
+from hierconsole.levels import PAPER_CODES as LEVELS
 from hierconsole.study.analysis.paper_tables import (
     PAPER_DIR,
     PAPER_TABLES,
@@ -25,7 +26,7 @@ from hierconsole.study.analysis.paper_tables import (
     load_tables,
     paper_long,
 )
-from hierconsole.vocabulary import AGGREGATIONS, ARMS, BASELINES, LEVELS
+from hierconsole.vocabulary import AGGREGATIONS, ARMS, BASELINES
 from tests.paper_tables import SEEDS
 
 HALF = 0.5  # a printed value is within half a unit of its last digit of the exact one

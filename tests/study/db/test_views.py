@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from hierconsole.factorial import CONTRASTS
+from hierconsole.levels import PAPER_CODES as LEVELS
 from hierconsole.study.analysis.effects import simple_effects
 from hierconsole.study.db.storage import Store
 from hierconsole.study.db.views import views_sql
 from hierconsole.study.read import per_seed
-from hierconsole.vocabulary import ARMS, HIER_METRIC, HIER_SCORE, LEVELS, MAP, RANKING_METRICS
+from hierconsole.vocabulary import ARMS, HIER_METRIC, HIER_SCORE, MAP, RANKING_METRICS
 from tests.stores.fixed import COMPLETE
 
 

@@ -51,26 +51,26 @@ def test_development_shuffle_keeps_group_sizes_reaches_the_minimum_and_leaves_te
     tax = _random_taxonomy(rng, 80, 30, 5)
     # Middle-disjoint, as the NABirds Parent-disjoint protocol: a third of the middles are test-only.
     test_middles = rng.choice(30, 10, replace=False)
-    dev_leaves = np.flatnonzero(~np.isin(tax.leaf_middle, test_middles))
+    dev_leaves = np.flatnonzero(~np.isin(tax.parents[0], test_middles))
     result = development_shuffle(tax, dev_leaves, seed=seed)
     new = result.taxonomy
     dev_middles = np.setdiff1d(np.arange(30), test_middles)
-    assert result.dev_leaves.tolist() == dev_leaves.tolist()
-    assert result.dev_middles.tolist() == dev_middles.tolist()
+    assert result.dev_nodes[0].tolist() == dev_leaves.tolist()
+    assert result.dev_nodes[1].tolist() == dev_middles.tolist()
     # The multiset of classes per middle group and of middles per high group is preserved.
-    assert (np.bincount(new.leaf_middle, minlength=30) == np.bincount(tax.leaf_middle, minlength=30)).all()
-    assert (np.bincount(new.middle_high, minlength=5) == np.bincount(tax.middle_high, minlength=5)).all()
+    assert (np.bincount(new.parents[0], minlength=30) == np.bincount(tax.parents[0], minlength=30)).all()
+    assert (np.bincount(new.parents[1], minlength=5) == np.bincount(tax.parents[1], minlength=5)).all()
     # Test-only groups never move; development leaves stay among development middles.
     test_leaves = np.setdiff1d(np.arange(80), dev_leaves)
-    assert (new.leaf_middle[test_leaves] == tax.leaf_middle[test_leaves]).all()
-    assert (new.middle_high[test_middles] == tax.middle_high[test_middles]).all()
-    assert np.isin(new.leaf_middle[dev_leaves], dev_middles).all()
+    assert (new.parents[0][test_leaves] == tax.parents[0][test_leaves]).all()
+    assert (new.parents[1][test_middles] == tax.parents[1][test_middles]).all()
+    assert np.isin(new.parents[0][dev_leaves], dev_middles).all()
     # Fixed points: the minimum the development group sizes allow, counted independently.
-    leaf_fixed = int((new.leaf_middle[dev_leaves] == tax.leaf_middle[dev_leaves]).sum())
-    middle_fixed = int((new.middle_high[dev_middles] == tax.middle_high[dev_middles]).sum())
-    assert (result.leaf_fixed, result.middle_fixed) == (leaf_fixed, middle_fixed)
-    assert leaf_fixed == result.leaf_min == min_fixed_points(tax.leaf_middle[dev_leaves])
-    assert middle_fixed == result.middle_min == min_fixed_points(tax.middle_high[dev_middles])
+    leaf_fixed = int((new.parents[0][dev_leaves] == tax.parents[0][dev_leaves]).sum())
+    middle_fixed = int((new.parents[1][dev_middles] == tax.parents[1][dev_middles]).sum())
+    assert (result.fixed[0], result.fixed[1]) == (leaf_fixed, middle_fixed)
+    assert leaf_fixed == result.fixed_min[0] == min_fixed_points(tax.parents[0][dev_leaves])
+    assert middle_fixed == result.fixed_min[1] == min_fixed_points(tax.parents[1][dev_middles])
     assert development_shuffle(tax, dev_leaves, seed=seed).sha256 == result.sha256 != tax.sha256()
 
 
@@ -78,14 +78,14 @@ def test_development_fixed_points_match_the_brute_force_minimum_and_differ_from_
     # m0..m3 under h0 (dominant), m4 under h1, m5 (test-only) under h1: five development middles.
     tax = _taxonomy([0, 0, 1, 1, 2, 3, 4, 5], [0, 0, 0, 0, 1, 1])
     dev_leaves = np.arange(7)  # l7 (in m5) is test-only
-    dev_mh = tax.middle_high[:5].tolist()
+    dev_mh = tax.parents[1][:5].tolist()
     best = min(sum(a == b for a, b in zip(p, dev_mh, strict=True)) for p in itertools.permutations(dev_mh))
     assert best == 3  # 2 * 4 - 5; over the whole tree (4 of 6 under h0) it would be 2
-    assert min_fixed_points(tax.middle_high) == 2
+    assert min_fixed_points(tax.parents[1]) == 2
     for seed in range(5):
         result = development_shuffle(tax, dev_leaves, seed=seed)
-        assert result.middle_fixed == best
-        assert result.taxonomy.leaf_middle[7] == 5 and result.taxonomy.middle_high[5] == 1
+        assert result.fixed[1] == best
+        assert result.taxonomy.parents[0][7] == 5 and result.taxonomy.parents[1][5] == 1
 
 
 def test_validation_reads_the_true_taxonomy(tmp_path, tiny_fs):
@@ -94,7 +94,7 @@ def test_validation_reads_the_true_taxonomy(tmp_path, tiny_fs):
     train = np.flatnonzero(tiny_fs.split == 0)
     shuffle = development_shuffle(tiny_fs.taxonomy, tiny_fs.leaf[train], seed=7)
     tax_file = tmp_path / "train_taxonomy.npz"
-    np.savez(tax_file, leaf_middle=shuffle.taxonomy.leaf_middle, middle_high=shuffle.taxonomy.middle_high)
+    np.savez(tax_file, leaf_middle=shuffle.taxonomy.parents[0], middle_high=shuffle.taxonomy.parents[1])
     preset = tiny_preset(epochs=2, **{"controls.taxonomy_shuffle": True, "training.val_every": 2})
     spec = make_spec(tmp_path / "job", tiny_fs, tiny_dir, arms=("E_S",), preset=preset, train_taxonomy=str(tax_file))
     emitted = []
