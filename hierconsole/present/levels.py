@@ -58,10 +58,10 @@ def dataset_level_counts(info: Any) -> tuple[int, ...]:
 
 
 def span(words: Sequence[str]) -> str:
-    """`leaf…top` of a list longer than three (what a narrow column shows of a deep tree), else all of it
+    """`leaf→top` of a list longer than three (what a narrow column shows of a deep tree), else all of it
     joined by `/`."""
     words = list(words)
-    return "/".join(words) if len(words) <= 3 else f"{words[0]}…{words[-1]}"
+    return "/".join(words) if len(words) <= 3 else f"{words[0]}→{words[-1]}"
 
 
 def level_label(obj: Any, code: str) -> str:

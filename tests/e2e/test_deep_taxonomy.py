@@ -127,6 +127,21 @@ async def test_the_effects_screen_of_seven_levels_fits_80x24(inat_home):
             assert screen.selection.level == screen.level_choices[1]
 
 
+@pytest.mark.parametrize("view", ["1", "2", "4", "5"])
+async def test_every_view_of_a_seven_level_study_fits_80x24(inat_home, view):
+    """Datasets, runs, audits and redistribution of the real seven-level study: no number is cut."""
+    home, study_id = inat_home
+    with Store(home, read_only=True) as store:
+        app = make_app(store, study=study_id)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press(view)
+            await settle(pilot, app)
+            text = screen_text(app)
+            assert "…" not in text, text
+            if view == "5":  # the redistribution runs its levels down the rows (they scroll), leaf first
+                assert text.index("species") < text.index("genus") < text.index("family"), text
+
+
 @pytest.mark.parametrize(("dataset", "k"), [("synthetic:tree2", 2), ("synthetic:tree12", 12)])
 def test_the_demo_preset_runs_on_two_and_twelve_levels(tmp_path, dataset, k):
     home = tmp_path / "home"

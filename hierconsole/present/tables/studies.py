@@ -101,7 +101,7 @@ def audits_grid(checks: Sequence[Check]) -> Grid:
 
 def datasets_grid(datasets: Sequence[DatasetInfo]) -> Grid:
     """One row per dataset. Three levels show their names and group counts in full (`leaf/middle/high`);
-    a deeper tree shows `K · leaf…top` (its depth, then its leaf's and top's names or counts), which
+    a deeper tree shows `K · leaf→top` (its depth, then its leaf's and top's names or counts), which
     keeps the table's width whatever the depth (the console's detail pane names every level)."""
     deep = any(len(d.level_names) != 3 for d in datasets)
     grid = Grid(

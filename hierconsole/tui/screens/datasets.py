@@ -23,7 +23,7 @@ VALIDATION_NOTE = "validation: 0 conflicts (one middle per leaf, one high per mi
 VALIDATION_NOTE_ANY_DEPTH = "validation: 0 conflicts (one parent per node at every level, no empty names)"
 LEVELS_HEADER = "leaf/mid/high"
 DEEP_LEVELS_HEADER = "groups/level"
-"""The counts column's header: three levels' own, or `K · leaf…top` where a deeper tree is listed."""
+"""The counts column's header: three levels' own, or `K · leaf→top` where a deeper tree is listed."""
 
 
 def welcome_text(preset_name: str, description: str) -> Group:
@@ -57,7 +57,7 @@ def dataset_cells(d: DatasetInfo) -> list:
 
 
 def level_counts_cell(d: DatasetInfo) -> str:
-    """Groups per level: `200/122/37` for three levels (or two), `7 · 10000…3` (depth · leaf…top) deeper,
+    """Groups per level: `200/122/37` for three levels (or two), `7 · 10000→3` (depth · leaf→top) deeper,
     so the column keeps its width whatever the depth (the detail pane lists every level)."""
     counts = [str(c) for c in dataset_level_counts(d)]
     return span(counts) if len(counts) <= 3 else f"{len(counts)} · {span(counts)}"

@@ -1,4 +1,4 @@
-"""The datasets table with trees of any depth: three levels as before, a deeper one as `K · leaf…top`,
+"""The datasets table with trees of any depth: three levels as before, a deeper one as `K · leaf→top`,
 every number whole at 80 columns."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def test_a_tree_of_any_depth_shows_its_depth_leaf_and_top(k):
     if k == 2:
         assert (names, numbers) == ("/".join(levels.names), "10000/5000")
     else:
-        assert names == f"{k} · {levels.names[0]}…{levels.names[-1]}"
-        assert numbers == f"{k} · 10000…{counts[-1]}"
+        assert names == f"{k} · {levels.names[0]}→{levels.names[-1]}"
+        assert numbers == f"{k} · 10000→{counts[-1]}"
     assert [c.plain for c in grid.rows[1][4:6]] == ["Class/Genus/Family", "200/122/37"]
     assert_whole(grid)
