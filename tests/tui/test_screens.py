@@ -19,6 +19,7 @@ from hierconsole.tui.screens.dialogs import ConfirmDialog
 from hierconsole.tui.screens.export import ExportScreen
 from hierconsole.tui.screens.import_dialog import ImportDialog
 from hierconsole.tui.screens.run_detail import RunDetailScreen
+from tests.deep_trees import inat_rows, write_inat_json
 from tests.stores.fixed import COMPLETE, LIVE, SEEDS
 from tests.tui.conftest import SIZE, make_app, settle, shown
 
@@ -353,3 +354,59 @@ async def test_a_view_loaded_as_the_console_closes_is_dropped_without_a_tracebac
     assert not app.is_running and not audits.query("#banner")  # Textual removed the widgets
     audits._loaded(audits.Loaded(None, [], False))
     datasets._loaded(datasets.Loaded([]))
+
+
+def _write_inat(folder) -> None:
+    """A seven-rank iNaturalist train/val pair (the published JSON layout) and features keyed by image id."""
+    rng = np.random.default_rng(3)
+    rows = inat_rows(12, rng)
+    train_ids, val_ids = list(range(100, 148)), list(range(900, 924))
+    write_inat_json(folder / "train.json", rows, train_ids, [i % 12 for i in range(48)])
+    write_inat_json(folder / "val.json", rows, val_ids, [i % 12 for i in range(24)])
+    ids = np.array([str(i) for i in train_ids + val_ids])
+    np.savez(folder / "f.npz", features=rng.standard_normal((len(ids), 8)).astype(np.float32), ids=ids)
+
+
+async def _fill_inat(pilot, folder, levels: str) -> ImportDialog:
+    await pilot.press("i")
+    await pilot.pause()
+    dialog = pilot.app.screen
+    assert isinstance(dialog, ImportDialog)
+    dialog.query_one("#kind-inat").value = True
+    await pilot.pause()
+    dialog.query_one("#name").value = "inat"
+    for field, value in (("features", folder / "f.npz"), ("train", folder / "train.json"),
+                         ("val", folder / "val.json"), ("levels", levels)):  # fmt: skip
+        dialog.query_one(f"#path-{field}").value = str(value)
+    await pilot.press("ctrl+s")
+    await settle(pilot, pilot.app)
+    return dialog
+
+
+async def test_import_an_inat_file_keeps_the_ranks_asked_for(fixed_copy, tmp_path):
+    _write_inat(tmp_path)
+    with Store(fixed_copy) as store:
+        app = make_app(store)
+        async with app.run_test(size=(80, 40)) as pilot:
+            await pilot.press("1")
+            await settle(pilot, app)
+            await _fill_inat(pilot, tmp_path, "species,genus,family,order,phylum")  # a subset, finest first
+            assert not isinstance(app.screen, ImportDialog), shown(app)
+            text = shown(app)
+            assert "5 · 12→" in text  # five levels, twelve species
+        (info,) = [d for d in list_datasets(store) if d.dataset_id == "inat"]
+        assert info.levels.codes == ("species", "genus", "family", "order", "phylum")
+
+
+async def test_import_an_inat_file_refuses_a_rank_out_of_order_in_place(fixed_copy, tmp_path):
+    _write_inat(tmp_path)
+    with Store(fixed_copy) as store:
+        app = make_app(store)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("1")
+            await settle(pilot, app)
+            await _fill_inat(pilot, tmp_path, "genus,species")
+            assert isinstance(app.screen, ImportDialog)
+            assert "finest first" in shown(app)
+        assert [d.dataset_id for d in list_datasets(store)] == ["tiny"]
+        assert not (fixed_copy / "datasets" / "inat").exists()

@@ -140,9 +140,11 @@ def read_dataset(
 
         return import_nabirds(p["root"], p["features"], name=name)
     if source == "inat":
-        from hierconsole.datasets.inat import import_inat
+        from hierconsole.datasets.inat import import_inat, parse_levels
 
-        return import_inat(p["features"], p["train"], p.get("val"), name=name, levels=levels, expected_dim=dim)
+        # The ranks are checked as the CLI checks --levels, from whichever front end they come.
+        ranks = parse_levels(",".join(levels)) if levels else None
+        return import_inat(p["features"], p["train"], p.get("val"), name=name, levels=ranks, expected_dim=dim)
     raise HierconsoleError(f"{source!r} is not an import source; give one of {', '.join(IMPORT_SOURCES)}")
 
 

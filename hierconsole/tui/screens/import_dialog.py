@@ -33,13 +33,16 @@ from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.dialogs import FieldDialog
 from hierconsole.tui.widgets.path_input import FieldInput, PathInput
 
-KINDS = ("generic", "cub", "nabirds")
-KIND_LABELS = {"generic": "generic files", "cub": "CUB-200-2011", "nabirds": "NABirds"}
+KINDS = ("generic", "cub", "nabirds", "inat")
+KIND_LABELS = {"generic": "generic files", "cub": "CUB-200-2011", "nabirds": "NABirds", "inat": "iNaturalist"}
 FIELDS: dict[str, tuple[str, str]] = {
     "root": ("folder", "dataset folder (images.txt, ...)"),
     "features": ("features", ".npy .npz .parquet .safetensors .pt"),
     "labels": ("labels", "CSV id,leaf[,split]"),
-    "taxonomy": ("taxonomy", "CSV leaf,middle,high"),
+    "taxonomy": ("taxonomy", "CSV, a column per level, leaf first"),
+    "train": ("train", "iNat annotation JSON (train2021.json)"),
+    "val": ("val", "iNat val JSON: the test split (or none)"),
+    "levels": ("levels", "ranks to keep, finest first (default: all)"),
     "weights": ("weights", "no features yet: extract with these DINOv2 weights (a folder or file, or none)"),
     "model": ("model", "vits14, vitb14 (default), vitl14, or a Dinov2Config .json"),
 }
@@ -47,12 +50,15 @@ KIND_FIELDS = {
     "generic": ("features", "labels", "taxonomy"),
     "cub": ("root", "features", "taxonomy", "weights", "model"),
     "nabirds": ("root", "features", "weights", "model"),
+    "inat": ("features", "train", "val", "levels"),
 }
-OPTIONAL = ("weights", "model")
+OPTIONAL = ("weights", "model", "val", "levels")
 """Fields that may stay empty; `features` may too when `weights` asks for an extraction."""
 EXTRACTED = "extracted"
 """Folder of the home where the console's extractions write their features (and resume from)."""
-DEFAULT_NAMES = {"generic": "", "cub": "cub", "nabirds": "nabirds"}
+DEFAULT_NAMES = {"generic": "", "cub": "cub", "nabirds": "nabirds", "inat": "inat"}
+NOT_PATHS = ("levels",)
+"""Fields that are not files: `levels` is the iNat ranks to keep, comma-separated (`species,genus,family`)."""
 
 
 @dataclass(frozen=True)
@@ -190,7 +196,10 @@ class ImportDialog(FieldDialog[DatasetInfo | None]):
                 if extracted is None:
                     return
                 request = extracted
-            info = import_dataset(store, read_dataset(request.kind, request.name, request.paths))
+            paths = {f: p for f, p in request.paths.items() if f not in NOT_PATHS and p}
+            ranks = [r.strip() for r in request.paths.get("levels", "").split(",") if r.strip()]
+            fs = read_dataset(request.kind, request.name, paths, levels=ranks or None)
+            info = import_dataset(store, fs)
         except HierconsoleError as exc:
             self.post_message(self.Failed(str(exc)))
             return
