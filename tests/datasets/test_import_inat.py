@@ -156,7 +156,6 @@ def test_cli_refuses_a_bad_levels_value_and_creates_nothing(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="registering a K != 3 dataset needs WP4's K-level catalog")
 def test_cli_imports_seven_ranks_into_a_store(tmp_path):
     f, train, val, *_ = inat_files(tmp_path)
     done = cli(tmp_path / "home", "import", "inat", str(f), "--train", str(train), "--val", str(val))
