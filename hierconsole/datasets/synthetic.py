@@ -136,12 +136,21 @@ def make_synthetic(config: SyntheticConfig | DeepSyntheticConfig = DEMO_CONFIG) 
     u_middle = _directions(rng, tax.counts[1], d)
     u_leaf = _directions(rng, tax.n_leaves, d)
     basis = _directions(rng, config.nuisance_rank, d)
-    n = len(leaf)
     x = f32(config.high_scale) * u_high[labels[:, 2]]
     x += f32(config.middle_scale) * u_middle[labels[:, 1]]
     x += f32(config.leaf_scale) * u_leaf[labels[:, 0]]
+    _confuse_and_perturb(x, rng, u_leaf, basis, config)
+    return _synthetic_set(config, x, leaf, split, tax)
+
+
+def _confuse_and_perturb(
+    x: np.ndarray, rng: np.random.Generator, u_leaf: np.ndarray, basis: np.ndarray, config: SyntheticConfig | DeepSyntheticConfig
+) -> None:
+    """Add, in place and in this order of draws, confusion between leaves, a low-rank nuisance and noise."""
+    f32 = np.float32
+    n, d = x.shape
     # Confusion lies inside the leaf subspace, so no projection can remove it: leaves stay imperfect.
-    others = rng.integers(0, tax.n_leaves, size=(n, config.confusion_terms))
+    others = rng.integers(0, len(u_leaf), size=(n, config.confusion_terms))
     weights = rng.standard_normal((n, config.confusion_terms), dtype=np.float32) * f32(config.confusion_scale)
     for t in range(config.confusion_terms):
         x += weights[:, t : t + 1] * u_leaf[others[:, t]]
@@ -149,12 +158,20 @@ def make_synthetic(config: SyntheticConfig | DeepSyntheticConfig = DEMO_CONFIG) 
     for k in range(config.nuisance_rank):
         x += z[:, k : k + 1] * basis[k]
     x += _directions(rng, n, d) * f32(config.noise_scale)
+
+
+def _synthetic_set(
+    config: SyntheticConfig | DeepSyntheticConfig, x: np.ndarray, leaf: np.ndarray, split: np.ndarray, tax: Taxonomy
+) -> FeatureSet:
+    """The feature set of generated data; its config is its params (the names as a list, like JSON)."""
     params = asdict(config)
-    params["level_names"] = list(config.level_names)
+    for key in ("level_sizes", "level_names"):
+        if key in params:
+            params[key] = list(params[key])
     return FeatureSet(
         name=config.name,
         features=x,
-        ids=np.array([f"{config.name}-{i:05d}" for i in range(n)], dtype=object),
+        ids=np.array([f"{config.name}-{i:05d}" for i in range(len(x))], dtype=object),
         leaf=leaf,
         split=split,
         taxonomy=tax,
@@ -252,28 +269,8 @@ def make_deep_synthetic(config: DeepSyntheticConfig) -> FeatureSet:
     x = np.zeros((n, d), dtype=np.float32)
     for level in reversed(range(tax.k)):
         x += f32(config.scales()[level]) * directions[level][labels[:, level]]
-    others = rng.integers(0, tax.n_leaves, size=(n, config.confusion_terms))
-    weights = rng.standard_normal((n, config.confusion_terms), dtype=np.float32) * f32(config.confusion_scale)
-    for t in range(config.confusion_terms):
-        x += weights[:, t : t + 1] * directions[0][others[:, t]]
-    z = rng.standard_normal((n, config.nuisance_rank), dtype=np.float32) * f32(config.nuisance_scale)
-    for r in range(config.nuisance_rank):
-        x += z[:, r : r + 1] * basis[r]
-    x += _directions(rng, n, d) * f32(config.noise_scale)
-    params = asdict(config)
-    params["level_sizes"] = list(config.level_sizes)
-    params["level_names"] = list(config.level_names)
-    return FeatureSet(
-        name=config.name,
-        features=x,
-        ids=np.array([f"{config.name}-{i:05d}" for i in range(n)], dtype=object),
-        leaf=leaf,
-        split=split,
-        taxonomy=tax,
-        kind="synthetic",
-        sources={},
-        params=params,
-    )
+    _confuse_and_perturb(x, rng, directions[0], basis, config)
+    return _synthetic_set(config, x, leaf, split, tax)
 
 
 INAT_RANK_NAMES: tuple[str, ...] = ("Species", "Genus", "Family", "Order", "Class", "Phylum", "Kingdom")
