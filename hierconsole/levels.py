@@ -4,7 +4,8 @@ A tree has K levels, 2 <= K <= 12. Three-level data keeps the codes `leaf, middl
 display names are (CUB's Class/Genus/Family, NABirds' Leaf/Parent/Supergroup), so every store, export
 and JSON key written before levels were general stays valid. Any other depth takes its codes from its
 display names (iNaturalist's `species, genus, family, ...`), or `l1 .. lK` when those do not make
-distinct codes.
+distinct codes or make only paper codes (so level columns named only leaf/middle/high are always a
+three-level table's).
 
 Standard library only: the front ends, the workers and the store all read it at no start-up cost.
 """
@@ -50,7 +51,11 @@ def level_codes(names: Sequence[str]) -> tuple[str, ...]:
     if k == 3:
         return PAPER_CODES
     slugs = tuple(re.sub(r"[^a-z0-9]", "", name.lower()) for name in names)
-    if all(_CODE.fullmatch(s) for s in slugs) and len(set(slugs)) == k and not RESERVED_CODES & set(slugs):
+    distinct = all(_CODE.fullmatch(s) for s in slugs) and len(set(slugs)) == k
+    # Codes drawn only from leaf/middle/high belong to three-level data: a table whose level columns are
+    # all paper codes is then a three-level table (one missing a level without valid queries), never a
+    # shallower tree (e.g. two levels named Leaf and Middle).
+    if distinct and not RESERVED_CODES & set(slugs) and not set(slugs) <= set(PAPER_CODES):
         return slugs
     return tuple(f"l{i}" for i in range(1, k + 1))
 

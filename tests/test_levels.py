@@ -128,3 +128,16 @@ def test_only_the_level_rooms_spell_the_three_level_codes():
             if isinstance(node, ast.Constant) and node.value in ("middle", "high"):
                 found.append(f"{rel}:{node.lineno} {node.value!r}")
     assert not found, "three-level codes spelled outside the level rooms: " + "; ".join(found)
+
+
+@pytest.mark.parametrize("names", [("Leaf", "Middle"), ("leaf", "high"), ("Middle", "High", "Leaf", "high ")])
+def test_other_depths_never_take_only_paper_codes(names):
+    # Level columns named only leaf/middle/high are a three-level table's (one may lack an empty level).
+    codes = level_codes(names)
+    assert not set(codes) <= set(PAPER_CODES)
+    assert codes == tuple(f"l{i}" for i in range(1, len(names) + 1))
+
+
+def test_a_deep_tree_may_share_a_paper_code():
+    assert Levels.of(("Leaf", "Group")).codes == ("leaf", "group")
+    assert Levels.of(("Leaf", "Middle", "High", "Top")).codes == ("leaf", "middle", "high", "top")

@@ -151,6 +151,11 @@ def test_the_demo_preset_runs_on_two_and_twelve_levels(tmp_path, dataset, k):
         (study_id,) = store.one("SELECT study_id FROM studies")
         levels = {r[0] for r in store.rows("SELECT DISTINCT level FROM metrics WHERE study_id = ?", [study_id])}
     assert len(levels - {"hier"}) == k, levels
+    # Every level has its columns in the arm table (codes that share a paper code too: tree2's leaf, group).
+    done = cli(home, "export", "arms", "--study", study_id, "-o", "-")
+    assert done.returncode == 0, done.stderr
+    header = done.stdout.splitlines()[0].split(",")
+    assert {f"{code}_mAP_mean" for code in levels} <= set(header), header
     done = cli(home, "audit", study_id)
     assert done.returncode == 0, done.stdout + done.stderr
     done = cli(home, "effects", study_id)

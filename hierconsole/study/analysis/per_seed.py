@@ -220,16 +220,16 @@ def table_levels(columns: Iterable[str]) -> tuple[str, ...]:
     """The level codes of a per-seed table's ``{level}_{mAP or R@K}`` columns, leaf first.
 
     A table written by :func:`per_seed_from_long` holds them in level order, so their first appearance
-    gives the order. A table with any of the three-level codes, or with no level column at all, is a
-    three-level table (leaf, middle, high whatever columns it lacks): what every table was before levels
-    were general, so its messages name the same columns.
+    gives the order. A table whose level columns are all three-level codes, or that has none, is a
+    three-level table (leaf, middle, high whatever columns it lacks: a level without valid queries is
+    left out); no tree of another depth has only those codes (`hierconsole.levels.level_codes`).
     """
     found: dict[str, None] = {}
     for column in columns:
         level, metric = split_column(column)
         if level and level != HIER_SCORE and _is_ranking(metric):
             found.setdefault(level)
-    if not found or set(found) & set(PAPER_CODES):
+    if set(found) <= set(PAPER_CODES):
         return PAPER_CODES
     return tuple(found)
 
