@@ -4,9 +4,12 @@ that name the hier score's levels ("mean of middle and high" for three levels, a
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hierconsole.levels import MAX_LEVELS, MIN_LEVELS, PAPER_CODES, Levels, default_hier
+
+if TYPE_CHECKING:
+    from hierconsole.study.read import DatasetInfo
 
 PAPER = Levels.of(("Leaf", "Middle", "High"))
 """Three levels: the codes leaf/middle/high every three-level table shows (names never differ there)."""
@@ -48,13 +51,9 @@ def and_list(words: Sequence[str]) -> str:
     return ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def dataset_level_counts(info: Any) -> tuple[int, ...]:
-    """A dataset's group count per level, leaf first: its `level_counts` when the catalog gives them,
-    else the three columns a three-level catalog row has."""
-    counts = getattr(info, "level_counts", None)
-    if counts is not None:
-        return tuple(int(c) for c in counts)
-    return (info.n_leaf, info.n_middle, info.n_high)
+def dataset_level_counts(info: DatasetInfo) -> tuple[int, ...]:
+    """A dataset's group count per level, leaf first."""
+    return tuple(int(c) for c in info.level_counts)
 
 
 def span(words: Sequence[str]) -> str:

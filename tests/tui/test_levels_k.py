@@ -77,10 +77,31 @@ async def test_the_effects_picker_follows_a_seven_level_study(open_store):
         )
         await pilot.pause()
         assert screen.level_choices == ("hier", *INAT7.codes[1:], "species")
-        await pilot.press("m")
-        assert screen.selection.level == "genus"
-        await settle(pilot, app)
         assert "…" not in screen_text(app)
+        # The key moves to genus and reloads the study shown, which is three-level: a level it does not
+        # have falls back to the hier score (the real seven-level picker: tests/e2e/test_deep_taxonomy.py).
+        await pilot.press("m")
+        await settle(pilot, app)
+        assert screen.level_choices == ("hier", "middle", "high", "leaf")
+        assert screen.selection.level == "hier"
+        assert "…" not in screen_text(app)
+
+
+async def test_the_effects_picker_follows_the_declared_hier_levels(open_store):
+    app = make_app(open_store, study=COMPLETE)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        await settle(pilot, app)
+        screen = app.screen
+        shown = screen._shown
+        hier = ("family", "kingdom")  # evaluation.hier_levels: averaged first, then the others, the leaf last
+        screen.post_message(
+            screen.Loaded(
+                shown.study_id, shown.progress, _k_per_seed(INAT7), shown.aggregations, shown.aggregation, None, (), hier
+            )
+        )
+        await pilot.pause()
+        assert screen.level_choices == ("hier", "family", "kingdom", "genus", "order", "class", "phylum", "species")
 
 
 def test_the_live_line_abridges_a_deep_tree():

@@ -205,7 +205,9 @@ def redistribution_grid(result: Redistribution, digits: int, width: int | None =
             Text("yes" if flag else "no", style="bold" if flag else "dim"),
             numbers.count(result.seeds_with_pattern[contrast], result.n_seeds),
         )
-    if levels.k <= 3 and (width is None or fits(wide, width)):
+    if levels.k <= 3:  # the paper's layout, whatever the width (render narrows it as before)
+        return wide
+    if width is None or fits(wide, width):
         return wide
     return _redistribution_down(result, levels, digits, title)
 

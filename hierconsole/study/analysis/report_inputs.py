@@ -117,3 +117,5 @@ class FamilyInputs:
     """An outer-split family's arms over splits and paired gains, why not (yet), or None (no arms)."""
     levels: Levels = PAPER_LEVELS
     """The members' levels (one dataset), leaf first."""
+    hier: tuple[str, ...] = PAPER_LEVELS.non_leaf
+    """The levels the members' hier score averages (their first member's declaration)."""

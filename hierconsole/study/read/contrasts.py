@@ -32,7 +32,8 @@ def _qg_protocol(store: Store, study_id: str) -> dict[str, str]:
 
 def comparable(store: Store, a: str, b: str) -> None:
     """Refuse (HierconsoleError naming which study and why) unless A and B can be contrasted: both locked
-    and evaluated, on the same dataset, scored on the same query/gallery splits and aggregation."""
+    and evaluated, on the same dataset, scored on the same query/gallery splits and aggregation, with the
+    same hier-score levels."""
     studies = {sid: get_study(store, sid) for sid in (a, b)}
     for sid, study in studies.items():
         if study.locked_at is None:
@@ -51,6 +52,12 @@ def comparable(store: Store, a: str, b: str) -> None:
         raise HierconsoleError(
             f"studies {a} and {b} register different aggregations ({agg_a} vs {agg_b}); their metrics "
             "are different estimands"
+        )
+    ha, hb = study_levels(store, a).hier, study_levels(store, b).hier
+    if ha != hb:
+        raise HierconsoleError(
+            f"studies {a} and {b} average different levels in their hier score ({', '.join(ha)} vs "
+            f"{', '.join(hb)}; preset evaluation.hier_levels): their hier_mAP are different estimands"
         )
     qa, qb = _qg_protocol(store, a), _qg_protocol(store, b)
     if qa != qb:

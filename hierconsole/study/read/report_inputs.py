@@ -14,7 +14,7 @@ from hierconsole.config.family import flatten
 from hierconsole.contract.events import EventKind
 from hierconsole.datasets.featureset import file_sha256
 from hierconsole.errors import ConfigError, HierconsoleError, NotFoundError
-from hierconsole.levels import PAPER_LEVELS
+from hierconsole.levels import PAPER_LEVELS, LevelPlan
 from hierconsole.study.analysis.arms import arm_table
 from hierconsole.study.analysis.effects import SimpleEffects, omitted_text, simple_effects
 from hierconsole.study.analysis.headline import headline
@@ -272,7 +272,8 @@ def family_inputs(store: Store, ref: str, *, metric: str = HIER_METRIC) -> Famil
     except HierconsoleError as exc:
         outer = str(exc).splitlines()[0]
     first = family.members[0].study_id if family.members else None
-    levels = study_levels(store, first).levels if first else PAPER_LEVELS
+    plan = study_levels(store, first) if first else LevelPlan.default(PAPER_LEVELS)
+    levels = plan.levels
     return FamilyInputs(
         family_id=family.family_id,
         name=family.name,
@@ -280,11 +281,12 @@ def family_inputs(store: Store, ref: str, *, metric: str = HIER_METRIC) -> Famil
         members=members,
         contrasts=contrasts_so_far(store, family, metric=metric),
         pooled=pooled,
-        level_names=levels.names if first else PAPER_LEVELS.codes,
+        level_names=levels.names if first else PAPER_LEVELS.codes,  # a family without members as before
         provenance={"hierconsole": __version__, **({"members": {m.member: provenance(store, m.study_id) for m in family.members}})},
         metric=metric,
         outer=outer,
         levels=levels,
+        hier=plan.hier,
     )
 
 

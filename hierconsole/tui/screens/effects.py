@@ -34,6 +34,7 @@ from hierconsole.study.read import (
     aggregations,
     empty_levels,
     evaluated_per_seed,
+    study_levels,
     study_progress,
 )
 from hierconsole.study.read.effects import EffectsView, effects_so_far
@@ -98,6 +99,8 @@ class AnalysisScreen(ConsoleScreen):
         result: object = None
         empty_levels: tuple[str, ...] = ()
         """Levels without a valid query in the study's splits (left out of its tables, named here)."""
+        hier: tuple[str, ...] | None = None
+        """The levels the study's hier score averages (its recorded plan); None: every level above the leaf."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -134,8 +137,9 @@ class AnalysisScreen(ConsoleScreen):
         agg = selection.aggregation if selection.aggregation in aggs else (aggs[0] if aggs else None)
         per_seed = evaluated_per_seed(store, study_id, agg) if agg else None
         result = self.analyse(per_seed, selection) if per_seed is not None else None
+        hier = study_levels(store, study_id).hier
         self.post_message(
-            self.Loaded(study_id, progress, per_seed, aggs, agg, result, empty_levels(store, study_id))
+            self.Loaded(study_id, progress, per_seed, aggs, agg, result, empty_levels(store, study_id), hier)
         )
 
     def analyse(self, per_seed: pl.DataFrame, selection: Selection) -> object:
@@ -146,11 +150,14 @@ class AnalysisScreen(ConsoleScreen):
     @while_open
     def _loaded(self, message: Loaded) -> None:
         self.aggregations = message.aggregations
+        level = self.selection.level
         if message.per_seed is not None:
-            self.level_choices = level_choices(
-                levels_in_columns(() if message.per_seed is None else message.per_seed.columns)
-            )
-        self.selection = Selection(self.selection.level, self.selection.measure, message.aggregation)
+            levels = levels_in_columns(message.per_seed.columns)
+            hier = None if message.hier is None else tuple(c for c in message.hier if c in levels.codes)
+            self.level_choices = level_choices(levels, hier or None)
+            if level not in self.level_choices:  # a level of the study shown before
+                level = self.level_choices[0]
+        self.selection = Selection(level, self.selection.measure, message.aggregation)
         self._shown = message
         self._show(message)
 

@@ -137,7 +137,13 @@ def test_contrasts_refuse_unlocked_other_dataset_and_other_qg_protocol(family_ho
     shutil.copytree(family_home[0], home)
     studies = member_studies(home)
     flat, curved = studies["flat"], studies["curved"]
+    # A study whose hier score averages other levels (evaluation.hier_levels) measures another hier_mAP.
     with Store(home) as store:
+        store.execute("UPDATE study_levels SET in_hier = false WHERE study_id = ? AND code = 'middle'", [flat])
+    out = cli(home, "contrast", curved, flat)
+    assert out.returncode == 2 and "average different levels in their hier score (middle, high vs high" in out.stderr
+    with Store(home) as store:
+        store.execute("UPDATE study_levels SET in_hier = true WHERE study_id = ? AND code = 'middle'", [flat])
         store.execute("UPDATE splits SET sha256 = 'elsewhere' WHERE study_id = ? AND role = 'qg:42'", [flat])
     out = cli(home, "contrast", curved, flat)
     assert out.returncode == 2 and "different Q/G protocols" in out.stderr and "qg:42" in out.stderr
