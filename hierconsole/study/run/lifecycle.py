@@ -171,8 +171,9 @@ def create_study(store: Store, preset: Preset, dataset_id: str, *, drawn: DrawnS
     return study_id
 
 
-RECORD_FORMAT = 1
-"""The format of a study's record (`locations.study_record`)."""
+RECORD_FORMAT = 2
+"""The format of a study's record (`locations.study_record`). 2: a shuffle control's `taxonomy_shuffle`
+is {"row", "edges"} (a row per edge); 1 held the three-level row alone, which is still read."""
 STUDY_RECORD_COLUMNS = frozenset(
     {"study_id", "name", "dataset_id", "preset", "preset_sha256", "phase", "temperatures", "created_at"}
 )
@@ -240,12 +241,12 @@ def recorded_study(home: Path, study_id: str) -> dict[str, Any] | None:
 
 
 def read_record(path: Path, fmt: int, what: str) -> dict[str, Any]:
-    """A creation record (a study's, a family's) of format `fmt`, its `what` row's `created_at` parsed;
+    """A creation record (a study's, a family's) of format 1 to `fmt`, its `what` row's `created_at` parsed;
     one that cannot be read as one is a HierconsoleError naming the file."""
     try:
         record = json.loads(path.read_text())
-        if record.get("format") != fmt:
-            raise ValueError(f"format {record.get('format')!r}, this hierconsole reads {fmt}")
+        if record.get("format") not in range(1, fmt + 1):
+            raise ValueError(f"format {record.get('format')!r}, this hierconsole reads 1 to {fmt}")
         record[what]["created_at"] = datetime.fromisoformat(record[what]["created_at"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise HierconsoleError(f"{path}: not a readable {what} record ({exc})") from None

@@ -19,7 +19,14 @@ from hierconsole.engine.trainer import FactorialTrainer, build_projector, embed
 from hierconsole.study.db.catalog import register_dataset
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.audits import stored_audits
-from hierconsole.study.run.lifecycle import _taxonomy_shuffle, create_study
+from hierconsole.study.run.lifecycle import (
+    RECORD_FORMAT,
+    _taxonomy_shuffle,
+    create_study,
+    read_record,
+    recorded_study,
+    restore_study,
+)
 from hierconsole.study.run.orchestrator import Orchestrator
 from hierconsole.taxonomy import Taxonomy, development_shuffle, min_fixed_points
 from hierconsole.vocabulary import MAP, hier_score
@@ -173,3 +180,30 @@ def test_a_five_level_shuffle_records_every_edge_and_its_file_has_one_array_per_
         assert (dev_nodes, fixed, fixed_min) == (len(expected.dev_nodes[k]), expected.fixed[k], expected.fixed_min[k])
         with np.load(tmp_path / "home" / record["row"][3]) as z:
             assert list(z.keys()) == list(tax.levels.edges) and z[edge].tolist() == expected.taxonomy.parents[k].tolist()
+
+
+def test_a_format_1_record_of_a_shuffle_study_restores_the_same_rows(tmp_path, tiny_fs):
+    """`doctor --repair` rebuilds a store from study records; a record written before levels were general
+    (format 1: the shuffle as one three-level row) restores the same shuffle rows as today's (format 2)."""
+    preset = tiny_preset(**{"controls.taxonomy_shuffle": True, "training.cells": ["E_S"], "evaluation.n_query": 8})
+    with Store(tmp_path / "home") as store:
+        register_dataset(store, tiny_fs)
+        study_id = create_study(store, preset, "tiny")
+        record = recorded_study(store.home, study_id)
+        assert record is not None and record["format"] == RECORD_FORMAT == 2
+        query = "SELECT * EXCLUDE (study_id) FROM {} WHERE study_id = ? ORDER BY ALL"
+        wanted = {t: store.rows(query.format(t), [study_id]) for t in ("taxonomy_shuffles", "taxonomy_shuffle_edges")}
+    # The same record as format 1 wrote it: the twelve columns of the three-level row.
+    (sid, seed, sha256, path), (e1, e2) = record["taxonomy_shuffle"]["row"], record["taxonomy_shuffle"]["edges"]
+    old = json.loads(json.dumps(record, default=str))
+    old["format"] = 1
+    old["taxonomy_shuffle"] = [sid, seed, sha256, e1[3], e2[3], e1[4], e2[4], e1[5], e1[6], e2[5], e2[6], path]
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    old = read_record(tmp_path / "old.json", RECORD_FORMAT, "study")
+    with Store(tmp_path / "home") as store:
+        # The study's folder without its rows: what a repair restores a record into.
+        for table in ("splits", "taxonomy_shuffles", "taxonomy_shuffle_edges", "study_levels", "jobs", "studies"):
+            store.execute(f"DELETE FROM {table} WHERE study_id = ?", [study_id])
+        restore_study(store, old)
+        got = {t: store.rows(query.format(t), [study_id]) for t in wanted}
+    assert got == wanted
