@@ -144,11 +144,16 @@ def test_level_names_rename_the_header_columns_in_order(tmp_path):
         import_generic(*args, name="g", level_names=("Species", "Genus", "Family"))
 
 
-def test_the_three_level_header_with_extra_columns_reads_as_before(tmp_path):
+def test_a_column_beside_leaf_middle_high_is_a_level_not_dropped(tmp_path):
+    # Only the header leaf,middle,high is the three-level layout: a fourth column is a level (leaf,middle,high,
+    # top is four levels), never silently ignored.
     rows = [("sparrow", "Passer", "Passeridae"), ("tree", "Passer", "Passeridae"), ("alb", "Phoeb", "Diom")]
     fs = import_generic(*deep_files(tmp_path, rows, ["leaf", "middle", "high"], extra="x"), name="g")
-    assert fs.taxonomy.k == 3 and fs.taxonomy.levels.codes == ("leaf", "middle", "high")
-    assert fs.taxonomy.rows() == rows
+    assert fs.taxonomy.k == 4 and fs.taxonomy.level_names == ("leaf", "middle", "high", "note")
+    assert fs.taxonomy.rows() == [(*r, "x") for r in rows]
+    three = import_generic(*deep_files(tmp_path, rows, ["leaf", "middle", "high"]), name="g")
+    assert three.taxonomy.k == 3 and three.taxonomy.levels.codes == ("leaf", "middle", "high")
+    assert three.taxonomy.rows() == rows
 
 
 def test_a_deep_conflict_names_both_parents_with_rows(tmp_path):
