@@ -52,6 +52,8 @@ class Taxonomy:
         object.__setattr__(self, "parents", tuple(parents))
         if len(names) != len(nodes):
             problems.append(f"level_names needs {len(nodes)} names, got {names!r}")
+        if repeated := repeated_level_names(names):
+            problems.append(repeated)
         codes = PAPER_CODES if len(nodes) == 3 else tuple(f"level {i}" for i in range(1, len(nodes) + 1))
         for code, level in zip(codes, nodes, strict=True):
             if not level:
@@ -190,6 +192,8 @@ class Taxonomy:
                 hint="give one column per level, from the leaf up to the top",
             )
         names = tuple(level_names) if level_names else default_level_names(k)
+        if repeated := repeated_level_names(names):
+            raise InputError(source, repeated, hint="give each level a distinct name")
         numbers = list(row_numbers) if row_numbers is not None else list(range(1, len(row_tuples) + 1))
         problems: list[str] = []
         seen_rows: dict[tuple[str, ...], int] = {}
@@ -227,6 +231,14 @@ class Taxonomy:
             for j in range(k - 1)
         ]
         return cls(tuple(tuple(level) for level in nodes), tuple(parents), names)
+
+
+def repeated_level_names(names: Sequence[str]) -> str | None:
+    """The problem of level names that repeat ignoring case (a level reference ignores case, so `Genus`
+    and `genus` would both mean the first), or None."""
+    lowered = [str(n).strip().lower() for n in names]
+    repeated = [n for n, low in zip(names, lowered, strict=True) if lowered.count(low) > 1]
+    return f"level names repeat ignoring case: {', '.join(repeated)}" if repeated else None
 
 
 def _edge_names(codes: Sequence[str]) -> list[str]:

@@ -360,3 +360,10 @@ def test_k_level_shuffle_derange_every_edge_and_three_levels_keep_their_draws():
     lm = _deranged_permutation(three.parents[0], rng)
     mh = _deranged_permutation(three.parents[1], rng)
     assert (got.parents[0] == lm).all() and (got.parents[1] == mh).all()
+
+
+def test_level_names_repeating_ignoring_case_are_refused():
+    with pytest.raises(InputError, match="level names repeat ignoring case: Genus, genus"):
+        Taxonomy((("a", "b"), ("g",)), (np.array([0, 0]),), ("Genus", "genus"))
+    with pytest.raises(InputError, match="level names repeat ignoring case: Genus, genus"):
+        Taxonomy.from_rows([("a", "g")], level_names=("Genus", "genus"), source="t.csv")

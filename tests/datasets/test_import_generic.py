@@ -183,3 +183,23 @@ def test_cli_level_names_that_do_not_fit_the_header_change_nothing(tmp_path):
     done = cli(home, *argv, "--level-names", "Species")
     assert done.returncode == 2 and "give 2 to 12 names" in done.stderr
     assert not home.exists() and tree_digest(tmp_path) == before
+
+
+@pytest.mark.slow
+def test_cli_level_names_repeating_ignoring_case_are_refused(tmp_path):
+    # Genus and genus would be one level to every level reference (`Levels.index` ignores case).
+    from tests.reliability.conftest import cli, one_line_error, tree_digest
+
+    rows = [("a", "g1"), ("b", "g1"), ("c", "g2")]
+    f, labels, tax = deep_files(tmp_path, rows, ["species", "genus"])
+    (tmp_path / "dup.csv").write_text("Genus,GENUS\n" + "".join(f"{a},{b}\n" for a, b in rows))
+    before = tree_digest(tmp_path)
+    home = tmp_path / "home"
+    argv = ["import", "generic", str(f), str(labels), str(tax), "--name", "g"]
+    text = one_line_error(cli(home, *argv, "--level-names", "Genus,genus"))
+    assert "level names repeat ignoring case: Genus, genus" in text
+    text = one_line_error(
+        cli(home, "import", "generic", str(f), str(labels), str(tmp_path / "dup.csv"), "--name", "g")
+    )
+    assert "dup.csv" in text and "level names repeat ignoring case: Genus, GENUS" in text
+    assert not home.exists() and tree_digest(tmp_path) == before
