@@ -181,22 +181,41 @@ class LevelPlan:
     trained: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        for what, codes in (("hier", self.hier), ("trained", self.trained)):
-            unknown = [c for c in codes if c not in self.levels.codes]
-            if unknown:
-                raise LevelError(f"{what} levels {', '.join(unknown)} are not in {self.levels.describe()}")
-        if not self.hier:
-            raise LevelError("the hier score needs at least one level")
-        if self.levels.leaf in self.hier:
-            raise LevelError(f"the hier score never counts the leaf level ({self.levels.leaf})")
-        if self.trained and self.trained[0] != self.levels.leaf:
-            raise LevelError(f"training needs the leaf level ({self.levels.leaf}) first")
-        if len(self.trained) < MIN_LEVELS:
+        problem = self.hier_problem(self.levels, self.hier) or self.trained_problem(self.levels, self.trained)
+        if problem:
+            raise LevelError(problem)
+
+    @staticmethod
+    def hier_problem(levels: Levels, hier: Sequence[str]) -> str | None:
+        """Why these levels cannot be the hier score's, or None."""
+        unknown = [c for c in hier if c not in levels.codes]
+        if unknown:
+            return f"hier levels {', '.join(unknown)} are not in {levels.describe()}"
+        if not hier:
+            return "the hier score needs at least one level"
+        if levels.leaf in hier:
+            return f"the hier score never counts the leaf level ({levels.leaf})"
+        return None
+
+    @staticmethod
+    def trained_problem(levels: Levels, trained: Sequence[str]) -> str | None:
+        """Why a study cannot train on these levels, or None."""
+        unknown = [c for c in trained if c not in levels.codes]
+        if unknown:
+            return f"trained levels {', '.join(unknown)} are not in {levels.describe()}"
+        if trained and trained[0] != levels.leaf:
+            return f"training needs the leaf level ({levels.leaf}) first"
+        if len(trained) < MIN_LEVELS:
             # One level has no hierarchy to learn: its only relations are "same leaf" and "other".
-            raise LevelError(f"training needs the leaf and at least one level above it ({self.levels.describe()})")
-        order = [self.levels.codes.index(c) for c in self.trained]
-        if order != sorted(set(order)):
-            raise LevelError("trained levels must be distinct and in order, leaf first")
+            return f"training needs the leaf and at least one level above it ({levels.describe()})"
+        if tuple(trained) != levels.codes[: len(trained)]:
+            # Training sees only the kept label columns, so with a level skipped its strict positives at
+            # the level above the gap would not be evaluation's (which reads every level).
+            return (
+                f"training needs a run of levels from the leaf up, in order with none skipped "
+                f"({', '.join(levels.codes[: len(trained)])}), got {', '.join(trained)}"
+            )
+        return None
 
     @classmethod
     def default(cls, levels: Levels) -> LevelPlan:

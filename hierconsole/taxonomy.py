@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -51,6 +52,8 @@ class Taxonomy:
         object.__setattr__(self, "parents", tuple(parents))
         if len(names) != len(nodes):
             problems.append(f"level_names needs {len(nodes)} names, got {names!r}")
+        if repeated := repeated_level_names(names):
+            problems.append(repeated)
         codes = PAPER_CODES if len(nodes) == 3 else tuple(f"level {i}" for i in range(1, len(nodes) + 1))
         for code, level in zip(codes, nodes, strict=True):
             if not level:
@@ -189,6 +192,8 @@ class Taxonomy:
                 hint="give one column per level, from the leaf up to the top",
             )
         names = tuple(level_names) if level_names else default_level_names(k)
+        if repeated := repeated_level_names(names):
+            raise InputError(source, repeated, hint="give each level a distinct name")
         numbers = list(row_numbers) if row_numbers is not None else list(range(1, len(row_tuples) + 1))
         problems: list[str] = []
         seen_rows: dict[tuple[str, ...], int] = {}
@@ -228,6 +233,14 @@ class Taxonomy:
         return cls(tuple(tuple(level) for level in nodes), tuple(parents), names)
 
 
+def repeated_level_names(names: Sequence[str]) -> str | None:
+    """The problem of level names that repeat ignoring case (a level reference ignores case, so `Genus`
+    and `genus` would both mean the first), or None."""
+    lowered = [str(n).strip().lower() for n in names]
+    repeated = [n for n, low in zip(names, lowered, strict=True) if lowered.count(low) > 1]
+    return f"level names repeat ignoring case: {', '.join(repeated)}" if repeated else None
+
+
 def _edge_names(codes: Sequence[str]) -> list[str]:
     return [f"{codes[k]}_{codes[k + 1]}".replace(" ", "") for k in range(len(codes) - 1)]
 
@@ -248,25 +261,27 @@ def _join(numbers: list[int]) -> str:
 
 
 def load_taxonomy_csv(path: str | Path, *, level_names: Sequence[str] | None = None) -> Taxonomy:
-    """Read and validate a taxonomy CSV (see `read_taxonomy_rows`); conflicts name CSV line numbers.
+    """Read and validate a taxonomy CSV (see `read_taxonomy_rows`); conflicts name CSV line numbers."""
+    table = read_taxonomy_rows(path, level_names=level_names)
+    return Taxonomy.from_rows(
+        table.rows, level_names=table.level_names, source=path, row_numbers=table.numbers
+    )
 
-    Without `level_names` a header of level names (not the three-level `leaf,middle,high`) names them."""
-    rows, numbers = read_taxonomy_rows(path, level_names=level_names)
-    names = level_names or header_level_names(path)
-    return Taxonomy.from_rows(rows, level_names=names, source=path, row_numbers=numbers)
+
+class TaxonomyRows(NamedTuple):
+    """A taxonomy CSV's rows of K names (leaf first), each row's line number (the header is line 1) and
+    the level names: those given, else the header's, or None for the three-level layout (the defaults)."""
+
+    rows: list[tuple[str, ...]]
+    numbers: list[int]
+    level_names: tuple[str, ...] | None
 
 
-def read_taxonomy_rows(
-    path: str | Path, *, level_names: Sequence[str] | None = None
-) -> tuple[list[tuple[str, ...]], list[int]]:
-    """Rows of K names (leaf first) of a CSV and each row's line number (the header is line 1).
+def read_taxonomy_rows(path: str | Path, *, level_names: Sequence[str] | None = None) -> TaxonomyRows:
+    """The rows of a taxonomy CSV, read once; which columns are levels is `_level_columns`' rule.
 
-    With `level_names`, the header must name each level by its code (`leaf,middle,high` for three
-    levels) or its lowercase display name (e.g. `class,genus,family`) and other columns are ignored.
-    Without them, a header holding `leaf`, `middle` or `high` is the three-level layout (other columns
-    ignored); any other header names the levels itself, one column each, leaf first. Names are stripped,
-    blank lines skipped. Rows are not checked here (a short row reads as empty names):
-    `Taxonomy.from_rows` checks them.
+    Names are stripped, blank lines skipped. Rows are not checked here (a short row reads as empty
+    names): `Taxonomy.from_rows` checks them.
     """
     path = Path(path)
     header, records = read_csv_records(path, "the taxonomy CSV")
@@ -274,35 +289,7 @@ def read_taxonomy_rows(
         raise InputError(
             path, "the file is empty", hint="the first line must be the header: the level names, leaf first"
         )
-    cols = [h.strip().lower() for h in header]
-    if level_names is None and not set(PAPER_CODES) & set(cols):
-        if not MIN_LEVELS <= len(cols) <= MAX_LEVELS or not all(cols):
-            raise InputError(
-                path,
-                f"line 1: the header {','.join(header)!r} names {len([c for c in cols if c])} levels; "
-                f"a taxonomy has {MIN_LEVELS} to {MAX_LEVELS}, each column named",
-                hint="the first line names the levels, leaf first (e.g. species,genus,family)",
-            )
-        where = list(range(len(cols)))
-    else:
-        names = tuple(level_names) if level_names else DEFAULT_LEVEL_NAMES
-        codes = level_codes(names)
-        where = []
-        missing = []
-        for code, display in zip(codes, names, strict=True):
-            for key in (code, display.lower()):
-                if key in cols:
-                    where.append(cols.index(key))
-                    break
-            else:
-                missing.append(code)
-        if missing:
-            raise InputError(
-                path,
-                f"line 1: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-                f"(header is {','.join(header)!r})",
-                hint=f"the first line must be the header {','.join(codes)}",
-            )
+    where, names = _level_columns(path, header, level_names)
     rows, numbers = [], []
     for line, rec in records:
         if not any(cell.strip() for cell in rec):
@@ -310,18 +297,49 @@ def read_taxonomy_rows(
         # A short row reads as empty names, which from_rows reports alongside every other conflict.
         rows.append(tuple(rec[i].strip() if i < len(rec) else "" for i in where))
         numbers.append(line)
-    return rows, numbers
+    return TaxonomyRows(rows, numbers, names)
 
 
-def header_level_names(path: str | Path) -> tuple[str, ...] | None:
-    """The level names a taxonomy CSV's header gives, or None for the three-level layout (see above)."""
-    header, _ = read_csv_records(Path(path), "the taxonomy CSV")
-    if header is None:
-        return None
-    cells = tuple(h.strip() for h in header)
-    if set(PAPER_CODES) & {c.lower() for c in cells}:
-        return None
-    return cells
+def _level_columns(
+    path: Path, header: Sequence[str], level_names: Sequence[str] | None
+) -> tuple[list[int], tuple[str, ...] | None]:
+    """The header's level columns, leaf first, and the level names (see `TaxonomyRows`).
+
+    With `level_names`, the header names each level by its code (`leaf,middle,high` for three levels) or
+    its lowercase display name (e.g. `class,genus,family`); other columns are ignored. Without them, a
+    header of `leaf`, `middle` and `high` (in any order) is the three-level layout; any other header names
+    the levels itself, one column each, leaf first: `leaf,group` is two levels and `leaf,middle,high,top`
+    four (ignoring a column there would drop a level silently).
+    """
+    cols = [h.strip().lower() for h in header]
+    if level_names is None and sorted(cols) != sorted(PAPER_CODES):
+        if not MIN_LEVELS <= len(cols) <= MAX_LEVELS or not all(cols):
+            raise InputError(
+                path,
+                f"line 1: the header {','.join(header)!r} names {len([c for c in cols if c])} levels; "
+                f"a taxonomy has {MIN_LEVELS} to {MAX_LEVELS}, each column named",
+                hint="the first line names the levels, leaf first (e.g. species,genus,family)",
+            )
+        return list(range(len(cols))), tuple(h.strip() for h in header)
+    names = tuple(level_names) if level_names else DEFAULT_LEVEL_NAMES
+    codes = level_codes(names)
+    where = []
+    missing = []
+    for code, display in zip(codes, names, strict=True):
+        for key in (code, display.lower()):
+            if key in cols:
+                where.append(cols.index(key))
+                break
+        else:
+            missing.append(code)
+    if missing:
+        raise InputError(
+            path,
+            f"line 1: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+            f"(header is {','.join(header)!r})",
+            hint=f"the first line must be the header {','.join(codes)}",
+        )
+    return where, tuple(level_names) if level_names else None
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,8 @@ def test_a_plan_checks_its_levels():
         LevelPlan(levels, ("genus",), ("species",))
     with pytest.raises(LevelError, match="in order"):
         LevelPlan(levels, ("genus",), ("species", "family", "genus"))
+    with pytest.raises(LevelError, match="from the leaf up, in order with none skipped"):
+        LevelPlan(levels, ("genus",), ("species", "family"))
 
 
 def test_only_the_level_rooms_spell_the_three_level_codes():

@@ -86,14 +86,32 @@ def test_csv_lists_every_conflict_with_rows(tmp_path):
 
 
 def test_csv_missing_column_and_empty_file(tmp_path):
+    assert load_taxonomy_csv(write(tmp_path / "a.csv", "leaf,genus\nx,y\n")).level_names == ("leaf", "genus")
     with pytest.raises(InputError, match=r"line 1: missing columns middle, high"):
-        load_taxonomy_csv(write(tmp_path / "a.csv", "leaf,genus\nx,y\n"))
+        load_taxonomy_csv(
+            write(tmp_path / "a.csv", "leaf,genus\nx,y\n"), level_names=("Leaf", "Middle", "High")
+        )
     with pytest.raises(InputError, match="empty"):
         load_taxonomy_csv(write(tmp_path / "b.csv", ""))
     with pytest.raises(InputError, match="no rows"):
         load_taxonomy_csv(write(tmp_path / "c.csv", "leaf,middle,high\n"))
     with pytest.raises(InputError, match="cannot read"):
         load_taxonomy_csv(tmp_path / "absent.csv")
+
+
+def test_a_header_with_some_paper_codes_names_its_own_levels(tmp_path):
+    # Only a header holding all of leaf, middle and high is the three-level layout; any other names its levels.
+    two = load_taxonomy_csv(write(tmp_path / "two.csv", "leaf,group\na,g1\nb,g1\nc,g2\n"))
+    assert two.level_names == ("leaf", "group")
+    assert two.counts == (3, 2)
+    four = load_taxonomy_csv(write(tmp_path / "four.csv", "leaf,middle,high,top\na,m1,h1,t1\nb,m2,h2,t1\n"))
+    assert four.k == 4
+    assert four.level_names == ("leaf", "middle", "high", "top")
+    assert four.rows() == [("a", "m1", "h1", "t1"), ("b", "m2", "h2", "t1")]
+    # The three-level layout reads its columns by name.
+    three = load_taxonomy_csv(write(tmp_path / "three.csv", "high,leaf,middle\nh,a,m\n"))
+    assert three.level_names == ("Leaf", "Middle", "High")
+    assert three.rows() == [("a", "m", "h")]
 
 
 def test_summary_counts_singletons_with_display_names():
@@ -343,3 +361,9 @@ def test_k_level_shuffle_derange_every_edge_and_three_levels_keep_their_draws():
     mh = _deranged_permutation(three.parents[1], rng)
     assert (got.parents[0] == lm).all() and (got.parents[1] == mh).all()
 
+
+def test_level_names_repeating_ignoring_case_are_refused():
+    with pytest.raises(InputError, match="level names repeat ignoring case: Genus, genus"):
+        Taxonomy((("a", "b"), ("g",)), (np.array([0, 0]),), ("Genus", "genus"))
+    with pytest.raises(InputError, match="level names repeat ignoring case: Genus, genus"):
+        Taxonomy.from_rows([("a", "g")], level_names=("Genus", "genus"), source="t.csv")

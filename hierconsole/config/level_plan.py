@@ -67,6 +67,13 @@ def resolve_plan(preset: Preset, levels: Levels) -> LevelPlan:
                 f"counts the leaf level {_label(levels, levels.leaf)}; name levels above it "
                 f"({_levels_text(levels)})"
             )
+    for option, value, problem in (
+        ("training.levels", preset.training.levels, LevelPlan.trained_problem(levels, trained)),
+        ("evaluation.hier_levels", preset.evaluation.hier_levels, LevelPlan.hier_problem(levels, hier)),
+    ):
+        if problem:
+            shown = show(list(value)) if value is not None else "(every level)"
+            raise LevelError(f"{option} = {shown}: {problem}; {_levels_text(levels)}")
     return LevelPlan(levels, hier, trained)
 
 

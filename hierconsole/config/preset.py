@@ -37,7 +37,7 @@ from hierconsole.config.options import (
     toml_type,
 )
 from hierconsole.errors import ConfigError
-from hierconsole.levels import MAX_LEVELS, MIN_LEVELS, PAPER_CODES
+from hierconsole.levels import MAX_LEVELS, MIN_LEVELS
 from hierconsole.names import name_problem
 from hierconsole.vocabulary import (
     AGGREGATIONS,
@@ -76,9 +76,6 @@ OVERRIDES_SUFFIX = " (with overrides)"
 """Appended once to a preset's source when it is changed by a family member or the command line."""
 
 Temperature = float | Literal["tune"]
-SELECTION_SCORES: tuple[str, ...] = (HIER_METRIC, *(f"{level}_{MAP}" for level in PAPER_CODES))
-"""The validation scores of three-level data an epoch selection may use: the hier score (the default) or
-one level's mAP. Deeper data names its own levels' (`{code}_mAP`), checked against the dataset at launch."""
 LevelRef = str
 """A level as a preset names it: its code (`middle`, `genus`), its display name (any case) or its 1-based
 number (1 = leaf, kept as the digit string). Which level it is depends on the dataset: `config.level_plan`

@@ -255,7 +255,7 @@ def cub_taxonomy(
     """The taxonomy a CSV gives the folder's classes, the class ids in leaf order and how the leaves were
     matched: every check `import cub` makes of the taxonomy (so `replicate --cub-taxonomy` can refuse one
     before it starts)."""
-    rows, numbers = read_taxonomy_rows(taxonomy_csv, level_names=level_names)
+    rows, numbers, _ = read_taxonomy_rows(taxonomy_csv, level_names=level_names)
     found, how, problems = match_classes(taxonomy_csv, rows, numbers, table.classes)
     used = set(table.class_ids)
     class_name = table.classes.mapping()

@@ -20,7 +20,8 @@ from hierconsole.csv_input import read_csv_records
 from hierconsole.datasets.features_io import align_rows, read_features, with_extraction
 from hierconsole.datasets.featureset import SPLIT_NAMES, FeatureSet, source_hashes
 from hierconsole.errors import InputError
-from hierconsole.taxonomy import Taxonomy, header_level_names, load_taxonomy_csv, read_taxonomy_rows
+from hierconsole.levels import PAPER_CODES
+from hierconsole.taxonomy import Taxonomy, read_taxonomy_rows
 
 SPLIT_VALUES = {"train": 0, "training": 0, "val": 1, "valid": 1, "validation": 1, "test": 2}
 _SHOWN = 20
@@ -108,23 +109,20 @@ def read_labels_csv(
 
 
 def load_levels_csv(path: Path, *, level_names: Sequence[str] | None = None) -> Taxonomy:
-    """The taxonomy of a CSV whose header names its levels (or is `leaf,middle,high`), with `level_names`
-    (if given) as the display names: for a header of level names, one per column, in order."""
-    if level_names is None:
-        return load_taxonomy_csv(path)  # the header's own names (or the three-level defaults)
-    header = header_level_names(path)
-    if header is None:
-        # The three-level layout: the names are the three levels', matched by code or display name.
-        return load_taxonomy_csv(path, level_names=level_names)
-    if len(level_names) != len(header):
-        raise InputError(
-            path,
-            f"--level-names gives {len(level_names)} names ({','.join(level_names)}) but the header names "
-            f"{len(header)} levels ({','.join(header)})",
-            hint="give one display name per taxonomy column, leaf first, or leave --level-names out",
-        )
-    rows, numbers = read_taxonomy_rows(path)
-    return Taxonomy.from_rows(rows, level_names=tuple(level_names), source=path, row_numbers=numbers)
+    """The taxonomy of a CSV whose header names its levels (or holds `leaf,middle,high`), with `level_names`
+    (if given) as the display names, one per level in order. The file is read once."""
+    table = read_taxonomy_rows(path)
+    if level_names is not None:
+        header = table.level_names or PAPER_CODES
+        if len(level_names) != len(header):
+            raise InputError(
+                path,
+                f"--level-names gives {len(level_names)} names ({','.join(level_names)}) but the header names "
+                f"{len(header)} levels ({','.join(header)})",
+                hint="give one display name per taxonomy column, leaf first, or leave --level-names out",
+            )
+    names = tuple(level_names) if level_names is not None else table.level_names
+    return Taxonomy.from_rows(table.rows, level_names=names, source=path, row_numbers=table.numbers)
 
 
 def import_generic(

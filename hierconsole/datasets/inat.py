@@ -219,11 +219,25 @@ def _taxonomy(
 ) -> tuple[Taxonomy, dict[int, int]]:
     """The tree of the used categories at the chosen ranks, and each category's leaf index. Categories
     that agree on every chosen rank share a leaf (e.g. the species of a genus when genus is the leaf)."""
+    # A null, a number or a blank is no name: str() would make a node named "None" or "5".
+    unnamed = [
+        cid
+        for cid in used
+        if not all(isinstance(v := categories[cid].get(RANK_FIELD[r]), str) and v.strip() for r in chosen)
+    ]
+    if unnamed:
+        shown = ", ".join(map(str, unnamed[:_SHOWN])) + (" ..." if len(unnamed) > _SHOWN else "")
+        raise InputError(
+            f"{source} categories",
+            f"{len(unnamed)} categories have a {'/'.join(RANK_FIELD[r] for r in chosen)} value that is not a "
+            f"non-empty string (null, a number or blank): category ids {shown}",
+            hint="fix those categories, or keep fewer ranks with --levels",
+        )
     rows: list[tuple[str, ...]] = []
     numbers: list[int] = []
     row_of: dict[tuple[str, ...], int] = {}
     for cid in used:
-        row = tuple(str(categories[cid].get(RANK_FIELD[r], "")).strip() for r in chosen)
+        row = tuple(categories[cid][RANK_FIELD[r]].strip() for r in chosen)
         if row not in row_of:
             row_of[row] = len(rows)
             rows.append(row)
@@ -241,4 +255,4 @@ def _taxonomy(
             "keep fewer ranks with --levels, or fix the categories",
         ) from exc
     leaf_index = tax.leaf_index()
-    return tax, {cid: leaf_index[categories[cid].get(RANK_FIELD[chosen[0]], "").strip()] for cid in used}
+    return tax, {cid: leaf_index[categories[cid][RANK_FIELD[chosen[0]]].strip()] for cid in used}

@@ -291,9 +291,6 @@ def _pack_max_gallery(k: int) -> int:
     return 2 ** (32 - k)
 
 
-_PACK_MAX_GALLERY = _pack_max_gallery(3)
-"""The three-level bound (2^29)."""
-
 
 def _ranked_bits(dist: Tensor, bits: Tensor, k: int) -> Tensor:
     """``bits`` permuted by each row's rank order: bit l of [i, j] says rank j of query i is a level-l positive."""

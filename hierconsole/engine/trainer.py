@@ -53,7 +53,9 @@ from hierconsole.engine.losses import regression_loss, taxonomy_supcon_loss
 from hierconsole.engine.optim import Stepper, learning_rate, make_optimizer, set_learning_rate
 from hierconsole.engine.projector import Projector, count_trainable
 from hierconsole.engine.retrieval import evaluate
+from hierconsole.errors import InputError
 from hierconsole.levels import LevelError, LevelPlan, Levels
+from hierconsole.taxonomy import Taxonomy
 from hierconsole.vocabulary import (
     HIER_AUTHORS,
     HIER_METRIC,
@@ -246,7 +248,9 @@ def training_labels(spec: JobSpec, fs: FeatureSet, plan: LevelPlan | None = None
     taxonomy = fs.taxonomy
     if spec.train_taxonomy is None:
         if spec.preset.controls.taxonomy_shuffle and spec.kind in TRAINING_KINDS:
-            raise ValueError(f"{spec.job_id}: the preset asks for a taxonomy shuffle but the spec names no training taxonomy")
+            raise ValueError(
+                f"{spec.job_id}: the preset asks for a taxonomy shuffle but the spec names no training taxonomy"
+            )
         labels = fs.labels
     else:
         levels = taxonomy.levels
@@ -258,12 +262,14 @@ def training_labels(spec: JobSpec, fs: FeatureSet, plan: LevelPlan | None = None
                     f"tree ({levels.describe()})"
                 )
             parents = [z[key].astype(np.int64) for key in levels.edges]
-        if any(len(p) != n for p, n in zip(parents, taxonomy.counts[:-1], strict=True)):
-            raise ValueError(f"{spec.train_taxonomy}: training taxonomy does not fit the dataset's tree")
-        columns = [fs.labels[:, 0]]
-        for p in parents:
-            columns.append(p[columns[-1]])
-        labels = np.stack(columns, axis=1)
+        try:
+            # The tree's own checks: an edge of the wrong length or an index outside the level above.
+            shuffled = Taxonomy(taxonomy.nodes, tuple(parents), taxonomy.level_names)
+        except InputError as exc:
+            raise ValueError(
+                f"{spec.train_taxonomy}: training taxonomy does not fit the dataset's tree: {'; '.join(exc.problems)}"
+            ) from None
+        labels = shuffled.labels(fs.labels[:, 0])
     if plan is None or plan.trained_index == tuple(range(labels.shape[1])):
         return labels
     return labels[:, list(plan.trained_index)]
@@ -398,7 +404,9 @@ class FactorialTrainer:
                 objective = HierObjective(
                     self.hier, self.n_leaves, training.out_dim, self.spec.seed, hier_ball(self.hier)
                 ).to(self.device, self.dtype)
-                cells.append(Cell(cs, model, hier_optimizer(model, objective, training), rng, objective=objective))
+                cells.append(
+                    Cell(cs, model, hier_optimizer(model, objective, training), rng, objective=objective)
+                )
                 continue
             params = [p for p in model.parameters() if p.requires_grad]
             opt = None if batched else make_optimizer(params, training, stacked=False)
@@ -643,7 +651,8 @@ class FactorialTrainer:
         seconds = time.perf_counter() - ep.t0 if seconds is None else seconds
         stacked_sums = self._loss_sums.tolist() if self.batched is not None else []
         sums = [
-            stacked_sums[c.stack] if c.stack is not None else float(cast(torch.Tensor, c.loss_sum)) for c in cells
+            stacked_sums[c.stack] if c.stack is not None else float(cast(torch.Tensor, c.loss_sum))
+            for c in cells
         ]
         for c, total in zip(cells, sums, strict=True):
             loss = total / c.batches
@@ -748,7 +757,8 @@ class FactorialTrainer:
                 # ceiling would have to retrain instead) nothing in epochs 1..E depends on the ceiling, so
                 # this state is bit-identical to a fresh run of E epochs (tests/engine/test_lockstep.py).
                 checkpoints.save_payload(
-                    self.out / layout.candidate_model(c.spec, epoch), {"model": self._model_state(i, c), "epoch": epoch}
+                    self.out / layout.candidate_model(c.spec, epoch),
+                    {"model": self._model_state(i, c), "epoch": epoch},
                 )
             # Strictly better only: a tie keeps the earlier epoch, so the choice never depends on noise order.
             # The seed's own best is a record only (the study freezes one epoch per arm); a selecting run
@@ -757,7 +767,8 @@ class FactorialTrainer:
                 c.best_score, c.best_epoch = score, epoch
                 if not self.spec.selects_epoch:
                     checkpoints.save_payload(
-                        self.out / layout.best_model(c.spec), {"model": self._model_state(i, c), "epoch": epoch}
+                        self.out / layout.best_model(c.spec),
+                        {"model": self._model_state(i, c), "epoch": epoch},
                     )
             self.emit(
                 events.Validation(

@@ -106,7 +106,9 @@ def test_default_plan_is_every_level_trained_and_every_level_above_the_leaf_in_t
         (["group"], TWO, ("group",)),
     ],
 )
-def test_hier_levels_resolve_codes_names_and_numbers(refs: list[Any], levels: Levels, codes: tuple[str, ...]) -> None:
+def test_hier_levels_resolve_codes_names_and_numbers(
+    refs: list[Any], levels: Levels, codes: tuple[str, ...]
+) -> None:
     assert plan_of(demo(**{"evaluation.hier_levels": refs}), levels).hier == codes
 
 
@@ -114,7 +116,7 @@ def test_hier_levels_resolve_codes_names_and_numbers(refs: list[Any], levels: Le
     ("refs", "levels", "codes"),
     [
         (["leaf", "middle"], CUB, ("leaf", "middle")),
-        (["Class", 3], CUB, ("leaf", "high")),
+        (["Class", 2], CUB, ("leaf", "middle")),
         (["species", "Genus", 3], INAT, ("species", "genus", "family")),
         ([1, 2], TWO, ("leaf", "group")),
     ],
@@ -141,6 +143,14 @@ def test_training_on_the_leaf_alone_is_refused() -> None:
         ("evaluation.hier_levels", ["genus", 2], INAT, ["names level genus twice"]),
         ("training.levels", ["genus", "family"], INAT, ["leaves out the leaf level species"]),
         ("training.levels", ["leaf", "phylum"], CUB, ["no level 'phylum'"]),
+        # A skipped level: training's strict positives above the gap would not be evaluation's.
+        ("training.levels", ["Class", 3], CUB, ["a run of levels from the leaf up", "none skipped"]),
+        (
+            "training.levels",
+            ["species", "genus", "order"],
+            INAT,
+            ["(species, genus, family), got species, genus, order"],
+        ),
     ],
 )
 def test_unresolvable_levels_name_the_option_value_and_the_datasets_levels(
@@ -228,10 +238,17 @@ DISJOINT = ("split.protocol=hierarchy_disjoint", "split.fractions=[0.6,0.2,0.2]"
 @pytest.mark.parametrize(
     ("overrides", "fragments"),
     [
-        (("training.level_weights=[1,2]",), ["training.level_weights = [1.0, 2.0]", "2 weights for 3 trained levels"]),
-        (("evaluation.hier_levels=[leaf]",), ['evaluation.hier_levels = ["leaf"]', "never counts the leaf level"]),
+        (
+            ("training.level_weights=[1,2]",),
+            ["training.level_weights = [1.0, 2.0]", "2 weights for 3 trained levels"],
+        ),
+        (
+            ("evaluation.hier_levels=[leaf]",),
+            ['evaluation.hier_levels = ["leaf"]', "never counts the leaf level"],
+        ),
         (("training.regression_targets=[0.1,0.9,1.0]",), ["training.regression_targets", "give 4"]),
         (("training.levels=[middle,high]",), ["training.levels", "leaves out the leaf level leaf"]),
+        (("training.levels=[leaf,high]",), ['training.levels = ["leaf", "high"]', "none skipped"]),
         ((*DISJOINT, "split.level=Leaf"), ["split.level = 'Leaf' is the leaf level"]),
     ],
 )
@@ -251,5 +268,7 @@ def test_launch_refuses_levels_that_do_not_fit_the_dataset(
 
 @pytest.mark.slow
 def test_launch_accepts_levels_that_fit(home: Path) -> None:
-    done = cli(home, *LAUNCH, "--set", "evaluation.hier_levels=[high]", "--set", "training.level_weights=[2,2]")
+    done = cli(
+        home, *LAUNCH, "--set", "evaluation.hier_levels=[high]", "--set", "training.level_weights=[2,2]"
+    )
     assert done.returncode == 0, done.stderr

@@ -144,11 +144,16 @@ def test_level_names_rename_the_header_columns_in_order(tmp_path):
         import_generic(*args, name="g", level_names=("Species", "Genus", "Family"))
 
 
-def test_the_three_level_header_with_extra_columns_reads_as_before(tmp_path):
+def test_a_column_beside_leaf_middle_high_is_a_level_not_dropped(tmp_path):
+    # Only the header leaf,middle,high is the three-level layout: a fourth column is a level (leaf,middle,high,
+    # top is four levels), never silently ignored.
     rows = [("sparrow", "Passer", "Passeridae"), ("tree", "Passer", "Passeridae"), ("alb", "Phoeb", "Diom")]
     fs = import_generic(*deep_files(tmp_path, rows, ["leaf", "middle", "high"], extra="x"), name="g")
-    assert fs.taxonomy.k == 3 and fs.taxonomy.levels.codes == ("leaf", "middle", "high")
-    assert fs.taxonomy.rows() == rows
+    assert fs.taxonomy.k == 4 and fs.taxonomy.level_names == ("leaf", "middle", "high", "note")
+    assert fs.taxonomy.rows() == [(*r, "x") for r in rows]
+    three = import_generic(*deep_files(tmp_path, rows, ["leaf", "middle", "high"]), name="g")
+    assert three.taxonomy.k == 3 and three.taxonomy.levels.codes == ("leaf", "middle", "high")
+    assert three.taxonomy.rows() == rows
 
 
 def test_a_deep_conflict_names_both_parents_with_rows(tmp_path):
@@ -177,4 +182,24 @@ def test_cli_level_names_that_do_not_fit_the_header_change_nothing(tmp_path):
     assert "--level-names gives 3 names (Species,Genus,Family) but the header names 4 levels" in text
     done = cli(home, *argv, "--level-names", "Species")
     assert done.returncode == 2 and "give 2 to 12 names" in done.stderr
+    assert not home.exists() and tree_digest(tmp_path) == before
+
+
+@pytest.mark.slow
+def test_cli_level_names_repeating_ignoring_case_are_refused(tmp_path):
+    # Genus and genus would be one level to every level reference (`Levels.index` ignores case).
+    from tests.reliability.conftest import cli, one_line_error, tree_digest
+
+    rows = [("a", "g1"), ("b", "g1"), ("c", "g2")]
+    f, labels, tax = deep_files(tmp_path, rows, ["species", "genus"])
+    (tmp_path / "dup.csv").write_text("Genus,GENUS\n" + "".join(f"{a},{b}\n" for a, b in rows))
+    before = tree_digest(tmp_path)
+    home = tmp_path / "home"
+    argv = ["import", "generic", str(f), str(labels), str(tax), "--name", "g"]
+    text = one_line_error(cli(home, *argv, "--level-names", "Genus,genus"))
+    assert "level names repeat ignoring case: Genus, genus" in text
+    text = one_line_error(
+        cli(home, "import", "generic", str(f), str(labels), str(tmp_path / "dup.csv"), "--name", "g")
+    )
+    assert "dup.csv" in text and "level names repeat ignoring case: Genus, GENUS" in text
     assert not home.exists() and tree_digest(tmp_path) == before

@@ -163,3 +163,21 @@ def test_cli_imports_seven_ranks_into_a_store(tmp_path):
     assert "15/" in done.stdout and "Species/Genus/Family/Order/Class/Phylum/Kingdom" in done.stdout
     back = FeatureSet.load(tmp_path / "home" / "datasets" / "inat")
     assert back.taxonomy.k == 7
+
+
+@pytest.mark.slow
+def test_cli_refuses_rank_values_that_are_not_names_and_creates_nothing(tmp_path):
+    # A null genus became a node named "None"; a null species name crashed with AttributeError.
+    f, train, val, *_ = inat_files(tmp_path)
+    for path in (train, val):  # the two files of one release carry the same categories
+        doc = json.loads(path.read_text())
+        doc["categories"][0]["genus"] = None
+        doc["categories"][1]["family"] = 5
+        doc["categories"][2]["name"] = None
+        doc["categories"][3]["order"] = "  "
+        path.write_text(json.dumps(doc))
+    home = tmp_path / "home"
+    before = tree_digest(tmp_path)
+    text = one_line_error(cli(home, "import", "inat", str(f), "--train", str(train), "--val", str(val)))
+    assert "train.json" in text and "category ids 3, 10, 17, 24" in text, text
+    assert not home.exists() and tree_digest(tmp_path) == before

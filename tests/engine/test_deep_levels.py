@@ -62,11 +62,13 @@ def test_a_five_level_study_trains_validates_every_level_and_selects_by_the_plan
     np.testing.assert_allclose(losses[True], losses[False], rtol=1e-9)
 
 
-def test_training_labels_of_five_levels_follow_the_shuffle_edges_and_the_trained_subset(tmp_path, deep_fs, tiny_dir):
+def test_training_labels_of_five_levels_follow_the_shuffle_edges_and_the_trained_subset(
+    tmp_path, deep_fs, tiny_dir
+):
     taxonomy = deep_fs.taxonomy
     levels = taxonomy.levels
     rng = np.random.default_rng(3)
-    edges = {levels.edge_key(k): rng.integers(0, taxonomy.counts[k + 1], taxonomy.counts[k]) for k in range(4)}
+    edges = {levels.edge_key(k): _onto(rng, taxonomy.counts[k], taxonomy.counts[k + 1]) for k in range(4)}
     assert list(edges) == ["species_genus", "genus_family", "family_order", "order_class"]
     np.savez(tmp_path / "shuffle.npz", **edges)
     spec = make_spec(tmp_path / "job", deep_fs, tiny_dir, train_taxonomy=str(tmp_path / "shuffle.npz"))
@@ -78,11 +80,29 @@ def test_training_labels_of_five_levels_follow_the_shuffle_edges_and_the_trained
             node = edges[levels.edge_key(k)][node]
             expected.append(node)
         assert labels[i].tolist() == expected
-    subset = LevelPlan(levels, ("genus", "order"), ("species", "genus", "order"))
-    assert np.array_equal(training_labels(spec, deep_fs, subset), labels[:, [0, 1, 3]])
+    subset = LevelPlan(levels, ("genus", "order"), ("species", "genus", "family"))
+    assert np.array_equal(training_labels(spec, deep_fs, subset), labels[:, [0, 1, 2]])
     np.savez(tmp_path / "three.npz", leaf_middle=edges["species_genus"], middle_high=edges["genus_family"])
     with pytest.raises(ValueError, match="no edge species_genus, genus_family, family_order, order_class"):
         training_labels(replace(spec, train_taxonomy=str(tmp_path / "three.npz")), deep_fs)
+
+
+def test_a_shuffle_edge_pointing_outside_the_level_above_is_refused(tmp_path, deep_fs, tiny_dir):
+    # A -1 parent used to wrap round to the last genus silently; the taxonomy's own check refuses it.
+    taxonomy = deep_fs.taxonomy
+    edges = {key: p.copy() for key, p in zip(taxonomy.levels.edges, taxonomy.parents, strict=True)}
+    edges["species_genus"][0] = -1
+    np.savez(tmp_path / "shuffle.npz", **edges)
+    spec = make_spec(tmp_path / "job", deep_fs, tiny_dir, train_taxonomy=str(tmp_path / "shuffle.npz"))
+    with pytest.raises(ValueError, match="holds an index outside"):
+        training_labels(spec, deep_fs)
+
+
+def _onto(rng: np.random.Generator, n_child: int, n_parent: int) -> np.ndarray:
+    """A random parent for each of n_child nodes, every parent holding at least one."""
+    return rng.permutation(
+        np.concatenate([np.arange(n_parent), rng.integers(0, n_parent, n_child - n_parent)])
+    )
 
 
 def test_selection_value_splits_the_metric_at_the_last_underscore_and_takes_the_hier_levels():
