@@ -123,7 +123,7 @@ def test_validation_reads_the_true_taxonomy(tmp_path, tiny_fs):
     def score(labels: np.ndarray) -> float:
         y = torch.from_numpy(labels)
         metrics = evaluate(z_all[q], z_all[g], y[q], y[g], model.geometry).aggregate(preset.evaluation.aggregation)
-        return hier_score({level: m[MAP] for level, m in metrics.items()})
+        return hier_score({level: m[MAP] for level, m in metrics.items()}, tiny_fs.taxonomy.levels.non_leaf)
 
     assert event.score == pytest.approx(score(tiny_fs.labels), abs=1e-6)
     assert event.score != pytest.approx(score(shuffled_labels), abs=1e-6)
