@@ -25,8 +25,9 @@ from hierconsole.vocabulary import PCA
 FRACTION_DIGITS = 2
 """Decimals of the fractions a refusal proposes in place of counts (0.6 for 242 of 404 groups)."""
 _DATASET_COUNTS = {"leaves": 0, "middle_groups": 1, "high_groups": -1}
-"""The `[expected]` counts that are the dataset's own, by option, with their label column (the paper's
-middle is level 2 and its high the top level, at any depth)."""
+"""The `[expected]` counts that are the dataset's own, by option, with their label column."""
+THREE_LEVEL_EXPECTED = frozenset({"middle_groups", "high_groups", "part_middle_groups"})
+"""The `[expected]` counts of a three-level taxonomy's groups: refused on a tree of another depth."""
 
 
 def fractions_of(counts: tuple[int, ...]) -> list[float]:
@@ -155,6 +156,18 @@ def misfits(preset: Preset, fs: FeatureSet, dataset_id: str) -> list[Misfit]:
             )
         )
     declared = preset.expected.declared()
+    three_level = sorted(key for key in declared if key in THREE_LEVEL_EXPECTED)
+    if three_level and not fs.taxonomy.levels.is_paper:
+        # The expected_counts audit counts groups by each level's own code: these names would fail it.
+        stated = ", ".join(f"expected.{key} = {declared[key]}" for key in three_level)
+        problems.append(
+            Misfit(
+                f"{stated}: [expected] group counts are three-level, and dataset {dataset_id!r} has "
+                f"{fs.taxonomy.k} levels ({fs.taxonomy.levels.describe()}); clear them",
+                "expected",
+                NONE,
+            )
+        )
     wrong = {
         key: (declared[key], len(np.unique(labels[:, col])))
         for key, col in _DATASET_COUNTS.items()

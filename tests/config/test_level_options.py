@@ -272,3 +272,20 @@ def test_launch_accepts_levels_that_fit(home: Path) -> None:
         home, *LAUNCH, "--set", "evaluation.hier_levels=[high]", "--set", "training.level_weights=[2,2]"
     )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.slow
+def test_three_level_expected_counts_are_refused_on_a_deeper_tree(tmp_path: Path) -> None:
+    """The expected_counts audit counts a deep tree's groups by their own codes: a preset declaring the
+    three-level counts would pass the launch and fail its audit, so the launch refuses them."""
+    home = tmp_path / "home"
+    assert cli(home, "import", "synthetic", "tree5").returncode == 0
+    before = tree_digest(home)
+    run = ["run", "demo", "--dataset", "tree5", "--dry-run", "--set", "expected.middle_groups=3"]
+    done = cli(home, *run)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    text = " ".join(done.stderr.split())
+    assert "expected.middle_groups = 3: [expected] group counts are three-level" in text, text
+    assert "dataset 'tree5' has 5 levels (1 species" in text and "--set expected=none" in text, text
+    assert tree_digest(home) == before
+    assert cli(home, *run[:-2], "--set", "expected=none").returncode == 0
