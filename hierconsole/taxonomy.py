@@ -54,7 +54,8 @@ class Taxonomy:
             problems.append(f"level_names needs {len(nodes)} names, got {names!r}")
         if repeated := repeated_level_names(names):
             problems.append(repeated)
-        codes = PAPER_CODES if len(nodes) == 3 else tuple(f"level {i}" for i in range(1, len(nodes) + 1))
+        # Messages name the levels by their codes (leaf/middle/high for three levels, else from the names).
+        codes = Levels.of(names).codes if len(names) == len(nodes) and not repeated else Levels.default(len(nodes)).codes
         for code, level in zip(codes, nodes, strict=True):
             if not level:
                 problems.append(f"no {code} names")
@@ -242,7 +243,7 @@ def repeated_level_names(names: Sequence[str]) -> str | None:
 
 
 def _edge_names(codes: Sequence[str]) -> list[str]:
-    return [f"{codes[k]}_{codes[k + 1]}".replace(" ", "") for k in range(len(codes) - 1)]
+    return [f"{codes[k]}_{codes[k + 1]}" for k in range(len(codes) - 1)]
 
 
 def _conflicts(parent_of: dict[str, dict[str, list[int]]], child_level: str, parent_level: str) -> list[str]:
