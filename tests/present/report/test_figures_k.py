@@ -109,7 +109,7 @@ def test_report_sections_of_a_five_level_study(demo):
     redistribution = next(b for b in sections["redistribution"].blocks if isinstance(b, Table))
     assert redistribution.frame["level"].unique(maintain_order=True).to_list() == list(levels.codes)
 
-    family = dataclasses.replace(demo[1], level_names=levels.names, levels=levels)
+    family = dataclasses.replace(demo[1], level_names=levels.names, levels=levels, hier=levels.non_leaf)
     contrasts = next(s for s in family_sections(family) if s.id == "contrasts")
     captions = [b.caption for b in contrasts.blocks if isinstance(b, Table)]
     assert captions and captions[0].endswith("(hier: mean of genus, family, order and class mAP)")
