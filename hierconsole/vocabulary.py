@@ -13,6 +13,8 @@ from enum import StrEnum
 from typing import Literal, get_args
 
 from hierconsole.levels import PAPER_LEVELS
+from hierconsole.registry import GEOMETRIES as GEOMETRY_COMPONENTS
+from hierconsole.registry import OBJECTIVES as OBJECTIVE_COMPONENTS
 
 # -- the taxonomy ---------------------------------------------------------------------------------------
 
@@ -35,8 +37,9 @@ paper order."""
 ARM_LEGEND = "arms: E = Euclidean, H = Poincaré (hyperbolic) geometry; R = regression, S = Taxonomy-SupCon loss"
 """The one line that explains the arm names wherever they are printed."""
 
-_GEOMETRY_LETTER = {EUCLIDEAN: "E", POINCARE: "H"}
-_LOSS_LETTER = {REGRESSION: "R", SUPCON: "S"}
+# The built-in components' arm codes (E, H, L, M; R, S, F), from the registry that defines them.
+_GEOMETRY_LETTER = {name: c.code for name, c in GEOMETRY_COMPONENTS.items()}
+_LOSS_LETTER = {name: c.code for name, c in OBJECTIVE_COMPONENTS.items()}
 
 
 FROZEN, PCA, HIER_STYLE = "frozen", "pca", "hier"
@@ -64,18 +67,18 @@ BASELINE_LEGEND = (
 
 
 def arm_parts(arm: str) -> tuple[str, str]:
-    """(geometry, loss) of an arm name such as "H_S"."""
-    if arm not in ARMS:
-        raise ValueError(f"unknown arm {arm!r}; expected one of {', '.join(ARMS)}")
-    g, loss = arm.split("_")
-    return (
-        next(name for name, letter in _GEOMETRY_LETTER.items() if letter == g),
-        next(name for name, letter in _LOSS_LETTER.items() if letter == loss),
-    )
+    """(geometry, loss) of an arm of built-in components such as "H_S" (an arm of one's own component
+    is known to its study's preset alone: `FactorialConfig.cell`)."""
+    g, _, loss = arm.partition("_")
+    geometry = next((name for name, letter in _GEOMETRY_LETTER.items() if letter == g), None)
+    objective = next((name for name, letter in _LOSS_LETTER.items() if letter == loss), None)
+    if geometry is None or objective is None:
+        raise ValueError(f"unknown arm {arm!r}; expected a built-in geometry code ({', '.join(_GEOMETRY_LETTER.values())}), '_' and a built-in objective code ({', '.join(_LOSS_LETTER.values())})")
+    return geometry, objective
 
 
 def arm_name(geometry: str, loss: str) -> str:
-    """The arm of a (geometry, loss) pair: ("poincare", "supcon") -> "H_S"."""
+    """The arm of a built-in (geometry, loss) pair: ("poincare", "supcon") -> "H_S"."""
     return f"{_GEOMETRY_LETTER[geometry]}_{_LOSS_LETTER[loss]}"
 
 

@@ -37,8 +37,19 @@ from hierconsole.config.options import (
     toml_type,
 )
 from hierconsole.errors import ConfigError
+from hierconsole.factorial import Factorial, arm_codes, arm_of
 from hierconsole.levels import MAX_LEVELS, MIN_LEVELS
 from hierconsole.names import name_problem
+from hierconsole.registry import (
+    GEOMETRIES as GEOMETRY_COMPONENTS,
+)
+from hierconsole.registry import (
+    MAX_FACTORS,
+    OBJECTIVES,
+    Component,
+    ComponentError,
+    component,
+)
 from hierconsole.vocabulary import (
     AGGREGATIONS,
     ARMS,
@@ -49,16 +60,17 @@ from hierconsole.vocabulary import (
     HIER_AUTHORS,
     HIER_METRIC,
     HIER_RECIPES,
+    LOSSES,
     LR_SCHEDULES,
     MAP,
     OPTIMIZERS,
+    POINCARE,
     SPLIT_IMAGES,
     SPLIT_PROTOCOLS,
     SUPCON,
     SYNTHETIC_DATASETS,
     SYNTHETIC_PREFIX,
     Aggregation,
-    arm_name,
 )
 
 SYNTHETIC_REFS: tuple[str, ...] = tuple(f"{SYNTHETIC_PREFIX}{name}" for name in SYNTHETIC_DATASETS)
@@ -112,16 +124,55 @@ class _Temperature(Check):
         return float(value)
 
 
+class _ArmName(Check):
+    expected = "an arm name: a geometry code, '_' and an objective code (e.g. E_R)"
+
+    def __call__(self, value: Any) -> str:
+        if not isinstance(value, str) or arm_codes(value) is None:
+            raise Invalid(f"expected {self.expected}")
+        return value
+
+
 class _Cells(Check):
-    """A non-empty subset of the factorial's arms, kept in paper order whatever order it is written in."""
+    """A non-empty subset of the factorial's arms; which arms exist, and their order, the factorial says
+    (`_cross_check`)."""
 
     def __init__(self) -> None:
-        self.inner = ListOf(Choice(*ARMS), unique=True, what="the cells a study trains")
+        self.inner = ListOf(_ArmName(), unique=True, what="the cells a study trains")
         self.expected = self.inner.expected
 
     def __call__(self, value: Any) -> tuple[str, ...]:
-        chosen = set(self.inner(value))
-        return tuple(arm for arm in ARMS if arm in chosen)
+        return tuple(self.inner(value))
+
+
+class _Factor(Check):
+    """One factor of the factorial: 1 to MAX_FACTORS components by name, built-in or `module:Name`. The
+    paper's pair comes back as None, so a preset that writes it out hashes as one that leaves it out."""
+
+    def __init__(self, kind: Literal["geometry", "objective"], paper: tuple[str, ...]) -> None:
+        self.kind, self.paper = kind, paper
+        builtins = GEOMETRY_COMPONENTS if kind == "geometry" else OBJECTIVES
+        self.expected = (
+            f"1 to {MAX_FACTORS} distinct {kind} names ({', '.join(builtins)}, or module:ClassName of your own)"
+        )
+
+    def __call__(self, value: Any) -> tuple[str, ...] | None:
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not 1 <= len(value) <= MAX_FACTORS:
+            raise Invalid(f"expected {self.expected}")
+        names = []
+        for item in value:
+            if not isinstance(item, str):
+                raise Invalid(f"expected {self.expected}")
+            try:
+                names.append(component(self.kind, item).name)
+            except ComponentError as exc:
+                raise Invalid(str(exc)) from None
+        if len(set(names)) != len(names):
+            raise Invalid(f"names repeat: expected {self.expected}")
+        codes = [component(self.kind, n).code for n in names]
+        if len(set(codes)) != len(codes):
+            raise Invalid(f"arm codes repeat ({', '.join(codes)}): give your own components distinct class names")
+        return None if tuple(names) == self.paper else tuple(names)
 
 
 class _Baselines(Check):
@@ -361,6 +412,51 @@ class PoincareConfig:
     r: float = option(TANGENT_SCALE, doc="tangent radius of the r*tanh squashing before expmap0")
 
 
+PAPER_GEOMETRIES: tuple[str, ...] = GEOMETRIES
+PAPER_OBJECTIVES: tuple[str, ...] = LOSSES
+
+
+@dataclass(frozen=True, kw_only=True)
+class FactorialConfig:
+    """What the study crosses: G geometries × L objectives (default: the paper's 2 × 2)."""
+
+    geometries: tuple[str, ...] | None = option(
+        Optional(_Factor("geometry", PAPER_GEOMETRIES)),
+        None,
+        doc="the geometries crossed (default: euclidean, poincare)",
+        omit_none=True,
+    )
+    losses: tuple[str, ...] | None = option(
+        Optional(_Factor("objective", PAPER_OBJECTIVES)),
+        None,
+        doc="the objectives crossed (default: regression, supcon)",
+        omit_none=True,
+    )
+
+    @property
+    def geometry_components(self) -> tuple[Component, ...]:
+        return tuple(component("geometry", n) for n in self.geometries or PAPER_GEOMETRIES)
+
+    @property
+    def objective_components(self) -> tuple[Component, ...]:
+        return tuple(component("objective", n) for n in self.losses or PAPER_OBJECTIVES)
+
+    @property
+    def design(self) -> Factorial:
+        return Factorial(
+            tuple(c.code for c in self.geometry_components), tuple(c.code for c in self.objective_components)
+        )
+
+    def cell(self, arm: str) -> tuple[Component, Component]:
+        """The (geometry, objective) components of one of the factorial's arms."""
+        codes = arm_codes(arm)
+        for g in self.geometry_components:
+            for o in self.objective_components:
+                if codes == (g.code, o.code):
+                    return g, o
+        raise ValueError(f"{arm!r} is not an arm of this factorial ({', '.join(self.design.arms)})")
+
+
 @dataclass(frozen=True, kw_only=True)
 class GeometryConfig:
     poincare: PoincareConfig = section(PoincareConfig)
@@ -383,17 +479,19 @@ class TuningConfig:
 class TemperatureConfig:
     euclidean: Temperature = option(_Temperature(), doc="Taxonomy-SupCon tau of the Euclidean cells")
     poincare: Temperature = option(_Temperature(), doc="Taxonomy-SupCon tau of the Poincaré cells")
+    others: Temperature | None = option(
+        Optional(_Temperature()),
+        None,
+        doc="tau of the temperature-taking cells of every other geometry (lorentz, product, your own)",
+        omit_none=True,
+    )
     tuning: TuningConfig = section(TuningConfig)
 
-    def for_geometry(self, geometry: str) -> Temperature:
-        if geometry not in GEOMETRIES:
-            raise ValueError(f"unknown geometry {geometry!r}; expected one of {', '.join(GEOMETRIES)}")
-        return self.euclidean if geometry == EUCLIDEAN else self.poincare
-
-    @property
-    def tuned_geometries(self) -> tuple[str, ...]:
-        """Geometries whose temperature is chosen by validation-only tuning, in a fixed order."""
-        return tuple(g for g in GEOMETRIES if self.for_geometry(g) == TUNE)
+    def for_geometry(self, geometry: str) -> Temperature | None:
+        """The temperature of a geometry's cells: a number, `tune`, or None (another geometry's, unset)."""
+        if geometry == EUCLIDEAN:
+            return self.euclidean
+        return self.poincare if geometry == POINCARE else self.others
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -402,7 +500,7 @@ class TrainingConfig:
         ListOf(_SEED, unique=True), DEFAULT_SEEDS, doc="one job per training seed"
     )
     cells: tuple[str, ...] = option(
-        _Cells(), ARMS, doc="the arms trained in lockstep within each seed (default: all four)"
+        _Cells(), ARMS, doc="the arms trained in lockstep within each seed (default: every arm of the factorial)"
     )
     epochs: int = option(_COUNT, 100, doc="fixed endpoint of every final cell")
     optimizer: str = option(Choice(*OPTIMIZERS), OPTIMIZERS[0], doc="the optimiser every cell uses")
@@ -530,6 +628,7 @@ class Preset:
     data: DataConfig = section(DataConfig)
     split: SplitConfig = section(SplitConfig)
     evaluation: EvaluationConfig = section(EvaluationConfig)
+    factorial: FactorialConfig = section(FactorialConfig)
     geometry: GeometryConfig = section(GeometryConfig)
     temperature: TemperatureConfig = section(TemperatureConfig)
     training: TrainingConfig = section(TrainingConfig)
@@ -546,17 +645,35 @@ class Preset:
 
     @property
     def cells(self) -> tuple[str, ...]:
-        """The arms this study trains, in paper order."""
+        """The arms this study trains, in the factorial's order."""
         return self.training.cells
 
     @property
+    def design(self) -> Factorial:
+        """The factorial the study declares (its cells may be a subset of its arms)."""
+        return self.factorial.design
+
+    @property
     def tuned_geometries(self) -> tuple[str, ...]:
-        """Geometries whose temperature is tuned: set to `tune` and with a SupCon cell to use it."""
-        return tuple(g for g in self.temperature.tuned_geometries if arm_name(g, SUPCON) in self.cells)
+        """Geometries whose temperature is tuned: set to `tune` and with a cell whose objective takes one."""
+        return tuple(
+            g.name for g in self.factorial.geometry_components
+            if self.temperature.for_geometry(g.name) == TUNE and self.tuning_cell(g.name) is not None
+        )
+
+    def tuning_cell(self, geometry: str) -> str | None:
+        """The arm that tunes a geometry's temperature: its Taxonomy-SupCon cell, else its first cell of a
+        built-in objective that takes a temperature (the tuned value serves every such cell of the geometry)."""
+        g = component("geometry", geometry)
+        for o in sorted(self.factorial.objective_components, key=lambda o: o.name != SUPCON):
+            arm = arm_of(g.code, o.code)
+            if arm in self.cells and o.takes_tau:
+                return arm
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         """Every option, defaults included, as plain JSON types with tables in TOML section order."""
-        return _to_dict(self)
+        return _document(self)
 
     def canonical_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
@@ -581,6 +698,10 @@ class Preset:
         problems: list[str] = []
         parts = _build(cls, data, "", problems)
         if parts is not None:
+            training_data = data.get("training")
+            if not (isinstance(training_data, Mapping) and "cells" in training_data):
+                # Left out, the cells are every arm of the factorial (the paper's four by default).
+                parts["training"] = replace(parts["training"], cells=parts["factorial"].design.arms)
             _cross_check(parts, problems)
         if problems or parts is None:
             raise _config_error(source, problems)
@@ -610,6 +731,11 @@ class Preset:
                 updates[key] = value
         # The group counts and fractions are two forms of one option: an override of one replaces the other
         # (a shipped preset's counts on a user's own data: --set 'split.fractions=[0.6,0.2,0.2]').
+        if any(k.startswith("factorial.") for k in updates) and "training.cells" not in updates:
+            # Another factorial's arms: the cells follow it (every arm) unless the override names them.
+            training = data.get("training")
+            if isinstance(training, dict):
+                training.pop("cells", None)
         for given, other in (("split.fractions", "split.counts"), ("split.counts", "split.fractions")):
             if given in updates and updates[given] not in (None, NONE) and other not in updates:
                 updates[other] = NONE
@@ -725,6 +851,7 @@ def _suggest(key: str, prefix: str, local: list[str]) -> str:
 
 def _cross_check(parts: dict[str, Any], problems: list[str]) -> None:
     """Rules that involve more than one option."""
+    _check_factorial(parts, problems)
     split: SplitConfig = parts["split"]
     if split.protocol == "hierarchy_disjoint":
         if (split.counts is None) == (split.fractions is None):
@@ -785,13 +912,47 @@ def _cross_check(parts: dict[str, Any], problems: list[str]) -> None:
             f"{hier.per_class}; a class-balanced batch holds per_class images of each of its classes"
         )
     tuning = parts["temperature"].tuning
-    supcon_geometries = {g for g in GEOMETRIES if arm_name(g, SUPCON) in training.cells}
-    tuned = [g for g in parts["temperature"].tuned_geometries if g in supcon_geometries]
+    tuned = [
+        g.name for g in parts["factorial"].geometry_components
+        if parts["temperature"].for_geometry(g.name) == TUNE
+        and any(o.takes_tau and arm_of(g.code, o.code) in training.cells for o in parts["factorial"].objective_components)
+    ]
     if tuned and len(tuning.candidates) < 2:
         problems.append(
             f"temperature.tuning.candidates = {show(list(tuning.candidates))}: tuning needs at least two "
             "candidates; give more, or set the temperature to a number"
         )
+
+
+def _check_factorial(parts: dict[str, Any], problems: list[str]) -> None:
+    """The cells are arms of the factorial (kept in its order), and every geometry whose cells take a
+    temperature has one."""
+    factorial: FactorialConfig = parts["factorial"]
+    training: TrainingConfig = parts["training"]
+    arms = factorial.design.arms
+    unknown = [c for c in training.cells if c not in arms]
+    if unknown:
+        problems.append(
+            f"training.cells = {show(list(training.cells))}: {', '.join(unknown)} "
+            f"{'is not an arm' if len(unknown) == 1 else 'are not arms'} of the factorial; its arms are "
+            f"{', '.join(arms)}"
+        )
+        return
+    parts["training"] = replace(training, cells=factorial.design.order(training.cells))
+    temperature: TemperatureConfig = parts["temperature"]
+    for g in factorial.geometry_components:
+        if temperature.for_geometry(g.name) is not None:
+            continue
+        taking = [
+            arm_of(g.code, o.code) for o in factorial.objective_components
+            if o.takes_tau and arm_of(g.code, o.code) in training.cells
+        ]
+        if taking:
+            problems.append(
+                f"temperature.others: needed by the {g.name} cells {', '.join(taking)}; set it to a number "
+                f"or {TUNE!r}"
+            )
+            return
 
 
 def _config_error(source: str | Path, problems: list[str]) -> ConfigError:
@@ -813,4 +974,11 @@ def _to_dict(obj: Any) -> dict[str, Any]:
             if value is None and f.metadata.get("omit_none"):
                 continue  # an option newer than recorded studies: absent while unset, so their hash holds
             out[f.name] = f.metadata["check"].dump(value)
+    return out
+
+
+def _document(preset: Preset) -> dict[str, Any]:
+    out = _to_dict(preset)
+    if not out["factorial"]:
+        del out["factorial"]  # the paper's 2 × 2: absent, so every recorded study's hash holds
     return out

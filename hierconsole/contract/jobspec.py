@@ -20,7 +20,8 @@ from typing import Any
 from hierconsole.config.preset import Preset
 from hierconsole.errors import HierconsoleError
 from hierconsole.locations import resolve
-from hierconsole.vocabulary import AGGREGATIONS, HIER_METRIC, SUPCON, Aggregation, JobKind, arm_parts
+from hierconsole.registry import component
+from hierconsole.vocabulary import AGGREGATIONS, HIER_METRIC, Aggregation, JobKind, arm_parts
 
 SPEC_VERSION = 2
 """Version 1 (the first release) restated the training options in a `hyper` block of its own."""
@@ -29,15 +30,23 @@ SPEC_VERSION = 2
 @dataclass(frozen=True)
 class CellSpec:
     arm: str
-    geometry: str  # euclidean | poincare
-    loss: str  # regression | supcon
-    tau: float | None = None  # SupCon temperature
+    geometry: str  # a geometry component's name (euclidean, poincare, lorentz, product, module:Name)
+    loss: str  # an objective component's name (regression, supcon, flat_supcon, module:Name; hier)
+    tau: float | None = None  # the temperature of an objective that takes one
 
     @classmethod
     def of(cls, arm: str, tau: float | None = None) -> CellSpec:
-        """The cell of an arm; `tau` is kept for SupCon cells only."""
+        """The cell of an arm of built-in components; `tau` is kept for cells whose objective takes one."""
         geometry, loss = arm_parts(arm)
-        return cls(arm, geometry, loss, tau if loss == SUPCON else None)
+        return cls(arm, geometry, loss, tau if component("objective", loss).takes_tau else None)
+
+    @classmethod
+    def in_preset(cls, preset: Preset, arm: str, tau: float | None = None) -> CellSpec:
+        """The cell of one of the preset's arms (one's own components included): `tau`, its geometry's
+        temperature, is kept where the objective takes one (one's own objective: whenever there is one)."""
+        geometry, objective = preset.factorial.cell(arm)
+        keep = objective.takes_tau or not objective.builtin
+        return cls(arm, geometry.name, objective.name, tau if keep else None)
 
     @property
     def key(self) -> str:

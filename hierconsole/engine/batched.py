@@ -34,7 +34,7 @@ from hierconsole.config.preset import PoincareConfig, TrainingConfig
 from hierconsole.contract.jobspec import CellSpec
 from hierconsole.engine import fused
 from hierconsole.engine.geometry import TRAIN_CLIP, Geometry, geometry_of
-from hierconsole.engine.losses import regression_loss, taxonomy_supcon_loss
+from hierconsole.engine.losses import objective_of, regression_loss, taxonomy_supcon_loss
 from hierconsole.engine.optim import FusedAdamW, Stepper, clip_per_cell_, make_optimizer
 from hierconsole.engine.projector import Projector
 from hierconsole.vocabulary import LOSSES, REGRESSION, SUPCON
@@ -311,15 +311,20 @@ class BatchedCells:
         self._head_index = [torch.tensor(idx, device=device) for _, idx in self.heads]
         # Closed-form heads and losses (fused) where they cover the geometry; autograd through the library
         # otherwise. Both give the same gradients; the closed form is several times cheaper per step.
-        self.use_fused = all(fused.supported(g) for g, _ in self.heads)
         head_order = [i for _, idx in self.heads for i in idx]
         self._from_heads = _inverse(head_order, device)
         self._regression = [i for i, s in enumerate(self.specs) if s.loss == REGRESSION]
         self._supcon = [i for i, s in enumerate(self.specs) if s.loss == SUPCON]
-        unknown = [s.loss for s in self.specs if s.loss not in LOSSES]
-        if unknown:
-            raise ValueError(f"unknown loss {unknown[0]!r}")
-        self._loss_order = _inverse(self._regression + self._supcon, device)
+        # Every other objective (flat SupCon, one's own) by its component, its cells given together.
+        self._others: list[tuple[Any, list[int], Tensor, Tensor | None]] = []
+        for name in dict.fromkeys(s.loss for s in self.specs if s.loss not in LOSSES):
+            idx = [i for i, s in enumerate(self.specs) if s.loss == name]
+            taus = [self.specs[i].tau for i in idx]
+            tau = None if any(t is None for t in taus) else torch.tensor(taus, dtype=dtype, device=device)
+            self._others.append((objective_of(name), idx, torch.tensor(idx, device=device), tau))
+        self.use_fused = all(fused.supported(g) for g, _ in self.heads) and not self._others
+        loss_order = self._regression + self._supcon + [i for _, idx, _, _ in self._others for i in idx]
+        self._loss_order = _inverse(loss_order, device)
         self._regression_t = torch.tensor(self._regression, device=device)
         self._supcon_t = torch.tensor(self._supcon, device=device)
         self._taus = torch.tensor([self.specs[i].tau for i in self._supcon], dtype=dtype, device=device)
@@ -362,6 +367,9 @@ class BatchedCells:
         if self._supcon:
             d = dist if len(self._supcon) == self.n_cells else dist.index_select(0, self._supcon_t)
             parts.append(taxonomy_supcon_loss(d, labels, self._taus, weights=training.level_weights))
+        for objective, idx, idx_t, tau in self._others:
+            d = dist if len(idx) == self.n_cells else dist.index_select(0, idx_t)
+            parts.append(objective.loss(d, labels, tau=tau, training=training))
         loss = parts[0] if len(parts) == 1 else torch.cat(parts)
         return loss if self._loss_order is None else loss.index_select(0, self._loss_order)
 

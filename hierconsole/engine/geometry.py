@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from hierconsole.config.options import Invalid
 from hierconsole.config.preset import CURVATURE, TANGENT_SCALE, PoincareConfig
 from hierconsole.errors import ConfigError
+from hierconsole.registry import component, load
 from hierconsole.vocabulary import EUCLIDEAN, GEOMETRIES, POINCARE
 
 # geoopt's Poincaré math is TorchScript. The profiling executor re-specialises a scripted function after
@@ -247,5 +248,9 @@ def make_geometry(name: str, *, c: float | None = None, r: float | None = None) 
 
 
 def geometry_of(name: str, poincare: PoincareConfig) -> Geometry:
-    """A cell's geometry at the study's Poincaré operating point (ignored by the Euclidean head)."""
-    return make_geometry(name, c=poincare.c, r=poincare.r)
+    """A cell's geometry at the study's Poincaré operating point (ignored by the Euclidean head): a
+    built-in by name, or a component of one's own (`module:Name`), built as ``Cls(c=c, r=r)``."""
+    if name in GEOMETRIES:
+        return make_geometry(name, c=poincare.c, r=poincare.r)
+    cls = load(component("geometry", name))
+    return cls(c=poincare.c, r=poincare.r)

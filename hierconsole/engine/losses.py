@@ -9,6 +9,7 @@ first (for three levels: leaf, middle, high). Positives are the strict sets used
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -17,6 +18,7 @@ from torch.nn import functional as F
 from hierconsole.engine.retrieval import strict_masks
 from hierconsole.errors import NoPositivePairsError
 from hierconsole.levels import MAX_LEVELS, Levels, default_regression_targets
+from hierconsole.registry import component, load
 
 
 def _check(dist: Tensor, labels: Tensor) -> int:
@@ -127,3 +129,9 @@ def _per_level(values: Sequence[float]) -> str:
     # leaf, middle, high; one level: the leaf).
     codes = Levels.default(len(values)).codes if len(values) >= 2 else ("leaf",)
     return ", ".join(f"{level}={v:g}" for level, v in zip(codes, values, strict=True))
+
+
+def objective_of(name: str) -> Any:
+    """A cell's objective as a component (a built-in by name, or `module:Name`), ready to give losses:
+    ``loss(dist, labels, *, tau, training)`` (`components.registry`)."""
+    return load(component("objective", name))()

@@ -49,7 +49,7 @@ from hierconsole.engine.determinism import (
 from hierconsole.engine.geometry import TRAIN_CLIP, Euclidean, Geometry, geometry_of
 from hierconsole.engine.hier_recipe import authors_head, authors_optimizer, balanced_batches, clamp_gradients_
 from hierconsole.engine.hier_style import HierObjective, hier_ball, hier_optimizer
-from hierconsole.engine.losses import regression_loss, taxonomy_supcon_loss
+from hierconsole.engine.losses import objective_of, regression_loss, taxonomy_supcon_loss
 from hierconsole.engine.optim import Stepper, learning_rate, make_optimizer, set_learning_rate
 from hierconsole.engine.projector import Projector, count_trainable
 from hierconsole.engine.retrieval import evaluate
@@ -200,7 +200,8 @@ def cell_loss(
     if cell.loss == SUPCON:
         assert cell.tau is not None
         return taxonomy_supcon_loss(dist, labels, cell.tau, weights=training.level_weights)
-    raise ValueError(f"unknown loss {cell.loss!r}")
+    tau = None if cell.tau is None else torch.tensor(cell.tau, dtype=dist.dtype, device=dist.device)
+    return objective_of(cell.loss).loss(dist, labels, tau=tau, training=training)
 
 
 @torch.no_grad()

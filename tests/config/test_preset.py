@@ -132,7 +132,7 @@ def test_cub_preset_matches_registered_protocol() -> None:
     assert t.seeds == (42, 2024, 3407)
     assert t.regression_targets == (0.2, 0.5, 0.8, 1.0)
     assert t.level_weights == (1.0, 1.0, 1.0)
-    assert p.temperature.tuned_geometries == ()
+    assert p.tuned_geometries == ()
 
 
 def test_nabirds_preset_matches_registered_protocol() -> None:
@@ -153,7 +153,7 @@ def test_demo_preset_is_small_and_never_tunes() -> None:
     p = load_preset("demo")
     assert p.data.dataset == "synthetic:demo"
     assert p.split.protocol == "official"
-    assert p.temperature.tuned_geometries == ()
+    assert p.tuned_geometries == ()
     assert p.training.epochs <= 30
     assert p.training.seeds == (42, 2024, 3407)
     assert 100 <= p.evaluation.n_query <= 300
@@ -161,7 +161,7 @@ def test_demo_preset_is_small_and_never_tunes() -> None:
 
 def test_cub_tune_differs_from_cub_only_in_name_and_temperatures() -> None:
     tune, cub = load_preset("cub-tune"), load_preset("cub")
-    assert tune.temperature.tuned_geometries == ("euclidean", "poincare")
+    assert tune.tuned_geometries == ("euclidean", "poincare")
     assert tune.temperature.for_geometry("poincare") == "tune"
     tuning = tune.temperature.tuning
     assert (tuning.candidates, tuning.seed, tuning.epochs) == ((0.07, 0.1, 0.2, 0.3, 0.5, 1.0), 42, 50)
@@ -483,7 +483,7 @@ def test_dotted_overrides() -> None:
         values={"geometry.poincare.c": 0.5, "temperature.euclidean": "tune"}
     )
     assert p.geometry.poincare.c == 0.5
-    assert p.temperature.tuned_geometries == ("euclidean",)
+    assert p.tuned_geometries == ("euclidean",)
 
 
 @pytest.mark.parametrize(

@@ -62,7 +62,7 @@ def lock_inputs(
     if preset.training.select_epoch:
         for _, job_id, arm, _ in runs:
             if arm in frozen:
-                path = job_dir(store.home, job_id) / evaluated_model(preset, CellSpec.of(arm), frozen)
+                path = job_dir(store.home, job_id) / evaluated_model(preset, CellSpec.in_preset(preset, arm), frozen)
                 checkpoints[(job_id, arm)] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
     shuffle = store.one("SELECT sha256 FROM taxonomy_shuffles WHERE study_id = ?", [study_id])
     return LockInputs(

@@ -41,7 +41,6 @@ from hierconsole.study.run.drawn_splits import DrawnSplits, draw_splits
 from hierconsole.taxonomy import development_shuffle
 from hierconsole.vocabulary import (
     ACTIVE_STATES,
-    GEOMETRIES,
     MAP,
     Aggregation,
     JobKind,
@@ -300,7 +299,9 @@ def fixed_temperatures(preset: Preset) -> dict[str, float]:
     """The temperatures fixed by the preset; a geometry left to `tune` without a SupCon cell to tune
     has none (it trains no SupCon cell)."""
     return {
-        g: float(tau) for g in GEOMETRIES if (tau := preset.temperature.for_geometry(g)) != TUNE
+        g.name: float(tau)
+        for g in preset.factorial.geometry_components
+        if (tau := preset.temperature.for_geometry(g.name)) not in (TUNE, None)
     }
 
 
@@ -461,11 +462,11 @@ def lock_study(store: Store, study_id: str) -> str:
     store.write(write)
     store.request_backup()  # the state every later result depends on: a copy of it is kept
     if durations:
-        _prune_candidates(store, study_id, {arm: d.epoch for arm, d in durations.items()})
+        _prune_candidates(store, study.preset, study_id, {arm: d.epoch for arm, d in durations.items()})
     return digest
 
 
-def _prune_candidates(store: Store, study_id: str, durations: dict[str, int]) -> None:
+def _prune_candidates(store: Store, preset: Preset, study_id: str, durations: dict[str, int]) -> None:
     """Delete each final run's candidate models at the epochs its arm was not frozen at: once the lock is
     written nothing reads them (test scores the frozen epoch's, the lock hash covers only those, the
     validation curves are in the store), and at the paper's sizes they are most of a study's disk (about
@@ -476,7 +477,7 @@ def _prune_candidates(store: Store, study_id: str, durations: dict[str, int]) ->
     ):
         if arm not in durations:
             continue
-        cell = CellSpec.of(arm)
+        cell = CellSpec.in_preset(preset, arm)
         keep = layout.candidate_model(cell, durations[arm])
         for path in job_dir(store.home, job_id).glob(layout.candidate_models(cell)):
             if path.name != keep:

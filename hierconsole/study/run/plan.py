@@ -22,13 +22,10 @@ from hierconsole.vocabulary import (
     HIER_STYLE_LOSS,
     PCA,
     POINCARE,
-    SUPCON,
     TRAINING_KINDS,
     UNTRAINED_BASELINES,
     Aggregation,
     JobKind,
-    arm_name,
-    arm_parts,
 )
 
 
@@ -101,7 +98,9 @@ def tune_jobs(paths: StudyPaths, preset: Preset) -> list[JobSpec]:
             JobKind.TUNE,
             tuning.seed,
             cells=tuple(
-                CellSpec.of(arm_name(g, SUPCON), float(tau)) for g in preset.tuned_geometries
+                CellSpec.in_preset(preset, arm, float(tau))
+                for g in preset.tuned_geometries
+                if (arm := preset.tuning_cell(g)) is not None
             ),
             train_split=paths.split(split_files.TUNE_TRAIN),
             val_split=paths.split(split_files.VAL),
@@ -111,12 +110,12 @@ def tune_jobs(paths: StudyPaths, preset: Preset) -> list[JobSpec]:
 
 
 def final_cells(preset: Preset, temperatures: dict[str, float]) -> tuple[CellSpec, ...]:
-    """The cells the preset trains (all four arms by default), SupCon cells at their geometry's
-    temperature; a geometry with no SupCon cell needs none."""
+    """The cells the preset trains (every arm of its factorial by default), each cell whose objective takes
+    a temperature at its geometry's; a geometry with no such cell needs none."""
     cells = []
     for arm in preset.cells:
-        geometry, loss = arm_parts(arm)
-        cells.append(CellSpec.of(arm, temperatures[geometry] if loss == SUPCON else None))
+        geometry, _ = preset.factorial.cell(arm)
+        cells.append(CellSpec.in_preset(preset, arm, temperatures.get(geometry.name)))
     if HIER_STYLE in preset.evaluation.baselines:
         # The HIER-style baseline trains beside the cells, in lockstep: same init, batches and budget.
         cells.append(CellSpec(HIER_STYLE, POINCARE, HIER_STYLE_LOSS))

@@ -69,7 +69,7 @@ def _candidates(e: Candidates, name: str) -> Check | None:
     """The check's result when there is nothing (yet) to compare: a study whose temperatures the preset fixes
     passes vacuously; one whose tuning has not finished is pending."""
     preset = e.study.preset
-    tuned = preset.temperature.tuned_geometries
+    tuned = preset.tuned_geometries
     if not tuned:
         return Check(name, True, "no temperature tuning: the preset fixes every temperature")
     expected = len(preset.temperature.tuning.candidates) * len(tuned)

@@ -1,0 +1,140 @@
+"""The components a factorial crosses: each geometry and objective by the name a preset uses, its arm
+code and where its implementation lives (the built-ins' own: `hierconsole.components`). Standard library only: presets, arm names and effects read it without
+torch; `load` imports a component's module when a job (or the launch's protocol check) needs it.
+
+A geometry is a class built as ``Cls(c=..., r=...)`` (the study's `[geometry.poincare]` operating point,
+which a Euclidean map ignores) whose instances provide ``embed(raw [..., D]) -> [..., D']`` (the map into
+the geometry) and ``pairwise(x, y=None, *, clip_max) -> [..., N, M]`` (the distance used both to rank and,
+within a batch, for the logits and regression targets). An objective is a class built without arguments
+whose instances provide ``uses_tau: bool`` and ``loss(dist [C, B, B], labels [B, K], *, tau, training)
+-> [C]``: one loss per cell from its within-batch distances, `labels` one column per trained level (leaf
+first), `tau` a [C] tensor of temperatures (None when ``uses_tau`` is false), `training` the preset's
+`[training]` table (regression targets, level weights).
+
+A preset names a built-in by its name (`lorentz`) and a component of its own as ``module:Name`` (the module
+importable from the study's working directory or the Python path); the component's code in arm names is
+its class name without underscores (`E_MyLoss`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Kind = Literal["geometry", "objective"]
+
+MAX_FACTORS = 6
+"""At most this many geometries, and as many objectives, in one factorial."""
+
+
+@dataclass(frozen=True)
+class Component:
+    """One geometry or objective a factorial may name."""
+
+    kind: Kind
+    name: str
+    """As a preset writes it: `lorentz`, or `package.module:ClassName` for a component of one's own."""
+    code: str
+    """Its part of an arm's name (`L` in `L_S`)."""
+    target: str
+    """``module:attribute`` of the implementation."""
+    label: str
+    """How a legend names it."""
+    takes_tau: bool = False
+    """A built-in objective that takes a temperature (its geometry's, fixed or tuned); one's own objective
+    says so by its class's ``uses_tau`` and gets its geometry's temperature either way."""
+
+    @property
+    def builtin(self) -> bool:
+        return self.name in (GEOMETRIES if self.kind == "geometry" else OBJECTIVES)
+
+
+def _builtin(kind: Kind, name: str, code: str, target: str, label: str, tau: bool = False) -> tuple[str, Component]:
+    return name, Component(kind, name, code, target, label, tau)
+
+
+GEOMETRIES: dict[str, Component] = dict(
+    (
+        _builtin("geometry", "euclidean", "E", "hierconsole.engine.geometry:Euclidean", "Euclidean"),
+        _builtin("geometry", "poincare", "H", "hierconsole.engine.geometry:Poincare", "Poincaré (hyperbolic)"),
+        _builtin("geometry", "lorentz", "L", "hierconsole.components.lorentz:Lorentz", "Lorentz (hyperboloid)"),
+        _builtin("geometry", "product", "M", "hierconsole.components.product:Product", "Euclidean × Poincaré (mixed)"),
+    )
+)
+"""The built-in geometries, in the order their arms are listed."""
+
+OBJECTIVES: dict[str, Component] = dict(
+    (
+        _builtin("objective", "regression", "R", "hierconsole.components.objectives:Regression", "regression"),
+        _builtin("objective", "supcon", "S", "hierconsole.components.objectives:TaxonomySupCon", "Taxonomy-SupCon", True),
+        _builtin("objective", "flat_supcon", "F", "hierconsole.components.flat_supcon:FlatSupCon", "flat (leaf) SupCon", True),
+    )
+)
+"""The built-in objectives, in the order their arms are listed."""
+
+_REQUIRED: dict[Kind, tuple[str, ...]] = {"geometry": ("embed", "pairwise"), "objective": ("loss", "uses_tau")}
+
+
+class ComponentError(ValueError):
+    """A component name that resolves to nothing usable; the message is one line naming what is wrong."""
+
+
+def component(kind: Kind, name: str) -> Component:
+    """The component a preset names: a built-in, or ``module:Name`` (its code: Name without underscores).
+    Raises ComponentError for a name that is neither (nothing is imported here)."""
+    builtins = GEOMETRIES if kind == "geometry" else OBJECTIVES
+    if name in builtins:
+        return builtins[name]
+    module, sep, attr = name.partition(":")
+    if not sep or not module or not attr.isidentifier() or not all(p.isidentifier() for p in module.split(".")):
+        raise ComponentError(
+            f"unknown {kind} {name!r}: expected one of {', '.join(builtins)}, or module:ClassName for your own"
+        )
+    code = attr.replace("_", "")
+    if not code:
+        raise ComponentError(f"{kind} {name!r}: its class name gives no arm code")
+    return Component(kind, name, code, name, attr)
+
+
+def load(c: Component) -> Any:
+    """The component's class, imported (a component of one's own runs its module's top level here)."""
+    module, _, attr = c.target.partition(":")
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        raise ComponentError(f"{c.kind} {c.name!r}: cannot import module {module!r} ({exc})") from None
+    try:
+        return getattr(mod, attr)
+    except AttributeError:
+        raise ComponentError(f"{c.kind} {c.name!r}: module {module!r} has no {attr!r}") from None
+
+
+def protocol_problem(c: Component) -> str | None:
+    """Why the component cannot serve as its kind (None if it can): imported, a class, with every method
+    and attribute the protocol needs. What the methods compute is audited on the study's own results."""
+    try:
+        cls = load(c)
+    except ComponentError as exc:
+        return str(exc)
+    if not inspect.isclass(cls):
+        return f"{c.kind} {c.name!r} is not a class"
+    missing = [m for m in _REQUIRED[c.kind] if not hasattr(cls, m)]
+    if missing:
+        return f"{c.kind} {c.name!r} lacks {', '.join(missing)} (a {c.kind} provides {', '.join(_REQUIRED[c.kind])})"
+    return None
+
+
+def source_sha256(c: Component) -> str | None:
+    """SHA256 of the file that defines a component of one's own (None for a built-in, which the package
+    version pins, or where the module has no file)."""
+    if c.builtin:
+        return None
+    spec = importlib.util.find_spec(c.target.partition(":")[0])
+    if spec is None or spec.origin is None or not spec.has_location:
+        return None
+    with open(spec.origin, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
