@@ -1,0 +1,1 @@
+"""Geometries and objectives a factorial can name: one file per component."""
