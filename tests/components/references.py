@@ -68,3 +68,25 @@ def ball_to_hyperboloid(b: Tensor, c: float) -> Tensor:
     """Its inverse: x0 = (1 + c|b|^2) / (sqrt(c) (1 - c|b|^2)), x_s = 2b / (1 - c|b|^2)."""
     cb2 = c * (b * b).sum(-1, keepdim=True)
     return torch.cat([(1.0 + cb2) / (math.sqrt(c) * (1.0 - cb2)), 2.0 * b / (1.0 - cb2)], dim=-1)
+
+
+def product_formula(x: Tensor, y: Tensor, c: float) -> Tensor:
+    """sqrt(|x_E - y_E|^2 + d_H^2), d_H = acosh(1 + 2c|x-y|^2 / ((1-c|x|^2)(1-c|y|^2))) / sqrt(c)."""
+    n1 = x.shape[-1] // 2
+    a, b = _broadcast(x, y)
+    de2 = ((a[..., :n1] - b[..., :n1]) ** 2).sum(-1)
+    ah, bh = a[..., n1:], b[..., n1:]
+    num = 2.0 * c * ((ah - bh) ** 2).sum(-1)
+    den = (1.0 - c * (ah * ah).sum(-1)) * (1.0 - c * (bh * bh).sum(-1))
+    dh = torch.acosh(1.0 + num / den) / math.sqrt(c)
+    return (de2 + dh * dh).sqrt()
+
+
+def product_geoopt(x: Tensor, y: Tensor, c: float) -> Tensor:
+    n1 = x.shape[-1] // 2
+    space = geoopt.ProductManifold(
+        (geoopt.Euclidean(1), n1),
+        (geoopt.PoincareBall(c=torch.tensor(c, dtype=torch.float64)), x.shape[-1] - n1),
+    )
+    a, b = _broadcast(x, y)
+    return space.dist(a, b)
