@@ -7,6 +7,8 @@ off the arms themselves, so a study, an exported table or a file of one's own gi
 - the geometry contrast of every pair of geometries within each objective (`geom_R` = H_R − E_R),
 - the objective contrast of every pair of objectives within each geometry (`loss_E` = E_S − E_R),
 - every 2 × 2 interaction contrast ((H_S − E_S) − (H_R − E_R)),
+- beyond the paper's 2 × 2, the main effects: each pair of geometries averaged over the objectives
+  (`geom:L-E`), each pair of objectives averaged over the geometries (`loss:F-S`),
 
 the later factor level minus the earlier in the components' order (built-ins in registry order, then
 one's own by code). A factor of two levels keeps the paper's short names (`geom_R`, `loss_E`,
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import combinations
 
-from hierconsole.registry import GEOMETRIES, OBJECTIVES
+from hierconsole.registry import GEOMETRIES, OBJECTIVES, custom_code_problem
 from hierconsole.vocabulary import BASELINES
 
 
@@ -54,6 +56,31 @@ class Contrast:
         return frozenset().union(*(t.arms if isinstance(t, Contrast) else {t} for t in (self.plus, self.minus)))
 
 
+@dataclass(frozen=True)
+class Average:
+    """The mean of contrasts (a main effect: a geometry pair's contrast averaged over the objectives),
+    summed in the written order and divided once."""
+
+    terms: tuple[Contrast, ...]
+
+    def value(self, arms: Mapping[str, float]) -> float:
+        total = 0.0
+        for term in self.terms:
+            total += term.value(arms)
+        return total / len(self.terms)
+
+    def text(self) -> str:
+        return f"mean({', '.join(t.text() for t in self.terms)})"
+
+    @property
+    def arms(self) -> frozenset[str]:
+        return frozenset().union(*(t.arms for t in self.terms))
+
+
+EffectDefinition = Contrast | Average
+"""What an effect's name stands for: a paired contrast, or the average of some (a main effect)."""
+
+
 def _term_value(term: str | Contrast, arms: Mapping[str, float]) -> float:
     return term.value(arms) if isinstance(term, Contrast) else arms[term]
 
@@ -65,15 +92,24 @@ def _render(contrast: Contrast, name: Callable[[str], str]) -> str:
     return f"{part(contrast.plus)} - {part(contrast.minus)}"
 
 
+GEOMETRY_CODES: tuple[str, ...] = tuple(c.code for c in GEOMETRIES.values())
+OBJECTIVE_CODES: tuple[str, ...] = tuple(c.code for c in OBJECTIVES.values())
+
+
 def arm_of(geometry_code: str, objective_code: str) -> str:
     """The arm of a cell: ("H", "S") -> "H_S"."""
     return f"{geometry_code}_{objective_code}"
 
 
 def arm_codes(arm: str) -> tuple[str, str] | None:
-    """(geometry code, objective code) of an arm name, None for a name that is not an arm (a baseline)."""
+    """(geometry code, objective code) of an arm name, None for a name that is not an arm (a baseline, a
+    misspelling): each code a built-in's letter or a code of one's own (`registry.custom_code_problem`)."""
     g, sep, o = arm.partition("_")
-    if not sep or not g or not o or "_" in o or not g.isidentifier() or not o.isidentifier():
+    if not sep:
+        return None
+    if g not in GEOMETRY_CODES and custom_code_problem(g):
+        return None
+    if o not in OBJECTIVE_CODES and custom_code_problem(o):
         return None
     return g, o
 
@@ -84,8 +120,6 @@ def _ordered(codes: Iterable[str], builtin: Iterable[str]) -> tuple[str, ...]:
     return tuple(c for c in known if c in given) + tuple(sorted(given - set(known)))
 
 
-GEOMETRY_CODES: tuple[str, ...] = tuple(c.code for c in GEOMETRIES.values())
-OBJECTIVE_CODES: tuple[str, ...] = tuple(c.code for c in OBJECTIVES.values())
 
 
 @dataclass(frozen=True)
@@ -115,9 +149,10 @@ class Factorial:
         return tuple(a for a in self.arms if a in given)
 
     @cached_property
-    def contrasts(self) -> dict[str, Contrast]:
-        """Every simple effect and 2 × 2 interaction, by name, in display order."""
-        out: dict[str, Contrast] = {}
+    def contrasts(self) -> dict[str, EffectDefinition]:
+        """Every simple effect and 2 × 2 interaction, by name, in display order; beyond the paper's 2 × 2
+        the main effects follow (each pair of one factor averaged over the other's levels)."""
+        out: dict[str, EffectDefinition] = {}
         two_g, two_o = len(self.geometries) == 2, len(self.objectives) == 2
         for o in self.objectives:
             for a, b in combinations(self.geometries, 2):
@@ -131,6 +166,13 @@ class Factorial:
                 out[name] = Contrast(
                     Contrast(arm_of(b, q), arm_of(a, q)), Contrast(arm_of(b, p), arm_of(a, p))
                 )
+        if len(self.geometries) > 2 or len(self.objectives) > 2:
+            if len(self.objectives) > 1:
+                for a, b in combinations(self.geometries, 2):
+                    out[f"geom:{b}-{a}"] = Average(tuple(Contrast(arm_of(b, o), arm_of(a, o)) for o in self.objectives))
+            if len(self.geometries) > 1:
+                for p, q in combinations(self.objectives, 2):
+                    out[f"loss:{q}-{p}"] = Average(tuple(Contrast(arm_of(g, q), arm_of(g, p)) for g in self.geometries))
         return out
 
     @property
@@ -140,17 +182,15 @@ class Factorial:
 
     @property
     def geometry_contrasts(self) -> tuple[str, ...]:
-        return tuple(n for n in self.contrasts if n.startswith("geom_"))
+        return tuple(n for n in self.contrasts if is_geometry_contrast(n))
 
     @property
     def objective_contrasts(self) -> tuple[str, ...]:
-        return tuple(n for n in self.contrasts if n.startswith("loss_"))
+        return tuple(n for n in self.contrasts if is_objective_contrast(n))
 
     @property
     def headline_pairs(self) -> tuple[tuple[str, str], ...]:
-        """|objective contrast| − |geometry contrast|, paired by seed: each objective contrast (within a
-        geometry) against each geometry contrast (within an objective)."""
-        return tuple((o, g) for o in self.objective_contrasts for g in self.geometry_contrasts)
+        return headline_pairs(self.contrasts)
 
     @property
     def redistribution_contrasts(self) -> tuple[str, ...]:
@@ -165,10 +205,52 @@ class Factorial:
         return {f"{arm}_vs_{b}": Contrast(arm, b) for b in BASELINES for arm in self.arms}
 
 
+def cells_in_order(arms: Iterable[str]) -> tuple[str, ...]:
+    """The factorial's cells among `arms` (baselines left out), in the factorial's order."""
+    arms = list(arms)
+    return Factorial.of_arms(arms).order(arms)
+
+
+def arms_in_order(arms: Iterable[str]) -> tuple[str, ...]:
+    """`arms` in display order: the cells in the factorial's order, then the baselines in theirs (names
+    that are neither left out)."""
+    arms = list(arms)
+    return (*cells_in_order(arms), *(b for b in BASELINES if b in arms))
+
+
+def is_geometry_contrast(name: str) -> bool:
+    """A geometry contrast within an objective (`geom_R`, `geom_S:L-E`)."""
+    return name.startswith("geom_")
+
+
+def is_objective_contrast(name: str) -> bool:
+    """An objective contrast within a geometry (`loss_E`, `loss_H:F-S`)."""
+    return name.startswith("loss_")
+
+
+def headline_pairs(effects: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """|objective contrast| − |geometry contrast|, paired by seed: each objective contrast (within a
+    geometry) against each geometry contrast (within an objective) among `effects`, in their order."""
+    names = list(effects)
+    return tuple(
+        (o, g) for o in names if is_objective_contrast(o) for g in names if is_geometry_contrast(g)
+    )
+
+
+def is_baseline_contrast(name: str) -> bool:
+    """Whether an effect's name is an arm-against-baseline contrast (`E_S_vs_frozen`)."""
+    return "_vs_" in name
+
+
+def headline_name(loss: str, geometry: str) -> str:
+    """``"|loss_E| - |geom_R|"``: the name of one headline comparison."""
+    return f"|{loss}| - |{geometry}|"
+
+
 PAPER = Factorial(("E", "H"), ("R", "S"))
 """The paper's 2 × 2: Euclidean, Poincaré × regression, Taxonomy-SupCon."""
 
-CONTRASTS: dict[str, Contrast] = PAPER.contrasts
+CONTRASTS: dict[str, Contrast] = {n: c for n, c in PAPER.contrasts.items() if isinstance(c, Contrast)}
 """Simple effects of paper Eq. (12)-(13) and the interaction, by name, in display order: what the SQL
 views render (a study of another factorial has its effects from Python alone)."""
 
@@ -186,13 +268,3 @@ REDISTRIBUTION_CONTRASTS: tuple[str, ...] = PAPER.redistribution_contrasts
 HEADLINE_PAIRS: tuple[tuple[str, str], ...] = PAPER.headline_pairs
 """The paper's headline comparison, |loss effect| - |geometry effect| paired by seed: each objective-family
 contrast (within a geometry) against each geometry contrast (within a loss)."""
-
-
-def is_baseline_contrast(name: str) -> bool:
-    """Whether an effect's name is an arm-against-baseline contrast (`E_S_vs_frozen`)."""
-    return "_vs_" in name
-
-
-def headline_name(loss: str, geometry: str) -> str:
-    """``"|loss_E| - |geom_R|"``: the name of one headline comparison."""
-    return f"|{loss}| - |{geometry}|"

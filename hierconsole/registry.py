@@ -95,9 +95,19 @@ def component(kind: Kind, name: str) -> Component:
             f"unknown {kind} {name!r}: expected one of {', '.join(builtins)}, or module:ClassName for your own"
         )
     code = attr.replace("_", "")
-    if not code:
-        raise ComponentError(f"{kind} {name!r}: its class name gives no arm code")
+    problem = custom_code_problem(code)
+    if problem:
+        raise ComponentError(f"{kind} {name!r}: {problem}")
     return Component(kind, name, code, name, attr)
+
+
+def custom_code_problem(code: str) -> str | None:
+    """Why a class name cannot be the arm code of one's own component (None if it can): it must be an
+    identifier of two or more characters, not all capitals, so that no arm of one's own is a misspelt arm
+    of built-ins (`E_RR`, `X_Q` stay errors wherever arms are read)."""
+    if len(code) < 2 or not code.isidentifier() or code.upper() == code:
+        return f"its class name gives the arm code {code!r}; use a class name of two or more characters with a lower-case letter (e.g. SoftCE)"
+    return None
 
 
 def load(c: Component) -> Any:

@@ -4,6 +4,9 @@ colour of a sign. Plain dicts of colour names and hex codes, so the terminal (Ri
 
 from __future__ import annotations
 
+import zlib
+
+from hierconsole.factorial import arm_codes
 from hierconsole.vocabulary import ARMS, BASELINES, ORPHANED, STOPPED, JobState, Phase, StageStatus
 
 STATE_STYLE: dict[str, str] = {
@@ -44,6 +47,22 @@ ARM_COLOURS: dict[str, str] = dict(
     )
 )
 """One colour per arm (cells, then baselines) wherever an arm is drawn: table headers, loss curves, figures."""
+
+OTHER_CELL_COLOURS: tuple[str, ...] = (
+    "#332288", "#117733", "#44AA99", "#88CCEE", "#DDCC77", "#CC6677", "#AA4499", "#882255", "#6699CC",
+)
+"""Colours of the cells beyond the paper's four (Paul Tol's muted palette), one per arm by its name."""
+
+
+def arm_colour(arm: str) -> str | None:
+    """The colour of an arm: the paper's cells and the baselines their own, any other cell one of
+    OTHER_CELL_COLOURS picked by its name (the same arm has the same colour in every view and study);
+    None for a name that is no arm."""
+    if arm in ARM_COLOURS:
+        return ARM_COLOURS[arm]
+    if arm_codes(arm) is None:
+        return None
+    return OTHER_CELL_COLOURS[zlib.crc32(arm.encode()) % len(OTHER_CELL_COLOURS)]
 
 ARM_DIGITS = 4
 EFFECT_DIGITS = 6

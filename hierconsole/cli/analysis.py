@@ -18,7 +18,6 @@ from hierconsole.cli.output import output_console, print_grid
 from hierconsole.cli.reading import open_for_reading, print_empty_levels
 from hierconsole.cli.tracker import TRACKERS, add_arguments, cmd_export_tracker, is_tracker_export
 from hierconsole.errors import HierconsoleError
-from hierconsole.factorial import BASELINE_EFFECTS, EFFECTS
 from hierconsole.plurals import counted
 from hierconsole.present.export import (
     FORMATS,
@@ -33,9 +32,10 @@ from hierconsole.present.json_output import json_text
 from hierconsole.present.tables.effects import (
     arms_grid,
     baseline_contrasts_grid,
+    baseline_names,
     effects_grid,
     effects_legend,
-    has_effects,
+    factorial_names,
     redistribution_grid,
 )
 from hierconsole.present.tables.families import pooled_effects_grid
@@ -170,14 +170,14 @@ def print_effects(console: Console, view: EffectsView, arm_digits: int, effect_d
     if view.posthoc:
         console.print(f"[bold yellow]aggregation {view.aggregation}:[/] {POSTHOC_NOTE}", highlight=False)
     print_grid(console, arms_grid(view.arms, arm_digits, view.source))
-    if has_effects(view.effects, EFFECTS):  # a study without the cells of any effect shows none
+    if factorial_names(view.effects):  # a study without the cells of any effect shows none
         print_grid(console, effects_grid(view.effects, effect_digits))
-    if has_effects(view.baseline_contrasts, BASELINE_EFFECTS):
+    if baseline_names(view.baseline_contrasts):
         print_grid(console, baseline_contrasts_grid(view.baseline_contrasts, effect_digits))
     if view.redistribution is not None:
         print_grid(console, redistribution_grid(view.redistribution, effect_digits, console.width))
     console.print(Text(ARM_LEGEND, style="dim"))
-    for line in effects_legend():
+    for line in effects_legend(view.effects):
         console.print(line)
     if view.baselines is not None and not view.baselines.is_empty():
         console.print(Text(BASELINE_LEGEND + "; <arm>_vs_<baseline> = <arm> - <baseline>", style="dim"))

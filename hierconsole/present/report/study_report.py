@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from hierconsole.errors import HierconsoleError
-from hierconsole.factorial import EFFECTS
+from hierconsole.factorial import is_baseline_contrast
 from hierconsole.levels import Levels
 from hierconsole.present import numbers
 from hierconsole.present.levels import hier_words, levels_from
@@ -205,7 +205,7 @@ def effects_section(inputs: StudyInputs) -> Section:
     if not inputs.effects:
         return Section("effects", SECTION_IDS["effects"], [Text(f"No effects yet (phase {inputs.phase}).", note=True)])
     metrics = [m for m in _map_columns(inputs) if m in inputs.effects] or list(inputs.effects)
-    factorial = [n for n in EFFECTS if any(n in inputs.effects[m] for m in metrics)]
+    factorial = list(dict.fromkeys(n for m in metrics for n in inputs.effects[m] if not is_baseline_contrast(n)))
     blocks: list[Block] = [
         Table(_effects_table(inputs.effects, factorial, metrics), "Simple effects and the interaction, paired within seed", EFFECT_DIGITS),
         Text(STATISTICS_LEGEND + ".", note=True),
@@ -213,7 +213,7 @@ def effects_section(inputs: StudyInputs) -> Section:
     ]
     if inputs.omitted:
         blocks.append(Text(inputs.omitted, note=True))
-    baseline_names = sorted({n for m in metrics for n in inputs.effects[m] if n not in EFFECTS})
+    baseline_names = sorted({n for m in metrics for n in inputs.effects[m] if is_baseline_contrast(n)})
     if baseline_names:
         blocks.append(
             Table(
@@ -301,7 +301,7 @@ def posthoc_section(inputs: StudyInputs) -> Section:
         metrics = [m for m in _map_columns(inputs) if m in effects]
         blocks.append(
             Table(
-                _effects_table(effects, list(EFFECTS), metrics),
+                _effects_table(effects, list(dict.fromkeys(n for m in metrics for n in effects[m] if not is_baseline_contrast(n))), metrics),
                 f"Effects re-scored under {agg} aggregation (post-hoc; the registered one is {inputs.registered_aggregation})",
                 EFFECT_DIGITS,
             )

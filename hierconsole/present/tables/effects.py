@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 
 import polars as pl
 from rich.text import Text
 
-from hierconsole.factorial import BASELINE_EFFECTS, EFFECTS
+from hierconsole.factorial import arms_in_order, cells_in_order, is_baseline_contrast
 from hierconsole.levels import Levels
 from hierconsole.plurals import counted
 from hierconsole.present import numbers
@@ -17,8 +17,8 @@ from hierconsole.present.render import fits
 from hierconsole.present.tables.evidence import summary_cells, summary_columns
 from hierconsole.study.analysis.effects import Effect, SimpleEffects, seeds_of
 from hierconsole.study.analysis.redistribution import Redistribution
-from hierconsole.styles import ARM_COLOURS
-from hierconsole.vocabulary import ARMS, BASELINES, HIER_METRIC, MAP, UNTRAINED_BASELINES
+from hierconsole.styles import arm_colour
+from hierconsole.vocabulary import BASELINES, HIER_METRIC, MAP, UNTRAINED_BASELINES
 
 PER_SEED = "per seed"
 BASELINE_GROUP = "baselines"
@@ -34,24 +34,25 @@ def arm_header(arm: str, n: int | None, group: str | None = None) -> Column:
         arm,
         group=group,
         record_header=f"{arm} (n={n})" if n is not None else f"{arm} (no SD)",
-        header_style=f"bold {ARM_COLOURS.get(arm, '')}".strip(),
+        header_style=f"bold {arm_colour(arm) or ''}".strip(),
     )
 
 
 def arms_grid(arms: pl.DataFrame, digits: int, source: str) -> Grid:
     """Metrics down, arms across: trained arms as mean ± SD over seeds, then the baselines; an untrained
     baseline as its one value (no training seed, hence no SD)."""
-    present = [a for a in (*ARMS, *BASELINES) if a in set(arms["arm"].to_list())]
+    present = list(arms_in_order(arms["arm"].to_list()))
     n_of = {r["arm"]: r["n"] for r in arms.iter_rows(named=True) if r["arm"] not in UNTRAINED_BASELINES}
     ns = set(n_of.values())
     over = f"over {counted(next(iter(ns)), 'seed')}" if len(ns) == 1 else "over seeds"
-    title = f"Arms: mean ± sample SD {over} ({source})" if any(a in ARMS for a in present) else "Baselines"
-    baseline_group = BASELINE_GROUP if any(a in ARMS for a in present) else None
+    trained = set(cells_in_order(present))
+    title = f"Arms: mean ± sample SD {over} ({source})" if trained else "Baselines"
+    baseline_group = BASELINE_GROUP if trained else None
     grid = Grid(
         title,
         [
             Column("metric", numeric=False),
-            *(arm_header(a, n_of.get(a), None if a in ARMS else baseline_group) for a in present),
+            *(arm_header(a, n_of.get(a), None if a in trained else baseline_group) for a in present),
         ],
     )
     cells = {(r["arm"], r["metric"]): r for r in arms.iter_rows(named=True)}
@@ -103,16 +104,22 @@ def _effect_grid(title: str, effects: SimpleEffects, names: set[str], digits: in
 
 def effects_grid(effects: SimpleEffects, digits: int) -> Grid:
     """The simple effects and the interaction, paired within seed, with their intervals and tests."""
-    return _effect_grid("Simple effects, paired within seed", effects, set(EFFECTS), digits)
+    return _effect_grid("Simple effects, paired within seed", effects, factorial_names(effects), digits)
 
 
 def baseline_contrasts_grid(effects: SimpleEffects, digits: int) -> Grid:
     """Each cell minus each baseline (`<arm>_vs_<baseline>`), paired within seed."""
-    return _effect_grid("Cells against the baselines, paired within seed", effects, set(BASELINE_EFFECTS), digits)
+    return _effect_grid("Cells against the baselines, paired within seed", effects, baseline_names(effects), digits)
 
 
-def has_effects(effects: SimpleEffects, names: Collection[str]) -> bool:
-    return any(n in names for by_name in effects.values() for n in by_name)
+def factorial_names(effects: SimpleEffects) -> set[str]:
+    """The factorial's effects among a result's (its simple effects and interactions)."""
+    return {n for by_name in effects.values() for n in by_name if not is_baseline_contrast(n)}
+
+
+def baseline_names(effects: SimpleEffects) -> set[str]:
+    """The arm-against-baseline contrasts among a result's."""
+    return {n for by_name in effects.values() for n in by_name if is_baseline_contrast(n)}
 
 
 def arm_values_grid(
@@ -126,11 +133,11 @@ def arm_values_grid(
     if baselines is not None and metric in baselines.columns:
         values |= {(r["arm"], r["seed"]): r[metric] for r in baselines.iter_rows(named=True)}
     summary = {r["arm"]: r for r in arms.filter(pl.col("metric") == metric).iter_rows(named=True)}
-    for arm in (*ARMS, *BASELINES):
-        r = summary.get(arm)
-        if r is None:
-            continue
-        label = Text(arm, style=ARM_COLOURS.get(arm, ""))
+    shown = arms_in_order(summary)
+    last_cell = next(reversed(cells_in_order(shown)), None)
+    for arm in shown:
+        r = summary[arm]
+        label = Text(arm, style=arm_colour(arm) or "")
         if arm in UNTRAINED_BASELINES:
             one = numbers.plain(r["mean"], digits)
             one.append(" (no SD)", style="dim")
@@ -141,7 +148,7 @@ def arm_values_grid(
                 *(numbers.plain(values.get((arm, s)), digits) for s in seeds),
                 numbers.mean_sd(r["mean"], r["sd"], digits),
             )
-        if arm in ARMS and not any(a in summary for a in ARMS[ARMS.index(arm) + 1 :]):
+        if arm == last_cell:
             grid.end_section()  # the last cell: the baselines follow, set apart
     return grid
 
@@ -151,7 +158,7 @@ def levels_grid(arms: pl.DataFrame, measure: str, digits: int, levels: Levels = 
     paper's reading — finer levels down and coarser up from a baseline to a cell — row by row. A deeper
     tree adds rows, never columns. None when the arm table has no baseline."""
     present = set(arms["arm"].to_list())
-    cells = [a for a in ARMS if a in present]
+    cells = list(cells_in_order(present))
     base = [b for b in BASELINES if b in present]
     if not base:
         return None
@@ -177,8 +184,8 @@ def redistribution_levels(result: Redistribution) -> Levels:
     return codes_in(next(iter(result.contrasts.values()), {}).keys())
 
 
-def _contrast_label(contrast: str) -> str:
-    return f"{contrast} ({EFFECTS[contrast]})"
+def _contrast_label(result: Redistribution, contrast: str) -> str:
+    return f"{contrast} ({result.definition(contrast)})"
 
 
 def redistribution_grid(result: Redistribution, digits: int, width: int | None = None) -> Grid:
@@ -200,7 +207,7 @@ def redistribution_grid(result: Redistribution, digits: int, width: int | None =
     for contrast, by_level in result.contrasts.items():
         flag = result.pattern[contrast]
         wide.add_row(
-            _contrast_label(contrast),
+            _contrast_label(result, contrast),
             *(numbers.mean_sd(by_level[lv].mean, by_level[lv].sd, digits, sign=True) for lv in levels.codes),
             Text("yes" if flag else "no", style="bold" if flag else "dim"),
             numbers.count(result.seeds_with_pattern[contrast], result.n_seeds),
@@ -216,7 +223,7 @@ def _redistribution_down(result: Redistribution, levels: Levels, digits: int, ti
     """The redistribution with the levels down (leaf first) and the contrasts across, the pattern and
     its seed count as the last two rows."""
     contrasts = list(result.contrasts)
-    grid = Grid(title, [Column("level", numeric=False), *(Column(_contrast_label(c)) for c in contrasts)])
+    grid = Grid(title, [Column("level", numeric=False), *(Column(_contrast_label(result, c)) for c in contrasts)])
     for level in levels.codes:
         grid.add_row(
             level,
@@ -234,9 +241,11 @@ def _redistribution_down(result: Redistribution, levels: Levels, digits: int, ti
     return grid
 
 
-def effects_legend() -> list[Text]:
-    """The effects' definitions, a few to a line (a legend never widens a view beyond its tables)."""
-    items = [f"{n} = {d}" for n, d in EFFECTS.items()]
+def effects_legend(effects: SimpleEffects) -> list[Text]:
+    """The definitions of the factorial effects shown, a few to a line (a legend never widens a view
+    beyond its tables)."""
+    shown = {n: e.definition for by_name in effects.values() for n, e in by_name.items() if not is_baseline_contrast(n)}
+    items = [f"{n} = {d}" for n, d in shown.items()]
     return [
         Text(("effects: " if i == 0 else "         ") + ", ".join(items[i : i + 2]), style="dim")
         for i in range(0, len(items), 2)
@@ -266,7 +275,7 @@ def redistribution_bars_grid(result: Redistribution, digits: int, level: str | N
     )
     for contrast, by_level in result.contrasts.items():
         flag = result.pattern[contrast]
-        label = Text(_contrast_label(contrast), style="bold")
+        label = Text(_contrast_label(result, contrast), style="bold")
         label.append(f" pattern {'yes' if flag else 'no'} ({result.seeds_with_pattern[contrast]}/{result.n_seeds})")
         for j, code in enumerate(shown):
             e = by_level[code]

@@ -6,9 +6,10 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from hierconsole.factorial import cells_in_order
 from hierconsole.study.analysis.per_seed import DEFAULT_SOURCE, baseline_values, indexed_cells
 from hierconsole.study.analysis.statistics import mean_sd
-from hierconsole.vocabulary import ARMS, BASELINE_SEED
+from hierconsole.vocabulary import BASELINE_SEED
 
 
 def arm_table(
@@ -20,7 +21,7 @@ def arm_table(
 ) -> pl.DataFrame:
     """Mean and sample SD over seeds per arm and metric (paper Table 1 / S8), long format.
 
-    Columns: arm, metric, mean, sd, n. Arms appear in :data:`ARMS` order, only if present; seeds need not
+    Columns: arm, metric, mean, sd, n. Arms appear in the factorial's order, only if present; seeds need not
     be paired here (a running study may have finished some cells). ``sd`` is null when n == 1.
     ``baselines`` (see :func:`baselines_from_long`) adds their rows after the arms: the one value of an
     untrained baseline, sd and n null, since it has no training seed; mean, SD and n over the seeds of a
@@ -28,7 +29,7 @@ def arm_table(
     """
     names, cells = indexed_cells(per_seed, metrics, source)
     rows: list[dict[str, object]] = []
-    for arm in ARMS:
+    for arm in cells_in_order(a for a, _ in cells):
         seeds = sorted(seed for a, seed in cells if a == arm)
         if not seeds:
             continue

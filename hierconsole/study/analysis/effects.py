@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from hierconsole.errors import InputError
-from hierconsole.factorial import BASELINE_CONTRASTS, BASELINE_EFFECTS, CONTRASTS, EFFECTS
+from hierconsole.factorial import Factorial
 from hierconsole.study.analysis.paired import PairedSummary
 from hierconsole.study.analysis.per_seed import (
     DEFAULT_SOURCE,
@@ -20,7 +20,7 @@ from hierconsole.study.analysis.per_seed import (
     baseline_values,
     indexed_cells,
 )
-from hierconsole.vocabulary import ARMS, BASELINE_SEED
+from hierconsole.vocabulary import BASELINE_SEED
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,33 +29,35 @@ class Effect(PairedSummary[int]):
 
     metric: str
     name: str
-
-    @property
-    def definition(self) -> str:
-        return EFFECTS.get(self.name) or BASELINE_EFFECTS[self.name]
+    definition: str
+    """The contrast it measures, as arms (`H_R - E_R`): a name like `geom_R` means the pair of geometries
+    the study crosses, so the definition travels with the value."""
 
 
 SimpleEffects = dict[str, dict[str, Effect]]
-"""metric -> effect name (in :data:`EFFECTS` order) -> :class:`Effect`."""
+"""metric -> effect name (in the factorial's contrast order) -> :class:`Effect`."""
 
 
 def omitted_effects(arms: Iterable[str]) -> dict[str, tuple[str, ...]]:
-    """Effects that need an arm absent from `arms`: name -> the missing arms (a study training a subset
-    of the cells has no value for them, which is not the same as a zero)."""
+    """Effects of the factorial the arms span that need an arm absent from them: name -> the missing arms
+    (a study training a subset of the cells has no value for them, which is not the same as a zero)."""
     present = set(arms)
+    factorial = Factorial.of_arms(present)
     return {
-        name: tuple(a for a in ARMS if a in contrast.arms and a not in present)
-        for name, contrast in CONTRASTS.items()
+        name: tuple(a for a in factorial.arms if a in contrast.arms and a not in present)
+        for name, contrast in factorial.contrasts.items()
         if not contrast.arms <= present
     }
 
 
 def omitted_text(arms: Iterable[str]) -> str | None:
     """One line saying which effects are left out and why; None when every effect is computable."""
+    arms = list(arms)
     omitted = omitted_effects(arms)
     if not omitted:
         return None
-    parts = [f"{name} ({EFFECTS[name]}) needs {', '.join(missing)}" for name, missing in omitted.items()]
+    definitions = Factorial.of_arms(arms).effects
+    parts = [f"{name} ({definitions[name]}) needs {', '.join(missing)}" for name, missing in omitted.items()]
     return f"not computed, the study trains only {', '.join(arms_present(arms))}: " + "; ".join(parts)
 
 
@@ -105,8 +107,9 @@ def simple_effects(
         if all(v is not None for v in matched.values()):
             base[arm] = {s: v for s, v in matched.items() if v is not None}
     paired = set(base)
-    computable = {n: c for n, c in CONTRASTS.items() if c.arms <= set(present)}
-    computable |= {n: c for n, c in BASELINE_CONTRASTS.items() if c.arms <= set(present) | paired}
+    factorial = Factorial.of_arms(present)
+    computable = {n: c for n, c in factorial.contrasts.items() if c.arms <= set(present)}
+    computable |= {n: c for n, c in factorial.baseline_contrasts().items() if c.arms <= set(present) | paired}
     out: SimpleEffects = {}
     for m in names:
         out[m] = {}
@@ -117,7 +120,7 @@ def simple_effects(
                 )
                 for s in seeds
             }
-            out[m][name] = Effect(metric=m, name=name, per_unit=values)
+            out[m][name] = Effect(metric=m, name=name, definition=contrast.text(), per_unit=values)
     return out
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from hierconsole.factorial import BASELINE_EFFECTS, EFFECTS
+from hierconsole.factorial import is_baseline_contrast
 from hierconsole.levels import PAPER_CODES
 from hierconsole.study.analysis.arms import arm_table
 from hierconsole.study.analysis.effects import SimpleEffects, effects_json, omitted_text, simple_effects
@@ -28,9 +28,9 @@ class EffectsView:
     arms: pl.DataFrame
     """arm, metric, mean, sd, n: the cells then the baselines (`arms.arm_table`)."""
     effects: SimpleEffects
-    """metric -> simple effects and the interaction (EFFECTS names)."""
+    """metric -> simple effects and interactions of the factorial the arms span."""
     baseline_contrasts: SimpleEffects
-    """metric -> `<arm>_vs_<baseline>` (BASELINE_EFFECTS names); empty without baselines."""
+    """metric -> `<arm>_vs_<baseline>`; empty without baselines."""
     redistribution: Redistribution | None
     """mAP at every level, H − E per loss; None without every level's mAP or a geometry pair."""
     omitted: str | None
@@ -56,8 +56,8 @@ class EffectsView:
         }
 
 
-def _only(effects: SimpleEffects, names: dict[str, str]) -> SimpleEffects:
-    kept = {m: {n: e for n, e in by_name.items() if n in names} for m, by_name in effects.items()}
+def _only(effects: SimpleEffects, baseline: bool) -> SimpleEffects:
+    kept = {m: {n: e for n, e in by_name.items() if is_baseline_contrast(n) == baseline} for m, by_name in effects.items()}
     return {m: by_name for m, by_name in kept.items() if by_name}
 
 
@@ -85,8 +85,8 @@ def effects_view(
         per_seed=per_seed,
         baselines=baselines,
         arms=arm_table(per_seed, shown, source=source, baselines=baselines),
-        effects=_only(everything, EFFECTS),
-        baseline_contrasts=_only(everything, BASELINE_EFFECTS),
+        effects=_only(everything, baseline=False),
+        baseline_contrasts=_only(everything, baseline=True),
         redistribution=(
             redistribution(per_seed, "mAP", source=source, levels=codes)
             if every_level and wants_levels and can_redistribute(per_seed)

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 import polars as pl
 
 from hierconsole.errors import HierconsoleError, InputError, NotFoundError
+from hierconsole.factorial import arms_in_order
 from hierconsole.levels import PAPER_CODES
 from hierconsole.study.analysis.arms import arm_table
 from hierconsole.study.analysis.effects import Effect, SimpleEffects, iter_effects, seeds_of, simple_effects
@@ -19,7 +20,7 @@ from hierconsole.study.analysis.headline import headline, headline_frame
 from hierconsole.study.analysis.paired import summary_schema
 from hierconsole.study.analysis.per_seed import LevelsLike, codes_of, split_column, table_levels
 from hierconsole.study.analysis.redistribution import Redistribution, redistribution
-from hierconsole.vocabulary import ARMS, BASELINES, HIER_METRIC, MAP
+from hierconsole.vocabulary import HIER_METRIC, MAP
 
 TABLES: dict[str, str] = {
     "runs": "one row per training run: study, seed, arm, state, timings and hashes",
@@ -109,7 +110,7 @@ def arms_frame(arm_long: pl.DataFrame, metrics: Sequence[str] | None = None) -> 
     if metrics is None:
         metrics = [m for m in map_metrics(table_levels(available)) if m in available] or available
     rows = []
-    for arm in (*ARMS, *BASELINES):
+    for arm in arms_in_order(arm_long["arm"].to_list()):
         part = arm_long.filter(pl.col("arm") == arm)
         if part.is_empty():
             continue
@@ -164,7 +165,7 @@ def recall_frame(arm_long: pl.DataFrame, *, source: str = "arm table") -> pl.Dat
     if not ks:
         raise InputError(source, "no Recall@K metric columns (named like leaf_R@1)")
     rows = []
-    for arm in (*ARMS, *BASELINES):
+    for arm in arms_in_order(arm_long["arm"].to_list()):
         part = {r["metric"]: r for r in arm_long.filter(pl.col("arm") == arm).iter_rows(named=True)}
         for level in codes:
             found = {k: part.get(f"{level}_R@{k}") for k in ks}

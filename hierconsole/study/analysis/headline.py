@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from hierconsole.factorial import EFFECTS, HEADLINE_PAIRS, headline_name
+from hierconsole.factorial import headline_name, headline_pairs
 from hierconsole.study.analysis.effects import SimpleEffects
 from hierconsole.study.analysis.paired import PairedSummary, summary_schema
 from hierconsole.vocabulary import HIER_METRIC
@@ -25,14 +25,12 @@ class Headline(PairedSummary[str]):
     metric: str
     loss: str
     geometry: str
+    definition: str
+    """|objective contrast| - |geometry contrast| as arms (`|E_S - E_R| - |H_R - E_R|`)."""
 
     @property
     def name(self) -> str:
         return headline_name(self.loss, self.geometry)
-
-    @property
-    def definition(self) -> str:
-        return f"|{EFFECTS[self.loss]}| - |{EFFECTS[self.geometry]}|"
 
     def to_json(self, *, named: bool = False) -> dict:
         """The comparison's labels, then `per_unit`, mean, sd, `positive`, `n` and the evidence: the headline's
@@ -50,13 +48,16 @@ def _per_seed(effects: SimpleEffects, metric: str, loss: str, geometry: str) -> 
 
 
 def headline(effects: SimpleEffects, metric: str = HIER_METRIC) -> list[Headline]:
-    """Every comparison of :data:`HEADLINE_PAIRS` the study's effects allow, one metric, seeds as units."""
+    """Every headline pair of the factorial the effects span (each objective contrast against each geometry
+    contrast, `Factorial.headline_pairs`) its effects allow, one metric, seeds as units."""
+    by_effect = effects.get(metric, {})
     out = []
-    for loss, geometry in HEADLINE_PAIRS:
+    for loss, geometry in headline_pairs(by_effect):
         values = _per_seed(effects, metric, loss, geometry)
         if values is not None:
             per_unit = {str(s): v for s, v in values.items()}
-            out.append(Headline(metric=metric, loss=loss, geometry=geometry, per_unit=per_unit))
+            definition = f"|{by_effect[loss].definition}| - |{by_effect[geometry].definition}|"
+            out.append(Headline(metric=metric, loss=loss, geometry=geometry, definition=definition, per_unit=per_unit))
     return out
 
 

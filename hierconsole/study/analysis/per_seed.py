@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from hierconsole.errors import InputError
+from hierconsole.factorial import GEOMETRY_CODES, OBJECTIVE_CODES, arm_codes, cells_in_order
 from hierconsole.levels import PAPER_CODES, PAPER_LEVELS, LevelPlan, Levels
 from hierconsole.vocabulary import (
     ARMS,
@@ -41,11 +42,20 @@ DEFAULT_SOURCE = "per-seed table"
 
 
 def normalize_arm(s: object, *, source: str = DEFAULT_SOURCE) -> str:
-    """``"ER"``, ``"e_r"``, ``"E-R"``, ``" E_R "`` -> ``"E_R"``; anything else is an InputError."""
-    text = str(s).strip().upper().replace("_", "").replace("-", "").replace(" ", "")
-    if len(text) == 2 and text[0] in "EH" and text[1] in "RS":
+    """``"ER"``, ``"e_r"``, ``"E-R"``, ``" E_R "`` -> ``"E_R"`` (built-in codes, any case); an arm of one's
+    own component as written (``"E_MyLoss"``); anything else is an InputError."""
+    written = str(s).strip()
+    text = written.upper().replace("_", "").replace("-", "").replace(" ", "")
+    if len(text) == 2 and text[0] in GEOMETRY_CODES and text[1] in OBJECTIVE_CODES:
         return f"{text[0]}_{text[1]}"
-    raise InputError(source, f"unknown arm {s!r}", hint=f"use one of {', '.join(ARMS)} (or ER, HR, ES, HS)")
+    if arm_codes(written) is not None:
+        return written
+    raise InputError(
+        source,
+        f"unknown arm {s!r}",
+        hint=f"an arm is a geometry code, '_' and an objective code: {', '.join(ARMS)} (or ER, HR, ES, HS), "
+        "L_S, E_F, ...",
+    )
 
 
 def try_arm(value: object) -> str | None:
@@ -116,7 +126,7 @@ def indexed_cells(
         seed = as_seed(row["seed"])
         where = f"row {i + 1}"
         if arm is None:
-            problems.append(f"{where}: unknown arm {row['arm']!r} (valid: {', '.join(ARMS)})")
+            problems.append(f"{where}: unknown arm {row['arm']!r} (an arm is a geometry code, '_' and an objective code, e.g. {', '.join(ARMS)})")
         if seed is None:
             problems.append(f"{where}: seed {row['seed']!r} is not an integer")
         if arm is None or seed is None:
@@ -140,9 +150,8 @@ def indexed_cells(
 
 
 def arms_present(arms: Iterable[str]) -> tuple[str, ...]:
-    """The arms among `arms`, in :data:`ARMS` order."""
-    found = set(arms)
-    return tuple(a for a in ARMS if a in found)
+    """The factorial's cells among `arms`, in its order (`factorial.cells_in_order`)."""
+    return cells_in_order(arms)
 
 
 
@@ -354,7 +363,8 @@ def per_perturbation_from_long(
 
     # Arms in ARMS order, seeds ascending, perturbations in the order they came (the per-seed mean sums
     # them in that order, so its value is the one it always was, bit for bit).
-    order = sorted(cells, key=lambda key: (ARMS.index(key[0]), key[1]))
+    arm_rank = {a: i for i, a in enumerate(cells_in_order(a for a, _, _ in cells))}
+    order = sorted(cells, key=lambda key: (arm_rank[key[0]], key[1]))
     rows = [{"arm": arm, "seed": seed, PERTURBATION: pert, **cells[(arm, seed, pert)]} for arm, seed, pert in order]
     schema: dict[str, PolarsDataType] = {
         "arm": pl.String,

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from hierconsole.factorial import CONTRASTS, EFFECTS
 from hierconsole.study.analysis.effects import simple_effects
 from hierconsole.study.analysis.paired import PairedSummary
 from hierconsole.vocabulary import HIER_METRIC
@@ -22,10 +21,7 @@ class PooledEffect(PairedSummary[str]):
     unit: str = "member"
     metric: str
     name: str
-
-    @property
-    def definition(self) -> str:
-        return EFFECTS[self.name]
+    definition: str
 
 
 def pooled_effects(tables: Mapping[str, pl.DataFrame], metric: str = HIER_METRIC) -> dict[str, PooledEffect]:
@@ -35,11 +31,21 @@ def pooled_effects(tables: Mapping[str, pl.DataFrame], metric: str = HIER_METRIC
     (outer splits have different test sets), so only the study-level values are summarised.
     """
     per_study: dict[str, dict[str, float]] = {}
+    definitions: dict[str, set[str]] = {}
     for label, table in tables.items():
         effects = simple_effects(table, metric, source=label)[metric]
         per_study[label] = {name: e.mean for name, e in effects.items()}
-    common = [n for n in CONTRASTS if all(n in values for values in per_study.values())]
+        for name, e in effects.items():
+            definitions.setdefault(name, set()).add(e.definition)
+    # A name is pooled where every study has it and means the same arms by it (`geom_R` is H_R - E_R in
+    # one study and L_R - E_R in another that crosses Euclidean with Lorentz: never pooled).
+    common = [
+        n for n, texts in definitions.items()
+        if len(texts) == 1 and all(n in values for values in per_study.values())
+    ]
     return {
-        name: PooledEffect(metric=metric, name=name, per_unit={label: per_study[label][name] for label in tables})
+        name: PooledEffect(
+            metric=metric, name=name, definition=next(iter(definitions[name])), per_unit={label: per_study[label][name] for label in tables}
+        )
         for name in common
     }

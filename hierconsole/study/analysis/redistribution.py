@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from hierconsole.errors import InputError
-from hierconsole.factorial import CONTRASTS, EFFECTS, REDISTRIBUTION_CONTRASTS
+from hierconsole.factorial import PAPER, Factorial
 from hierconsole.study.analysis.effects import Effect, simple_effects
 from hierconsole.study.analysis.per_seed import (
     DEFAULT_SOURCE,
@@ -33,6 +33,10 @@ class Redistribution:
     seeds_with_pattern: dict[str, int]
     """contrast -> number of seeds showing that sign pattern on their own."""
     n_seeds: int
+
+    def definition(self, contrast: str) -> str:
+        """The arms a contrast compares (`H_S - E_S`)."""
+        return next(iter(self.contrasts[contrast].values())).definition
 
     def to_json(self) -> dict:
         """Per contrast and level, the per-seed H − E values and their summary, and the pattern."""
@@ -61,8 +65,9 @@ class Redistribution:
 
 def can_redistribute(per_seed: pl.DataFrame) -> bool:
     """Whether the table holds the arms of at least one redistribution contrast."""
-    arms = {try_arm(a) for a in per_seed["arm"].to_list()} if "arm" in per_seed.columns else set()
-    return any(CONTRASTS[c].arms <= arms for c in REDISTRIBUTION_CONTRASTS)
+    arms = {a for a in map(try_arm, per_seed["arm"].to_list()) if a is not None} if "arm" in per_seed.columns else set()
+    factorial = Factorial.of_arms(arms)
+    return any(factorial.contrasts[c].arms <= arms for c in factorial.redistribution_contrasts)
 
 
 def _level_columns(per_seed: pl.DataFrame, metric: str, levels: LevelsLike | None, source: str) -> dict[str, str]:
@@ -98,9 +103,12 @@ def redistribution(
     columns = _level_columns(per_seed, metric, levels, source)
     effects = simple_effects(per_seed, list(columns.values()), source=source)
     first = next(iter(columns.values()))
-    available = [c for c in REDISTRIBUTION_CONTRASTS if c in effects[first]]
+    factorial = Factorial.of_arms(per_seed["arm"].to_list())
+    available = [c for c in factorial.redistribution_contrasts if c in effects[first]]
     if not available:
-        needed = " or ".join(EFFECTS[c] for c in REDISTRIBUTION_CONTRASTS)
+        # Name what the table lacks in the factorial it spans (the paper's when it spans one geometry).
+        wanted = factorial if len(factorial.geometries) > 1 else PAPER
+        needed = " or ".join(wanted.effects[c] for c in wanted.redistribution_contrasts)
         raise InputError(source, f"redistribution needs the arms of {needed}; the table has only "
                          f"{', '.join(arms_present(per_seed['arm'].to_list()))}")
     contrasts = {c: {level: effects[col][c] for level, col in columns.items()} for c in available}
@@ -130,12 +138,12 @@ def level_effects(
     levels: LevelsLike | None = None,
 ) -> dict[str, dict[str, Effect]]:
     """The level-wise gains and losses of every simple effect the table's arms allow (geom_R, geom_S,
-    loss_E, loss_H, the interaction, in :data:`CONTRASTS` order): effect -> level (leaf ... top) -> the
+    loss_E, loss_H, the interaction for the paper's 2 × 2, in the factorial's order): effect -> level (leaf ... top) -> the
     Effect of column ``{level}_{metric}``. The redistribution is this for H - E, with its pattern."""
     columns = _level_columns(per_seed, metric, levels, source)
     effects = simple_effects(per_seed, list(columns.values()), source=source)
     first = next(iter(columns.values()))
-    available = [c for c in CONTRASTS if c in effects[first]]
+    available = list(effects[first])
     if not available:
         raise InputError(source, f"no effect is computable from the arms "
                          f"{', '.join(arms_present(per_seed['arm'].to_list()))}")

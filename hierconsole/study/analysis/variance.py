@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from hierconsole.factorial import arms_in_order
 from hierconsole.study.analysis.per_seed import KEY_COLUMNS, PERTURBATION, metric_order_for, table_levels
 from hierconsole.study.analysis.statistics import variance_components
-from hierconsole.vocabulary import ARMS, BASELINES
 
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType
@@ -43,7 +43,7 @@ def arm_variance(
     names.sort(key=metric_order_for(table_levels(names)))
     present = set(per_perturbation["arm"].to_list()) if "arm" in per_perturbation.columns else set()
     rows = []
-    for arm in (a for a in (*ARMS, *BASELINES) if a in present):
+    for arm in arms_in_order(present):
         part = per_perturbation.filter(pl.col("arm") == arm)
         seeds = sorted(set(part["seed"].to_list()))
         for m in names:

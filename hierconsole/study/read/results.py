@@ -31,7 +31,6 @@ from hierconsole.study.db.storage import Store
 from hierconsole.study.db.views import sql_list, tuning_sql
 from hierconsole.vocabulary import (
     AGGREGATIONS,
-    ARMS,
     BASELINES,
     RANKING_METRICS,
     JobState,
@@ -98,15 +97,16 @@ def reported_aggregation(store: Store, study_id: str, aggregation: str | None = 
 
 
 def metrics_long(
-    store: Store, study_id: str, aggregation: str | None = None, *, arms: tuple[str, ...] = ARMS
+    store: Store, study_id: str, aggregation: str | None = None, *, arms: tuple[str, ...] | None = None
 ) -> pl.DataFrame:
-    """The stored ranking metrics of a study's trained arms (or of `arms`, e.g. BASELINES) under one
-    aggregation (default: the registered one)."""
+    """The stored ranking metrics of a study's cells, whatever its factorial (or of `arms`, e.g.
+    BASELINES) under one aggregation (default: the registered one)."""
     agg = aggregation or registered_aggregation(store, study_id)
+    which = f"arm IN ({sql_list(arms)})" if arms is not None else f"arm NOT IN ({sql_list(BASELINES)})"
     return store.frame(
         "SELECT seed, arm, perturbation, level, metric, value FROM metrics "
         f"WHERE study_id = ? AND aggregation = ? AND metric IN ({sql_list(RANKING_METRICS)}) "
-        f"AND arm IN ({sql_list(arms)}) ORDER BY seed, arm, perturbation, level, metric",
+        f"AND {which} ORDER BY seed, arm, perturbation, level, metric",
         [study_id, agg],
     )
 

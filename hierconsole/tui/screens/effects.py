@@ -17,16 +17,16 @@ from textual.widgets import Static
 
 from hierconsole.contract.events import EventKind
 from hierconsole.errors import HierconsoleError
-from hierconsole.factorial import BASELINE_EFFECTS, EFFECTS
 from hierconsole.locations import report_path
 from hierconsole.present.levels import PAPER, level_choices, levels_in_columns
 from hierconsole.present.render import minimum_width, render
 from hierconsole.present.tables.effects import (
     arm_values_grid,
     baseline_contrasts_grid,
+    baseline_names,
     effects_grid,
     effects_legend,
-    has_effects,
+    factorial_names,
     levels_grid,
 )
 from hierconsole.study.read import (
@@ -285,16 +285,16 @@ class EffectsScreen(AnalysisScreen):
                 Text("\n".join(BASELINE_LEGEND.split("; ")), style="dim"),
                 Text(""),
             ]
-        if has_effects(view.effects, EFFECTS):
+        if factorial_names(view.effects):
             parts += [*render(effects_grid(view.effects, EFFECT_DIGITS), width, boxed=False), Text("")]
-        if has_effects(view.baseline_contrasts, BASELINE_EFFECTS):
+        if baseline_names(view.baseline_contrasts):
             parts += [
                 *render(baseline_contrasts_grid(view.baseline_contrasts, EFFECT_DIGITS), width, boxed=False),
                 Text(""),
             ]
         if view.omitted:
             parts.append(Text(view.omitted, style="yellow"))
-        parts += effects_legend()
+        parts += effects_legend(view.effects)
         return Group(*parts)
 
     def action_write_report(self) -> None:

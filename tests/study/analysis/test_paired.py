@@ -111,10 +111,10 @@ def test_every_effect_like_result_is_the_one_summary_with_its_unit():
     per = {1: 0.3, 2: -0.1, 3: 0.2}
     labelled = {"a": 0.3, "b": -0.1, "c": 0.2}
     results = [
-        (Effect(metric="hier_mAP", name="geom_R", per_unit=per), "seed"),
+        (Effect(metric="hier_mAP", name="geom_R", definition="H_R - E_R", per_unit=per), "seed"),
         (ContrastRow(arm_a="H_R", arm_b="H_R", level="leaf", per_unit=per), "seed"),
-        (PooledEffect(metric="hier_mAP", name="geom_R", per_unit=labelled), "member"),
-        (Headline(metric="hier_mAP", loss="loss_E", geometry="geom_R", per_unit=labelled), "seed"),
+        (PooledEffect(metric="hier_mAP", name="geom_R", definition="H_R - E_R", per_unit=labelled), "member"),
+        (Headline(metric="hier_mAP", loss="loss_E", geometry="geom_R", definition="|E_S - E_R| - |H_R - E_R|", per_unit=labelled), "seed"),
         (GainSummary(name="g", a="x", b="y", metric="leaf_mAP", per_unit=labelled), "split"),
         (ArmSummary(name="x", label="X", arm="H_S", configuration=None, metric="leaf_mAP", per_unit=labelled,
                     seeds=dict.fromkeys(labelled, 3)), "split"),

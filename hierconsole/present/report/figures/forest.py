@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from hierconsole.errors import HierconsoleError
-from hierconsole.factorial import CONTRASTS, EFFECTS
+from hierconsole.factorial import is_baseline_contrast
 from hierconsole.present.levels import hier_words, level_label
 from hierconsole.present.report.figures.style import (
     MUTED,
@@ -72,10 +72,10 @@ def _metric_label(metric: str, inputs: StudyInputs | FamilyInputs) -> str:
     return f"{level_label(inputs, level)} {measure}" if measure else metric
 
 
-def _effect_colour(name: str) -> str:
-    """An effect in the colour of the arm it adds (H_R for geom_R, ...); the interaction in neutral."""
-    plus = CONTRASTS[name].plus
-    return arm_colour(plus) if isinstance(plus, str) else NEUTRAL
+def _effect_colour(definition: str) -> str:
+    """An effect in the colour of the arm it adds (H_R for geom_R = H_R - E_R, ...); an interaction,
+    whose definition starts with a bracket, in neutral."""
+    return NEUTRAL if definition.startswith("(") else arm_colour(definition.split(" - ")[0])
 
 
 def _height(rows: int) -> float:
@@ -92,7 +92,11 @@ def effects_forest(inputs: StudyInputs, metric: str = HIER_METRIC) -> Figure:
             f"study {inputs.study_id} has no metric {metric!r}\n  fix: use one of {', '.join(inputs.effects)}"
         )
     effects = inputs.effects[metric]
-    rows = [ForestRow(f"{name}\n{EFFECTS[name]}", e, _effect_colour(name)) for name, e in effects.items() if name in EFFECTS]
+    rows = [
+        ForestRow(f"{name}\n{e.definition}", e, _effect_colour(e.definition))
+        for name, e in effects.items()
+        if not is_baseline_contrast(name)
+    ]
     if not rows:
         raise HierconsoleError(f"study {inputs.study_id} trains no pair of cells that makes an effect ({inputs.omitted})")
     fig = figure("single", _height(len(rows)))
@@ -108,7 +112,7 @@ def pooled_forest(inputs: FamilyInputs) -> Figure:
     """A family's members' effects pooled with the member as the unit (outer splits)."""
     if isinstance(inputs.pooled, str):
         raise HierconsoleError(inputs.pooled)
-    rows = [ForestRow(f"{name}\n{EFFECTS[name]}", e) for name, e in inputs.pooled.items()]
+    rows = [ForestRow(f"{name}\n{e.definition}", e) for name, e in inputs.pooled.items()]
     if not rows:
         raise HierconsoleError(f"family {inputs.name}: no effect every member can compute")
     fig = figure("single", _height(len(rows)))

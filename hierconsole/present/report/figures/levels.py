@@ -8,7 +8,6 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from hierconsole.errors import HierconsoleError
-from hierconsole.factorial import CONTRASTS, EFFECTS
 from hierconsole.present.levels import level_label, levels_from
 from hierconsole.present.report.figures.style import ZERO_LINE, arm_colour, drawn_in_style, figure
 from hierconsole.study.analysis.report_inputs import StudyInputs
@@ -66,8 +65,7 @@ def redistribution_figure(inputs: StudyInputs) -> Figure:
     result = inputs.redistribution
     for k, (contrast, by_level) in enumerate(result.contrasts.items()):
         shift = (k - (len(result.contrasts) - 1) / 2) * 2 * OFFSET
-        plus = CONTRASTS[contrast].plus
-        colour = arm_colour(plus if isinstance(plus, str) else "")
+        colour = arm_colour(result.definition(contrast).split(" - ")[0])
         for x, level in zip(xs, levels, strict=True):
             e = by_level[level]
             right.scatter([x + shift] * e.n, list(e.per_unit.values()), s=10, facecolors="none", edgecolors=colour, linewidths=0.7)
@@ -84,7 +82,7 @@ def redistribution_figure(inputs: StudyInputs) -> Figure:
             marker="D",
             markersize=3.5,
             capsize=2,
-            label=f"{EFFECTS[contrast]} ({flag}; {result.seeds_with_pattern[contrast]}/{result.n_seeds} seeds)",
+            label=f"{result.definition(contrast)} ({flag}; {result.seeds_with_pattern[contrast]}/{result.n_seeds} seeds)",
         )
     right.axhline(0.0, **ZERO_LINE)
     right.set_xticks(xs, labels, **ticks)

@@ -15,7 +15,7 @@ import matplotlib
 from matplotlib.figure import Figure
 
 from hierconsole import __version__
-from hierconsole.styles import ARM_COLOURS
+from hierconsole.styles import arm_colour as styles_arm_colour
 
 SINGLE_COLUMN = 3.5
 """Inches: one column of a two-column paper (CVPR, NeurIPS and the like are 3.25-3.5)."""
@@ -56,7 +56,7 @@ R = TypeVar("R")
 
 
 def arm_colour(arm: str) -> str:
-    return ARM_COLOURS.get(arm, NEUTRAL)
+    return styles_arm_colour(arm) or NEUTRAL
 
 
 @contextmanager
