@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import importlib.util
 import inspect
+import os
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 Kind = Literal["geometry", "objective"]
@@ -110,13 +112,32 @@ def custom_code_problem(code: str) -> str | None:
     return None
 
 
+COMPONENTS_FOLDER = "components"
+"""A study's folder of its own components' source, copied at launch: its workers import them from there."""
+
+
+def module_file(c: Component) -> Path | None:
+    """The source file of a component of one's own, imported to find it (None where its module is no
+    single `.py` file, e.g. a compiled extension)."""
+    load(c)
+    path = getattr(sys.modules[c.target.partition(":")[0]], "__file__", None)
+    return Path(path) if path and path.endswith(".py") else None
+
+
+def _on_path(folder: str) -> bool:
+    return folder in sys.path or "" in sys.path
+
+
 def load(c: Component) -> Any:
-    """The component's class, imported (a component of one's own runs its module's top level here)."""
+    """The component's class, imported (a component of one's own runs its module's top level here; its
+    module is looked for on the Python path, then in the working directory)."""
     module, _, attr = c.target.partition(":")
+    if not c.builtin and not _on_path(os.getcwd()):
+        sys.path.append(os.getcwd())  # after every other entry: the path's own modules win
     try:
         mod = importlib.import_module(module)
-    except ImportError as exc:
-        raise ComponentError(f"{c.kind} {c.name!r}: cannot import module {module!r} ({exc})") from None
+    except Exception as exc:  # one's own module may raise anything at import: said in one line
+        raise ComponentError(f"{c.kind} {c.name!r}: cannot import module {module!r} ({type(exc).__name__}: {exc})") from None
     try:
         return getattr(mod, attr)
     except AttributeError:
@@ -138,13 +159,6 @@ def protocol_problem(c: Component) -> str | None:
     return None
 
 
-def source_sha256(c: Component) -> str | None:
-    """SHA256 of the file that defines a component of one's own (None for a built-in, which the package
-    version pins, or where the module has no file)."""
-    if c.builtin:
-        return None
-    spec = importlib.util.find_spec(c.target.partition(":")[0])
-    if spec is None or spec.origin is None or not spec.has_location:
-        return None
-    with open(spec.origin, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+def source_sha256(path: Path) -> str:
+    """SHA256 of a component's source file (what a study records of its own components)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()

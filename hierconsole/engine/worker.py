@@ -36,6 +36,8 @@ from hierconsole.contract.exit_status import (
 from hierconsole.contract.jobspec import JobSpec
 from hierconsole.contract.liveness import claim_job_lock
 from hierconsole.errors import HierconsoleError
+from hierconsole.locations import study_dir
+from hierconsole.registry import COMPONENTS_FOLDER
 from hierconsole.vocabulary import SCORING_KINDS
 
 HEARTBEAT_SECONDS = 2.0
@@ -150,6 +152,11 @@ def main(argv: list[str] | None = None) -> int:
         threading.Thread(target=_heartbeat, args=(job.folder / layout.HEARTBEAT, beat_stop), daemon=True).start()
     try:
         specs = [JobSpec.read(job.spec_path).resolved(args.home) for job in jobs]
+        for study_id in {spec.study_id for spec in specs}:
+            # The study's copies of its own components (`module:Name`) are the ones its cells import.
+            own = study_dir(args.home, study_id) / COMPONENTS_FOLDER
+            if own.is_dir() and str(own) not in sys.path:
+                sys.path.insert(0, str(own))
         # torch is imported only now, after the heartbeat started: its import takes seconds.
         from hierconsole.engine.determinism import configure_device
         from hierconsole.engine.trainer import Cancelled, FactorialTrainer, resolve_device

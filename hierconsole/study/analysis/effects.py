@@ -127,8 +127,12 @@ def simple_effects(
 
 def effects_json(effects: SimpleEffects) -> dict:
     """The JSON shape of ``hierconsole effects --json`` (seeds as strings, sd null for one seed), with the
-    intervals and tests under their :data:`~hierconsole.study.analysis.statistics.EVIDENCE_KEYS`."""
-    return {metric: {name: e.to_json() for name, e in by_effect.items()} for metric, by_effect in effects.items()}
+    intervals and tests under their :data:`~hierconsole.study.analysis.statistics.EVIDENCE_KEYS`; each
+    effect says which arms it compares (`definition`: a name like `geom_R` is the study's own pair)."""
+    return {
+        metric: {name: {"definition": e.definition, **e.to_json()} for name, e in by_effect.items()}
+        for metric, by_effect in effects.items()
+    }
 
 
 

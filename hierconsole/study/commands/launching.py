@@ -32,6 +32,7 @@ from hierconsole.study.executors import (
     ray_address,
 )
 from hierconsole.study.executors.devices import check_devices
+from hierconsole.study.run.components import check_components
 from hierconsole.study.run.drawn_splits import DrawnSplits
 from hierconsole.study.run.families import create_family
 from hierconsole.study.run.lifecycle import create_study, study_splits
@@ -361,10 +362,11 @@ def check_member_levels(store: Store, member: Member, ref: str) -> None:
     """The preset's level options (`training.levels`, `level_weights`, `regression_targets`,
     `evaluation.hier_levels`, `split.level`, `selection_score`) against the levels of dataset `ref`:
     ConfigError, one line naming the option, the value and the dataset's levels, if one does not fit."""
+    who = f"family member {member.name!r}, " if member.name else ""
+    check_components(member.preset, who)
     levels = _levels_of(store, ref)
     if levels is None:
         return
-    who = f"family member {member.name!r}, " if member.name else ""
     try:
         check_levels(member.preset, levels)
     except LevelError as exc:

@@ -37,6 +37,7 @@ from hierconsole.study.db.views import sql_list
 from hierconsole.study.read.audits import run_audits
 from hierconsole.study.read.lock import arm_durations, current_lock_digest, stored_durations
 from hierconsole.study.run import plan
+from hierconsole.study.run.components import install_components
 from hierconsole.study.run.drawn_splits import DrawnSplits, draw_splits
 from hierconsole.taxonomy import development_shuffle
 from hierconsole.vocabulary import (
@@ -92,6 +93,7 @@ def create_study(store: Store, preset: Preset, dataset_id: str, *, drawn: DrawnS
     study_id = new_study_id(preset)
     folder = study_dir(store.home, study_id)
     (folder / "splits").mkdir(parents=True, exist_ok=False)
+    install_components(folder, preset)
     rows: list[list[Any]] = []
 
     def add(role: str, split: Split, valid: dict[str, int] | None, files: dict[str, np.ndarray]) -> None:

@@ -1,0 +1,158 @@
+"""Any factorial end to end, as a user runs it: a 3 × 3 study (Euclidean, Poincaré, Lorentz × regression,
+Taxonomy-SupCon, flat SupCon) from `run` to its audits and effects, and an objective of one's own from a
+file in a temporary folder; a broken one is refused before anything is created.
+
+Every command is a real subprocess on a temporary home; the studies are tiny (two seeds, two epochs).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from hierconsole.study.db.storage import Store
+from tests.reliability.conftest import cli, one_line_error
+
+pytestmark = pytest.mark.slow
+
+TINY = [
+    "--epochs", "2", "--seeds", "42,2024",
+    "--set", "training.hidden=32", "--set", "training.out_dim=8", "--set", "training.batch_size=32",
+    "--set", "training.lr=1e-3", "--set", "evaluation.n_query=40", "--set", "compute.device='cpu'",
+]  # fmt: skip
+THREE_BY_THREE = [
+    "--set", 'factorial.geometries=["euclidean","poincare","lorentz"]',
+    "--set", 'factorial.losses=["regression","supcon","flat_supcon"]',
+    "--set", "temperature.others=0.2",
+]  # fmt: skip
+
+# The README's objective of one's own, as a user writes it (kept in step with the README by a test below).
+OWN_OBJECTIVE = '''\
+"""my_objectives.py: a contrastive margin loss on leaf labels, as a hierconsole objective."""
+import torch
+
+
+class LeafMargin:
+    """Same-leaf pairs pulled together, all others pushed beyond a margin (Hadsell et al., 2006)."""
+
+    uses_tau = False  # no temperature: hierconsole passes tau=None
+    margin = 0.5
+
+    def loss(self, dist, labels, *, tau, training):
+        # dist: [C, B, B] within-batch distances of C cells; labels: [B, K], leaf first.
+        leaf = labels[:, :1]
+        same = leaf == leaf.T
+        other = ~torch.eye(len(labels), dtype=torch.bool, device=dist.device)
+        pos = (same & other).to(dist.dtype)
+        neg = (~same).to(dist.dtype)
+        pull = (dist**2 * pos).sum((-2, -1)) / pos.sum().clamp_min(1)
+        push = (torch.relu(self.margin - dist) ** 2 * neg).sum((-2, -1)) / neg.sum().clamp_min(1)
+        return pull + push  # [C]: one loss per cell
+'''
+
+
+def _study_of(home: Path, name: str) -> str:
+    with Store(home, read_only=True) as store:
+        row = store.one("SELECT study_id FROM studies WHERE name = ?", [name])
+    assert row is not None
+    return row[0]
+
+
+def _audit_results(home: Path, study_id: str) -> set[str]:
+    done = cli(home, "audit", study_id)
+    assert done.returncode == 0, done.stdout + done.stderr
+    words = [line.split()[1] for line in done.stdout.splitlines() if line[:1].isalpha() and len(line.split()) > 1]
+    return {w for w in words if w in ("pass", "fail", "warn")}
+
+
+def _recomputed_hier(home: Path, study_id: str, tmp_path: Path) -> dict[str, dict[int, float]]:
+    """arm -> seed -> hier mAP, from `export metrics`: each level's mAP averaged over the Q/G perturbations,
+    then the mean of the non-leaf levels."""
+    out = tmp_path / f"{study_id.split('-')[0]}-metrics.csv"
+    done = cli(home, "export", "metrics", "--study", study_id, "--format", "csv", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    values: dict[tuple[str, int, str], list[float]] = defaultdict(list)
+    with out.open(newline="") as f:
+        for r in csv.DictReader(f):
+            if r["metric"] == "mAP" and int(r["seed"]) >= 0:
+                values[(r["arm"], int(r["seed"]), r["level"])].append(float(r["value"]))
+    hier: dict[str, dict[int, float]] = defaultdict(dict)
+    for arm, seed in {(a, s) for a, s, _ in values}:
+        hier[arm][seed] = statistics.fmean([statistics.fmean(values[(arm, seed, lv)]) for lv in ("middle", "high")])
+    return hier
+
+
+def _effects(home: Path, study_id: str) -> dict:
+    done = cli(home, "effects", study_id, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)["effects"]["hier_mAP"]
+
+
+def _check_against_export(effects: dict, hier: dict[str, dict[int, float]]) -> None:
+    for name, e in effects.items():
+        definition = e["definition"]
+        if definition.startswith("mean("):
+            terms = [t.split(" - ") for t in definition[5:-1].split(", ")]
+            for seed, value in e["per_seed"].items():
+                s = int(seed)
+                want = sum(hier[p][s] - hier[m][s] for p, m in terms) / len(terms)
+                assert value == pytest.approx(want, abs=1e-9), name
+        elif not definition.startswith("("):
+            plus, minus = definition.split(" - ")
+            for seed, value in e["per_seed"].items():
+                assert value == pytest.approx(hier[plus][int(seed)] - hier[minus][int(seed)], abs=1e-9), name
+
+
+def test_a_three_by_three_study_passes_its_audits_and_its_effects_are_the_exported_metrics(tmp_path):
+    home = tmp_path / "home"
+    done = cli(home, "run", "demo", "--name", "three", *TINY, *THREE_BY_THREE, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    study_id = _study_of(home, "three")
+    assert _audit_results(home, study_id) == {"pass"}
+    effects = _effects(home, study_id)
+    hier = _recomputed_hier(home, study_id, tmp_path)
+    assert set(hier) == {f"{g}_{o}" for g in "EHL" for o in "RSF"} | {"frozen", "pca"} - {"frozen", "pca"}
+    assert len(effects) == 9 + 9 + 9 + 3 + 3
+    assert effects["geom_S:L-E"]["definition"] == "L_S - E_S"
+    assert effects["loss:F-S"]["definition"] == "mean(E_F - E_S, H_F - H_S, L_F - L_S)"
+    _check_against_export(effects, hier)
+
+
+def test_an_objective_of_ones_own_runs_end_to_end_and_a_broken_one_is_refused(tmp_path):
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "my_objectives.py").write_text(OWN_OBJECTIVE)
+    (folder / "broken.py").write_text("class NoLoss:\n    uses_tau = False\n")
+    home = tmp_path / "home"
+    own = ["--set", 'factorial.losses=["regression","my_objectives:LeafMargin"]']
+    done = cli(home, "run", "demo", "--name", "own", *TINY, *own, timeout=600, cwd=folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    study_id = _study_of(home, "own")
+    assert _audit_results(home, study_id) == {"pass"}
+    effects = _effects(home, study_id)
+    assert effects["loss_E"]["definition"] == "E_LeafMargin - E_R"
+    _check_against_export(effects, _recomputed_hier(home, study_id, tmp_path))
+    # The study keeps the source it trained, by name and hash, inside the (relocatable) home.
+    manifest = json.loads((home / "studies" / study_id / "components" / "manifest.json").read_text())
+    assert list(manifest) == ["my_objectives:LeafMargin"]
+    assert manifest["my_objectives:LeafMargin"]["file"] == "my_objectives.py"
+
+    before = sorted(p.relative_to(home) for p in home.rglob("*") if "studies" in p.parts)
+    broken = ["--set", 'factorial.losses=["regression","broken:NoLoss"]']
+    text = one_line_error(cli(home, "run", "demo", "--name", "broken", *TINY, *broken, cwd=folder))
+    assert "objective 'broken:NoLoss' lacks loss" in text
+    missing = ["--set", 'factorial.losses=["regression","nowhere:Thing"]']
+    text = one_line_error(cli(home, "run", "demo", "--name", "broken", *TINY, *missing, cwd=folder))
+    assert "cannot import module 'nowhere'" in text
+    assert sorted(p.relative_to(home) for p in home.rglob("*") if "studies" in p.parts) == before
+
+
+def test_the_readme_shows_this_objective():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    body = OWN_OBJECTIVE.split("import torch", 1)[1]
+    assert body.strip() in readme
