@@ -20,16 +20,12 @@ from rich.text import Text
 
 from hierconsole.contract import events as ev
 from hierconsole.errors import INTERRUPTED_EXIT, TERMINATED_EXIT, StoreWriteError
+from hierconsole.factorial import OBJECTIVE_CODES, arm_codes, cells_in_order
 from hierconsole.locations import resolve_home
 from hierconsole.plurals import counted
 from hierconsole.study import read
 from hierconsole.study.commands import Orchestrator, ProblemCallback
 from hierconsole.study.db.storage import Store
-from hierconsole.vocabulary import (
-    ARMS,
-    LOSSES,
-    arm_parts,
-)
 
 
 class JobProgress:
@@ -87,19 +83,22 @@ def losses_label(losses: dict[str, float]) -> Text:
     """`loss R: E_R 0.025 H_R 0.031 · S: E_S 3.781 H_S 3.790`: the two losses apart (their scales differ),
     each arm named."""
     text = Text()
-    for loss in LOSSES:
-        arms = [(arm, losses[arm]) for arm in ARMS if arm in losses and arm_parts(arm)[1] == loss]
-        if not arms:
-            continue
+    by_objective: dict[str, list[tuple[str, float]]] = {}
+    for arm in cells_in_order(losses):  # the HIER-style cell's loss ("hier") is no arm of the factorial
+        codes = arm_codes(arm)
+        assert codes is not None
+        by_objective.setdefault(codes[1], []).append((arm, losses[arm]))
+    for code, arms in sorted(by_objective.items(), key=lambda kv: _rank(kv[0])):
         text.append(" · " if text else "loss ", style="dim")
-        text.append(f"{_LOSS_LETTER_OF[loss]}:", style="dim")
+        text.append(f"{code}:", style="dim")
         for arm, value in arms:
             text.append(f" {arm} ", style="dim")
             text.append(f"{value:.3f}")
     return text
 
 
-_LOSS_LETTER_OF = {arm_parts(arm)[1]: arm[-1] for arm in ARMS}
+def _rank(code: str) -> tuple[int, str]:
+    return (OBJECTIVE_CODES.index(code), "") if code in OBJECTIVE_CODES else (len(OBJECTIVE_CODES), code)
 
 
 def problem_printer(console: Console) -> ProblemCallback:

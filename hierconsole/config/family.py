@@ -41,6 +41,7 @@ from hierconsole.config.options import show
 from hierconsole.config.outer_arms import OUTER_TABLES, OuterArms, build_outer, outer_members
 from hierconsole.config.preset import Preset
 from hierconsole.errors import ConfigError, HierconsoleError, NotFoundError
+from hierconsole.factorial import arm_codes
 from hierconsole.names import name_problem
 from hierconsole.vocabulary import ARMS
 
@@ -234,8 +235,11 @@ def build_family(
         if "arms" in c:
             text = str(c["arms"])
             left, sep, right = text.partition(":")
-            if not sep or left not in ARMS or right not in ARMS:
-                problems.append(f"{where}.arms = {text!r}: expected ARM_A:ARM_B with arms among {', '.join(ARMS)}")
+            if not sep or arm_codes(left) is None or arm_codes(right) is None:
+                problems.append(
+                    f"{where}.arms = {text!r}: expected ARM_A:ARM_B, each an arm of the members' factorial "
+                    f"(e.g. {ARMS[0]}:{ARMS[-1]})"
+                )
                 ok = False
             else:
                 arms = (left, right)

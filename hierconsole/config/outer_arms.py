@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hierconsole.factorial import arm_codes
 from hierconsole.vocabulary import ARMS, BASELINES
 
 OUTER_TABLES: tuple[str, ...] = ("splits", "configurations", "arms", "gains")
@@ -46,7 +47,7 @@ class OuterArm:
     label: str
     configuration: str | None
     arm: str
-    """A cell (ARMS) or a baseline (BASELINES) of the configuration's studies."""
+    """A cell (an arm of the factorial) or a baseline (BASELINES) of the configuration's studies."""
 
 
 @dataclass(frozen=True)
@@ -145,8 +146,11 @@ def build_outer(
             problems.append(f"{where}.name = {name!r}: listed twice")
             continue
         names.add(name)
-        if arm not in (*ARMS, *BASELINES):
-            problems.append(f"{where}.arm = {arm!r}: expected one of {', '.join((*ARMS, *BASELINES))}")
+        if not isinstance(arm, str) or (arm not in BASELINES and arm_codes(arm) is None):
+            problems.append(
+                f"{where}.arm = {arm!r}: expected an arm of the members' factorial ({', '.join(ARMS)}, ...) or "
+                f"a baseline ({', '.join(BASELINES)})"
+            )
             continue
         if configurations:
             if configuration not in configurations:
@@ -163,7 +167,7 @@ def build_outer(
                 continue  # that member's own problems are already listed
             cells, baselines = member_cells[member]
             if arm not in (*cells, *baselines):
-                what = "train" if arm in ARMS else "score"
+                what = "score" if arm in BASELINES else "train"
                 problems.append(
                     f"{where}: member {member} does not {what} {arm} (cells {', '.join(cells) or 'none'}; "
                     f"baselines {', '.join(baselines) or 'none'})"

@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from hierconsole.errors import HierconsoleError
-from hierconsole.factorial import is_baseline_contrast
+from hierconsole.factorial import arms_in_order, is_baseline_contrast
 from hierconsole.levels import Levels
 from hierconsole.present import numbers
 from hierconsole.present.levels import hier_words, levels_from
@@ -32,9 +32,7 @@ from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA, STATISTICS_LE
 from hierconsole.styles import EFFECT_DIGITS
 from hierconsole.vocabulary import (
     ARM_LEGEND,
-    ARMS,
     BASELINE_LEGEND,
-    BASELINES,
     HIER_METRIC,
     MAP,
     Phase,
@@ -112,7 +110,7 @@ def _levels_fact(inputs: StudyInputs) -> str:
 def _arms_long(arms: pl.DataFrame, metrics: tuple[str, ...]) -> pl.DataFrame:
     """The arm table long: arm, metric, n, mean, sd, one row per arm and mAP metric (levels leaf first)."""
     order = {m: i for i, m in enumerate(metrics)}
-    ranks = {a: i for i, a in enumerate((*ARMS, *BASELINES))}
+    ranks = {a: i for i, a in enumerate(arms_in_order(arms["arm"].to_list()))}
     rows = [r for r in arms.iter_rows(named=True) if r["metric"] in order and r["arm"] in ranks]
     rows.sort(key=lambda r: (ranks[r["arm"]], order[r["metric"]]))
     return pl.DataFrame(

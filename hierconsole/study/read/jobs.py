@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 
 from hierconsole.contract import events as ev
 from hierconsole.contract import layout
+from hierconsole.factorial import cells_in_order
 from hierconsole.locations import job_dir
 from hierconsole.study.db.storage import Store
 from hierconsole.study.db.views import kind_order, sql_list
 from hierconsole.vocabulary import (
     ACTIVE_STATES,
-    ARMS,
     ORPHANED,
     RESUMABLE_STATES,
     SCORING_KINDS,
@@ -184,8 +184,8 @@ def job_rows(store: Store, study_id: str | None = None) -> list[JobRow]:
                 total=r["to_score"] if scoring else r["epochs_total"],
                 attempts=r["attempts"],
                 error=r["error"],
-                losses={arm: losses[arm] for arm in ARMS if arm in losses}
-                | {k: v for k, v in losses.items() if k not in ARMS},
+                losses={arm: losses[arm] for arm in cells_in_order(losses)}
+                | {k: v for k, v in losses.items() if k not in cells_in_order(losses)},
                 epoch_seconds=r["epoch_seconds"],
                 cells=tuple((arm, None if tau is None else float(tau)) for arm, tau in r["cells"] or ()),
                 orphaned=orphaned,
@@ -206,8 +206,8 @@ def loss_curves(store: Store, job_id: str) -> dict[str, list[tuple[int, float]]]
         [job_id],
     ):
         curves.setdefault(arm, []).append((epoch, loss))
-    order = {arm: i for i, arm in enumerate(ARMS)}
-    return dict(sorted(curves.items(), key=lambda kv: (order.get(kv[0], len(ARMS)), kv[0])))
+    order = {arm: i for i, arm in enumerate(cells_in_order(curves))}
+    return dict(sorted(curves.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
 
 
 @dataclass(frozen=True)

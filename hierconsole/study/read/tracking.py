@@ -15,12 +15,13 @@ from datetime import datetime
 import polars as pl
 
 from hierconsole.config.family import flatten
+from hierconsole.factorial import cells_in_order
 from hierconsole.study.db.ids import baseline_run_id, evaluate_job_id
 from hierconsole.study.db.records import get_study, resolve_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.audits import current_audits
 from hierconsole.study.read.results import aggregations, baselines, evaluated_per_seed, registered_aggregation
-from hierconsole.vocabulary import ARMS, BASELINE_SEED, TRAINED_BASELINES, UNTRAINED_BASELINES, JobKind
+from hierconsole.vocabulary import BASELINE_SEED, TRAINED_BASELINES, UNTRAINED_BASELINES, JobKind
 
 TRAIN_METRICS: dict[str, str] = {
     "train_loss": "train/loss",
@@ -148,7 +149,8 @@ def tracked_study(store: Store, study: str) -> TrackedStudy:
     tags = _study_tags(store, study_id)
     test = _all_test_numbers(store, study_id)
     steps = _steps(store, study_id, info.preset.evaluation.aggregation)
-    order = {arm: i for i, arm in enumerate((*ARMS, *TRAINED_BASELINES))}
+    arms = [r[0] for r in store.rows("SELECT DISTINCT arm FROM runs WHERE study_id = ?", [study_id])]
+    order = {arm: i for i, arm in enumerate((*cells_in_order(arms), *TRAINED_BASELINES))}
     runs: list[TrackedRun] = []
     rows = store.dicts(
         "SELECT r.run_id, r.seed, r.arm, r.geometry, r.loss, r.tau, r.trainable_params, r.updates, "

@@ -37,7 +37,7 @@ from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.messages import StudyLaunched
 from hierconsole.tui.screens.dialogs import ConfirmDialog, FieldDialog
 from hierconsole.tui.widgets.path_input import FieldInput
-from hierconsole.vocabulary import ARMS, EXECUTORS, Executor
+from hierconsole.vocabulary import EXECUTORS, Executor
 
 if TYPE_CHECKING:
     from hierconsole.study.commands import Orchestrator
@@ -90,7 +90,7 @@ def describe(preset: Preset, values: Mapping[str, object]) -> Text:
     t = preset.training
     text = Text(preset.study.description or preset.name, style="dim")
     text.append(
-        f"\n{counted(len(t.seeds), 'seed')} {list(t.seeds)} × {counted(len(ARMS), 'arm')} ({' '.join(ARMS)}), "
+        f"\n{counted(len(t.seeds), 'seed')} {list(t.seeds)} × {counted(len(preset.cells), 'arm')} ({' '.join(preset.cells)}), "
         f"{counted(t.epochs, 'epoch')}, batch {t.batch_size}, lr {t.lr:g}"
     )
     if values:
@@ -114,7 +114,7 @@ def launch_question(
         )
     return (
         f"Launch a new {preset.name!r} study on dataset {dataset}: {counted(len(t.seeds), 'seed')} × "
-        f"{counted(len(ARMS), 'arm')}, {counted(t.epochs, 'epoch')}{on}?{there}"
+        f"{counted(len(preset.cells), 'arm')}, {counted(t.epochs, 'epoch')}{on}?{there}"
     )
 
 

@@ -11,6 +11,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from hierconsole.errors import HierconsoleError
+from hierconsole.factorial import cells_in_order
 from hierconsole.plurals import counted
 from hierconsole.present import numbers as fmt
 from hierconsole.study import read
@@ -65,13 +66,19 @@ def job_cells(job: JobRow, arms: Sequence[str] = ARMS) -> list:
     ]
 
 
+def jobs_arms(jobs: Sequence[JobRow]) -> tuple[str, ...]:
+    """The cells the jobs report losses of, in the factorial's order (the paper's four before any has)."""
+    return cells_in_order(arm for j in jobs for arm in j.losses) or ARMS
+
+
 def fitting_arms(jobs: Sequence[JobRow], width: int, padding: int = 1) -> tuple[str, ...]:
     """The arms whose loss columns fit whole in `width` cells beside the fixed columns, in arm order.
 
     A DataTable wider than its view clips its last column at the edge (a loss of 3.204 read as 3.2): a
     loss column is shown whole or not at all, and the note names the ones left out."""
-    headers = [label for label, _ in JOB_COLUMNS] + list(ARMS)
-    rows = [job_cells(j) for j in jobs]
+    arms = jobs_arms(jobs)
+    headers = [label for label, _ in JOB_COLUMNS] + list(arms)
+    rows = [job_cells(j, arms) for j in jobs]
 
     def column_width(i: int) -> int:
         cells = [Text(headers[i]).cell_len, *(Text.from_markup(c).cell_len if isinstance(c, str) else c.cell_len for c in (r[i] for r in rows))]
@@ -79,7 +86,7 @@ def fitting_arms(jobs: Sequence[JobRow], width: int, padding: int = 1) -> tuple[
 
     used = sum(column_width(i) for i in range(len(JOB_COLUMNS)))
     shown: list[str] = []
-    for i, arm in enumerate(ARMS, start=len(JOB_COLUMNS)):
+    for i, arm in enumerate(arms, start=len(JOB_COLUMNS)):
         used += column_width(i)
         if used > width:
             break
@@ -194,7 +201,8 @@ class RunsScreen(ConsoleScreen):
             text = Text(f"{job.short_id} {job.state}: r resumes it from its last checkpoint", style="yellow")
         else:
             text = Text(f"{job.short_id}: enter shows loss curves and the event log", style="dim")
-        left_out = [arm for arm in ARMS if arm not in self._arms_shown]
+        shown = [j for j in self.console_app.jobs if j.study_id == self.console_app.study_id]
+        left_out = [arm for arm in jobs_arms(shown) if arm not in self._arms_shown]
         if left_out and job is not None:
             text.append(f"  (losses of {', '.join(left_out)} left out at this width)", style="dim")
         self.query_one("#job-note", Static).update(text)

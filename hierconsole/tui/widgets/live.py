@@ -7,17 +7,34 @@ from textual.containers import Horizontal
 from textual_plotext import PlotextPlot
 
 from hierconsole.contract import events as ev
+from hierconsole.factorial import arm_codes, cells_in_order
 from hierconsole.levels import PAPER_CODES
 from hierconsole.plurals import counted
+from hierconsole.registry import OBJECTIVES
 from hierconsole.study.read import EventRow
-from hierconsole.vocabulary import ARMS, HIER_SCORE, MAP, REGRESSION, SUPCON, arm_parts, hier_score
+from hierconsole.vocabulary import HIER_SCORE, MAP, REGRESSION, SUPCON, hier_score
 
-LOSS_GROUPS = (
-    ("regression loss", tuple(a for a in ARMS if arm_parts(a)[1] == REGRESSION)),
-    ("taxonomy SupCon loss", tuple(a for a in ARMS if arm_parts(a)[1] == SUPCON)),
-)
-"""The two losses live on different scales, so each gets its own axes."""
+_REGRESSION, _SUPCON = OBJECTIVES[REGRESSION].code, OBJECTIVES[SUPCON].code
+
+PLOTS = 2
+"""Regression and the contrastive objectives live on different scales, so each gets its own axes."""
 CELL_COLORS = {"E_R": "blue", "H_R": "red", "E_S": "cyan", "H_S": "magenta"}
+OTHER_COLORS = ("green", "yellow", "orange", "gray", "white")
+"""Colours of the cells beyond the paper's four, by their place in the factorial."""
+
+
+def loss_groups(cells: list[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """The cells on each plot: the regression cells, then every other objective's (the paper's:
+    Taxonomy-SupCon's alone)."""
+    ordered = cells_in_order(cells)
+    regression = tuple(a for a in ordered if arm_codes(a)[1] == _REGRESSION)  # type: ignore[index]
+    others = tuple(a for a in ordered if a not in regression)
+    supcon_only = all(arm_codes(a)[1] == _SUPCON for a in others)  # type: ignore[index]
+    return [("regression loss", regression), ("taxonomy SupCon loss" if supcon_only else "other objectives' losses", others)]
+
+
+def _colour(cell: str, cells: tuple[str, ...]) -> str:
+    return CELL_COLORS.get(cell) or OTHER_COLORS[cells.index(cell) % len(OTHER_COLORS)]
 KIND_WIDTH = max(len(kind) for kind in ev.EventKind) + 1
 """The kind column fits the longest kind and a space, so no kind runs into its message."""
 
@@ -26,11 +43,12 @@ class LossPlots(Horizontal):
     """One plot per loss, one line per cell; cells not in the job (a tuning job) are left out."""
 
     def compose(self):
-        for i, _ in enumerate(LOSS_GROUPS):
+        for i in range(PLOTS):
             yield PlotextPlot(id=f"loss-{i}")
 
     def show(self, curves: dict[str, list[tuple[int, float]]]) -> None:
-        for i, (title, cells) in enumerate(LOSS_GROUPS):
+        shown = cells_in_order(curves)
+        for i, (title, cells) in enumerate(loss_groups(list(curves))):
             plot = self.query_one(f"#loss-{i}", PlotextPlot)
             plt = plot.plt
             plt.clear_data()
@@ -44,7 +62,7 @@ class LossPlots(Horizontal):
                         [e for e, _ in points],
                         [v for _, v in points],
                         label=cell,
-                        color=CELL_COLORS[cell],
+                        color=_colour(cell, shown),
                         marker="braille",
                     )
             plot.refresh()

@@ -6,11 +6,11 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from hierconsole.errors import HierconsoleError
+from hierconsole.factorial import arm_codes, arms_in_order
 from hierconsole.present.levels import hier_words, level_label, levels_from
 from hierconsole.present.report.figures.style import NEUTRAL, arm_colour, drawn_in_style, figure
 from hierconsole.study.analysis.report_inputs import StudyInputs
 from hierconsole.study.analysis.statistics import t_half_width
-from hierconsole.vocabulary import ARMS, BASELINES
 
 PANELS_PER_ROW = 4
 """Recall@K has a panel per level: a deep tree's panels wrap, four to a row, to stay readable."""
@@ -20,8 +20,7 @@ SEED_STYLES = ("-", "--", ":", "-.")
 
 
 def _by_arm(frame: pl.DataFrame) -> list[str]:
-    present = set(frame["arm"].to_list())
-    return [a for a in (*ARMS, *BASELINES) if a in present]
+    return list(arms_in_order(frame["arm"].to_list()))
 
 
 @drawn_in_style
@@ -89,7 +88,7 @@ def recall_figure(inputs: StudyInputs) -> Figure:
                 continue
             kk = [k for k, _ in found]
             means = [r["mean"] for _, r in found]
-            ax.plot(kk, means, color=arm_colour(arm), marker="o", markersize=2.5, linestyle="-" if arm in ARMS else ":", label=arm)
+            ax.plot(kk, means, color=arm_colour(arm), marker="o", markersize=2.5, linestyle="-" if arm_codes(arm) is not None else ":", label=arm)
             halves = [t_half_width(r["sd"], r["n"]) if r["sd"] is not None and (r["n"] or 0) > 1 else None for _, r in found]
             if all(h is not None for h in halves):
                 ax.fill_between(

@@ -8,11 +8,12 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from hierconsole.errors import HierconsoleError
+from hierconsole.factorial import arms_in_order, cells_in_order
 from hierconsole.present.levels import level_label, levels_from
 from hierconsole.present.report.figures.style import ZERO_LINE, arm_colour, drawn_in_style, figure
 from hierconsole.study.analysis.report_inputs import StudyInputs
 from hierconsole.study.analysis.statistics import t_half_width
-from hierconsole.vocabulary import ARMS, BASELINES, MAP
+from hierconsole.vocabulary import MAP
 
 ROTATE_BEYOND = 6
 """More levels than this turn their tick labels, so the names do not run into each other."""
@@ -37,7 +38,8 @@ def redistribution_figure(inputs: StudyInputs) -> Figure:
     labels = [level_label(inputs, level) for level in levels]
     ticks: dict[str, Any] = {"rotation": 45, "ha": "right", "rotation_mode": "anchor"} if len(levels) > ROTATE_BEYOND else {}
     arms = inputs.arms
-    present = [a for a in (*ARMS, *BASELINES) if a in set(arms["arm"].to_list())]
+    present = list(arms_in_order(arms["arm"].to_list()))
+    cells = set(cells_in_order(present))
     for k, arm in enumerate(present):
         rows = {r["metric"]: r for r in arms.filter(pl.col("arm") == arm).iter_rows(named=True)}
         means = [rows[f"{level}_{MAP}"]["mean"] for level in levels]
@@ -51,9 +53,9 @@ def redistribution_figure(inputs: StudyInputs) -> Figure:
             means,
             yerr=errors,
             color=arm_colour(arm),
-            marker="o" if arm in ARMS else "s",
+            marker="o" if arm in cells else "s",
             markersize=3.5,
-            linestyle="-" if arm in ARMS else ":",
+            linestyle="-" if arm in cells else ":",
             capsize=2,
             label=arm,
         )
