@@ -157,3 +157,21 @@ def test_only_final_jobs_of_one_study_with_the_same_cells_stack(tmp_path, tiny_f
     assert "reference engine" in stacking_problem([specs[0], replace(specs[1], batched=False)])
     with pytest.raises(ValueError, match="cannot stack these jobs"):
         StackedTrainer([specs[0], replace(specs[1], study_id="other")], [print, print])
+
+
+def test_stacked_seeds_of_any_components_equal_their_per_seed_jobs_bit_for_bit(tmp_path, tiny_fs, tiny_dir):
+    # Lorentz and product heads and flat SupCon (the autograd path) stack as the paper's cells do.
+    arms = ("E_R", "L_S", "M_F")
+    reference = {}
+    for spec in _specs(tmp_path / "alone", tiny_fs, tiny_dir, arms=arms):
+        events: list = []
+        FactorialTrainer(spec, events.append).run()
+        reference[spec.seed] = (_record(events), _bits(Path(spec.out_dir)))
+    specs = _specs(tmp_path / "stacked", tiny_fs, tiny_dir, arms=arms)
+    sinks: list[list] = [[] for _ in specs]
+    StackedTrainer(specs, [s.append for s in sinks]).run()
+    for spec, events in zip(specs, sinks, strict=True):
+        ref_events, ref_bits = reference[spec.seed]
+        assert _record(events) == ref_events, f"seed {spec.seed}: events differ"
+        bits = _bits(Path(spec.out_dir))
+        assert bits.keys() == ref_bits.keys() and all(bits[k] == ref_bits[k] for k in bits)
