@@ -36,7 +36,7 @@ from hierconsole.study.read.results import (
     tuning_frame,
     variance,
 )
-from hierconsole.vocabulary import HIER_METRIC, MAP, POINCARE, JobKind, Phase, arm_parts, hier_score
+from hierconsole.vocabulary import HIER_METRIC, MAP, POINCARE, JobKind, Phase, hier_score
 
 # What the preset records about the run rather than the protocol: never reported as an override.
 _NOT_PROTOCOL = ("study.name", "study.description")
@@ -248,7 +248,7 @@ def family_inputs(store: Store, ref: str, *, metric: str = HIER_METRIC) -> Famil
     members = []
     for m in family.members:
         info = get_study(store, m.study_id)
-        poincare = info.preset.geometry.poincare if any(arm_parts(a)[0] == POINCARE for a in info.preset.cells) else None
+        poincare = info.preset.geometry.poincare if any(info.preset.factorial.cell(a)[0].name == POINCARE for a in info.preset.cells) else None
         members.append(
             MemberInputs(
                 member=m.member,

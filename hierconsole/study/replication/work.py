@@ -33,7 +33,7 @@ from hierconsole.study.replication.stages import (
     StudyRun,
     run_overrides,
 )
-from hierconsole.vocabulary import HIER_STYLE, SUPCON, UNTRAINED_BASELINES, arm_parts
+from hierconsole.vocabulary import HIER_STYLE, SUPCON, UNTRAINED_BASELINES
 
 LIGHT_STAGES = (TABLES_STAGE, REPORT_STAGE)
 """Stages that only reshape what the store holds (the tables, the report): one light command each, no jobs."""
@@ -187,7 +187,7 @@ def run_presets(run: StudyRun, scale: str) -> list[Preset]:
 
 
 def _supcon_cells(preset: Preset) -> int:
-    return sum(arm_parts(a)[1] == SUPCON for a in preset.cells)
+    return sum(preset.factorial.cell(a)[1].name == SUPCON for a in preset.cells)
 
 
 def stage_work(

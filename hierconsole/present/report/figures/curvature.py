@@ -7,12 +7,16 @@ import statistics
 from matplotlib.figure import Figure
 
 from hierconsole.errors import HierconsoleError
+from hierconsole.factorial import arm_codes
 from hierconsole.present import numbers
 from hierconsole.present.levels import hier_words
 from hierconsole.present.report.figures.style import MUTED, arm_colour, drawn_in_style, figure
+from hierconsole.registry import GEOMETRIES
 from hierconsole.study.analysis.report_inputs import FamilyInputs, MemberInputs
 from hierconsole.study.analysis.statistics import ci95_t
-from hierconsole.vocabulary import HIER_METRIC, POINCARE, arm_parts
+from hierconsole.vocabulary import HIER_METRIC, POINCARE
+
+BALL = GEOMETRIES[POINCARE].code
 
 RADIUS_MARKERS = ("o", "s", "^", "v", "D", "P")
 
@@ -28,7 +32,7 @@ def curvature_figure(inputs: FamilyInputs, metric: str = HIER_METRIC) -> Figure:
             continue
         # A member with a Poincaré cell is an operating point (its Euclidean cells, if any, do not depend on
         # c or r); a member with Euclidean cells only (no operating point) is the flat reference.
-        hyperbolic = [a for a in m.arms if arm_parts(a)[0] == POINCARE]
+        hyperbolic = [a for a in m.arms if (arm_codes(a) or ("", ""))[0] == BALL]
         for arm in hyperbolic or m.arms:
             values = m.per_seed.filter(m.per_seed["arm"] == arm)[metric].to_list()
             if not values:

@@ -20,7 +20,7 @@ from hierconsole.study.analysis.audits.result import (
     majority,
     updates_per_epoch,
 )
-from hierconsole.vocabulary import HIER_AUTHORS_EXEMPT, HIER_STYLE, POINCARE, JobState, arm_parts
+from hierconsole.vocabulary import HIER_AUTHORS_EXEMPT, HIER_STYLE, POINCARE, JobState
 
 NORM_TOLERANCE = 1e-6  # float32 rounding of the analytic bound
 
@@ -191,9 +191,10 @@ def checkpoint_reload_exact(e: FinalCells) -> Check:
 def hyperbolic_norms_in_ball(e: FinalCells) -> Check:
     runs = [r for r in e.runs if r["geometry"] == POINCARE]
     trained = e.study.recorded["training"]["cells"]
-    if not any(arm_parts(arm)[0] == POINCARE for arm in trained):
+    if not any(e.study.preset.factorial.cell(arm)[0].name == POINCARE for arm in trained):
         # Nothing to bound: the check holds vacuously rather than waiting for embeddings that never come.
-        return Check("hyperbolic_norms_in_ball", True, f"no hyperbolic cell in this study (cells {', '.join(trained)})")
+        # (A Lorentz cell's points lie on the hyperboloid by construction: no ball, no norm to bound.)
+        return Check("hyperbolic_norms_in_ball", True, f"no hyperbolic (Poincaré-ball) cell in this study (cells {', '.join(trained)})")
     if not runs or any(r["max_norm"] is None for r in runs):
         return Check("hyperbolic_norms_in_ball", None, "no official-test hyperbolic embeddings yet")
     bad = []
