@@ -239,8 +239,8 @@ def redistribution_section(inputs: StudyInputs) -> Section:
         "redistribution",
         SECTION_IDS["redistribution"],
         [
-            Table(frame, "H − E per level: finer levels down, highest level up?", EFFECT_DIGITS),
-            _figure("redistribution", inputs, "Left: mAP per level per arm. Right: H − E per level with per-seed points and the 95 % t interval."),
+            Table(frame, f"{inputs.redistribution.difference} per level: finer levels down, highest level up?", EFFECT_DIGITS),
+            _figure("redistribution", inputs, f"Left: mAP per level per arm. Right: {inputs.redistribution.difference} per level with per-seed points and the 95 % t interval."),
         ],
     )
 

@@ -263,13 +263,13 @@ def redistribution_bars_grid(result: Redistribution, digits: int, level: str | N
         default=0.0,
     )
     grid = Grid(
-        f"H − E of {result.metric} per level (finer levels down, highest up?)",
+        f"{result.difference} of {result.metric} per level (finer levels down, highest up?)",
         [
             Column("contrast", numeric=False),
             Column("level", numeric=False),
             Column("of", numeric=False),
-            Column("◀ H below E · H above E ▶", droppable=True),
-            Column("H − E"),
+            Column("◀ H below E · H above E ▶" if result.paper_geometries else "◀ below · above ▶", droppable=True),
+            Column(result.difference),
         ],
         key_columns=3,
     )

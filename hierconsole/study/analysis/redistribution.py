@@ -34,6 +34,16 @@ class Redistribution:
     """contrast -> number of seeds showing that sign pattern on their own."""
     n_seeds: int
 
+    @property
+    def paper_geometries(self) -> bool:
+        """Whether every contrast is Poincaré minus Euclidean (the paper's H − E), so views may say so."""
+        return all(self.definition(c).startswith("H_") and " - E_" in self.definition(c) for c in self.contrasts)
+
+    @property
+    def difference(self) -> str:
+        """How views name the contrasts' difference: "H − E", or "Δ geometry" for other geometry pairs."""
+        return "H − E" if self.paper_geometries else "Δ geometry"
+
     def definition(self, contrast: str) -> str:
         """The arms a contrast compares (`H_S - E_S`)."""
         return next(iter(self.contrasts[contrast].values())).definition

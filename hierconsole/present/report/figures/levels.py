@@ -88,7 +88,7 @@ def redistribution_figure(inputs: StudyInputs) -> Figure:
         )
     right.axhline(0.0, **ZERO_LINE)
     right.set_xticks(xs, labels, **ticks)
-    right.set_ylabel("Δ mAP (H − E), paired by seed")
-    right.set_title("H − E per level, 95 % t interval", loc="left")
+    right.set_ylabel(f"Δ mAP ({result.difference}), paired by seed")
+    right.set_title(f"{result.difference} per level, 95 % t interval", loc="left")
     right.legend(loc="best")
     return fig
