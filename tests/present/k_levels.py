@@ -8,7 +8,7 @@ import io
 import polars as pl
 from rich.console import Console
 
-from hierconsole.factorial import REDISTRIBUTION_CONTRASTS
+from hierconsole.factorial import EFFECTS, REDISTRIBUTION_CONTRASTS
 from hierconsole.levels import Levels
 from hierconsole.present.grid import Grid, text_of
 from hierconsole.present.render import render
@@ -50,7 +50,7 @@ def redistribution_k(levels: Levels, metric: str = "mAP") -> Redistribution:
         for i, code in enumerate(levels.codes):
             sign = 1.0 if i == levels.k - 1 else -1.0
             per_unit = {s: sign * (0.0123 + 0.001 * i + 0.0005 * s) for s in SEEDS}
-            by_level[code] = Effect(per_unit=per_unit, metric=f"{code}_{metric}", name=c)
+            by_level[code] = Effect(per_unit=per_unit, metric=f"{code}_{metric}", name=c, definition=EFFECTS[c])
         contrasts[c] = by_level
     return Redistribution(
         metric=metric,

@@ -113,7 +113,7 @@ def redistribution(
     columns = _level_columns(per_seed, metric, levels, source)
     effects = simple_effects(per_seed, list(columns.values()), source=source)
     first = next(iter(columns.values()))
-    factorial = Factorial.of_arms(per_seed["arm"].to_list())
+    factorial = Factorial.of_arms(a for a in map(try_arm, per_seed["arm"].to_list()) if a is not None)
     available = [c for c in factorial.redistribution_contrasts if c in effects[first]]
     if not available:
         # Name what the table lacks in the factorial it spans (the paper's when it spans one geometry).

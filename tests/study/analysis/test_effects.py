@@ -173,7 +173,7 @@ def test_effects_json_shape_is_exact():
     for by_effect in doc.values():
         assert list(by_effect) == ["geom_R", "geom_S", "loss_E", "loss_H", "interaction"]
         for entry in by_effect.values():
-            assert list(entry) == ["per_seed", "mean", "sd", "positive_seeds", "n_seeds", *EVIDENCE_KEYS]
+            assert list(entry) == ["definition", "per_seed", "mean", "sd", "positive_seeds", "n_seeds", *EVIDENCE_KEYS]
             assert list(entry["per_seed"]) == ["42", "2024", "3407"]
     entry = doc["hier_mAP"]["geom_R"]
     assert entry["per_seed"]["42"] == pytest.approx(0.542911 - 0.532472, abs=1e-15)
