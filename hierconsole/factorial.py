@@ -138,6 +138,14 @@ class Factorial:
             _ordered((o for _, o in parts), OBJECTIVE_CODES),
         )
 
+    @classmethod
+    def spanned(cls, arms: Iterable[str]) -> Factorial:
+        """The factorial a study of these arms belongs to: the paper's 2 × 2 when they are among its arms
+        (a study of some of its cells names and omits effects as the paper's), else the one they span."""
+        arms = list(arms)
+        cells = {a for a in arms if arm_codes(a) is not None}
+        return PAPER if cells <= set(PAPER.arms) else cls.of_arms(arms)
+
     @property
     def arms(self) -> tuple[str, ...]:
         """Every cell, objective-major (the paper's E_R, H_R, E_S, H_S)."""

@@ -95,3 +95,9 @@ def test_arms_of_ones_own_components_and_misspellings():
     f = Factorial.of_arms(["E_Zeta", "E_Alpha", "E_S"])
     assert f.objectives == ("S", "Alpha", "Zeta")  # built-ins first, then one's own by code
     assert arms_in_order(["pca", "E_Zeta", "frozen", "E_S", "nonsense"]) == ("E_S", "E_Zeta", "frozen", "pca")
+
+
+def test_a_study_of_some_of_the_papers_cells_is_read_as_the_papers_factorial():
+    assert Factorial.spanned(["E_S"]) == PAPER  # its effects are omitted, named as the paper names them
+    assert Factorial.spanned(["E_R", "H_R", "frozen"]) == PAPER
+    assert Factorial.spanned(["E_R", "L_R"]) == Factorial(("E", "L"), ("R",))

@@ -42,7 +42,7 @@ def omitted_effects(arms: Iterable[str]) -> dict[str, tuple[str, ...]]:
     """Effects of the factorial the arms span that need an arm absent from them: name -> the missing arms
     (a study training a subset of the cells has no value for them, which is not the same as a zero)."""
     present = set(arms)
-    factorial = Factorial.of_arms(present)
+    factorial = Factorial.spanned(present)
     return {
         name: tuple(a for a in factorial.arms if a in contrast.arms and a not in present)
         for name, contrast in factorial.contrasts.items()
@@ -56,7 +56,7 @@ def omitted_text(arms: Iterable[str]) -> str | None:
     omitted = omitted_effects(arms)
     if not omitted:
         return None
-    definitions = Factorial.of_arms(arms).effects
+    definitions = Factorial.spanned(arms).effects
     parts = [f"{name} ({definitions[name]}) needs {', '.join(missing)}" for name, missing in omitted.items()]
     return f"not computed, the study trains only {', '.join(arms_present(arms))}: " + "; ".join(parts)
 
@@ -107,7 +107,7 @@ def simple_effects(
         if all(v is not None for v in matched.values()):
             base[arm] = {s: v for s, v in matched.items() if v is not None}
     paired = set(base)
-    factorial = Factorial.of_arms(present)
+    factorial = Factorial.spanned(present)
     computable = {n: c for n, c in factorial.contrasts.items() if c.arms <= set(present)}
     computable |= {n: c for n, c in factorial.baseline_contrasts().items() if c.arms <= set(present) | paired}
     out: SimpleEffects = {}

@@ -76,7 +76,7 @@ class Redistribution:
 def can_redistribute(per_seed: pl.DataFrame) -> bool:
     """Whether the table holds the arms of at least one redistribution contrast."""
     arms = {a for a in map(try_arm, per_seed["arm"].to_list()) if a is not None} if "arm" in per_seed.columns else set()
-    factorial = Factorial.of_arms(arms)
+    factorial = Factorial.spanned(arms)
     return any(factorial.contrasts[c].arms <= arms for c in factorial.redistribution_contrasts)
 
 
@@ -113,7 +113,7 @@ def redistribution(
     columns = _level_columns(per_seed, metric, levels, source)
     effects = simple_effects(per_seed, list(columns.values()), source=source)
     first = next(iter(columns.values()))
-    factorial = Factorial.of_arms(a for a in map(try_arm, per_seed["arm"].to_list()) if a is not None)
+    factorial = Factorial.spanned(a for a in map(try_arm, per_seed["arm"].to_list()) if a is not None)
     available = [c for c in factorial.redistribution_contrasts if c in effects[first]]
     if not available:
         # Name what the table lacks in the factorial it spans (the paper's when it spans one geometry).

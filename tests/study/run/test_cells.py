@@ -97,7 +97,7 @@ def test_a_single_arm_study_trains_one_cell_and_passes_its_audits(single_arm):
         checks = stored_audits(store, study_id)
         assert all(c.ok for c in checks), [c for c in checks if not c.ok]
         ball = next(c for c in checks if c.name == "hyperbolic_norms_in_ball")
-        assert "no hyperbolic cell" in ball.evidence
+        assert "no hyperbolic (Poincaré-ball) cell" in ball.evidence
         assert per_seed(store, study_id)["arm"].unique().to_list() == ["E_S"]
         scored = evaluated_per_seed(store, study_id)
         assert scored is not None and sorted(scored["seed"].to_list()) == [42, 2024]
