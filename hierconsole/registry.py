@@ -156,6 +156,15 @@ def protocol_problem(c: Component) -> str | None:
     missing = [m for m in _REQUIRED[c.kind] if not hasattr(cls, m)]
     if missing:
         return f"{c.kind} {c.name!r} lacks {', '.join(missing)} (a {c.kind} provides {', '.join(_REQUIRED[c.kind])})"
+    # Built as the engine builds it: a geometry at the study's operating point, an objective bare.
+    arguments = {"c": 1.0, "r": 1.0} if c.kind == "geometry" else {}
+    try:
+        inspect.signature(cls).bind(**arguments)
+    except TypeError:
+        how = "c=… and r=… (the study's curvature and tangent scale)" if arguments else "no argument"
+        return f"{c.kind} {c.name!r} cannot be built with {how}"
+    except ValueError:
+        pass  # no signature to read (a builtin type): built as it is
     return None
 
 

@@ -43,6 +43,10 @@ def test_protocol_problems_name_what_is_missing(tmp_path, monkeypatch):
         "class NoLoss:\n    uses_tau = True\n"
         "def NotAClass():\n    pass\n"
         "class Flat:\n    def embed(self, t):\n        return t\n"
+        "class NoCurvature:\n    def __init__(self, width):\n        pass\n    def embed(self, t):\n        return t\n"
+        "    def pairwise(self, x, y=None, *, clip_max):\n        return x\n"
+        "class NeedsArgs:\n    uses_tau = False\n    def __init__(self, margin):\n        pass\n"
+        "    def loss(self, dist, labels, *, tau, training):\n        return dist\n"
     )
     (tmp_path / "fails.py").write_text("raise RuntimeError('bad module')\n")
     monkeypatch.chdir(tmp_path)  # one's own modules are found in the folder one launches from
@@ -54,6 +58,10 @@ def test_protocol_problems_name_what_is_missing(tmp_path, monkeypatch):
     )
     assert protocol_problem(component("objective", "parts:NotAClass")) == "objective 'parts:NotAClass' is not a class"
     assert "lacks pairwise" in (protocol_problem(component("geometry", "parts:Flat")) or "")
+    assert protocol_problem(component("geometry", "parts:NoCurvature")) == (
+        "geometry 'parts:NoCurvature' cannot be built with c=… and r=… (the study's curvature and tangent scale)"
+    )
+    assert protocol_problem(component("objective", "parts:NeedsArgs")) == "objective 'parts:NeedsArgs' cannot be built with no argument"
     assert "has no 'Missing'" in (protocol_problem(component("objective", "parts:Missing")) or "")
     assert "cannot import module 'fails' (RuntimeError: bad module)" in (protocol_problem(component("objective", "fails:Any")) or "")
 
