@@ -120,8 +120,6 @@ def _ordered(codes: Iterable[str], builtin: Iterable[str]) -> tuple[str, ...]:
     return tuple(c for c in known if c in given) + tuple(sorted(given - set(known)))
 
 
-
-
 @dataclass(frozen=True)
 class Factorial:
     """G geometries × L objectives by their arm codes, each factor in the components' order."""
