@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from hierconsole.errors import HierconsoleError
-from hierconsole.factorial import arms_in_order, is_baseline_contrast
+from hierconsole.factorial import PAPER, Factorial, arms_in_order, is_baseline_contrast
 from hierconsole.levels import Levels
 from hierconsole.present import numbers
 from hierconsole.present.levels import hier_words, levels_from
@@ -196,6 +196,8 @@ def arms_section(inputs: StudyInputs) -> Section:
     with contextlib.suppress(HierconsoleError):  # a study scored without Recall@K has no such table
         blocks.append(Table(recall_frame(inputs.arms), "Recall@K per arm and level: mean ± SD over seeds"))
     blocks.append(_figure("recall", inputs, "Recall@K against K per level; bands: 95 % t interval over seeds."))
+    if Factorial.spanned(inputs.arms["arm"].to_list()) != PAPER:  # the paper's 2 × 2 reads from its table
+        blocks.append(_figure("factorial", inputs, "The factorial: hier mAP per cell, mean ± SD over seeds; geometries down, objectives across."))
     return Section("arms", SECTION_IDS["arms"], blocks)
 
 

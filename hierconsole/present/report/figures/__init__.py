@@ -59,6 +59,7 @@ KINDS: dict[str, FigureKind] = {
             "redistribution_figure",
             None,
         ),
+        FigureKind("factorial", "the factorial as a grid: hier mAP per cell, geometries × objectives", "grid", "factorial_grid", None),
         FigureKind("contrasts", "a family's declared contrasts per arm pair and level, with intervals", "forest", None, "contrasts_forest"),
         FigureKind("training", "training loss and validation hier score per epoch, per cell and seed", "curves", "training_figure", None),
         FigureKind("recall", "Recall@K against K per level and arm, with the t interval over seeds", "curves", "recall_figure", None),
