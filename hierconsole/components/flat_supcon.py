@@ -6,7 +6,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from hierconsole.config.preset import TrainingConfig
-from hierconsole.engine.losses import taxonomy_supcon_loss
+from hierconsole.engine.losses import leaf_only_weights, taxonomy_supcon_loss
 
 
 class FlatSupCon:
@@ -17,5 +17,5 @@ class FlatSupCon:
     def loss(self, dist: Tensor, labels: Tensor, *, tau: Tensor | None, training: TrainingConfig) -> Tensor:  # noqa: ARG002
         if tau is None:
             raise ValueError("flat SupCon needs a temperature")
-        # The leaf column alone: the level-skipping and renormalisation of the taxonomy loss never apply.
-        return taxonomy_supcon_loss(dist, labels[:, :1], tau, weights=(1.0,))
+        # Every level but the leaf weighs 0 and is skipped: the positives are the same leaf's samples.
+        return taxonomy_supcon_loss(dist, labels, tau, weights=leaf_only_weights(labels.shape[1]))

@@ -34,10 +34,13 @@ from hierconsole.config.preset import PoincareConfig, TrainingConfig
 from hierconsole.contract.jobspec import CellSpec
 from hierconsole.engine import fused
 from hierconsole.engine.geometry import TRAIN_CLIP, Geometry, geometry_of
-from hierconsole.engine.losses import objective_of, regression_loss, taxonomy_supcon_loss
+from hierconsole.engine.losses import leaf_only_weights, objective_of, regression_loss, taxonomy_supcon_loss
 from hierconsole.engine.optim import FusedAdamW, Stepper, clip_per_cell_, make_optimizer
 from hierconsole.engine.projector import Projector
+from hierconsole.registry import OBJECTIVES
 from hierconsole.vocabulary import LOSSES, REGRESSION, SUPCON
+
+FLAT_SUPCON = OBJECTIVES["flat_supcon"].name
 
 __all__ = [
     "BatchedCells",
@@ -316,13 +319,19 @@ class BatchedCells:
         self._regression = [i for i, s in enumerate(self.specs) if s.loss == REGRESSION]
         self._supcon = [i for i, s in enumerate(self.specs) if s.loss == SUPCON]
         # Every other objective (flat SupCon, one's own) by its component, its cells given together.
+        # Flat SupCon also has the closed form: Taxonomy-SupCon's with the leaf's weight alone.
+        self._flat = [i for i, s in enumerate(self.specs) if s.loss == FLAT_SUPCON]
+        self._flat_t = torch.tensor(self._flat, device=device)
+        self._flat_taus = torch.tensor([self.specs[i].tau for i in self._flat], dtype=dtype, device=device)
         self._others: list[tuple[Any, list[int], Tensor, Tensor | None]] = []
         for name in dict.fromkeys(s.loss for s in self.specs if s.loss not in LOSSES):
             idx = [i for i, s in enumerate(self.specs) if s.loss == name]
             taus = [self.specs[i].tau for i in idx]
             tau = None if any(t is None for t in taus) else torch.tensor(taus, dtype=dtype, device=device)
             self._others.append((objective_of(name), idx, torch.tensor(idx, device=device), tau))
-        self.use_fused = all(fused.supported(g) for g, _ in self.heads) and not self._others
+        self.use_fused = all(fused.supported(g) for g, _ in self.heads) and all(
+            self.specs[idx[0]].loss == FLAT_SUPCON for _, idx, _, _ in self._others
+        )
         loss_order = self._regression + self._supcon + [i for _, idx, _, _ in self._others for i in idx]
         self._loss_order = _inverse(loss_order, device)
         self._regression_t = torch.tensor(self._regression, device=device)
@@ -403,6 +412,13 @@ class BatchedCells:
             value, g = fused.supcon_value_grad(dist.index_select(0, self._supcon_t), self._taus, tg)
             loss.index_copy_(0, self._supcon_t, value)
             grad_d.index_copy_(0, self._supcon_t, g)
+        if self._flat:
+            flat = fused.BatchTargets.build(
+                labels, raw.dtype, targets=None, level_weights=leaf_only_weights(labels.shape[1]), host_labels=host_labels
+            )
+            value, g = fused.supcon_value_grad(dist.index_select(0, self._flat_t), self._flat_taus, flat)
+            loss.index_copy_(0, self._flat_t, value)
+            grad_d.index_copy_(0, self._flat_t, g)
         grad = raw.new_empty(raw.shape)
         for idx_t, back in backs:
             grad.index_copy_(0, idx_t, back(grad_d.index_select(0, idx_t)))

@@ -124,6 +124,12 @@ def taxonomy_supcon_loss(
     return total / sum(weights[lvl] for lvl in active)
 
 
+def leaf_only_weights(k: int) -> tuple[float, ...]:
+    """Taxonomy-SupCon's level weights that make it flat SupCon: the leaf's alone (every other level's
+    weight 0, so it is skipped), with the same logits, temperature and denominator."""
+    return (1.0,) + (0.0,) * (k - 1)
+
+
 def _per_level(values: Sequence[float]) -> str:
     # The loss sees label columns, not the study's names: the default codes of that depth (three levels:
     # leaf, middle, high; one level: the leaf).

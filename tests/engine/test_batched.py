@@ -368,3 +368,29 @@ def test_batched_training_of_any_components_equals_the_reference_in_float64(tmp_
         assert bat_h[k] == pytest.approx(ref_h[k], abs=1e-12)
     inits = {e["init_sha256"] for e in bat_events if e["kind"] == "init"}
     assert len(inits) == 1  # every cell of the seed from one initial state
+
+
+def test_flat_supcon_cells_take_the_closed_form_and_equal_autograd_over_steps():
+    training = replace(TINY_TRAINING, hidden=12, out_dim=6, dropout=0.2)
+    arms = ("E_R", "H_S", "E_F", "H_F")
+    runs = []
+    for use_fused in (True, False):
+        cells = BatchedCells(cells_for(arms), 24, training, TINY_POINCARE, torch.device("cpu"), F64)
+        assert cells.use_fused  # Euclidean and Poincaré heads, regression and both SupCons: all closed form
+        cells.load([initial_state(5, 24, training)] * 4, [{"state": {}}] * 4)
+        cells.use_fused = use_fused
+        rngs = [CellRng(torch.device("cpu"), s) for s in range(4)]
+        g = torch.Generator().manual_seed(9)
+        losses = []
+        for _ in range(5):
+            x = torch.randn(20, 24, generator=g, dtype=F64)
+            y = torch.randint(0, 4, (20, 3), generator=g)
+            y[:, 1], y[:, 2] = y[:, 0] // 2, y[:, 0] // 4
+            losses.append(cells.step(x, y, rngs))
+        runs.append((torch.stack(losses), [cells.cell_state(i) for i in range(4)]))
+    torch.testing.assert_close(runs[0][0], runs[1][0], rtol=0, atol=1e-12)
+    for a, b in zip(runs[0][1], runs[1][1], strict=True):
+        for k in a:
+            torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-9)
+    lorentz = BatchedCells(cells_for(("E_F", "L_F")), 24, training, TINY_POINCARE, torch.device("cpu"), F64)
+    assert not lorentz.use_fused  # no closed form for the Lorentz head: the whole stack takes autograd
