@@ -17,6 +17,7 @@ import pytest
 
 from hierconsole.study.db.storage import Store
 from tests.reliability.conftest import cli, one_line_error
+from tests.tui.conftest import make_app, screen_text, settle
 
 pytestmark = pytest.mark.slow
 
@@ -108,11 +109,17 @@ def _check_against_export(effects: dict, hier: dict[str, dict[int, float]]) -> N
                 assert value == pytest.approx(hier[plus][int(seed)] - hier[minus][int(seed)], abs=1e-9), name
 
 
-def test_a_three_by_three_study_passes_its_audits_and_its_effects_are_the_exported_metrics(tmp_path):
-    home = tmp_path / "home"
+@pytest.fixture(scope="module")
+def three(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A home with a finished 3 × 3 study."""
+    home = tmp_path_factory.mktemp("three") / "home"
     done = cli(home, "run", "demo", "--name", "three", *TINY, *THREE_BY_THREE, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    study_id = _study_of(home, "three")
+    return home, _study_of(home, "three")
+
+
+def test_a_three_by_three_study_passes_its_audits_and_its_effects_are_the_exported_metrics(three, tmp_path):
+    home, study_id = three
     assert _audit_results(home, study_id) == {"pass"}
     effects = _effects(home, study_id)
     hier = _recomputed_hier(home, study_id, tmp_path)
@@ -156,3 +163,19 @@ def test_the_readme_shows_this_objective():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     body = OWN_OBJECTIVE.split("import torch", 1)[1]
     assert body.strip() in readme
+
+
+async def test_the_console_shows_a_three_by_three_at_80x24_with_no_number_cut(three):
+    home, study_id = three
+    with Store(home, read_only=True) as store:
+        app = make_app(store, study=study_id)
+        async with app.run_test(size=(80, 24)) as pilot:
+            for view in ("3", "5", "2"):
+                await pilot.press(view)
+                await settle(pilot, app)
+                text = screen_text(app)
+                assert "…" not in text, (view, text)
+            assert "L_F" in text or "left out at this width" in text  # the runs view names what it leaves out
+            await pilot.press("3")
+            await settle(pilot, app)
+            assert "L_R" in screen_text(app)
