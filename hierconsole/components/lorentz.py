@@ -21,8 +21,6 @@ import geoopt
 import torch
 from torch import Tensor
 
-from hierconsole.config.options import Invalid
-from hierconsole.config.preset import CURVATURE, TANGENT_SCALE
 from hierconsole.engine.geometry import (
     TANGENT_NORM_FLOOR,
     Geometry,
@@ -30,8 +28,8 @@ from hierconsole.engine.geometry import (
     _check_pair,
     _sanitised,
     _zero_diagonal,
+    operating_point,
 )
-from hierconsole.errors import ConfigError
 
 LORENTZ = "lorentz"
 
@@ -62,16 +60,7 @@ class Lorentz(Geometry):
 
     def __init__(self, c: float, r: float | None = None):
         super().__init__()
-        # The same checks as Poincare's (and a preset's [geometry.poincare]): c and r mean the same here.
-        for label, check, value in (("curvature c", CURVATURE, c), ("tangent scale r", TANGENT_SCALE, r)):
-            if value is None and check is TANGENT_SCALE:
-                continue
-            try:
-                check(value)
-            except Invalid as exc:
-                raise ConfigError(f"Lorentz {label} = {value!r}: {exc}") from None
-        self.c = float(c)
-        self.r = None if r is None else float(r)
+        self.c, self.r = operating_point("Lorentz", c, r)  # c and r mean what they mean for the ball
         self.manifold = _ExactCurvatureHyperboloid(self.c)
 
     def extra_repr(self) -> str:

@@ -167,6 +167,19 @@ class _ExactCurvatureBall(geoopt.PoincareBall):
         return self.c_exact
 
 
+def operating_point(model: str, c: float, r: float | None) -> tuple[float, float | None]:
+    """(c, r) of a hyperbolic model checked as a preset's [geometry.poincare] is, for values that come from
+    elsewhere; ConfigError naming the model otherwise. Without r the model only measures distances."""
+    for label, check, value in (("curvature c", CURVATURE, c), ("tangent scale r", TANGENT_SCALE, r)):
+        if value is None and check is TANGENT_SCALE:
+            continue
+        try:
+            check(value)
+        except Invalid as exc:
+            raise ConfigError(f"{model} {label} = {value!r}: {exc}") from None
+    return float(c), None if r is None else float(r)
+
+
 class Poincare(Geometry):
     """The Poincaré ball of absolute curvature c (sectional curvature -c), tangent scale r (Eqs. 6-7).
 
@@ -178,16 +191,7 @@ class Poincare(Geometry):
 
     def __init__(self, c: float, r: float | None = None):
         super().__init__()
-        # The same checks as a preset's [geometry.poincare], for values that come from elsewhere.
-        for label, check, value in (("curvature c", CURVATURE, c), ("tangent scale r", TANGENT_SCALE, r)):
-            if value is None and check is TANGENT_SCALE:
-                continue
-            try:
-                check(value)
-            except Invalid as exc:
-                raise ConfigError(f"Poincaré {label} = {value!r}: {exc}") from None
-        self.c = float(c)
-        self.r = None if r is None else float(r)
+        self.c, self.r = operating_point("Poincaré", c, r)
         self.ball = _ExactCurvatureBall(self.c)
 
     def extra_repr(self) -> str:

@@ -250,19 +250,28 @@ def test_batched_cells_fused_equal_library_autograd_over_steps():
     for use_fused in (True, False):
         cells = _plain_cells(4, training)
         cells.use_fused = use_fused
-        rngs = [CellRng(torch.device("cpu"), s) for s in range(4)]
-        g = torch.Generator().manual_seed(9)
-        losses = []
-        for _ in range(5):
-            x = torch.randn(20, 24, generator=g, dtype=F64)
-            y = torch.randint(0, 4, (20, 3), generator=g)
-            y[:, 1], y[:, 2] = y[:, 0] // 2, y[:, 0] // 4
-            losses.append(cells.step(x, y, rngs))
-        runs.append((torch.stack(losses), [cells.cell_state(i) for i in range(4)]))
-    torch.testing.assert_close(runs[0][0], runs[1][0], rtol=0, atol=1e-12)
-    for a, b in zip(runs[0][1], runs[1][1], strict=True):
-        for k in a:
-            torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-9)
+        runs.append(_five_steps(cells))
+    _same_runs(*runs)
+
+
+def _five_steps(cells: BatchedCells) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
+    """Five steps of four cells on random batches of a three-level tree: the losses and the end states."""
+    rngs = [CellRng(torch.device("cpu"), s) for s in range(4)]
+    g = torch.Generator().manual_seed(9)
+    losses = []
+    for _ in range(5):
+        x = torch.randn(20, 24, generator=g, dtype=F64)
+        y = torch.randint(0, 4, (20, 3), generator=g)
+        y[:, 1], y[:, 2] = y[:, 0] // 2, y[:, 0] // 4
+        losses.append(cells.step(x, y, rngs))
+    return torch.stack(losses), [cells.cell_state(i) for i in range(4)]
+
+
+def _same_runs(a: tuple, b: tuple) -> None:
+    torch.testing.assert_close(a[0], b[0], rtol=0, atol=1e-12)
+    for sa, sb in zip(a[1], b[1], strict=True):
+        for k in sa:
+            torch.testing.assert_close(sa[k], sb[k], rtol=0, atol=1e-9)
 
 
 def test_per_cell_state_round_trips_bit_for_bit(tmp_path, tiny_fs, tiny_dir):
@@ -379,18 +388,7 @@ def test_flat_supcon_cells_take_the_closed_form_and_equal_autograd_over_steps():
         assert cells.use_fused  # Euclidean and Poincaré heads, regression and both SupCons: all closed form
         cells.load([initial_state(5, 24, training)] * 4, [{"state": {}}] * 4)
         cells.use_fused = use_fused
-        rngs = [CellRng(torch.device("cpu"), s) for s in range(4)]
-        g = torch.Generator().manual_seed(9)
-        losses = []
-        for _ in range(5):
-            x = torch.randn(20, 24, generator=g, dtype=F64)
-            y = torch.randint(0, 4, (20, 3), generator=g)
-            y[:, 1], y[:, 2] = y[:, 0] // 2, y[:, 0] // 4
-            losses.append(cells.step(x, y, rngs))
-        runs.append((torch.stack(losses), [cells.cell_state(i) for i in range(4)]))
-    torch.testing.assert_close(runs[0][0], runs[1][0], rtol=0, atol=1e-12)
-    for a, b in zip(runs[0][1], runs[1][1], strict=True):
-        for k in a:
-            torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-9)
+        runs.append(_five_steps(cells))
+    _same_runs(*runs)
     lorentz = BatchedCells(cells_for(("E_F", "L_F")), 24, training, TINY_POINCARE, torch.device("cpu"), F64)
     assert not lorentz.use_fused  # no closed form for the Lorentz head: the whole stack takes autograd
