@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 
 import pytest
@@ -11,6 +10,12 @@ import torch
 from hierconsole.components.lorentz import Lorentz
 from hierconsole.engine.geometry import EVAL_CLIP, TRAIN_CLIP, Poincare
 from hierconsole.errors import ConfigError
+from tests.components.geometry_checks import (
+    gradient_matches,
+    leading_cell_axis,
+    raw,
+    zero_diagonal_and_finite_gradient,
+)
 from tests.components.references import (
     ball_point,
     ball_to_hyperboloid,
@@ -25,9 +30,7 @@ DTYPES = [torch.float32, torch.float64]
 CURVATURES = [2.0, 0.1, 1e-6]
 R = 0.4
 
-
-def _raw(*shape: int, seed: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype) * 2.0
+_raw = raw
 
 
 def _minkowski_self(x: torch.Tensor) -> torch.Tensor:
@@ -135,53 +138,18 @@ def test_pairwise_matches_the_formula_and_geoopt(c):
 
 @pytest.mark.parametrize("c", CURVATURES)
 def test_leading_cell_axis(c):
-    h = Lorentz(c=c, r=R)
-    x, y = h.embed(_raw(4, 7, 6, seed=7)), h.embed(_raw(4, 9, 6, seed=8))
-    batched, within = h.pairwise(x, y, clip_max=EVAL_CLIP), h.pairwise(x, clip_max=EVAL_CLIP)
-    assert batched.shape == (4, 7, 9) and within.shape == (4, 7, 7)
-    torch.testing.assert_close(batched, lorentz_formula(x, y, c), rtol=0, atol=1e-6)
-    torch.testing.assert_close(batched, lorentz_geoopt(x, y, c), rtol=0, atol=1e-6)
-    for cell in range(4):
-        torch.testing.assert_close(
-            batched[cell], h.pairwise(x[cell], y[cell], clip_max=EVAL_CLIP), rtol=0, atol=1e-12
-        )
-        torch.testing.assert_close(within[cell], h.pairwise(x[cell], clip_max=EVAL_CLIP), rtol=0, atol=1e-12)
-    off = ~torch.eye(7, dtype=torch.bool)
-    torch.testing.assert_close(within[:, off], lorentz_formula(x, x, c)[:, off], rtol=0, atol=1e-6)
+    leading_cell_axis(Lorentz(c=c, r=R), c, lorentz_formula, lorentz_geoopt, (7, 8), lorentz_formula)
 
 
 @pytest.mark.parametrize("c", [2.0, 1e-6])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_self_distances_have_zero_diagonal_and_finite_gradient(c, dtype):
-    h = Lorentz(c=c, r=R)
-    g = torch.Generator().manual_seed(9)
-    t = torch.randn(12, 6, generator=g, dtype=dtype)
-    t[5] = t[2]  # an exact duplicate: zero distance off the diagonal too
-    t.requires_grad_(True)
-    z = h.embed(t)
-    d = h.pairwise(z, clip_max=TRAIN_CLIP)
-    assert torch.equal(d.diagonal(), torch.zeros(12, dtype=dtype))
-    assert d[2, 5].item() <= 1e-3
-    d.sum().backward(retain_graph=True)
-    assert torch.isfinite(t.grad).all() and t.grad.abs().sum() > 0
-    t.grad = None
-    (d * torch.rand(12, 12, generator=g, dtype=dtype)).sum().backward()
-    assert torch.isfinite(t.grad).all() and t.grad.abs().sum() > 0
-    # y given as the very same tensor is the same as y omitted
-    assert torch.equal(h.pairwise(z, z, clip_max=TRAIN_CLIP), d)
+    zero_diagonal_and_finite_gradient(Lorentz(c=c, r=R), 9, dtype)
 
 
 @pytest.mark.parametrize("c", CURVATURES)
 def test_gradient_matches_the_formula_off_the_diagonal(c):
-    h = Lorentz(c=c, r=R)
-    tx = _raw(6, 4, seed=10).requires_grad_(True)
-    ty = _raw(5, 4, seed=11).requires_grad_(True)
-    w = torch.rand(6, 5, generator=torch.Generator().manual_seed(12), dtype=torch.float64)
-    grads = []
-    for f in (functools.partial(h.pairwise, clip_max=EVAL_CLIP), functools.partial(lorentz_formula, c=c)):
-        gx, gy = torch.autograd.grad((f(h.embed(tx), h.embed(ty)) * w).sum(), (tx, ty))
-        grads.append(torch.cat([gx, gy]))
-    torch.testing.assert_close(grads[0], grads[1], rtol=1e-6, atol=1e-9)
+    gradient_matches(Lorentz(c=c, r=R), c, lorentz_formula, 4, (10, 11, 12))
 
 
 @pytest.mark.parametrize("grad", [False, True], ids=["eval", "train"])

@@ -11,6 +11,12 @@ import torch
 from hierconsole.components.product import Product, split_width
 from hierconsole.engine.geometry import EVAL_CLIP, TRAIN_CLIP, Euclidean, Poincare, ball_radius, norm_bound
 from hierconsole.errors import ConfigError
+from tests.components.geometry_checks import (
+    gradient_matches,
+    leading_cell_axis,
+    raw,
+    zero_diagonal_and_finite_gradient,
+)
 from tests.components.references import ball_point, product_formula, product_geoopt
 
 DTYPES = [torch.float32, torch.float64]
@@ -18,9 +24,7 @@ CURVATURES = [2.0, 0.1, 1e-6]
 WIDTHS = [8, 7]  # an odd width gives the Poincaré half the extra coordinate
 R = 0.4
 
-
-def _raw(*shape: int, seed: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype) * 2.0
+_raw = raw
 
 
 def test_name_split_and_bad_config():
@@ -91,52 +95,18 @@ def test_pairwise_matches_the_formula_and_geoopt(c, width):
 
 @pytest.mark.parametrize("c", CURVATURES)
 def test_leading_cell_axis(c):
-    p = Product(c=c, r=R)
-    x, y = p.embed(_raw(4, 7, 6, seed=4)), p.embed(_raw(4, 9, 6, seed=5))
-    batched, within = p.pairwise(x, y, clip_max=EVAL_CLIP), p.pairwise(x, clip_max=EVAL_CLIP)
-    assert batched.shape == (4, 7, 9) and within.shape == (4, 7, 7)
-    torch.testing.assert_close(batched, product_formula(x, y, c), rtol=0, atol=1e-6)
-    torch.testing.assert_close(batched, product_geoopt(x, y, c), rtol=0, atol=1e-6)
-    for cell in range(4):
-        torch.testing.assert_close(
-            batched[cell], p.pairwise(x[cell], y[cell], clip_max=EVAL_CLIP), rtol=0, atol=1e-12
-        )
-        torch.testing.assert_close(within[cell], p.pairwise(x[cell], clip_max=EVAL_CLIP), rtol=0, atol=1e-12)
-    off = ~torch.eye(7, dtype=torch.bool)
-    torch.testing.assert_close(within[:, off], product_geoopt(x, x, c)[:, off], rtol=0, atol=1e-6)
+    leading_cell_axis(Product(c=c, r=R), c, product_formula, product_geoopt, (4, 5), product_geoopt)
 
 
 @pytest.mark.parametrize("c", [2.0, 1e-6])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_self_distances_have_zero_diagonal_and_finite_gradient(c, dtype):
-    p = Product(c=c, r=R)
-    g = torch.Generator().manual_seed(6)
-    t = torch.randn(12, 6, generator=g, dtype=dtype)
-    t[5] = t[2]  # an exact duplicate: zero distance off the diagonal too
-    t.requires_grad_(True)
-    z = p.embed(t)
-    d = p.pairwise(z, clip_max=TRAIN_CLIP)
-    assert torch.equal(d.diagonal(), torch.zeros(12, dtype=dtype))
-    assert d[2, 5].item() <= 1e-3
-    d.sum().backward(retain_graph=True)
-    assert torch.isfinite(t.grad).all() and t.grad.abs().sum() > 0
-    t.grad = None
-    (d * torch.rand(12, 12, generator=g, dtype=dtype)).sum().backward()
-    assert torch.isfinite(t.grad).all() and t.grad.abs().sum() > 0
-    assert torch.equal(p.pairwise(z, z, clip_max=TRAIN_CLIP), d)
+    zero_diagonal_and_finite_gradient(Product(c=c, r=R), 6, dtype)
 
 
 @pytest.mark.parametrize("c", CURVATURES)
 def test_gradient_matches_the_formula_off_the_diagonal(c):
-    p = Product(c=c, r=R)
-    tx = _raw(6, 5, seed=7).requires_grad_(True)
-    ty = _raw(5, 5, seed=8).requires_grad_(True)
-    w = torch.rand(6, 5, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
-    grads = []
-    for f in (functools.partial(p.pairwise, clip_max=EVAL_CLIP), functools.partial(product_formula, c=c)):
-        gx, gy = torch.autograd.grad((f(p.embed(tx), p.embed(ty)) * w).sum(), (tx, ty))
-        grads.append(torch.cat([gx, gy]))
-    torch.testing.assert_close(grads[0], grads[1], rtol=1e-6, atol=1e-9)
+    gradient_matches(Product(c=c, r=R), c, product_formula, 5, (7, 8, 9))
 
 
 @pytest.mark.parametrize("grad", [False, True], ids=["eval", "train"])

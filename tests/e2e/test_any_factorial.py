@@ -16,16 +16,12 @@ from pathlib import Path
 import pytest
 
 from hierconsole.study.db.storage import Store
+from tests.e2e.tiny_study import TINY
 from tests.reliability.conftest import cli, one_line_error
 from tests.tui.conftest import make_app, screen_text, settle
 
 pytestmark = pytest.mark.slow
 
-TINY = [
-    "--epochs", "2", "--seeds", "42,2024",
-    "--set", "training.hidden=32", "--set", "training.out_dim=8", "--set", "training.batch_size=32",
-    "--set", "training.lr=1e-3", "--set", "evaluation.n_query=40", "--set", "compute.device='cpu'",
-]  # fmt: skip
 THREE_BY_THREE = [
     "--set", 'factorial.geometries=["euclidean","poincare","lorentz"]',
     "--set", 'factorial.losses=["regression","supcon","flat_supcon"]',

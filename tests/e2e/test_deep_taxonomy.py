@@ -15,17 +15,13 @@ import pytest
 
 from hierconsole.study.db.storage import Store
 from tests.deep_trees import INAT_RANKS, inat_rows, write_inat_json
+from tests.e2e.tiny_study import TINY as TINY_STUDY
 from tests.reliability.conftest import cli
 from tests.tui.conftest import make_app, screen_text, settle
 
 pytestmark = pytest.mark.slow
 
-TINY = [
-    "--epochs", "2", "--seeds", "42,2024",
-    "--set", "training.hidden=32", "--set", "training.out_dim=8", "--set", "training.batch_size=32",
-    "--set", "training.lr=1e-3", "--set", "evaluation.n_query=40", "--set", "compute.device='cpu'",
-    "--set", "evaluation.baselines=[]",
-]  # fmt: skip
+TINY = [*TINY_STUDY, "--set", "evaluation.baselines=[]"]
 N_SPECIES = 60
 DIM = 24
 INAT_NAMES = ("Species", "Genus", "Family", "Order", "Class", "Phylum", "Kingdom")
