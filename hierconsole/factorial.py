@@ -114,6 +114,14 @@ def arm_codes(arm: str) -> tuple[str, str] | None:
     return g, o
 
 
+def objective_code(cell: str) -> str:
+    """The objective code of a cell of the factorial (`S` of `H_S`); ValueError for a name that is no arm."""
+    codes = arm_codes(cell)
+    if codes is None:
+        raise ValueError(f"{cell!r} is not an arm of a factorial")
+    return codes[1]
+
+
 def _ordered(codes: Iterable[str], builtin: Iterable[str]) -> tuple[str, ...]:
     known = list(builtin)
     given = set(codes)

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from hierconsole.contract import events as ev
 from hierconsole.errors import INTERRUPTED_EXIT, TERMINATED_EXIT, StoreWriteError
-from hierconsole.factorial import OBJECTIVE_CODES, arm_codes, cells_in_order
+from hierconsole.factorial import OBJECTIVE_CODES, cells_in_order, objective_code
 from hierconsole.locations import resolve_home
 from hierconsole.plurals import counted
 from hierconsole.study import read
@@ -85,9 +85,7 @@ def losses_label(losses: dict[str, float]) -> Text:
     text = Text()
     by_objective: dict[str, list[tuple[str, float]]] = {}
     for arm in cells_in_order(losses):  # the HIER-style cell's loss ("hier") is no arm of the factorial
-        codes = arm_codes(arm)
-        assert codes is not None
-        by_objective.setdefault(codes[1], []).append((arm, losses[arm]))
+        by_objective.setdefault(objective_code(arm), []).append((arm, losses[arm]))
     for code, arms in sorted(by_objective.items(), key=lambda kv: _rank(kv[0])):
         text.append(" · " if text else "loss ", style="dim")
         text.append(f"{code}:", style="dim")

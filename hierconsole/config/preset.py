@@ -447,6 +447,13 @@ class FactorialConfig:
             tuple(c.code for c in self.geometry_components), tuple(c.code for c in self.objective_components)
         )
 
+    def tau_cells(self, geometry: Component, cells: Sequence[str]) -> tuple[str, ...]:
+        """The geometry's arms among `cells` whose built-in objective takes a temperature, its
+        Taxonomy-SupCon cell first (the one that tunes it), then in the objectives' order."""
+        objectives = sorted(self.objective_components, key=lambda o: o.name != SUPCON)
+        arms = (arm_of(geometry.code, o.code) for o in objectives if o.takes_tau)
+        return tuple(arm for arm in arms if arm in cells)
+
     def cell(self, arm: str) -> tuple[Component, Component]:
         """The (geometry, objective) components of one of the factorial's arms."""
         codes = arm_codes(arm)
@@ -664,12 +671,7 @@ class Preset:
     def tuning_cell(self, geometry: str) -> str | None:
         """The arm that tunes a geometry's temperature: its Taxonomy-SupCon cell, else its first cell of a
         built-in objective that takes a temperature (the tuned value serves every such cell of the geometry)."""
-        g = component("geometry", geometry)
-        for o in sorted(self.factorial.objective_components, key=lambda o: o.name != SUPCON):
-            arm = arm_of(g.code, o.code)
-            if arm in self.cells and o.takes_tau:
-                return arm
-        return None
+        return next(iter(self.factorial.tau_cells(component("geometry", geometry), self.cells)), None)
 
     def to_dict(self) -> dict[str, Any]:
         """Every option, defaults included, as plain JSON types with tables in TOML section order."""
@@ -914,8 +916,7 @@ def _cross_check(parts: dict[str, Any], problems: list[str]) -> None:
     tuning = parts["temperature"].tuning
     tuned = [
         g.name for g in parts["factorial"].geometry_components
-        if parts["temperature"].for_geometry(g.name) == TUNE
-        and any(o.takes_tau and arm_of(g.code, o.code) in training.cells for o in parts["factorial"].objective_components)
+        if parts["temperature"].for_geometry(g.name) == TUNE and parts["factorial"].tau_cells(g, training.cells)
     ]
     if tuned and len(tuning.candidates) < 2:
         problems.append(
@@ -943,10 +944,7 @@ def _check_factorial(parts: dict[str, Any], problems: list[str]) -> None:
     for g in factorial.geometry_components:
         if temperature.for_geometry(g.name) is not None:
             continue
-        taking = [
-            arm_of(g.code, o.code) for o in factorial.objective_components
-            if o.takes_tau and arm_of(g.code, o.code) in training.cells
-        ]
+        taking = factorial.tau_cells(g, parts["training"].cells)
         if taking:
             problems.append(
                 f"temperature.others: needed by the {g.name} cells {', '.join(taking)}; set it to a number "

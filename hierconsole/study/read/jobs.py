@@ -164,6 +164,8 @@ def job_rows(store: Store, study_id: str | None = None) -> list[JobRow]:
         kind = JobKind(r["kind"])
         scoring = kind in SCORING_KINDS
         losses = dict(r["losses"] or {})
+        cells = cells_in_order(losses)  # the cells in the factorial's order, then any other loss (hier)
+        losses = {arm: losses[arm] for arm in cells} | {k: v for k, v in losses.items() if k not in cells}
         orphaned = r["state"] == JobState.RUNNING and not store.held
         stopped = False
         if orphaned:
@@ -184,8 +186,7 @@ def job_rows(store: Store, study_id: str | None = None) -> list[JobRow]:
                 total=r["to_score"] if scoring else r["epochs_total"],
                 attempts=r["attempts"],
                 error=r["error"],
-                losses={arm: losses[arm] for arm in cells_in_order(losses)}
-                | {k: v for k, v in losses.items() if k not in cells_in_order(losses)},
+                losses=losses,
                 epoch_seconds=r["epoch_seconds"],
                 cells=tuple((arm, None if tau is None else float(tau)) for arm, tau in r["cells"] or ()),
                 orphaned=orphaned,

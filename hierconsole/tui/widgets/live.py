@@ -7,7 +7,7 @@ from textual.containers import Horizontal
 from textual_plotext import PlotextPlot
 
 from hierconsole.contract import events as ev
-from hierconsole.factorial import arm_codes, cells_in_order
+from hierconsole.factorial import cells_in_order, objective_code
 from hierconsole.levels import PAPER_CODES
 from hierconsole.plurals import counted
 from hierconsole.registry import OBJECTIVES
@@ -27,9 +27,9 @@ def loss_groups(cells: list[str]) -> list[tuple[str, tuple[str, ...]]]:
     """The cells on each plot: the regression cells, then every other objective's (the paper's:
     Taxonomy-SupCon's alone)."""
     ordered = cells_in_order(cells)
-    regression = tuple(a for a in ordered if arm_codes(a)[1] == _REGRESSION)  # type: ignore[index]
+    regression = tuple(a for a in ordered if objective_code(a) == _REGRESSION)
     others = tuple(a for a in ordered if a not in regression)
-    supcon_only = all(arm_codes(a)[1] == _SUPCON for a in others)  # type: ignore[index]
+    supcon_only = all(objective_code(a) == _SUPCON for a in others)
     return [("regression loss", regression), ("taxonomy SupCon loss" if supcon_only else "other objectives' losses", others)]
 
 
