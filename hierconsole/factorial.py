@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import combinations
 
-from hierconsole.registry import GEOMETRIES, OBJECTIVES, custom_code_problem
+from hierconsole.registry import GEOMETRIES, OBJECTIVES, Component, custom_code_problem
 from hierconsole.vocabulary import BASELINES
 
 
@@ -128,6 +128,10 @@ def _ordered(codes: Iterable[str], builtin: Iterable[str]) -> tuple[str, ...]:
     return tuple(c for c in known if c in given) + tuple(sorted(given - set(known)))
 
 
+def _label(code: str, components: Mapping[str, Component]) -> str:
+    return next((c.label for c in components.values() if c.code == code), code)
+
+
 @dataclass(frozen=True)
 class Factorial:
     """G geometries × L objectives by their arm codes, each factor in the components' order."""
@@ -151,6 +155,14 @@ class Factorial:
         arms = list(arms)
         cells = {a for a in arms if arm_codes(a) is not None}
         return PAPER if cells <= set(PAPER.arms) else cls.of_arms(arms)
+
+    @property
+    def legend(self) -> str:
+        """What the arm codes stand for, as tables and reports print it under the arms (a code of one's own
+        stands for its class)."""
+        geometries = ", ".join(f"{c} = {_label(c, GEOMETRIES)}" for c in self.geometries)
+        objectives = ", ".join(f"{c} = {_label(c, OBJECTIVES)}" for c in self.objectives)
+        return f"arms: {geometries} geometry; {objectives} loss"
 
     @property
     def arms(self) -> tuple[str, ...]:

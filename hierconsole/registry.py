@@ -11,6 +11,12 @@ whose instances provide ``uses_tau: bool`` and ``loss(dist [C, B, B], labels [B,
 first), `tau` a [C] tensor of temperatures (None when ``uses_tau`` is false), `training` the preset's
 `[training]` table (regression targets, level weights).
 
+An objective may own parameters: one with ``prototypes = True`` is given a learnt prototype per leaf of
+the taxonomy (a [N, D] tensor a cell, mapped into the cell's geometry by its ``embed``; the engine draws,
+optimises, clips and checkpoints them, and counts them apart from the projector), and its ``loss`` takes
+two more keywords: ``prototype_dist`` [C, B, N], each sample's distance to each leaf's prototype, and
+``leaf_labels`` [N, K], each leaf's labels at the trained levels.
+
 A preset names a built-in by its name (`lorentz`) and a component of its own as ``module:Name`` (the module
 importable from the study's working directory or the Python path); the component's code in arm names is
 its class name without underscores (`E_MyLoss`).
@@ -73,6 +79,7 @@ OBJECTIVES: dict[str, Component] = dict(
     (
         _builtin("objective", "regression", "R", "hierconsole.components.objectives:Regression", "regression"),
         _builtin("objective", "supcon", "S", "hierconsole.components.objectives:TaxonomySupCon", "Taxonomy-SupCon", True),
+        _builtin("objective", "soft_ce", "C", "hierconsole.components.soft_ce:SoftCE", "soft-label CE", True),
         _builtin("objective", "flat_supcon", "F", "hierconsole.components.flat_supcon:FlatSupCon", "flat (leaf) SupCon", True),
     )
 )

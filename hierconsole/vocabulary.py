@@ -34,10 +34,7 @@ ARMS: tuple[str, str, str, str] = ("E_R", "H_R", "E_S", "H_S")
 """The 2x2 cells, geometry (E = Euclidean, H = Poincaré) x loss (R = regression, S = Taxonomy-SupCon), in
 paper order."""
 
-ARM_LEGEND = "arms: E = Euclidean, H = Poincaré (hyperbolic) geometry; R = regression, S = Taxonomy-SupCon loss"
-"""The one line that explains the arm names wherever they are printed."""
-
-# The built-in components' arm codes (E, H, L, M; R, S, F), from the registry that defines them.
+# The built-in components' arm codes (E, H, L, M; R, S, C, F), from the registry that defines them.
 _GEOMETRY_LETTER = {name: c.code for name, c in GEOMETRY_COMPONENTS.items()}
 _LOSS_LETTER = {name: c.code for name, c in OBJECTIVE_COMPONENTS.items()}
 

@@ -1,7 +1,8 @@
--- hierconsole store, schema version 7. Applied by hierconsole.storage on a new store. Every statement is
+-- hierconsole store, schema version 8. Applied by hierconsole.storage on a new store. Every statement is
 -- idempotent (IF NOT EXISTS): versions 2, 4, 5 and 6 only added tables, so their migrations re-apply
 -- this file (storage.MIGRATIONS). A change to an existing table needs a migration of its own (version 3:
--- the jobs' executor columns; version 7: the levels of any depth, `storage._k_levels`).
+-- the jobs' executor columns; version 7: the levels of any depth, `storage._k_levels`; version 8: the
+-- runs' objective_params, `storage._add_objective_params`).
 
 CREATE TABLE IF NOT EXISTS meta (
     key   VARCHAR PRIMARY KEY,
@@ -113,7 +114,7 @@ CREATE TABLE IF NOT EXISTS runs (
     geometry        VARCHAR NOT NULL,
     loss            VARCHAR NOT NULL,
     tau             DOUBLE,
-    trainable_params INTEGER,
+    trainable_params INTEGER,              -- the projector's (the parameter audit compares these)
     init_sha256     VARCHAR,
     final_sha256    VARCHAR,
     updates         INTEGER,
@@ -122,7 +123,8 @@ CREATE TABLE IF NOT EXISTS runs (
     best_score      DOUBLE,
     max_norm        DOUBLE,                -- hyperbolic cells: largest official-test embedding norm
     ball_radius     DOUBLE,
-    norm_bound      DOUBLE                 -- analytic bound tanh(sqrt(c) r) / sqrt(c)
+    norm_bound      DOUBLE,                -- analytic bound tanh(sqrt(c) r) / sqrt(c)
+    objective_params INTEGER DEFAULT 0     -- what the objective adds: leaf prototypes, HIER's proxies
 );
 
 CREATE TABLE IF NOT EXISTS epochs (

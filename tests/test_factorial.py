@@ -101,3 +101,12 @@ def test_a_study_of_some_of_the_papers_cells_is_read_as_the_papers_factorial():
     assert Factorial.spanned(["E_S"]) == PAPER  # its effects are omitted, named as the paper names them
     assert Factorial.spanned(["E_R", "H_R", "frozen"]) == PAPER
     assert Factorial.spanned(["E_R", "L_R"]) == Factorial(("E", "L"), ("R",))
+
+
+def test_the_legend_names_every_code_of_the_factorial():
+    assert PAPER.legend == "arms: E = Euclidean, H = Poincaré (hyperbolic) geometry; R = regression, S = Taxonomy-SupCon loss"
+    three = Factorial(("E", "H", "L"), ("R", "S", "C", "LeafMargin"))
+    assert three.legend == (
+        "arms: E = Euclidean, H = Poincaré (hyperbolic), L = Lorentz (hyperboloid) geometry; "
+        "R = regression, S = Taxonomy-SupCon, C = soft-label CE, LeafMargin = LeafMargin loss"
+    )

@@ -20,8 +20,8 @@ from hierconsole.registry import (
 
 def test_built_ins_and_their_codes():
     assert {n: c.code for n, c in GEOMETRIES.items()} == {"euclidean": "E", "poincare": "H", "lorentz": "L", "product": "M"}
-    assert {n: c.code for n, c in OBJECTIVES.items()} == {"regression": "R", "supcon": "S", "flat_supcon": "F"}
-    assert [n for n, c in OBJECTIVES.items() if c.takes_tau] == ["supcon", "flat_supcon"]
+    assert {n: c.code for n, c in OBJECTIVES.items()} == {"regression": "R", "supcon": "S", "soft_ce": "C", "flat_supcon": "F"}
+    assert [n for n, c in OBJECTIVES.items() if c.takes_tau] == ["supcon", "soft_ce", "flat_supcon"]
     for c in (*GEOMETRIES.values(), *OBJECTIVES.values()):
         assert c.builtin and protocol_problem(c) is None, c.name
 

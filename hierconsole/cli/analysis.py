@@ -45,7 +45,7 @@ from hierconsole.study.read.effects import EffectsView
 from hierconsole.study.read.per_seed_csv import csv_effects, csv_table_frame
 from hierconsole.study.read.results import ANALYSIS_TABLES, FAMILY_TABLES, POSTHOC_TABLES, TABLES, check_table
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
-from hierconsole.vocabulary import AGGREGATIONS, ARM_LEGEND, BASELINE_LEGEND, POSTHOC_NOTE
+from hierconsole.vocabulary import AGGREGATIONS, BASELINE_LEGEND, POSTHOC_NOTE
 
 AGGREGATE_HELP = "report a post-hoc re-score's aggregation (after `hierconsole rescore STUDY --aggregate AGG`), labelled post-hoc"
 NO_AGGREGATE = "--aggregate reads one study's re-score in the store\n  fix: give a STUDY, or leave out --aggregate"
@@ -176,7 +176,7 @@ def print_effects(console: Console, view: EffectsView, arm_digits: int, effect_d
         print_grid(console, baseline_contrasts_grid(view.baseline_contrasts, effect_digits))
     if view.redistribution is not None:
         print_grid(console, redistribution_grid(view.redistribution, effect_digits, console.width))
-    console.print(Text(ARM_LEGEND, style="dim"))
+    console.print(Text(view.factorial.legend, style="dim"))
     for line in effects_legend(view.effects):
         console.print(line)
     if view.baselines is not None and not view.baselines.is_empty():

@@ -36,7 +36,6 @@ from hierconsole.study.db.storage import Store
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from hierconsole.vocabulary import (
     AGGREGATIONS,
-    ARM_LEGEND,
     DEVICES,
     EXECUTORS,
     HIER_METRIC,
@@ -268,7 +267,7 @@ def cmd_run(args: argparse.Namespace, family: Family | None = None) -> int:
             f"study [bold]{study_id}[/]: {preset.name} on {read.get_study(store, study_id).dataset_id}, "
             f"seeds {list(preset.training.seeds)}, {counted(preset.training.epochs, 'epoch')}{_on(launched.executor)}"
         )
-        console.print(ARM_LEGEND, style="dim", highlight=False)
+        console.print(preset.design.legend, style="dim", highlight=False)
         print_empty_levels(store, study_id, console)
         expected = read.expected_counts(store, study_id)
         if expected.ok is False:

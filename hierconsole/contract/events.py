@@ -105,7 +105,10 @@ class Init(Event):
     loss: str
     tau: float | None
     trainable_params: int
+    """The projector's (the parameter audit compares these across cells)."""
     init_sha256: str
+    objective_params: int = 0
+    """What the cell's objective adds to the projector's: leaf prototypes, HIER's proxies (0: none)."""
 
 
 @dataclass(frozen=True, kw_only=True)

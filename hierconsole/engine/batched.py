@@ -37,6 +37,7 @@ from hierconsole.engine.geometry import TRAIN_CLIP, Geometry, geometry_of
 from hierconsole.engine.losses import leaf_only_weights, objective_of, regression_loss, taxonomy_supcon_loss
 from hierconsole.engine.optim import FusedAdamW, Stepper, clip_per_cell_, make_optimizer
 from hierconsole.engine.projector import Projector
+from hierconsole.engine.prototypes import PrototypeStack, owns_prototypes
 from hierconsole.registry import OBJECTIVES
 from hierconsole.vocabulary import LOSSES, REGRESSION, SUPCON
 
@@ -292,7 +293,10 @@ class BatchedCells:
         dtype: torch.dtype = torch.float32,
         *,
         groups: int = 1,
+        leaf_labels: Tensor | None = None,
     ):
+        """``leaf_labels`` [N, K]: each leaf's labels at the trained levels, needed when an objective owns
+        leaf prototypes (`engine.prototypes`)."""
         if groups < 1:
             raise ValueError(f"groups must be at least 1, not {groups}")
         self.groups = groups
@@ -329,6 +333,28 @@ class BatchedCells:
             taus = [self.specs[i].tau for i in idx]
             tau = None if any(t is None for t in taus) else torch.tensor(taus, dtype=dtype, device=device)
             self._others.append((objective_of(name), idx, torch.tensor(idx, device=device), tau))
+        # Leaf prototypes of the objectives that own them: row g * P + j of the stack is group g's j-th
+        # prototype cell (`_prototype_row` maps a cell of a group to j).
+        owners = [i for objective, idx, _, _ in self._others if owns_prototypes(objective) for i in idx]
+        self._prototype_row = {i: j for j, i in enumerate(sorted(owners))}
+        self.prototypes: PrototypeStack | None = None
+        self.leaf_labels = leaf_labels
+        # Per head: the positions of its prototype cells among its embeddings (None: all of them) and
+        # their rows in a group's prototypes; then the order that puts the heads' rows back in cell order.
+        self._prototype_heads: list[tuple[Tensor | None, Tensor]] = []
+        by_heads: list[int] = []
+        for _, idx in self.heads:
+            mine = [k for k, i in enumerate(idx) if i in self._prototype_row]
+            at = None if len(mine) == len(idx) else torch.tensor(mine, dtype=torch.long, device=device)
+            self._prototype_heads.append((at, torch.tensor([self._prototype_row[idx[k]] for k in mine], dtype=torch.long, device=device)))
+            by_heads += [self._prototype_row[idx[k]] for k in mine]
+        self._from_prototype_heads = _inverse(by_heads, device)
+        if owners:
+            if leaf_labels is None:
+                raise ValueError("an objective with leaf prototypes needs the leaves' labels (leaf_labels)")
+            self.prototypes = PrototypeStack(
+                groups * len(owners), leaf_labels.shape[0], training.out_dim, training, device, dtype
+            )
         self.use_fused = all(fused.supported(g) for g, _ in self.heads) and all(
             self.specs[idx[0]].loss == FLAT_SUPCON for _, idx, _, _ in self._others
         )
@@ -356,20 +382,56 @@ class BatchedCells:
         c = len(self.specs)
         return slice(g * c, (g + 1) * c)
 
+    def group_prototypes(self, g: int) -> slice:
+        """Group ``g``'s rows of the prototype stack."""
+        p = len(self._prototype_row)
+        return slice(g * p, (g + 1) * p)
+
+    @property
+    def steppers(self) -> tuple[Stepper, ...]:
+        """Every optimiser of the stack (the learning-rate schedule sets each): the projectors', and the
+        leaf prototypes' when an objective owns them."""
+        return (self.optimizer,) if self.prototypes is None else (self.optimizer, self.prototypes.optimizer)
+
     # -- training -----------------------------------------------------------------------------------
-    def distances(self, raw: Tensor, clip_max: float = TRAIN_CLIP) -> Tensor:
-        """[C, B, B] within-batch distances of raw outputs [C, B, O], each cell under its own geometry."""
+    def distances(
+        self, raw: Tensor, clip_max: float = TRAIN_CLIP, embedded: list[Tensor] | None = None
+    ) -> Tensor:
+        """[C, B, B] within-batch distances of raw outputs [C, B, O], each cell under its own geometry.
+        ``embedded``, if given, receives each head's embeddings (for the leaf prototypes' distances)."""
         parts = []
         for geometry, idx in self.heads:
             z = geometry.embed(raw if len(idx) == self.n_cells else raw[idx])
+            if embedded is not None:
+                embedded.append(z)
             parts.append(geometry.pairwise(z, z, clip_max=clip_max))
         d = parts[0] if len(parts) == 1 else torch.cat(parts)
         return d if self._from_heads is None else d.index_select(0, self._from_heads)
 
-    def losses(self, dist: Tensor, labels: Tensor) -> Tensor:
-        """[C] loss of each cell from its [B, B] distances."""
+    def prototype_distances(self, embedded: Sequence[Tensor], group: int) -> Tensor:
+        """[P, B, N] distances of one group's prototype cells (in cell order) to their leaf prototypes, each
+        in its own geometry, from the heads' embeddings ``embedded`` (``distances`` gives them)."""
+        assert self.prototypes is not None
+        first = group * len(self._prototype_row)
+        parts = [
+            self.prototypes.distances(geometry, z if at is None else z.index_select(0, at), rows + first, TRAIN_CLIP)
+            for (geometry, _), z, (at, rows) in zip(self.heads, embedded, self._prototype_heads, strict=True)
+            if rows.numel()
+        ]
+        d = parts[0] if len(parts) == 1 else torch.cat(parts)
+        return d if self._from_prototype_heads is None else d.index_select(0, self._from_prototype_heads)
+
+    def losses(
+        self, dist: Tensor, labels: Tensor, embedded: Sequence[Tensor] | None = None, group: int = 0
+    ) -> Tensor:
+        """[C] loss of each cell from its [B, B] distances (and, for objectives with leaf prototypes, from
+        the heads' embeddings ``embedded`` of group ``group``, as ``distances`` gives them)."""
         training = self.training
         parts = []
+        to_leaves = None
+        if self.prototypes is not None:
+            assert embedded is not None, "objectives with leaf prototypes need the heads' embeddings"
+            to_leaves = self.prototype_distances(embedded, group)
         if self._regression:
             d = dist if len(self._regression) == self.n_cells else dist.index_select(0, self._regression_t)
             parts.append(regression_loss(d, labels, targets=training.regression_targets))
@@ -378,7 +440,13 @@ class BatchedCells:
             parts.append(taxonomy_supcon_loss(d, labels, self._taus, weights=training.level_weights))
         for objective, idx, idx_t, tau in self._others:
             d = dist if len(idx) == self.n_cells else dist.index_select(0, idx_t)
-            parts.append(objective.loss(d, labels, tau=tau, training=training))
+            own = {}
+            if owns_prototypes(objective):
+                assert to_leaves is not None
+                rows = [self._prototype_row[i] for i in idx]
+                mine = to_leaves if len(rows) == len(self._prototype_row) else to_leaves[rows]
+                own = {"prototype_dist": mine, "leaf_labels": self.leaf_labels}
+            parts.append(objective.loss(d, labels, tau=tau, training=training, **own))
         loss = parts[0] if len(parts) == 1 else torch.cat(parts)
         return loss if self._loss_order is None else loss.index_select(0, self._loss_order)
 
@@ -454,19 +522,24 @@ class BatchedCells:
         if self.use_fused:
             loss = _FusedLoss.apply(raw, self, labels, host_labels)
         elif self.groups == 1:
-            loss = self.losses(self.distances(raw), labels)
+            embedded: list[Tensor] = []
+            loss = self.losses(self.distances(raw, embedded=embedded), labels, embedded)
         else:
-            loss = torch.cat(
-                [
-                    self.losses(self.distances(raw[self.group_cells(g)]), labels[g])
-                    for g in range(self.groups)
-                ]
-            )
+            parts = []
+            for g in range(self.groups):
+                embedded = []
+                dist = self.distances(raw[self.group_cells(g)], embedded=embedded)
+                parts.append(self.losses(dist, labels[g], embedded, g))
+            loss = torch.cat(parts)
         self.optimizer.zero_grad(set_to_none=True)
+        if self.prototypes is not None:
+            self.prototypes.zero_grad()
         # The cells share no parameter, so the gradient of the sum is each cell's own gradient.
         loss.sum().backward()
         clip_per_cell_(self.params, training.grad_clip)
         self.optimizer.step()
+        if self.prototypes is not None:
+            self.prototypes.step()
         return loss.detach()
 
     @torch.no_grad()
@@ -506,6 +579,25 @@ class BatchedCells:
     def cell_state(self, i: int) -> dict[str, Tensor]:
         return self.net.cell_state(i)
 
+    def prototype_state(self, i: int) -> dict[str, Any] | None:
+        """Stacked cell ``i``'s leaf prototypes and their optimiser state (None for a cell without)."""
+        j = self._prototype_row.get(i % len(self.specs))
+        if j is None:
+            return None
+        assert self.prototypes is not None
+        return self.prototypes.state(i // len(self.specs) * len(self._prototype_row) + j)
+
+    def _prototype_states(self, states: Sequence[dict[str, Any] | None] | None) -> list[dict[str, Any]]:
+        """One group's prototype states in stack order, from per-cell ones (None for the other cells)."""
+        if not self._prototype_row:
+            return []
+        if states is None or len(states) != len(self.specs):
+            raise ValueError("restoring cells with leaf prototypes needs each cell's prototype state")
+        picked = [states[i] for i in sorted(self._prototype_row)]
+        if any(s is None for s in picked):
+            raise ValueError("a cell whose objective owns leaf prototypes has no prototype state to restore")
+        return [s for s in picked if s is not None]
+
     def optimizer_state(self, i: int) -> dict[str, Any]:
         """Cell ``i``'s AdamW state in the layout of a per-cell optimiser over Projector.parameters()."""
         full = self.optimizer.state_dict()
@@ -520,8 +612,18 @@ class BatchedCells:
         groups = [{**g, "params": list(range(len(PARAMS)))} for g in full["param_groups"]]
         return {"state": state, "param_groups": groups}
 
-    def load(self, models: Sequence[dict[str, Tensor]], optimizers: Sequence[dict[str, Any]]) -> None:
-        """Restore from per-cell model and optimiser state dicts (as written by cell_state/optimizer_state)."""
+    def load(
+        self,
+        models: Sequence[dict[str, Tensor]],
+        optimizers: Sequence[dict[str, Any]],
+        prototypes: Sequence[dict[str, Any] | None] | None = None,
+    ) -> None:
+        """Restore from per-cell model and optimiser state dicts (as written by cell_state/optimizer_state)
+        and, for the cells whose objective owns them, prototype states (``prototype_state``; None else)."""
+        if self.prototypes is not None:
+            if self.groups != 1:
+                raise ValueError("a stack of several groups is restored group by group (load_group)")
+            self.prototypes.load(self.group_prototypes(0), self._prototype_states(prototypes))
         self.net.load_cell_states(models)
         current = self.optimizer.state_dict()
         state: dict[int, dict[str, Tensor]] = {}
@@ -545,7 +647,11 @@ class BatchedCells:
 
     @torch.no_grad()
     def load_group(
-        self, g: int, models: Sequence[dict[str, Tensor]], optimizers: Sequence[dict[str, Any]]
+        self,
+        g: int,
+        models: Sequence[dict[str, Tensor]],
+        optimizers: Sequence[dict[str, Any]],
+        prototypes: Sequence[dict[str, Any] | None] | None = None,
     ) -> None:
         """Restore group ``g``'s cells alone (per-cell state dicts, as ``load`` takes), the others untouched.
 
@@ -555,6 +661,8 @@ class BatchedCells:
         sl = self.group_cells(g)
         if len(models) != len(self.specs) or len(optimizers) != len(self.specs):
             raise ValueError(f"{len(models)} cell states for a group of {len(self.specs)} cells")
+        if self.prototypes is not None:
+            self.prototypes.load(self.group_prototypes(g), self._prototype_states(prototypes))
         for name, key in PARAMS + BUFFERS:
             target = getattr(self.net, name)
             target[sl].copy_(torch.stack([m[key].to(device=target.device) for m in models]))
@@ -588,9 +696,17 @@ class CellStack(Protocol):
     def embed(self, features: Tensor, chunk: int = 8192) -> list[Tensor]: ...
     def geometry(self, i: int) -> Geometry: ...
     def projector(self, i: int) -> Projector: ...
+    @property
+    def steppers(self) -> tuple[Stepper, ...]: ...
     def cell_state(self, i: int) -> dict[str, Tensor]: ...
     def optimizer_state(self, i: int) -> dict[str, Any]: ...
-    def load(self, models: Sequence[dict[str, Tensor]], optimizers: Sequence[dict[str, Any]]) -> None: ...
+    def prototype_state(self, i: int) -> dict[str, Any] | None: ...
+    def load(
+        self,
+        models: Sequence[dict[str, Tensor]],
+        optimizers: Sequence[dict[str, Any]],
+        prototypes: Sequence[dict[str, Any] | None] | None = None,
+    ) -> None: ...
 
 
 class GroupView:
@@ -624,8 +740,20 @@ class GroupView:
     def optimizer_state(self, i: int) -> dict[str, Any]:
         return self.stack.optimizer_state(self._first + i)
 
-    def load(self, models: Sequence[dict[str, Tensor]], optimizers: Sequence[dict[str, Any]]) -> None:
-        self.stack.load_group(self.g, models, optimizers)
+    @property
+    def steppers(self) -> tuple[Stepper, ...]:
+        return self.stack.steppers
+
+    def prototype_state(self, i: int) -> dict[str, Any] | None:
+        return self.stack.prototype_state(self._first + i)
+
+    def load(
+        self,
+        models: Sequence[dict[str, Tensor]],
+        optimizers: Sequence[dict[str, Any]],
+        prototypes: Sequence[dict[str, Any] | None] | None = None,
+    ) -> None:
+        self.stack.load_group(self.g, models, optimizers, prototypes)
 
 
 def _inverse(order: list[int], device: torch.device) -> Tensor | None:

@@ -36,11 +36,12 @@ def _check(dist: Tensor, labels: Tensor) -> int:
     return b
 
 
-def relation_codes(labels: Tensor) -> Tensor:
-    """[B, B] int64 pair relations of Eq. (1): the lowest level at which two samples meet (0 = same leaf),
-    K where they meet at none (for three levels REL_C..REL_O, c/m/h/o)."""
+def relation_codes(labels: Tensor, others: Tensor | None = None) -> Tensor:
+    """[B, M] int64 pair relations of Eq. (1) between the rows of ``labels`` [B, K] and of ``others``
+    [M, K] (default: ``labels``): the lowest level at which two meet (0 = same leaf), K where they meet at
+    none (for three levels REL_C..REL_O, c/m/h/o)."""
     a = labels.unsqueeze(1)
-    b = labels.unsqueeze(0)
+    b = (labels if others is None else others).unsqueeze(0)
     k = labels.shape[-1]
     rel = torch.full(a.shape[:1] + b.shape[1:2], k, dtype=torch.int64, device=labels.device)
     for lvl in reversed(range(k)):  # coarse to fine: the finest level that agrees is written last

@@ -115,6 +115,7 @@ class StackedTrainer:
             lead.device,
             lead.dtype,
             groups=len(self.trainers),
+            leaf_labels=lead.leaf_labels,
         )
         # Each job's global RNGs (which its checkpoints record) as its run alone would leave them: the
         # state after building its own cells; training itself never draws from them.

@@ -52,6 +52,7 @@ from hierconsole.engine.hier_style import HierObjective, hier_ball, hier_optimiz
 from hierconsole.engine.losses import objective_of, regression_loss, taxonomy_supcon_loss
 from hierconsole.engine.optim import Stepper, learning_rate, make_optimizer, set_learning_rate
 from hierconsole.engine.projector import Projector, count_trainable
+from hierconsole.engine.prototypes import PrototypeStack, initial_prototypes, owns_prototypes
 from hierconsole.engine.retrieval import evaluate
 from hierconsole.errors import InputError
 from hierconsole.levels import LevelError, LevelPlan, Levels
@@ -60,6 +61,7 @@ from hierconsole.vocabulary import (
     HIER_AUTHORS,
     HIER_METRIC,
     HIER_STYLE_LOSS,
+    LOSSES,
     MAP,
     REGRESSION,
     SUPCON,
@@ -192,16 +194,27 @@ def initial_state(seed: int, in_dim: int, training: TrainingConfig) -> dict[str,
     return trunk_state(base)
 
 
+def has_prototypes(cell: CellSpec) -> bool:
+    """Whether the cell's objective owns leaf prototypes (`engine.prototypes`)."""
+    return cell.loss not in LOSSES and cell.loss != HIER_STYLE_LOSS and owns_prototypes(objective_of(cell.loss))
+
+
 def cell_loss(
-    cell: CellSpec, dist: torch.Tensor, labels: torch.Tensor, training: TrainingConfig
+    cell: CellSpec,
+    dist: torch.Tensor,
+    labels: torch.Tensor,
+    training: TrainingConfig,
+    prototypes: dict[str, torch.Tensor] | None = None,
 ) -> torch.Tensor:
+    """A cell's loss from its within-batch distances; ``prototypes``: for an objective that owns them, the
+    keywords it takes besides (``prototype_dist``, ``leaf_labels``)."""
     if cell.loss == REGRESSION:
         return regression_loss(dist, labels, targets=training.regression_targets)
     if cell.loss == SUPCON:
         assert cell.tau is not None
         return taxonomy_supcon_loss(dist, labels, cell.tau, weights=training.level_weights)
     tau = None if cell.tau is None else torch.tensor(cell.tau, dtype=dist.dtype, device=dist.device)
-    return objective_of(cell.loss).loss(dist, labels, tau=tau, training=training)
+    return objective_of(cell.loss).loss(dist, labels, tau=tau, training=training, **(prototypes or {}))
 
 
 @torch.no_grad()
@@ -239,9 +252,12 @@ def study_plan(preset: Preset, levels: Levels) -> tuple[LevelPlan, TrainingConfi
     return plan, training
 
 
-def training_labels(spec: JobSpec, fs: FeatureSet, plan: LevelPlan | None = None) -> np.ndarray:
+def training_labels(
+    spec: JobSpec, fs: FeatureSet, plan: LevelPlan | None = None, leaves: np.ndarray | None = None
+) -> np.ndarray:
     """[N, K'] labels a training job fits: the dataset's, or those of the shuffle control's taxonomy, at
-    the plan's trained levels (default: every level).
+    the plan's trained levels (default: every level). ``leaves``: the labels of these leaf indices instead
+    of the dataset's samples (the leaf table of an objective with leaf prototypes).
 
     The shuffle control's npz holds one parent array per edge of the dataset's tree, keyed by
     ``Levels.edge_key`` (three levels: ``leaf_middle``, ``middle_high``).
@@ -252,7 +268,7 @@ def training_labels(spec: JobSpec, fs: FeatureSet, plan: LevelPlan | None = None
             raise ValueError(
                 f"{spec.job_id}: the preset asks for a taxonomy shuffle but the spec names no training taxonomy"
             )
-        labels = fs.labels
+        labels = fs.labels if leaves is None else taxonomy.labels(leaves)
     else:
         levels = taxonomy.levels
         with np.load(spec.train_taxonomy) as z:
@@ -270,7 +286,7 @@ def training_labels(spec: JobSpec, fs: FeatureSet, plan: LevelPlan | None = None
             raise ValueError(
                 f"{spec.train_taxonomy}: training taxonomy does not fit the dataset's tree: {'; '.join(exc.problems)}"
             ) from None
-        labels = shuffled.labels(fs.labels[:, 0])
+        labels = shuffled.labels(fs.labels[:, 0] if leaves is None else leaves)
     if plan is None or plan.trained_index == tuple(range(labels.shape[1])):
         return labels
     return labels[:, list(plan.trained_index)]
@@ -298,6 +314,8 @@ class Cell:
     stack: int | None = None
     """The cell's index in the batched stack when the stacked engine steps it; None when it has its own
     model (the per-cell path, and the HIER-style cell on either path)."""
+    prototypes: PrototypeStack | None = None
+    """On the per-cell path, the leaf prototypes its objective owns (a stack of one); None otherwise."""
 
 
 @dataclass(frozen=True)
@@ -363,6 +381,9 @@ class FactorialTrainer:
         )
         self.in_dim = int(fs.features.shape[1])
         self.n_leaves = int(fs.taxonomy.n_leaves)
+        # Each leaf's labels at the trained levels, for an objective with leaf prototypes (soft-label CE).
+        leaf_table = training_labels(spec, fs, self.plan, np.arange(self.n_leaves))
+        self.leaf_labels = torch.from_numpy(np.ascontiguousarray(leaf_table)).to(self.device)
         self.hier = spec.preset.baselines.hier
         # Batch order, batch hashes and host-side label decisions come from CPU copies, so an accelerator
         # never waits for a device-to-host copy inside the epoch.
@@ -412,16 +433,27 @@ class FactorialTrainer:
             params = [p for p in model.parameters() if p.requires_grad]
             opt = None if batched else make_optimizer(params, training, stacked=False)
             cells.append(Cell(cs, model, opt, rng))
+            if not batched and has_prototypes(cs):
+                cells[-1].prototypes = PrototypeStack(1, self.n_leaves, training.out_dim, training, self.device, self.dtype)
+                cells[-1].prototypes.load(slice(0, 1), [self._initial_prototypes()])
         stacked = [c for c in cells if c.objective is None]
         if batched and stacked:
             if stack is not None and len(stacked) != len(cells):
                 raise ValueError(f"{self.spec.job_id}: a stacked run cannot hold the HIER-style cell")
             self.batched = stack or BatchedCells(
-                tuple(c.spec for c in stacked), self.in_dim, training, self.poincare, self.device, self.dtype
+                tuple(c.spec for c in stacked),
+                self.in_dim,
+                training,
+                self.poincare,
+                self.device,
+                self.dtype,
+                leaf_labels=self.leaf_labels,
             )
             # Every cell was just built with its model; they are dropped only below.
             self.batched.load(
-                [cast(Projector, c.model).state_dict() for c in stacked], [{"state": {}} for _ in stacked]
+                [cast(Projector, c.model).state_dict() for c in stacked],
+                [{"state": {}} for _ in stacked],
+                [self._initial_prototypes() if has_prototypes(c.spec) else None for c in stacked],
             )
             for j, c in enumerate(stacked):
                 c.model = c.optimizer = None  # the stacked state is the only copy from here on
@@ -448,6 +480,24 @@ class FactorialTrainer:
         assert c.optimizer is not None
         return c.optimizer.state_dict()
 
+    def _prototype_state(self, c: Cell) -> dict[str, Any] | None:
+        """The cell's leaf prototypes and their optimiser state (None for a cell without them)."""
+        if self.batched is not None and c.stack is not None:
+            return self.batched.prototype_state(c.stack)
+        return None if c.prototypes is None else c.prototypes.state(0)
+
+    def _initial_prototypes(self) -> dict[str, Any]:
+        """The prototypes every prototype cell of this seed starts from, in the per-cell state layout."""
+        value = initial_prototypes(self.spec.seed, self.n_leaves, self.training.out_dim)
+        return {"value": value.to(self.device, self.dtype), "optimizer": {}}
+
+    def _objective_params(self, c: Cell) -> int:
+        """Parameters the cell's objective adds to its projector's: leaf prototypes, HIER's proxies."""
+        if c.objective is not None:
+            return count_trainable(c.objective)
+        prototypes = self._prototype_state(c)
+        return 0 if prototypes is None else prototypes["value"].numel()
+
     def _batch_generator(self) -> torch.Generator:
         gen = torch.Generator(device="cpu")
         gen.manual_seed(self.spec.seed)
@@ -470,6 +520,7 @@ class FactorialTrainer:
                     "best_score": c.best_score,
                     "history": torch.tensor(c.history, dtype=torch.float64),
                     **({} if c.objective is None else {"objective": c.objective.checkpoint_state()}),
+                    **({} if (p := self._prototype_state(c)) is None else {"prototypes": p}),
                 }
                 for i, c in enumerate(cells)
             },
@@ -480,7 +531,9 @@ class FactorialTrainer:
         restore_global_rngs(payload["global_rngs"])
         if self.batched is not None:
             states = [payload["cells"][c.spec.key] for c in cells if c.stack is not None]
-            self.batched.load([s["model"] for s in states], [s["optimizer"] for s in states])
+            self.batched.load(
+                [s["model"] for s in states], [s["optimizer"] for s in states], [s.get("prototypes") for s in states]
+            )
         for c in cells:
             s = payload["cells"][c.spec.key]
             if c.model is not None and c.optimizer is not None:
@@ -488,6 +541,8 @@ class FactorialTrainer:
                 c.optimizer.load_state_dict(s["optimizer"])
             if c.objective is not None:
                 c.objective.load_checkpoint_state(s["objective"])
+            if c.prototypes is not None:
+                c.prototypes.load(slice(0, 1), [s["prototypes"]])
             c.rng.state = s["rng"]
             c.updates = int(s["updates"])
             c.best_epoch = int(s["best_epoch"])
@@ -550,6 +605,7 @@ class FactorialTrainer:
                     geometry=c.spec.geometry,
                     loss=c.spec.loss,
                     trainable_params=count_trainable(model),
+                    objective_params=self._objective_params(c),
                     init_sha256=state_sha256(model),
                 )
             )
@@ -680,9 +736,10 @@ class FactorialTrainer:
     def _schedule(self, cells: list[Cell], epoch: int, epochs: int) -> None:
         """Set the epoch's learning rate under the preset's schedule (a constant one never changes it)."""
         lr = learning_rate(self.training, epoch, epochs)
-        optimizers: list[Stepper | None] = [self.batched.optimizer] if self.batched is not None else []
+        optimizers: list[Stepper | None] = list(self.batched.steppers) if self.batched is not None else []
         # The authors' HIER recipe keeps its own constant learning rates.
         optimizers += [c.optimizer for c in cells if c.stack is None and not c.own_batches]
+        optimizers += [c.prototypes.optimizer for c in cells if c.prototypes is not None]
         for opt in optimizers:
             assert opt is not None
             set_learning_rate(opt, lr)
@@ -709,8 +766,14 @@ class FactorialTrainer:
             loss = c.objective(z, y[:, 0])  # HIER-style: leaf labels only
         else:
             dist = c.model.geometry.pairwise(z, z, clip_max=TRAIN_CLIP)
-            loss = cell_loss(c.spec, dist, y, training)
+            own = None
+            if c.prototypes is not None:
+                to_leaves = c.prototypes.distances(c.model.geometry, z.unsqueeze(0), slice(0, 1), TRAIN_CLIP)
+                own = {"prototype_dist": to_leaves[0], "leaf_labels": self.leaf_labels}
+            loss = cell_loss(c.spec, dist, y, training, own)
         c.optimizer.zero_grad(set_to_none=True)
+        if c.prototypes is not None:
+            c.prototypes.zero_grad()
         loss.backward()
         if c.own_batches:
             # The authors' recipe clamps every gradient element-wise, the head's and the proxies' alike.
@@ -724,6 +787,8 @@ class FactorialTrainer:
             if c.objective is not None:
                 c.objective.clip_gradients_()
         c.optimizer.step()
+        if c.prototypes is not None:
+            c.prototypes.step()
         c.updates += 1
         assert c.loss_sum is not None  # set at the start of the epoch
         c.loss_sum += loss.detach().to(torch.float64)

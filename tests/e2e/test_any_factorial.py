@@ -1,5 +1,5 @@
 """Any factorial end to end, as a user runs it: a 3 × 3 study (Euclidean, Poincaré, Lorentz × regression,
-Taxonomy-SupCon, flat SupCon) from `run` to its audits and effects, and an objective of one's own from a
+Taxonomy-SupCon, soft-label cross-entropy) from `run` to its audits and effects, and an objective of one's own from a
 file in a temporary folder; a broken one is refused before anything is created.
 
 Every command is a real subprocess on a temporary home; the studies are tiny (two seeds, two epochs).
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 THREE_BY_THREE = [
     "--set", 'factorial.geometries=["euclidean","poincare","lorentz"]',
-    "--set", 'factorial.losses=["regression","supcon","flat_supcon"]',
+    "--set", 'factorial.losses=["regression","supcon","soft_ce"]',
     "--set", "temperature.others=0.2",
 ]  # fmt: skip
 
@@ -119,11 +119,27 @@ def test_a_three_by_three_study_passes_its_audits_and_its_effects_are_the_export
     assert _audit_results(home, study_id) == {"pass"}
     effects = _effects(home, study_id)
     hier = _recomputed_hier(home, study_id, tmp_path)
-    assert set(hier) == {f"{g}_{o}" for g in "EHL" for o in "RSF"} | {"frozen", "pca"} - {"frozen", "pca"}
+    assert set(hier) == {f"{g}_{o}" for g in "EHL" for o in "RSC"}
     assert len(effects) == 9 + 9 + 9 + 3 + 3
     assert effects["geom_S:L-E"]["definition"] == "L_S - E_S"
-    assert effects["loss:F-S"]["definition"] == "mean(E_F - E_S, H_F - H_S, L_F - L_S)"
+    assert effects["loss:C-S"]["definition"] == "mean(E_C - E_S, H_C - H_S, L_C - L_S)"
     _check_against_export(effects, hier)
+    # Soft-label CE's leaf prototypes are counted apart: every projector the same size, the audit saying
+    # what the objective adds (one prototype of the demo's out_dim per leaf).
+    with Store(home, read_only=True) as store:
+        counts = store.rows(
+            "SELECT loss, min(trainable_params), max(trainable_params), list(DISTINCT objective_params) FROM runs "
+            "WHERE study_id = ? AND kind = 'final' GROUP BY loss ORDER BY loss", [study_id]
+        )
+        leaves, out_dim = store.value("SELECT n_leaf FROM datasets"), json.loads(
+            store.value("SELECT preset FROM studies WHERE study_id = ?", [study_id])
+        )["training"]["out_dim"]
+    assert len({c[1] for c in counts} | {c[2] for c in counts}) == 1
+    assert {loss: added for loss, _, _, added in counts} == {"regression": [0], "soft_ce": [leaves * out_dim], "supcon": [0]}
+    shown = " ".join(cli(home, "effects", study_id).stdout.split())
+    assert "L = Lorentz (hyperboloid) geometry; R = regression, S = Taxonomy-SupCon, C = soft-label CE loss" in shown
+    audit = cli(home, "audit", study_id)
+    assert f"objectives add parameters of their own, not compared: soft_ce {leaves * out_dim:,}" in " ".join(audit.stdout.split())
 
 
 def test_an_objective_of_ones_own_runs_end_to_end_and_a_broken_one_is_refused(tmp_path):

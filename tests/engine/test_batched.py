@@ -14,6 +14,7 @@ from hierconsole.engine import fused
 from hierconsole.engine.batched import BatchedCells, FusedAdamW, cell_noise, clip_per_cell_
 from hierconsole.engine.checkpoints import list_checkpoints, load_payload
 from hierconsole.engine.geometry import TRAIN_CLIP, make_geometry
+from hierconsole.engine.prototypes import initial_prototypes
 from hierconsole.engine.trainer import (
     CellRng,
     FactorialTrainer,
@@ -359,9 +360,10 @@ def test_closed_form_losses_of_seven_levels_equal_autograd_through_the_library(g
 
 
 def test_batched_training_of_any_components_equals_the_reference_in_float64(tmp_path, tiny_fs, tiny_dir):
-    # The Lorentz and product heads and flat SupCon train through the library's autograd on the batched
-    # path (no closed form), the reference trains each cell alone: the same trajectory.
-    arms = ("L_R", "M_S", "E_F", "L_F")
+    # The Lorentz and product heads, flat SupCon and soft-label CE (with its leaf prototypes) train through
+    # the library's autograd on the batched path (no closed form), the reference trains each cell alone:
+    # the same trajectory.
+    arms = ("L_R", "M_S", "E_F", "L_F", "E_C", "H_C", "L_C")
     runs = {
         batched: _train(make_spec(tmp_path / str(batched), tiny_fs, tiny_dir, arms=arms, batched=batched), F64)
         for batched in (False, True)
@@ -377,6 +379,25 @@ def test_batched_training_of_any_components_equals_the_reference_in_float64(tmp_
         assert bat_h[k] == pytest.approx(ref_h[k], abs=1e-12)
     inits = {e["init_sha256"] for e in bat_events if e["kind"] == "init"}
     assert len(inits) == 1  # every cell of the seed from one initial state
+    # The leaf prototypes are the soft-label cells' own: counted apart from the projector (which stays the
+    # size of every cell's), trained alike on both engines and written to the checkpoints by both.
+    n_leaves, out_dim = tiny_fs.taxonomy.n_leaves, TINY_TRAINING.out_dim
+    for events in (ref_events, bat_events):
+        inits = {e["cell"]: e for e in events if e["kind"] == "init"}
+        assert {c: e["objective_params"] for c, e in inits.items()} == {
+            a: n_leaves * out_dim if a.endswith("_C") else 0 for a in arms
+        }
+        assert len({e["trainable_params"] for e in inits.values()}) == 1
+    last = [load_payload(list_checkpoints(tmp_path / str(b) / "job" / "checkpoints")[-1][1])["cells"] for b in (False, True)]
+    start = initial_prototypes(42, n_leaves, out_dim)
+    for arm in arms:
+        assert ("prototypes" in last[0][arm]) == ("prototypes" in last[1][arm]) == arm.endswith("_C")
+        if arm.endswith("_C"):
+            ref_p, bat_p = last[0][arm]["prototypes"], last[1][arm]["prototypes"]
+            torch.testing.assert_close(bat_p["value"], ref_p["value"], rtol=0, atol=1e-9)
+            for name in ("exp_avg", "exp_avg_sq", "step"):
+                torch.testing.assert_close(bat_p["optimizer"][name], ref_p["optimizer"][name], rtol=0, atol=1e-9)
+            assert (ref_p["value"] - start).abs().max() > 1e-3  # they did learn
 
 
 def test_flat_supcon_cells_take_the_closed_form_and_equal_autograd_over_steps():

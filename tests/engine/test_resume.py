@@ -92,3 +92,30 @@ def test_checkpoints_keep_only_the_newest(tmp_path):
         checkpoints.save_checkpoint(d, epoch, {"epoch": epoch}, keep=2)
     assert [e for e, _ in checkpoints.list_checkpoints(d)] == [3, 4]
     assert not list(d.glob(".*tmp*"))
+
+
+@pytest.mark.parametrize("batched", [True, False], ids=["batched", "per-cell"])
+def test_soft_label_cells_resume_with_their_prototypes_bit_identical(tmp_path, tiny_fs, tiny_dir, batched):
+    # An objective's own parameters (soft-label CE's leaf prototypes and their AdamW moments) come back from
+    # the checkpoint as exactly as the projector's do.
+    arms = ("E_C", "L_C", "H_R")
+    runs = {}
+    for name, fault in (("whole", None), ("killed", "3:2")):
+        spec = make_spec(tmp_path / name, tiny_fs, tiny_dir, arms=arms, batched=batched)
+        spec_path = Path(spec.out_dir) / "spec.json"
+        if fault:
+            assert _worker(spec_path, fault).returncode == -signal.SIGKILL
+        done = _worker(spec_path)
+        assert done.returncode == EXIT_DONE, done.stderr.decode()
+        last = checkpoints.list_checkpoints(Path(spec.out_dir) / "checkpoints")[-1][1]
+        runs[name] = (_finals(Path(spec.out_dir)), load_payload(last)["cells"])
+    (whole, whole_ckpt), (resumed, resumed_ckpt) = runs["whole"], runs["killed"]
+    assert whole.keys() == resumed.keys() and len(whole) == 3
+    for name, state in resumed.items():
+        for k, v in state.items():
+            assert torch.equal(v, whole[name][k]), f"{name}:{k}"
+    for arm in ("E_C", "L_C"):
+        mine, theirs = resumed_ckpt[arm]["prototypes"], whole_ckpt[arm]["prototypes"]
+        assert torch.equal(mine["value"], theirs["value"])
+        assert all(torch.equal(mine["optimizer"][k], theirs["optimizer"][k]) for k in theirs["optimizer"])
+    assert "prototypes" not in whole_ckpt["H_R"]

@@ -65,6 +65,10 @@ def _bits(folder: Path) -> dict[str, bytes]:
         for k, entry in state["optimizer"]["state"].items():
             for name, t in entry.items():
                 out[f"ckpt{epoch}:{cell}:opt{k}:{name}"] = t.numpy().tobytes()
+        if "prototypes" in state:  # an objective's own parameters and their moments
+            out[f"ckpt{epoch}:{cell}:prototypes"] = state["prototypes"]["value"].numpy().tobytes()
+            for name, t in state["prototypes"]["optimizer"].items():
+                out[f"ckpt{epoch}:{cell}:prototypes:{name}"] = t.numpy().tobytes()
     return out
 
 
@@ -160,8 +164,9 @@ def test_only_final_jobs_of_one_study_with_the_same_cells_stack(tmp_path, tiny_f
 
 
 def test_stacked_seeds_of_any_components_equal_their_per_seed_jobs_bit_for_bit(tmp_path, tiny_fs, tiny_dir):
-    # Lorentz and product heads and flat SupCon (the autograd path) stack as the paper's cells do.
-    arms = ("E_R", "L_S", "M_F")
+    # Lorentz and product heads, flat SupCon and soft-label CE with its leaf prototypes (the autograd path)
+    # stack as the paper's cells do.
+    arms = ("E_R", "L_S", "M_F", "E_C", "L_C")
     reference = {}
     for spec in _specs(tmp_path / "alone", tiny_fs, tiny_dir, arms=arms):
         events: list = []
@@ -175,3 +180,4 @@ def test_stacked_seeds_of_any_components_equal_their_per_seed_jobs_bit_for_bit(t
         assert _record(events) == ref_events, f"seed {spec.seed}: events differ"
         bits = _bits(Path(spec.out_dir))
         assert bits.keys() == ref_bits.keys() and all(bits[k] == ref_bits[k] for k in bits)
+        assert {k for k in bits if k.endswith(":prototypes")} == {f"ckpt3:{a}:prototypes" for a in ("E_C", "L_C")}

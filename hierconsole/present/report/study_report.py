@@ -31,7 +31,6 @@ from hierconsole.study.analysis.report_inputs import FamilyInputs, StudyInputs, 
 from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA, STATISTICS_LEGEND
 from hierconsole.styles import EFFECT_DIGITS
 from hierconsole.vocabulary import (
-    ARM_LEGEND,
     BASELINE_LEGEND,
     HIER_METRIC,
     MAP,
@@ -191,7 +190,7 @@ def arms_section(inputs: StudyInputs) -> Section:
         return Section("arms", SECTION_IDS["arms"], [Text(f"No official-test metrics yet (phase {inputs.phase}).", note=True)])
     blocks: list[Block] = [
         Table(_arms_table(inputs, inputs.arms), "mAP per arm: mean ± sample SD over training seeds (baselines after the cells)"),
-        Text(ARM_LEGEND + ". " + (BASELINE_LEGEND + "." if inputs.baselines is not None else ""), note=True),
+        Text(Factorial.spanned(inputs.arms["arm"].to_list()).legend + ". " + (BASELINE_LEGEND + "." if inputs.baselines is not None else ""), note=True),
     ]
     with contextlib.suppress(HierconsoleError):  # a study scored without Recall@K has no such table
         blocks.append(Table(recall_frame(inputs.arms), "Recall@K per arm and level: mean ± SD over seeds"))

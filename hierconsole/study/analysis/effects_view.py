@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from hierconsole.factorial import is_baseline_contrast
+from hierconsole.factorial import Factorial, is_baseline_contrast
 from hierconsole.levels import PAPER_CODES
 from hierconsole.study.analysis.arms import arm_table
 from hierconsole.study.analysis.effects import SimpleEffects, effects_json, omitted_text, simple_effects
@@ -42,6 +42,11 @@ class EffectsView:
     """Whether `aggregation` is a post-hoc re-score rather than the study's registered endpoint."""
     levels: tuple[str, ...] = PAPER_CODES
     """The study's level codes, leaf first (of the table's columns for a per-seed CSV)."""
+
+    @property
+    def factorial(self) -> Factorial:
+        """The factorial the arms span (its legend names the arm codes)."""
+        return Factorial.spanned(self.per_seed["arm"].to_list())
 
     def to_json(self) -> dict[str, Any]:
         """The JSON shape of `hierconsole effects --json`: every number the text form shows."""

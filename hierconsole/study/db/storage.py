@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 VIEWS_KEY = "views_sha256"
 """meta key: the hash of the views last created, so they are re-created only when this version's differ."""
 
@@ -154,6 +154,12 @@ def study_level_rows(study_id: str, plan: LevelPlan) -> list[tuple[str, int, str
 # added two columns to jobs; version 4 only added the replication_stages table, so it re-applies the
 # idempotent schema like version 2; version 5 only added the arm_durations table, likewise; version 6 only
 # added the calibrations and replication_work tables, likewise; version 7 turned the three levels into rows.
+def _add_objective_params(con: duckdb.DuckDBPyConnection) -> None:
+    """Version 8: each run records the parameters its objective adds to the projector's (leaf prototypes,
+    HIER's proxies); runs recorded before it count 0, as none of their objectives but HIER's had any."""
+    con.execute("ALTER TABLE runs ADD COLUMN IF NOT EXISTS objective_params INTEGER DEFAULT 0")
+
+
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     1: _apply_schema,
     2: _add_executor_columns,
@@ -161,6 +167,7 @@ MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     4: _apply_schema,
     5: _apply_schema,
     6: _k_levels,
+    7: _add_objective_params,
 }
 
 _LOCK_RE = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\d+)\)")

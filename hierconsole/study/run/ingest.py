@@ -66,6 +66,7 @@ _RUN_COLUMNS = (
     "tau",
     "trainable_params",
     "init_sha256",
+    "objective_params",
 )
 _EPOCH_COLUMNS = ("run_id", "epoch", "train_loss", "updates", "batch_sha256", "seconds")
 _VAL_COLUMNS = ("run_id", "epoch", "aggregation", "level", "metric", "value")
@@ -126,6 +127,7 @@ def apply_batch(con: duckdb.DuckDBPyConnection, batch: Iterable[tuple[JobRef, It
                     e.tau,
                     e.trainable_params,
                     e.init_sha256,
+                    e.objective_params,
                 )
             elif isinstance(e, ev.Epoch):
                 rid = run_id(job.job_id, e.cell)

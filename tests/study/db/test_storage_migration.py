@@ -42,7 +42,7 @@ def test_a_version_1_store_is_migrated_in_place(fixed_home, tmp_path):
     con.close()
 
     with Store(home) as store:
-        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == str(SCHEMA_VERSION) == "7"
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == str(SCHEMA_VERSION) == "8"
         assert store.rows("SELECT study_id, phase FROM studies ORDER BY study_id") == studies
         assert store.value("SELECT count(*) FROM families") == 0
         assert store.value("SELECT count(*) FROM jobs WHERE executor IS NOT NULL OR node IS NOT NULL") == 0
@@ -62,7 +62,7 @@ def test_a_version_2_store_gains_the_executor_columns(fixed_home, tmp_path):
     con.close()
 
     with Store(home) as store:
-        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "7"
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "8"
         assert store.rows("SELECT job_id, state, attempts FROM jobs ORDER BY job_id") == jobs
         assert store.rows("SELECT DISTINCT executor, node FROM jobs") == [(None, None)]
 
@@ -77,7 +77,7 @@ def test_a_version_3_store_gains_the_replication_table(fixed_home, tmp_path):
     con.close()
 
     with Store(home) as store:
-        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "7"
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "8"
         assert store.rows("SELECT study_id, phase FROM studies ORDER BY study_id") == studies
         assert store.value("SELECT count(*) FROM replication_stages") == 0
 
@@ -92,7 +92,7 @@ def test_a_version_4_store_gains_the_arm_durations_table(fixed_home, tmp_path):
     con.close()
 
     with Store(home) as store:
-        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "7"
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "8"
         assert store.rows("SELECT study_id, phase FROM studies ORDER BY study_id") == studies
         assert store.value("SELECT count(*) FROM arm_durations") == 0
 
@@ -107,7 +107,7 @@ def test_a_version_5_store_gains_the_calibration_tables(fixed_home, tmp_path):
     con.close()
 
     with Store(home) as store:
-        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "7"
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "8"
         assert store.value("SELECT count(*) FROM calibrations") == 0
         assert store.value("SELECT count(*) FROM replication_work") == 0
 
@@ -160,6 +160,7 @@ def _downgrade_to_v6(source: Path, home: Path) -> None:
         "b.fixed_min AS middle_min FROM src.taxonomy_shuffles s "
         "JOIN src.taxonomy_shuffle_edges a ON a.study_id = s.study_id AND a.position = 1 "
         "JOIN src.taxonomy_shuffle_edges b ON b.study_id = s.study_id AND b.position = 2",
+        "runs": "SELECT * EXCLUDE (objective_params) FROM src.runs",  # a column of version 8
     }
     for table in sorted(v6_tables):
         con.execute(f"INSERT INTO {table} BY NAME {special.get(table, f'SELECT * FROM src.{table}')}")
@@ -203,11 +204,11 @@ def test_a_version_6_store_migrates_to_7_and_exports_the_same_bytes(fixed_home, 
     v6_rows = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone() for t in ("tuning", "taxonomy_shuffles", "metrics")}
     con.close()
     assert v6_rows["tuning"] == (2,) and v6_rows["taxonomy_shuffles"] == (1,)
-    with pytest.raises(StoreNeedsUpgradeError, match="schema version 6 and needs an upgrade to 7"):
+    with pytest.raises(StoreNeedsUpgradeError, match="schema version 6 and needs an upgrade to 8"):
         Store(home, read_only=True)
 
     with Store(home) as store:
-        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "7"
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "8"
         tax = tiny_fs.taxonomy
         assert store.rows("SELECT position, code, name, n_groups FROM dataset_levels ORDER BY position") == [
             (i, code, name, n)
@@ -232,3 +233,24 @@ def test_a_version_6_store_migrates_to_7_and_exports_the_same_bytes(fixed_home, 
     assert after.keys() == before.keys()
     for name, data in before.items():
         assert after[name] == data, name
+
+
+def test_a_version_7_store_gains_the_runs_objective_params(fixed_home, tmp_path):
+    home = tmp_path / "home"
+    shutil.copytree(fixed_home, home)
+    _with_tuning_and_shuffle(home)
+    before = _exports(home, tmp_path / "before")
+    con = duckdb.connect(str(db_path(home)))
+    runs = con.execute("SELECT * EXCLUDE (objective_params) FROM runs ORDER BY run_id").fetchall()
+    con.execute("ALTER TABLE runs DROP COLUMN objective_params")
+    con.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+    con.close()
+    with pytest.raises(StoreNeedsUpgradeError, match="schema version 7 and needs an upgrade to 8"):
+        Store(home, read_only=True)
+    with Store(home) as store:
+        assert store.value("SELECT value FROM meta WHERE key = 'schema_version'") == "8"
+        # Every run recorded before counts 0: none of the factorial's objectives had parameters of their own.
+        assert store.rows("SELECT * EXCLUDE (objective_params) FROM runs ORDER BY run_id") == runs
+        assert store.rows("SELECT DISTINCT objective_params FROM runs") == [(0,)]
+    after = _exports(home, tmp_path / "after")
+    assert after == before

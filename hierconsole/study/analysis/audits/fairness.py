@@ -89,7 +89,20 @@ def trainable_parameters(e: FinalCells) -> Check:
     ]
     counts = sorted({r["trainable_params"] for r in runs})
     summary = f"{len(runs)} cells: {counts} trainable parameters; expected {expected:,} for {e.dim}-D input{exempt}"
-    return Check("trainable_parameters", not bad, evidence(summary, bad))
+    return Check("trainable_parameters", not bad, evidence(summary + objectives_add(runs), bad))
+
+
+def objectives_add(runs: list[Row]) -> str:
+    """What the factorial's objectives add to the compared projectors (leaf prototypes): '' when none do.
+    The HIER-style baseline's proxies are its own recipe's, not a factorial objective's, and unnamed here."""
+    added: dict[str, set[int]] = defaultdict(set)
+    for r in runs:
+        if r.get("objective_params") and r["arm"] != HIER_STYLE:
+            added[r["loss"]].add(int(r["objective_params"]))
+    if not added:
+        return ""
+    said = ", ".join(f"{loss} {' or '.join(f'{n:,}' for n in sorted(ns))}" for loss, ns in sorted(added.items()))
+    return f"; objectives add parameters of their own, not compared: {said}"
 
 
 def same_init_within_seed(e: FinalCells) -> Check:
