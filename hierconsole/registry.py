@@ -18,12 +18,16 @@ two more keywords: ``prototype_dist`` [C, B, N], each sample's distance to each 
 ``leaf_labels`` [N, K], each leaf's labels at the trained levels.
 
 A preset names a built-in by its name (`lorentz`) and a component of its own as ``module:Name`` (the module
-importable from the study's working directory or the Python path); the component's code in arm names is
-its class name without underscores (`E_MyLoss`).
+importable from the study's working directory or the Python path), or by the name of an entry point in the
+group ``hierconsole.components`` that an installed package declares (``margin = "mypkg.losses:Margin"``);
+the component's code in arm names is its class name without underscores (`E_MyLoss`, `E_Margin`). A preset
+keeps an entry point as the module:ClassName it names when it is read, so a study never needs the entry
+point again.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import inspect
@@ -98,16 +102,33 @@ def component(kind: Kind, name: str) -> Component:
     builtins = GEOMETRIES if kind == "geometry" else OBJECTIVES
     if name in builtins:
         return builtins[name]
-    module, sep, attr = name.partition(":")
+    target = name if ":" in name else entry_points().get(name, "")
+    module, sep, attr = target.partition(":")
     if not sep or not module or not attr.isidentifier() or not all(p.isidentifier() for p in module.split(".")):
+        if target and target != name:
+            raise ComponentError(f"{kind} {name!r}: its entry point in {ENTRY_POINT_GROUP} names {target!r}, not module:ClassName")
         raise ComponentError(
-            f"unknown {kind} {name!r}: expected one of {', '.join(builtins)}, or module:ClassName for your own"
+            f"unknown {kind} {name!r}: expected one of {', '.join(builtins)}, module:ClassName for your own, "
+            f"or the name of an installed entry point in {ENTRY_POINT_GROUP}"
         )
     code = attr.replace("_", "")
     problem = custom_code_problem(code)
     if problem:
         raise ComponentError(f"{kind} {name!r}: {problem}")
-    return Component(kind, name, code, name, attr)
+    return Component(kind, name, code, target, attr)
+
+
+ENTRY_POINT_GROUP = "hierconsole.components"
+"""The entry-point group an installed package declares its components in (name -> module:ClassName)."""
+
+
+@functools.cache
+def entry_points() -> dict[str, str]:
+    """name -> ``module:ClassName`` of every installed entry point in ENTRY_POINT_GROUP (read from the
+    installed distributions' metadata once a process: nothing is imported)."""
+    from importlib.metadata import entry_points as installed
+
+    return {ep.name: ep.value for ep in installed(group=ENTRY_POINT_GROUP)}
 
 
 def custom_code_problem(code: str) -> str | None:

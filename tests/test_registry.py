@@ -9,10 +9,12 @@ import sys
 import pytest
 
 from hierconsole.registry import (
+    ENTRY_POINT_GROUP,
     GEOMETRIES,
     OBJECTIVES,
     ComponentError,
     component,
+    entry_points,
     load,
     protocol_problem,
 )
@@ -78,3 +80,34 @@ def test_reading_names_and_arms_imports_no_torch():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def installed_components(site, entries: dict[str, str], module: str = "", source: str = "") -> None:
+    """A distribution installed into ``site`` (a folder on the path) that declares ``entries`` in the
+    group hierconsole.components, as `pip install` of a package with that entry point leaves it."""
+    info = site / "hc_test_components-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hc-test-components\nVersion: 0.1\n")
+    lines = "".join(f"{name} = {target}\n" for name, target in entries.items())
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\n{lines}")
+    if module:
+        (site / f"{module}.py").write_text(source)
+
+
+def test_an_installed_entry_point_names_a_component(tmp_path, monkeypatch):
+    installed_components(
+        tmp_path, {"leaf_margin": "hc_margin:Leaf_Margin", "odd": "not a target"}, "hc_margin",
+        "class Leaf_Margin:\n    uses_tau = False\n    def loss(self, dist, labels, *, tau, training):\n        return dist.mean((-2, -1))\n",
+    )  # fmt: skip
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entry_points.cache_clear()
+    try:
+        c = component("objective", "leaf_margin")
+        assert (c.name, c.code, c.target, c.builtin) == ("leaf_margin", "LeafMargin", "hc_margin:Leaf_Margin", False)
+        assert protocol_problem(c) is None
+        with pytest.raises(ComponentError, match="'odd': its entry point in hierconsole.components names 'not a target'"):
+            component("objective", "odd")
+        with pytest.raises(ComponentError, match="or the name of an installed entry point in hierconsole.components"):
+            component("objective", "nowhere")
+    finally:
+        entry_points.cache_clear()

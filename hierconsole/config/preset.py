@@ -153,7 +153,8 @@ class _Factor(Check):
         self.kind, self.paper = kind, paper
         builtins = GEOMETRY_COMPONENTS if kind == "geometry" else OBJECTIVES
         self.expected = (
-            f"1 to {MAX_FACTORS} distinct {kind} names ({', '.join(builtins)}, or module:ClassName of your own)"
+            f"1 to {MAX_FACTORS} distinct {kind} names ({', '.join(builtins)}, module:ClassName of your own, or "
+            "an installed entry point's name)"
         )
 
     def __call__(self, value: Any) -> tuple[str, ...] | None:
@@ -164,7 +165,10 @@ class _Factor(Check):
             if not isinstance(item, str):
                 raise Invalid(f"expected {self.expected}")
             try:
-                names.append(component(self.kind, item).name)
+                # An entry point's name is kept as the module:ClassName it resolves to here, so the study
+                # (and whoever reads it, with the package installed or not) holds what was launched.
+                c = component(self.kind, item)
+                names.append(c.name if c.builtin else c.target)
             except ComponentError as exc:
                 raise Invalid(str(exc)) from None
         if len(set(names)) != len(names):

@@ -9,16 +9,23 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import statistics
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from textual.widgets import Select
 
 from hierconsole.study.db.storage import Store
+from hierconsole.study.read.audits import CHECKS
+from hierconsole.tui.messages import StudyLaunched
+from hierconsole.tui.screens.launch import LaunchDialog
 from tests.e2e.tiny_study import TINY
 from tests.reliability.conftest import cli, one_line_error
-from tests.tui.conftest import make_app, screen_text, settle
+from tests.test_registry import installed_components
+from tests.tui.conftest import make_app, screen_text, settle, shown
+from tests.tui.test_flow import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -187,7 +194,59 @@ async def test_the_console_shows_a_three_by_three_at_80x24_with_no_number_cut(th
                 await settle(pilot, app)
                 text = screen_text(app)
                 assert "…" not in text, (view, text)
-            assert "L_F" in text or "left out at this width" in text  # the runs view names what it leaves out
+            assert "L_C" in text or "left out at this width" in text  # the runs view names what it leaves out
             await pilot.press("3")
             await settle(pilot, app)
             assert "L_R" in screen_text(app)
+
+
+async def test_a_three_by_three_launched_from_the_console_runs_and_passes_its_audits(fixed_copy):
+    """The console's launch dialog takes the factorial as `--set` overrides, as the command line does; the
+    console drives the study to its end and shows its audits and its effects."""
+    messages: list = []
+    overrides = " ".join(
+        THREE_BY_THREE[1::2] + [a for a in TINY[4:] if a != "--set"] + ["evaluation.n_query=20", "compute.device='cpu'"]
+    )
+    with Store(fixed_copy) as store:
+        app = make_app(store, orchestrate=True, tick_interval=0.2)
+        async with app.run_test(size=(100, 40), message_hook=messages.append) as pilot:
+            await settle(pilot, app)
+            await pilot.press("l")
+            await settle(pilot, app)
+            dialog = app.screen
+            assert isinstance(dialog, LaunchDialog)
+            dialog.query_one("#dataset", Select).value = "tiny"
+            dialog.query_one("#seeds").value = "42,2024"
+            dialog.query_one("#epochs").value = "2"
+            dialog.query_one("#set").value = overrides
+            await settle(pilot, app)
+            await pilot.press("ctrl+s")
+            await settle(pilot, app)
+            await pilot.press("y")
+            await wait_for(pilot, lambda: any(isinstance(m, StudyLaunched) for m in messages), "the launch")
+            study_id = next(m.study_id for m in messages if isinstance(m, StudyLaunched))
+            await wait_for(pilot, lambda: getattr(app.current_study(), "phase", None) == "complete", "the study", 300)
+            await pilot.press("4")
+            await settle(pilot, app)
+            assert f"all {len(CHECKS)} checks pass" in shown(app)
+            await pilot.press("3")
+            await settle(pilot, app)
+            assert "geom_R:L-E" in shown(app) and "geom_S:L-H" in shown(app)  # the 3 × 3's contrasts, first of 33
+    with Store(fixed_copy, read_only=True) as store:
+        arms = store.rows("SELECT DISTINCT arm FROM runs WHERE study_id = ? AND kind = 'final' ORDER BY arm", [study_id])
+    assert sorted(a for (a,) in arms) == sorted(f"{g}_{o}" for g in "EHL" for o in "RSC")
+
+
+def test_an_objective_an_installed_package_declares_runs_by_its_entry_point_name(tmp_path):
+    site = tmp_path / "site"
+    installed_components(site, {"leaf_margin": "hc_margin:LeafMargin"}, "hc_margin", OWN_OBJECTIVE)
+    home = tmp_path / "home"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(site), os.environ.get("PYTHONPATH"))))}
+    own = ["--set", 'factorial.losses=["regression","leaf_margin"]']
+    done = cli(home, "run", "demo", "--name", "installed", *TINY, *own, timeout=600, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    study_id = _study_of(home, "installed")
+    assert _audit_results(home, study_id) == {"pass"}
+    assert _effects(home, study_id)["loss_E"]["definition"] == "E_LeafMargin - E_R"
+    manifest = json.loads((home / "studies" / study_id / "components" / "manifest.json").read_text())
+    assert manifest["hc_margin:LeafMargin"]["file"] == "hc_margin.py"  # the study holds what the name named
