@@ -51,11 +51,6 @@ class PrototypeStack:
         self.optimizer: Stepper = make_optimizer([self.value], training, stacked=True)
         self.grad_clip = training.grad_clip
 
-    @property
-    def per_cell(self) -> int:
-        """Parameters each cell's prototypes add."""
-        return self.value[0].numel()
-
     def distances(self, geometry: Geometry, z: Tensor, rows: Tensor | slice, clip_max: float) -> Tensor:
         """[K, B, N] distances of embeddings ``z`` [K, B, D'] to the prototypes of stack rows ``rows``, in
         ``geometry`` (the prototypes mapped into it by its ``embed``)."""

@@ -495,8 +495,8 @@ class FactorialTrainer:
         """Parameters the cell's objective adds to its projector's: leaf prototypes, HIER's proxies."""
         if c.objective is not None:
             return count_trainable(c.objective)
-        prototypes = self._prototype_state(c)
-        return 0 if prototypes is None else prototypes["value"].numel()
+        # One raw prototype of the projector's output width per leaf (engine.prototypes).
+        return self.n_leaves * self.training.out_dim if has_prototypes(c.spec) else 0
 
     def _batch_generator(self) -> torch.Generator:
         gen = torch.Generator(device="cpu")
