@@ -230,9 +230,12 @@ async def test_a_three_by_three_launched_from_the_console_runs_and_passes_its_au
             await settle(pilot, app)
             assert f"all {len(CHECKS)} checks pass" in shown(app)
             await pilot.press("3")
+            app.clear_notifications()  # the launch's toast may still cover the view's last lines
             await settle(pilot, app)
-            assert "geom_R:L-E" in shown(app) and "geom_S:L-H" in shown(app)  # the 3 × 3's contrasts, first of 33
-    with Store(fixed_copy, read_only=True) as store:
+            text = shown(app)
+            assert "geom_R:L-E" in text and "geom_R:L-H" in text, text  # the 3 × 3's contrasts, first of 33
+            await pilot.press("q")  # nothing runs any more: the orchestrator's loop ends and the app exits
+        assert app.loop_done.wait(10)
         arms = store.rows("SELECT DISTINCT arm FROM runs WHERE study_id = ? AND kind = 'final' ORDER BY arm", [study_id])
     assert sorted(a for (a,) in arms) == sorted(f"{g}_{o}" for g in "EHL" for o in "RSC")
 
