@@ -17,6 +17,7 @@ validation scores every level; progress goes out as typed events (`contract.even
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
@@ -435,7 +436,7 @@ class FactorialTrainer:
             cells.append(Cell(cs, model, opt, rng))
             if not batched and has_prototypes(cs):
                 cells[-1].prototypes = PrototypeStack(1, self.n_leaves, training.out_dim, training, self.device, self.dtype)
-                cells[-1].prototypes.load(slice(0, 1), [self._initial_prototypes()])
+                cells[-1].prototypes.load(slice(0, 1), [self._initial_prototypes])
         stacked = [c for c in cells if c.objective is None]
         if batched and stacked:
             if stack is not None and len(stacked) != len(cells):
@@ -453,7 +454,7 @@ class FactorialTrainer:
             self.batched.load(
                 [cast(Projector, c.model).state_dict() for c in stacked],
                 [{"state": {}} for _ in stacked],
-                [self._initial_prototypes() if has_prototypes(c.spec) else None for c in stacked],
+                [self._initial_prototypes if has_prototypes(c.spec) else None for c in stacked],
             )
             for j, c in enumerate(stacked):
                 c.model = c.optimizer = None  # the stacked state is the only copy from here on
@@ -486,8 +487,10 @@ class FactorialTrainer:
             return self.batched.prototype_state(c.stack)
         return None if c.prototypes is None else c.prototypes.state(0)
 
+    @functools.cached_property
     def _initial_prototypes(self) -> dict[str, Any]:
-        """The prototypes every prototype cell of this seed starts from, in the per-cell state layout."""
+        """The prototypes every prototype cell of this seed starts from, in the per-cell state layout (drawn
+        once; each cell's load copies them)."""
         value = initial_prototypes(self.spec.seed, self.n_leaves, self.training.out_dim)
         return {"value": value.to(self.device, self.dtype), "optimizer": {}}
 

@@ -50,11 +50,12 @@ class RankingMetrics:
         """`NDCG@k` and `mistake_severity@k` for each k: the means over the queries each is defined for
         (NaN where none is), with `NDCG_queries@k` and `mistake_queries@k`, how many those are."""
         out: dict[str, float] = {}
-        for name, values in (("NDCG", self.ndcg), ("mistake_severity", self.mistake_severity)):
+        metrics = (("NDCG", "NDCG_queries", self.ndcg), ("mistake_severity", "mistake_queries", self.mistake_severity))
+        for name, count, values in metrics:
             for i, k in enumerate(self.ks):
                 defined = values[~np.isnan(values[:, i]), i]
                 out[f"{name}@{k}"] = float(defined.mean()) if defined.size else float("nan")
-                out[f"{'NDCG' if name == 'NDCG' else 'mistake'}_queries@{k}"] = int(defined.size)
+                out[f"{count}@{k}"] = int(defined.size)
         return out
 
 
