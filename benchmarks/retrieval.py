@@ -31,8 +31,9 @@ from sklearn.metrics import average_precision_score
 
 from hierconsole.datasets import CUB_SIZED_CONFIG, make_synthetic, qg_perturbation
 from hierconsole.engine.geometry import make_geometry
-from hierconsole.engine.retrieval import DEFAULT_KS, Unit, evaluate, evaluate_units, usable_cores
+from hierconsole.engine.retrieval import DEFAULT_KS, Unit, evaluate, evaluate_units
 from hierconsole.levels import Levels
+from hierconsole.metrics.cores import usable_cores
 
 N_QUERY = 870
 QG_SEEDS = (42, 2024, 3407)

@@ -22,6 +22,8 @@ from hierconsole.config.options import Invalid
 from hierconsole.config.preset import CURVATURE
 from hierconsole.errors import InputError
 from hierconsole.levels import MAX_LEVELS, MIN_LEVELS, PAPER_CODES, Levels, default_level_names
+from hierconsole.metrics.names import MetricSet
+from hierconsole.metrics.results import HIERARCHY
 from hierconsole.plurals import counted
 from hierconsole.present.json_output import json_text
 from hierconsole.vocabulary import (
@@ -50,6 +52,13 @@ def _ks(value: str) -> tuple[int, ...]:
     if not ks or any(k < 1 for k in ks) or len(set(ks)) != len(ks):
         raise argparse.ArgumentTypeError(f"expected distinct positive integers like 1,5,10,20; got {value!r}")
     return ks
+
+
+def _metrics(value: str) -> MetricSet:
+    try:
+        return MetricSet.parse(tuple(p.strip() for p in value.split(",") if p.strip()))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 DEFAULT_CURVATURE = 1.0
@@ -109,6 +118,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=RECALL_KS,
         metavar="K,K,...",
         help=f"Recall@K cut-offs (default {','.join(map(str, RECALL_KS))})",
+    )
+    p.add_argument(
+        "--metrics",
+        type=_metrics,
+        default=None,
+        metavar="NAME,NAME,...",
+        help="the hierarchical metrics of hierconsole.metrics besides the strict ones: H-AP, ASI (HAPPIER's), "
+        "NDCG@K, mistake_severity@K, CPCC (e.g. H-AP,NDCG@10,mistake_severity@1,CPCC), printed under "
+        f"{HIERARCHY!r}; ranked by the same distance",
     )
     p.add_argument("--json", action="store_true", help="print the metrics as JSON instead of a table")
     p.set_defaults(func=_score)
@@ -248,8 +266,15 @@ def _score(args: argparse.Namespace) -> int:
         torch.from_numpy(query), torch.from_numpy(gallery), q_labels, g_labels, geometry, ks=args.ks, levels=levels
     )
     metrics = evaluation.aggregate(args.aggregate)
+    tree_wide = _tree_wide(args, geometry, query, gallery, q_labels, g_labels)
     if args.json:
-        print(json_text({level: {k: _json_value(v) for k, v in m.items()} for level, m in metrics.items()}, indent=None), end="")
+        out: dict[str, dict[str, float | int | None]] = {
+            level: {k: _json_value(v) for k, v in m.items()} for level, m in metrics.items()
+        }
+        if tree_wide:
+            out[HIERARCHY] = {name: _json_value(v) for name, (v, _) in tree_wide.items()}
+            out[HIERARCHY].update({f"{name} queries": n for name, (_, n) in tree_wide.items()})
+        print(json_text(out, indent=None), end="")
         return 0
     # A level's positives cross the next finer level's groups: "Genus (cross-class)".
     shown = {code: names[0] if i == 0 else f"{names[i]} (cross-{names[i - 1].lower()})" for i, code in enumerate(levels.codes)}
@@ -276,7 +301,47 @@ def _score(args: argparse.Namespace) -> int:
             row.append(str(m["groups"]))
         table.add_row(*row)
     output_console().print(table)
+    if tree_wide:
+        wide = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0, 0, 1), title="the whole tree")
+        for column in ("metric", "value", "queries"):
+            wide.add_column(column, justify="left" if column == "metric" else "right", no_wrap=True)
+        for name, (value, n) in tree_wide.items():
+            wide.add_row(name, _cell(value), "-" if name == "CPCC" else str(n))
+        output_console().print(wide)
     return 0
+
+
+def _tree_wide(
+    args: argparse.Namespace,
+    geometry: object,
+    query: np.ndarray,
+    gallery: np.ndarray,
+    q_labels: np.ndarray,
+    g_labels: np.ndarray,
+) -> dict[str, tuple[float, int]]:
+    """--metrics' tree-wide metrics: name -> (mean, queries it is over), through hierconsole.metrics."""
+    wanted = args.metrics
+    names = [n for n in wanted.names if not wanted.per_level(n)] if wanted is not None else []
+    if not names:
+        return {}
+    from hierconsole.metrics import evaluate
+    from hierconsole.metrics.distances import Poincare
+
+    if args.geometry == POINCARE:
+        # The points the strict metrics were scored on: projected onto the ball as the engine does.
+        import torch
+
+        project = geometry.ball.projx  # type: ignore[attr-defined]
+        query, gallery = (project(torch.from_numpy(a)).numpy() for a in (query, gallery))
+        distance: object = Poincare(args.curvature)
+    else:
+        distance = "euclidean"
+    try:
+        r = evaluate(query, gallery, q_labels, g_labels, metrics=names, geometry=distance, aggregate=args.aggregate)  # type: ignore[arg-type]
+    except ValueError as exc:  # e.g. CPCC of fewer than three leaves
+        raise InputError(args.npz, str(exc)) from exc
+    means, counts = r.to_dict()[HIERARCHY], r.defined()[HIERARCHY]
+    return {name: (means[name], counts[name]) for name in names}
 
 
 def _json_value(v: float | int) -> float | int | None:

@@ -23,7 +23,7 @@ from hierconsole.engine.baselines import baseline_embeddings
 from hierconsole.engine.determinism import configure_device
 from hierconsole.engine.geometry import Geometry, Poincare, ball_radius, make_geometry, norm_bound
 from hierconsole.engine.hier_style import HierBall
-from hierconsole.engine.retrieval import Unit, evaluate_units, usable_cores
+from hierconsole.engine.retrieval import Unit, evaluate_units
 from hierconsole.engine.trainer import (
     Cancelled,
     Emit,
@@ -33,6 +33,7 @@ from hierconsole.engine.trainer import (
     load_indices,
     resolve_device,
 )
+from hierconsole.metrics.cores import usable_cores
 from hierconsole.vocabulary import BASELINE_SEED, EUCLIDEAN, JobKind
 
 

@@ -25,7 +25,6 @@ Conventions, fixed here once:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from torch import Tensor
 
 from hierconsole.engine.geometry import EVAL_CLIP, Geometry
 from hierconsole.levels import MAX_LEVELS, MIN_LEVELS, Levels, default_hier
+from hierconsole.metrics.ranking import sortable_keys as _sortable_keys
 from hierconsole.vocabulary import (
     AGGREGATIONS,
     HIER_METRIC,
@@ -254,22 +254,6 @@ def rank_order(dist: Tensor) -> Tensor:
     return torch.argsort(sortable, dim=-1, stable=True)
 
 
-def _sortable_keys(dist: np.ndarray) -> np.ndarray:
-    """rank_order's int32 keys in NumPy, whose elementwise integer ops are several times faster on CPU.
-
-    Distances from ``Geometry.pairwise`` are already finite and >= 0, whose bit patterns sort as they
-    are; NaN and negative values, when present, are mapped as in rank_order.
-    """
-    sortable = dist + np.float32(0.0)  # a copy, and -0.0 becomes +0.0
-    nan = np.isnan(sortable)
-    if nan.any():
-        sortable[nan] = np.inf
-    keys = sortable.view(np.int32)
-    if (keys < 0).any():  # negative floats (and -inf): flip their magnitude bits
-        keys ^= (keys >> 31) & 0x7FFFFFFF
-    return keys
-
-
 def _packed_sort(keys: np.ndarray) -> np.ndarray:
     """Stable argsort of int32 keys [q, G] (G < 2^31) as one unstable sort of unique int64 values.
 
@@ -482,14 +466,6 @@ class Unit:
     geometry: Geometry
     labels_key: Hashable | None = None
     levels: Levels | None = None  # the label columns' levels (default: the default levels of their count)
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on (its affinity mask, not the machine's count)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def unit_bytes(n_queries: int, n_gallery: int, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> int:

@@ -1,18 +1,55 @@
-"""Hierarchical retrieval metrics as a library: NumPy arrays in, numbers out; no home, store, console or
-torch. Labels are ``[n, K]`` integer codes, one column per taxonomy level, leaf first (a row's codes are
-its leaf and its ancestors); two items' tree distance is the height of their lowest common ancestor,
-``taxonomy.relation_codes``: 0 for the same leaf, k when they first share level k (0-based), K when they
-share none.
+"""Hierarchical retrieval metrics as a library: NumPy arrays (or torch tensors) in, numbers out; no home,
+store, console or torch. Labels are ``[n, K]`` integer codes of a tree, one column per level, leaf first;
+two items' tree distance is the height of their lowest common ancestor (0 the same leaf, h when they first
+share level h, K when they share none).
 
-- :func:`ranking_metrics`: hierarchical NDCG@k and mistake severity@k of a query set against a gallery,
-  ranked by increasing distance, equal distances by gallery index (the rule of every hierconsole ranking).
+- :func:`evaluate`: strict per-level mAP and R@k, H-AP and ASI (HAPPIER), hierarchical NDCG@k, mistake
+  severity@k and CPCC of a query set against a gallery, exact, streamed over query chunks; a
+  :class:`Results` of per-query values and their micro or group-macro means.
 - :func:`cpcc`: the cophenetic correlation of class centroids with the tree.
 
-The study's strict per-level mAP and Recall@K are `hierconsole.engine.retrieval` (torch).
+Every ranking orders the gallery by increasing distance, equal distances by gallery index (`ranking`).
+`evaluate`, `cpcc` and the distances are loaded on first use: they import numba (compiled passes), which
+the study's engine, reading `ranking` and `cores` only, does not need.
 """
 
-from hierconsole.metrics.cpcc import cpcc
-from hierconsole.metrics.distances import DISTANCES, pairwise_distances
-from hierconsole.metrics.ranking import GAINS, RankingMetrics, ranking_metrics
+from __future__ import annotations
 
-__all__ = ["DISTANCES", "GAINS", "RankingMetrics", "cpcc", "pairwise_distances", "ranking_metrics"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from hierconsole.metrics.names import DEFAULT_METRICS, GAINS, METRIC_NAMES
+from hierconsole.metrics.results import HIERARCHY, Results
+
+if TYPE_CHECKING:
+    from hierconsole.metrics.cophenetic import cpcc
+    from hierconsole.metrics.distances import DISTANCES, pairwise_distances, poincare
+    from hierconsole.metrics.evaluation import evaluate
+
+__all__ = [
+    "DEFAULT_METRICS",
+    "DISTANCES",
+    "GAINS",
+    "HIERARCHY",
+    "METRIC_NAMES",
+    "Results",
+    "cpcc",
+    "evaluate",
+    "pairwise_distances",
+    "poincare",
+]
+
+
+_LAZY = {
+    "evaluate": "hierconsole.metrics.evaluation",
+    "cpcc": "hierconsole.metrics.cophenetic",
+    "DISTANCES": "hierconsole.metrics.distances",
+    "pairwise_distances": "hierconsole.metrics.distances",
+    "poincare": "hierconsole.metrics.distances",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'hierconsole.metrics' has no attribute {name!r}")

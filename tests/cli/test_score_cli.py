@@ -265,3 +265,43 @@ def test_bad_five_level_files_exit_2_naming_the_problem(tmp_path, capsys, change
     err = " ".join(captured.err.split())
     assert captured.out == "" and expected in err and "Traceback" not in err
     assert err.startswith("error: ")
+
+
+# -- the hierarchical metrics of hierconsole.metrics ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("geometry", "aggregate"), [("euclidean", "micro"), ("poincare", "macro")])
+def test_metrics_adds_the_tree_wide_metrics_equal_to_the_library(tmp_path, capsys, geometry, aggregate):
+    from hierconsole.metrics import evaluate as library_evaluate
+    from hierconsole.metrics.distances import Poincare as LibraryPoincare
+
+    arrays = _five_level_arrays()
+    path = _write(tmp_path, **arrays, level_names=np.array(FIVE))
+    names = "H-AP,ASI,NDCG@10,mistake_severity@1,CPCC"
+    out = _run_json(capsys, str(path), "--metrics", names, "--geometry", geometry, "--aggregate", aggregate, "--curvature", "1.5")
+    assert list(out)[:5] == ["species", "genus", "family", "order", "class"] or len(out) == 6
+    tree = out["hierarchy"]
+    q, g = arrays["query"], arrays["gallery"]
+    if geometry == "poincare":  # the library on the points the CLI projects onto the ball
+        ball = Poincare(c=1.5)
+        q, g = (ball.ball.projx(torch.from_numpy(a)).numpy() for a in (q, g))
+    want = library_evaluate(
+        q, g, arrays["query_labels"], arrays["gallery_labels"], metrics=names.split(","),
+        geometry=LibraryPoincare(1.5) if geometry == "poincare" else "euclidean", aggregate=aggregate,
+    )
+    for name in names.split(","):
+        assert tree[name] == pytest.approx(want.to_dict()["hierarchy"][name], abs=1e-12)
+    assert tree["H-AP queries"] == want.defined()["hierarchy"]["H-AP"]
+    # The table prints them too.
+    assert main(["score", str(path), "--metrics", "H-AP,mistake_severity@1"]) == 0
+    text = capsys.readouterr().out
+    assert "the whole tree" in text and "H-AP" in text and "mistake_severity@1" in text
+
+
+@pytest.mark.parametrize("value", ["H-AP,HAP", "NDCG@0", "", "ASI,ASI"])
+def test_bad_metrics_exit_2_naming_it(tmp_path, capsys, value):
+    path = _write(tmp_path, **_arrays(6))
+    with pytest.raises(SystemExit) as exc:
+        main(["score", str(path), "--metrics", value])
+    assert exc.value.code == 2
+    assert "--metrics" in capsys.readouterr().err

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from hierconsole.metrics.distances import Distance, pairwise_distances
-from hierconsole.metrics.ranking import as_embeddings, as_labels
+from hierconsole.metrics.distances import Distance, to_gallery
+from hierconsole.metrics.labels import as_embeddings, as_labels
 from hierconsole.taxonomy import relation_codes
+
+PAIRS_PER_BLOCK = 2**22
+"""Pairs of leaves a block holds (its distances and tree distances: about 100 MiB of temporaries)."""
 
 
 def cpcc(embeddings: np.ndarray, labels: np.ndarray, *, distance: str | Distance = "euclidean") -> float:
@@ -30,12 +33,34 @@ def cpcc(embeddings: np.ndarray, labels: np.ndarray, *, distance: str | Distance
     if not np.array_equal(rows[inverse], lab):
         bad = int(np.flatnonzero((rows[inverse] != lab).any(axis=1))[0])
         raise ValueError(f"labels row {bad}: leaf {lab[bad, 0]} has other ancestors than in row {first[inverse[bad]]}")
-    sums = np.zeros((leaves.size, x.shape[1]))
-    np.add.at(sums, inverse, x)
-    centroids = sums / np.bincount(inverse)[:, None]
-    upper = np.triu_indices(leaves.size, k=1)
-    between = pairwise_distances(centroids, centroids, distance)[upper]
-    tree = relation_codes(rows, rows)[upper].astype(np.float64)
-    if between.std() == 0 or tree.std() == 0:
+    order = np.argsort(inverse, kind="stable")
+    sizes = np.bincount(inverse)
+    sums = np.add.reduceat(x[order].astype(np.float64), np.cumsum(sizes) - sizes, axis=0)
+    centroids = (sums / sizes[:, None]).astype(x.dtype)
+    # Pearson's r over the n (n - 1) / 2 pairs i < j, in blocks of rows and in two passes (the means,
+    # then the centred sums, as np.corrcoef), so that 10^4 leaves need no [n, n] or pair-index arrays.
+    distances_to = to_gallery(distance, centroids)
+    n = leaves.size
+    block = max(1, PAIRS_PER_BLOCK // n)
+
+    def pairs():  # (centroid distances, tree distances) of the pairs i < j, a block of rows i at a time
+        for start in range(0, n - 1, block):
+            stop = min(start + block, n - 1)
+            d = distances_to(centroids[start:stop], None).astype(np.float64)
+            t = relation_codes(rows[start:stop], rows).astype(np.float64)
+            upper = np.arange(n)[None, :] > np.arange(start, stop)[:, None]
+            yield d[upper], t[upper]
+
+    count = n * (n - 1) // 2
+    sum_d = sum_t = 0.0
+    for d, t in pairs():
+        sum_d, sum_t = sum_d + d.sum(), sum_t + t.sum()
+    mean_d, mean_t = sum_d / count, sum_t / count
+    dd = tt = dt = 0.0
+    for d, t in pairs():
+        d -= mean_d
+        t -= mean_t
+        dd, tt, dt = dd + (d * d).sum(), tt + (t * t).sum(), dt + (d * t).sum()
+    if dd == 0 or tt == 0:
         return float("nan")
-    return float(np.corrcoef(between, tree)[0, 1])
+    return float(dt / np.sqrt(dd * tt))
