@@ -22,8 +22,12 @@ MAX_LEVELS = 12
 PAPER_CODES: tuple[str, str, str] = ("leaf", "middle", "high")
 """The codes of every three-level taxonomy (the paper's), finest first."""
 
-RESERVED_CODES = frozenset({"hier"})
-"""Codes a level cannot take: `hier` is the hier score's row beside the levels."""
+WHOLE_TREE = "hierarchy"
+"""The level under which the metrics that read the whole tree (H-AP, ASI, NDCG@k, mistake severity@k,
+CPCC: `hierconsole.metrics`) are stored and reported beside the levels."""
+RESERVED_CODES = frozenset({"hier", WHOLE_TREE})
+"""Codes a level cannot take: `hier` is the hier score's row beside the levels, `hierarchy` the whole
+tree's."""
 
 _CODE = re.compile(r"[a-z][a-z0-9]*")
 

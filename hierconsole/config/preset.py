@@ -39,6 +39,7 @@ from hierconsole.config.options import (
 from hierconsole.errors import ConfigError
 from hierconsole.factorial import Factorial, arm_codes, arm_of
 from hierconsole.levels import MAX_LEVELS, MIN_LEVELS
+from hierconsole.metrics.names import MetricSet
 from hierconsole.names import name_problem
 from hierconsole.registry import (
     GEOMETRIES as GEOMETRY_COMPONENTS,
@@ -194,6 +195,30 @@ class _Baselines(Check):
         return tuple(b for b in BASELINES if b in chosen)
 
 
+class _WholeTreeMetrics(Check):
+    """`hierconsole.metrics` names scored over the whole tree beside the strict per-level metrics."""
+
+    expected = "an array of metric names: H-AP, ASI, NDCG@K, mistake_severity@K, CPCC (K a positive integer)"
+
+    def __call__(self, value: Any) -> tuple[str, ...]:
+        if not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
+            raise Invalid(f"expected {self.expected}")
+        if not all(isinstance(v, str) for v in value):
+            raise Invalid(f"expected {self.expected}; every name is a string")
+        names = tuple(value)
+        try:
+            parsed = MetricSet.parse(names) if names else None
+        except ValueError as exc:
+            raise Invalid(str(exc)) from None
+        strict = [n for n in names if MetricSet.per_level(n)]
+        if strict:
+            raise Invalid(
+                f"{', '.join(strict)}: mAP and R@K are scored at every level always; name only the whole "
+                f"tree's metrics ({self.expected})"
+            )
+        return names if parsed is not None else ()
+
+
 NONE: Final = "none"
 """The value that clears an optional target or expected count: TOML has no null, and a family whose
 members draw other splits than its base (CUB's Genus-disjoint outer splits), or a shipped preset run on
@@ -344,6 +369,19 @@ class EvaluationConfig:
     pca_whiten: bool = option(
         Bool(), False, doc="pca baseline: scale each principal axis to unit variance (off: the axes keep theirs)"
     )
+    metrics: tuple[str, ...] | None = option(
+        Optional(_WholeTreeMetrics()),
+        None,
+        doc="metrics of the whole tree scored beside the strict per-level ones, on the same Q/G "
+        "perturbations after the lock, with their effects: H-AP and ASI (HAPPIER's), NDCG@K, "
+        "mistake_severity@K, CPCC (hierconsole.metrics; e.g. [\"H-AP\", \"NDCG@10\"]); default none",
+        omit_none=True,
+    )
+
+    @property
+    def whole_tree(self) -> tuple[str, ...]:
+        """The whole tree's metrics this study scores (none unless `metrics` names them)."""
+        return self.metrics or ()
     hier_levels: tuple[LevelRef, ...] | None = option(
         Optional(_LevelRefs("the levels the hier score averages")),
         None,

@@ -33,6 +33,8 @@ from hierconsole.engine.trainer import (
     load_indices,
     resolve_device,
 )
+from hierconsole.engine.whole_tree import whole_tree_metrics
+from hierconsole.levels import WHOLE_TREE
 from hierconsole.metrics.cores import usable_cores
 from hierconsole.vocabulary import BASELINE_SEED, EUCLIDEAN, JobKind
 
@@ -130,9 +132,15 @@ def run_evaluation(
         for scored in embedded
         for qseed, (qpos, gpos) in positions.items()
     ]
-    for (scored, qseed), result in zip(cells, evaluate_units(units, workers=workers), strict=True):
+    whole_tree = spec.preset.evaluation.whole_tree
+    for (scored, qseed), unit, result in zip(cells, units, evaluate_units(units, workers=workers), strict=True):
         if should_stop():
             raise Cancelled("stopped during evaluation")
+        metrics = {level: {k: float(v) for k, v in m.items()} for level, m in result.aggregate(spec.aggregation).items()}
+        if whole_tree:
+            metrics[WHOLE_TREE] = whole_tree_metrics(
+                whole_tree, spec.aggregation, unit.query_emb, unit.gallery_emb, *_labels(unit), scored.geometry
+            )
         emit(
             metrics_event(
                 run_id=scored.run_id,
@@ -141,12 +149,13 @@ def run_evaluation(
                 perturbation=qseed,
                 aggregation=spec.aggregation,
                 posthoc=rescoring and spec.aggregation != registered,
-                metrics={
-                    level: {k: float(v) for k, v in m.items()}
-                    for level, m in result.aggregate(spec.aggregation).items()
-                },
+                metrics=metrics,
             )
         )
+
+
+def _labels(unit: Unit) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.as_tensor(unit.q_labels), torch.as_tensor(unit.g_labels)
 
 
 @dataclass(frozen=True)

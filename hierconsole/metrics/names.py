@@ -20,6 +20,11 @@ GAINS = ("exp", "linear")
 _RANKED = re.compile(rf"^({RECALL}|{NDCG}|{SEVERITY})@([1-9][0-9]*)$")
 
 
+def whole_tree_metric(name: str) -> bool:
+    """Whether ``name`` is a metric of the whole tree (H-AP, ASI, NDCG@k, mistake_severity@k, CPCC)."""
+    return name in (HAP, ASI, CPCC) or bool(_RANKED.match(name)) and not name.startswith(f"{RECALL}@")
+
+
 @dataclass(frozen=True)
 class MetricSet:
     """The parsed metric names of one call."""
@@ -48,7 +53,7 @@ class MetricSet:
             elif name not in (MAP, HAP, ASI, CPCC):
                 raise ValueError(f"unknown metric {name!r}: use {', '.join(METRIC_NAMES)} (k a positive integer)")
         if len(set(names)) != len(names):
-            raise ValueError(f"metrics names {sorted({n for n in names if names.count(n) > 1})[0]!r} twice")
+            raise ValueError(f"{sorted({n for n in names if names.count(n) > 1})[0]!r} is named twice")
         return cls(
             names=names,
             map=MAP in names,

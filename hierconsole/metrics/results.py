@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from hierconsole.levels import WHOLE_TREE
 from hierconsole.vocabulary import AGGREGATIONS, MACRO, MICRO, Aggregation
 
-HIERARCHY = "hierarchy"
+HIERARCHY = WHOLE_TREE
 """The key of the metrics that read the whole tree (H-AP, ASI, NDCG@k, mistake severity@k, CPCC)."""
 
 

@@ -122,7 +122,7 @@ ACTIONS: tuple[Action, ...] = (
     Action("runs.delete", "x", "delete", "runs", "delete", "delete the selected study, after confirmation"),
     Action("run_detail.back", "escape", "close", "run_detail", "back", "return to the run queue"),
     Action("effects.level", "m", "metric", "effects", "next_level", "cycle hier, the levels above the leaf, the leaf"),
-    Action("effects.measure", "k", "mAP/R@K", "effects", "next_measure", "cycle mAP, R@1, R@5, R@10, R@20"),
+    Action("effects.measure", "k", "mAP/R@K", "effects", "next_measure", "cycle mAP, R@1, R@5, R@10, R@20, then the whole tree's metrics the study scores"),
     Action(
         "effects.aggregation", "a", "aggregation", "effects", "next_aggregation", "micro / macro if re-scored"
     ),

@@ -232,7 +232,7 @@ def test_bad_inputs_say_what_is_wrong_before_any_work():
     cases = [
         (dict(metrics=("mAP", "R@0")), "unknown metric 'R@0'"),
         (dict(metrics=("HAP",)), "unknown metric 'HAP'"),
-        (dict(metrics=("mAP", "mAP")), "'mAP' twice"),
+        (dict(metrics=("mAP", "mAP")), "'mAP' is named twice"),
         (dict(gain="log"), "unknown gain 'log'"),
         (dict(relevance="flat"), "unknown relevance 'flat'"),
         (dict(geometry="cosine"), "unknown distance 'cosine'"),

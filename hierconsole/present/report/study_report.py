@@ -99,6 +99,15 @@ def _effects_table(effects: SimpleEffects, names: list[str], metrics: list[str])
     return frame.select([c for c in keep if c in frame.columns and c != "ci95_boot_seed"])
 
 
+WHOLE_TREE_TITLE = "The whole tree's metrics (evaluation.metrics)"
+
+
+def _whole_tree(inputs: StudyInputs, present: set[str]) -> list[str]:
+    """The whole tree's metrics the study declares (`evaluation.metrics`) that its tables hold: a metric no
+    query was defined for in some cell is left out of them."""
+    return [m for m in inputs.preset["evaluation"].get("metrics") or () if m in present]
+
+
 def _levels_fact(inputs: StudyInputs) -> str:
     levels = levels_from(inputs)
     if levels.is_paper:
@@ -192,6 +201,9 @@ def arms_section(inputs: StudyInputs) -> Section:
         Table(_arms_table(inputs, inputs.arms), "mAP per arm: mean ± sample SD over training seeds (baselines after the cells)"),
         Text(Factorial.spanned(inputs.arms["arm"].to_list()).legend + ". " + (BASELINE_LEGEND + "." if inputs.baselines is not None else ""), note=True),
     ]
+    tree = _whole_tree(inputs, set(inputs.arms["metric"].to_list()))
+    if tree:
+        blocks.append(Table(arms_frame(inputs.arms, tree), f"{WHOLE_TREE_TITLE} per arm: mean ± sample SD over training seeds"))
     with contextlib.suppress(HierconsoleError):  # a study scored without Recall@K has no such table
         blocks.append(Table(recall_frame(inputs.arms), "Recall@K per arm and level: mean ± SD over seeds"))
     blocks.append(_figure("recall", inputs, "Recall@K against K per level; bands: 95 % t interval over seeds."))
@@ -210,6 +222,9 @@ def effects_section(inputs: StudyInputs) -> Section:
         Text(STATISTICS_LEGEND + ".", note=True),
         _figure("effects", inputs, "Effects of hier mAP: open circles per seed, diamond the mean, upper bar the 95 % t interval, lower bar the 95 % bootstrap."),
     ]
+    tree = _whole_tree(inputs, set(inputs.effects))
+    if tree:
+        blocks.append(Table(_effects_table(inputs.effects, factorial, tree), f"{WHOLE_TREE_TITLE}: simple effects and the interaction, paired within seed", EFFECT_DIGITS))
     if inputs.omitted:
         blocks.append(Text(inputs.omitted, note=True))
     baseline_names = sorted({n for m in metrics for n in inputs.effects[m] if is_baseline_contrast(n)})

@@ -19,7 +19,7 @@ import polars as pl
 
 from hierconsole.errors import InputError
 from hierconsole.factorial import GEOMETRY_CODES, OBJECTIVE_CODES, arm_codes, cells_in_order
-from hierconsole.levels import PAPER_CODES, PAPER_LEVELS, LevelPlan, Levels
+from hierconsole.levels import PAPER_CODES, PAPER_LEVELS, WHOLE_TREE, LevelPlan, Levels
 from hierconsole.vocabulary import (
     ARMS,
     BASELINE_SEED,
@@ -196,6 +196,23 @@ def split_column(column: str) -> tuple[str, str]:
     return level, metric
 
 
+def column_of(level: str, metric: str) -> str:
+    """The per-seed column of a stored (level, metric): ``{level}_{metric}``, or the metric's own name for
+    the whole tree's metrics (``H-AP``, ``NDCG@10``, ...), which belong to no level."""
+    return metric if level == WHOLE_TREE else f"{level}_{metric}"
+
+
+def _defined_whole_tree(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` without the whole tree's metrics that are undefined for some row (a metric no query of a
+    cell is defined for, e.g. mistake severity@1 of a model whose every first item is its query's leaf):
+    left out of the tables rather than stopping every other metric's."""
+    tree = df.filter(pl.col("level") == WHOLE_TREE)
+    if tree.is_empty():
+        return df
+    undefined = tree.filter(pl.col("value").is_null() | pl.col("value").is_nan())["metric"].unique().to_list()
+    return df.filter(~((pl.col("level") == WHOLE_TREE) & pl.col("metric").is_in(undefined)))
+
+
 def _is_ranking(metric: str) -> bool:
     return metric == MAP or (metric.startswith("R@") and metric[2:].isdigit())
 
@@ -301,6 +318,7 @@ def per_perturbation_from_long(
         raise ValueError(f"unknown level(s) to exclude: {', '.join(unknown)}")
     if excluded:
         df = df.filter(~pl.col("level").is_in(list(excluded)))
+    df = _defined_whole_tree(df)
     problems = []
     for c in _UNIFORM_COLUMNS:
         if c in df.columns and df[c].n_unique() > 1:
@@ -318,7 +336,7 @@ def per_perturbation_from_long(
             bad.append(f"unknown arm {row['arm']!r}")
         if seed is None:
             bad.append(f"seed {row['seed']!r} is not an integer")
-        if row["level"] not in codes:
+        if row["level"] not in codes and row["level"] != WHOLE_TREE:
             bad.append(f"unknown level {row['level']!r} (valid: {', '.join(codes)})")
         value = row["value"]
         if value is None or not math.isfinite(float(value)):
@@ -327,7 +345,7 @@ def per_perturbation_from_long(
             problems.append(f"{where} (arm {row['arm']}, seed {row['seed']}): " + "; ".join(bad))
             continue
         assert arm is not None and seed is not None  # a None one was added to `bad` above
-        column = f"{row['level']}_{row['metric']}"
+        column = column_of(row["level"], row["metric"])
         cell = cells.setdefault((arm, seed, row["perturbation"]), {})
         if column in cell:
             problems.append(
@@ -455,6 +473,7 @@ def _baseline_cells(
         raise InputError(
             source, [f"missing column {c!r}" for c in missing], hint=f"need {', '.join(LONG_COLUMNS)}"
         )
+    df = _defined_whole_tree(df)
     problems = []
     cells: dict[tuple[str, int, object], dict[str, float]] = {}
     for i, row in enumerate(df.select(LONG_COLUMNS).iter_rows(named=True)):
@@ -470,7 +489,7 @@ def _baseline_cells(
             problems.append(f"{where}: value of {row['level']}_{row['metric']} is {value}")
         else:
             cell = cells.setdefault((row["arm"], int(row["seed"]), row["perturbation"]), {})
-            column = f"{row['level']}_{row['metric']}"
+            column = column_of(row["level"], row["metric"])
             if column in cell:
                 problems.append(f"{where}: duplicate {column} for perturbation {row['perturbation']}")
             cell[column] = float(value)

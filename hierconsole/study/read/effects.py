@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from hierconsole.metrics.names import whole_tree_metric
 from hierconsole.study.analysis.arms import arm_table
 from hierconsole.study.analysis.effects import omitted_text
 from hierconsole.study.analysis.effects_view import EffectsView as EffectsView
@@ -44,6 +45,11 @@ def study_effects(
     )
 
 
+def whole_tree_columns(per_seed: pl.DataFrame) -> tuple[str, ...]:
+    """The per-seed table's columns of the whole tree's metrics (`evaluation.metrics`), in their order."""
+    return tuple(c for c in metric_columns(per_seed) if whole_tree_metric(c))
+
+
 def effects_so_far(
     store: Store, study_id: str | None, scored: pl.DataFrame, metric: str, measure: str, aggregation: str | None
 ) -> tuple[EffectsView, pl.DataFrame | None] | None:
@@ -58,6 +64,8 @@ def effects_so_far(
         base = base.filter(pl.col("seed").is_in([BASELINE_SEED, *scored["seed"].unique().to_list()]))
     levels = None if study_id is None else study_levels(store, study_id).levels
     view = effects_view(scored, source=f"study {study_id}", metrics=[metric], baselines=base, levels=levels)
+    if whole_tree_metric(measure):  # one value per arm: the arm table above has it, no level table
+        return view, None
     columns = [m for m in metric_columns(scored) if m.endswith(f"_{measure}")]
     return view, arm_table(scored, columns, baselines=base) if base is not None else None
 

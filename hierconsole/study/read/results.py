@@ -10,6 +10,7 @@ import polars as pl
 
 from hierconsole.datasets import splits
 from hierconsole.errors import HierconsoleError, NotFoundError
+from hierconsole.levels import WHOLE_TREE
 from hierconsole.study.analysis.frames import ANALYSIS_TABLES as ANALYSIS_TABLES
 from hierconsole.study.analysis.frames import FAMILY_TABLES as FAMILY_TABLES
 from hierconsole.study.analysis.frames import POSTHOC_TABLES as POSTHOC_TABLES
@@ -105,9 +106,9 @@ def metrics_long(
     which = f"arm IN ({sql_list(arms)})" if arms is not None else f"arm NOT IN ({sql_list(BASELINES)})"
     return store.frame(
         "SELECT seed, arm, perturbation, level, metric, value FROM metrics "
-        f"WHERE study_id = ? AND aggregation = ? AND metric IN ({sql_list(RANKING_METRICS)}) "
+        f"WHERE study_id = ? AND aggregation = ? AND (metric IN ({sql_list(RANKING_METRICS)}) OR level = ?) "
         f"AND {which} ORDER BY seed, arm, perturbation, level, metric",
-        [study_id, agg],
+        [study_id, agg, WHOLE_TREE],
     )
 
 

@@ -17,6 +17,7 @@ from textual.widgets import Static
 
 from hierconsole.contract.events import EventKind
 from hierconsole.errors import HierconsoleError
+from hierconsole.levels import WHOLE_TREE
 from hierconsole.locations import report_path
 from hierconsole.present.levels import PAPER, level_choices, levels_in_columns
 from hierconsole.present.render import minimum_width, render
@@ -37,7 +38,7 @@ from hierconsole.study.read import (
     study_levels,
     study_progress,
 )
-from hierconsole.study.read.effects import EffectsView, effects_so_far
+from hierconsole.study.read.effects import EffectsView, effects_so_far, whole_tree_columns
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
 from hierconsole.tui.actions import bindings_for
 from hierconsole.tui.screens.base import ConsoleScreen, view_width, while_open
@@ -57,8 +58,9 @@ MEASURES = RANKING_METRICS
 
 
 def metric_name(level: str, measure: str) -> str:
-    """The per-seed column: hier exists for mAP only (mean of the non-leaf levels' mAP, never the leaf)."""
-    return f"{level}_{measure}"
+    """The per-seed column: hier exists for mAP only (mean of the non-leaf levels' mAP, never the leaf); a
+    metric of the whole tree is its own column."""
+    return measure if level == WHOLE_TREE else f"{level}_{measure}"
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,9 @@ class AnalysisScreen(ConsoleScreen):
 
     RELOAD_ON = frozenset({"study"})
     RELOAD_ON_EVENTS = frozenset({EventKind.METRICS, EventKind.DONE})
+    WHOLE_TREE_MEASURES = False
+    """Whether the measure picker goes on to the whole tree's metrics (Effects: yes; Redistribution, which
+    reads every level, no)."""
 
     @dataclass
     class Loaded(Message):
@@ -108,6 +113,8 @@ class AnalysisScreen(ConsoleScreen):
         self.aggregations: list[str] = []
         self.level_choices: tuple[str, ...] = LEVEL_CHOICES
         """The levels the picker cycles, from the levels the study's tables name (leaf first)."""
+        self.measures: tuple[str, ...] = MEASURES
+        """The measures the picker cycles: the ranking metrics, then (Effects) the whole tree's the study scores."""
         self._shown: AnalysisScreen.Loaded | None = None
 
     def laid_out_width(self) -> int:
@@ -155,9 +162,14 @@ class AnalysisScreen(ConsoleScreen):
             levels = levels_in_columns(message.per_seed.columns)
             hier = None if message.hier is None else tuple(c for c in message.hier if c in levels.codes)
             self.level_choices = level_choices(levels, hier or None)
-            if level not in self.level_choices:  # a level of the study shown before
-                level = self.level_choices[0]
-        self.selection = Selection(level, self.selection.measure, message.aggregation)
+            if self.WHOLE_TREE_MEASURES:
+                self.measures = MEASURES + whole_tree_columns(message.per_seed)
+            if level not in self.level_choices and not (level == WHOLE_TREE and self.selection.measure in self.measures):
+                level = self.level_choices[0]  # a level of the study shown before
+        measure = self.selection.measure if self.selection.measure in self.measures else MAP
+        if measure == MAP and level == WHOLE_TREE:
+            level = self.level_choices[0]
+        self.selection = Selection(level, measure, message.aggregation)
         self._shown = message
         self._show(message)
 
@@ -224,9 +236,14 @@ class AnalysisScreen(ConsoleScreen):
         self.reload()
 
     def action_next_measure(self) -> None:
-        measure = MEASURES[(MEASURES.index(self.selection.measure) + 1) % len(MEASURES)]
+        measures = self.measures if self.selection.measure in self.measures else MEASURES
+        measure = measures[(measures.index(self.selection.measure) + 1) % len(measures)]
         level = self.selection.level
-        if measure != MAP and level == HIER_SCORE:
+        if measure not in MEASURES:  # a metric of the whole tree: it has no level
+            level = WHOLE_TREE
+        elif level == WHOLE_TREE:
+            level = self.level_choices[0] if measure == MAP else self.level_choices[1]
+        elif measure != MAP and level == HIER_SCORE:
             level = self.level_choices[1]
         self.selection = Selection(level, measure, self.selection.aggregation)
         self.reload()
@@ -234,6 +251,7 @@ class AnalysisScreen(ConsoleScreen):
 
 class EffectsScreen(AnalysisScreen):
     SCOPE = "effects"
+    WHOLE_TREE_MEASURES = True
     BINDINGS = bindings_for(SCOPE)
 
     def analyse(self, per_seed: pl.DataFrame, selection: Selection) -> object:
@@ -325,6 +343,9 @@ class EffectsScreen(AnalysisScreen):
         self.app.call_from_thread(self.notify, f"wrote the report to {path}", title="report", timeout=15)
 
     def action_next_level(self) -> None:
+        if self.selection.level == WHOLE_TREE:
+            self.notify(f"{self.selection.measure} is a metric of the whole tree: it has no levels", title="level")
+            return
         levels = self.level_choices if self.selection.measure == MAP else self.level_choices[1:]
         current = self.selection.level if self.selection.level in levels else levels[-1]
         level = levels[(levels.index(current) + 1) % len(levels)]
