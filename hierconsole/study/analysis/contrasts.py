@@ -19,7 +19,8 @@ from typing import Any
 import polars as pl
 
 from hierconsole.errors import HierconsoleError
-from hierconsole.levels import PAPER_CODES
+from hierconsole.levels import PAPER_CODES, WHOLE_TREE
+from hierconsole.metrics.names import whole_tree_metric
 from hierconsole.study.analysis.paired import PairedSummary, summary_schema
 from hierconsole.study.analysis.per_seed import LevelsLike, arms_present, codes_of, normalize_arm
 from hierconsole.vocabulary import HIER_METRIC, HIER_SCORE, MAP, RANKING_METRICS
@@ -83,13 +84,16 @@ class StudyContrast:
 def metric_columns(metric: str, levels: LevelsLike = PAPER_CODES) -> dict[str, str]:
     """level -> per-seed column for a contrast of `metric` (`hier_mAP`/`mAP`: every level and hier;
     `R@K`: every level), over the studies' `levels` (default: leaf, middle, high)."""
+    if whole_tree_metric(metric):  # one row: the whole tree's
+        return {WHOLE_TREE: metric}
     base = contrast_measure(metric)
     codes = codes_of(levels)
     if base not in RANKING_METRICS:
         raise HierconsoleError(
             f"--metric {metric!r} is not a contrast metric\n  fix: use one of "
             f"{', '.join([HIER_METRIC, *RANKING_METRICS[1:]])} (levels are always {', '.join(codes)}"
-            f"{', hier' if base == MAP else ''})"
+            f"{', hier' if base == MAP else ''}), or a metric of the whole tree the studies score (H-AP, "
+            "ASI, NDCG@K, mistake_severity@K, CPCC)"
         )
     columns = {level: f"{level}_{base}" for level in codes}
     if base == MAP:
@@ -104,6 +108,8 @@ def contrast_measure(metric: str) -> str:
 
 def contrast_caption(metric: str) -> str:
     """What the rows of a contrast of `metric` are: "mAP per level and the hier score" or "R@5 per level"."""
+    if whole_tree_metric(metric):
+        return f"{metric} of the whole tree"
     base = contrast_measure(metric)
     return f"{base} per level" + (" and the hier score" if base == MAP else "")
 

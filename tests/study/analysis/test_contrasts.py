@@ -87,3 +87,19 @@ def test_contrast_rows_carry_the_intervals_and_tests_in_json_and_frames():
     frame = contrasts_frame([result])
     assert frame.columns[-len(EVIDENCE_KEYS) :] == list(EVIDENCE_KEYS)
     assert frame.row(0, named=True)["seeds_to_resolve"] == row.evidence.seeds_to_resolve
+
+
+def test_a_metric_of_the_whole_tree_contrasts_in_one_row_per_arm_pair():
+    from hierconsole.study.analysis.contrasts import contrast_caption, contrast_tables, metric_columns
+
+    def table(offset: float) -> pl.DataFrame:
+        rows = [{"arm": arm, "seed": s, "leaf_mAP": 0.5, "H-AP": 0.1 * i + offset + 0.01 * s} for i, arm in enumerate(("E_R", "H_S")) for s in (1, 2)]
+        return pl.DataFrame(rows)
+
+    assert metric_columns("H-AP") == {"hierarchy": "H-AP"}
+    assert contrast_caption("mistake_severity@1") == "mistake_severity@1 of the whole tree"
+    got = contrast_tables(table(0.3), table(0.1), a="A", b="B", metric="H-AP")
+    assert [(r.arm_a, r.level) for r in got.rows] == [("E_R", "hierarchy"), ("H_S", "hierarchy")]
+    for r in got.rows:
+        assert r.mean == pytest.approx(0.2, abs=1e-12)
+    assert got.to_json()["rows"][0]["metric"] == "H-AP"
