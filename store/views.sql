@@ -12,7 +12,7 @@ CREATE OR REPLACE VIEW per_seed_metrics AS
 WITH base AS (
     SELECT study_id, aggregation, seed, arm, level, metric, avg(value) AS value
     FROM metrics
-    WHERE NOT posthoc AND (metric IN (${ranking_metrics}) OR level = '${whole_tree}')
+    WHERE NOT posthoc AND metric IN (${ranking_metrics})
     GROUP BY ALL
 ),
 hier AS (

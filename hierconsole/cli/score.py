@@ -21,9 +21,8 @@ from hierconsole.cli.output import output_console
 from hierconsole.config.options import Invalid
 from hierconsole.config.preset import CURVATURE
 from hierconsole.errors import InputError
-from hierconsole.levels import MAX_LEVELS, MIN_LEVELS, PAPER_CODES, Levels, default_level_names
+from hierconsole.levels import MAX_LEVELS, MIN_LEVELS, PAPER_CODES, WHOLE_TREE, Levels, default_level_names
 from hierconsole.metrics.names import MetricSet
-from hierconsole.metrics.results import HIERARCHY
 from hierconsole.plurals import counted
 from hierconsole.present.json_output import json_text
 from hierconsole.vocabulary import (
@@ -126,7 +125,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="NAME,NAME,...",
         help="the hierarchical metrics of hierconsole.metrics besides the strict ones: H-AP, ASI (HAPPIER's), "
         "NDCG@K, mistake_severity@K, CPCC (e.g. H-AP,NDCG@10,mistake_severity@1,CPCC), printed under "
-        f"{HIERARCHY!r}; ranked by the same distance",
+        f"{WHOLE_TREE!r}; ranked by the same distance",
     )
     p.add_argument("--json", action="store_true", help="print the metrics as JSON instead of a table")
     p.set_defaults(func=_score)
@@ -272,8 +271,8 @@ def _score(args: argparse.Namespace) -> int:
             level: {k: _json_value(v) for k, v in m.items()} for level, m in metrics.items()
         }
         if tree_wide:
-            out[HIERARCHY] = {name: _json_value(v) for name, (v, _) in tree_wide.items()}
-            out[HIERARCHY].update({f"{name} queries": n for name, (_, n) in tree_wide.items()})
+            out[WHOLE_TREE] = {name: _json_value(v) for name, (v, _) in tree_wide.items()}
+            out[WHOLE_TREE].update({f"{name} queries": n for name, (_, n) in tree_wide.items()})
         print(json_text(out, indent=None), end="")
         return 0
     # A level's positives cross the next finer level's groups: "Genus (cross-class)".
@@ -340,7 +339,7 @@ def _tree_wide(
         r = evaluate(query, gallery, q_labels, g_labels, metrics=names, geometry=distance, aggregate=args.aggregate)  # type: ignore[arg-type]
     except ValueError as exc:  # e.g. CPCC of fewer than three leaves
         raise InputError(args.npz, str(exc)) from exc
-    means, counts = r.to_dict()[HIERARCHY], r.defined()[HIERARCHY]
+    means, counts = r.to_dict()[WHOLE_TREE], r.defined()[WHOLE_TREE]
     return {name: (means[name], counts[name]) for name in names}
 
 

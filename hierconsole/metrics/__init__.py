@@ -9,8 +9,9 @@ share level h, K when they share none).
 - :func:`cpcc`: the cophenetic correlation of class centroids with the tree.
 
 Every ranking orders the gallery by increasing distance, equal distances by gallery index (`ranking`).
-`evaluate`, `cpcc` and the distances are loaded on first use: they import numba (compiled passes), which
-the study's engine, reading `ranking` and `cores` only, does not need.
+Every name is loaded on first use: `evaluate`, `cpcc` and the distances import numba (compiled passes) and
+the results NumPy, which the study's engine (reading `ranking` and `cores`) and the light commands (reading
+`names`, as the preset's checks do) do not need.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from hierconsole.metrics.names import DEFAULT_METRICS, GAINS, METRIC_NAMES
-from hierconsole.metrics.results import HIERARCHY, Results
 
 if TYPE_CHECKING:
     from hierconsole.metrics.cophenetic import cpcc
     from hierconsole.metrics.distances import DISTANCES, pairwise_distances, poincare
     from hierconsole.metrics.evaluation import evaluate
+    from hierconsole.metrics.results import HIERARCHY, Results
 
 __all__ = [
     "DEFAULT_METRICS",
@@ -46,6 +47,8 @@ _LAZY = {
     "DISTANCES": "hierconsole.metrics.distances",
     "pairwise_distances": "hierconsole.metrics.distances",
     "poincare": "hierconsole.metrics.distances",
+    "HIERARCHY": "hierconsole.metrics.results",
+    "Results": "hierconsole.metrics.results",
 }
 
 

@@ -69,7 +69,10 @@ def test_presets_and_families_complete_for_run(tmp_path):
 def test_set_keys_come_from_the_preset_schema(tmp_path):
     # Every option of the preset's document, and the options it leaves out while they are unset (the levels,
     # the factorial, other geometries' temperature: not hashed then, so the paper's presets keep their hashes).
-    unset = ("training.levels", "evaluation.hier_levels", "factorial.geometries", "factorial.losses", "temperature.others")
+    unset = (
+        "training.levels", "evaluation.hier_levels", "evaluation.metrics", "factorial.geometries", "factorial.losses",
+        "temperature.others",
+    )
     keys = {*_flat_keys(load_preset("demo").to_dict()), *unset}
     got, _ = complete("hierconsole run demo --set training.l", tmp_path)
     assert got == {f"{k}=" for k in keys if k.startswith("training.l")} and "training.lr=" in got

@@ -10,7 +10,6 @@ from collections.abc import Iterable, Sequence
 from string import Template
 
 from hierconsole.factorial import CONTRASTS, REDISTRIBUTION_CONTRASTS
-from hierconsole.levels import WHOLE_TREE
 from hierconsole.locations import resource_dir
 from hierconsole.vocabulary import ARMS, HIER_SCORE, MAP, RANKING_METRICS, JobKind
 
@@ -31,11 +30,10 @@ def kind_order(column: str) -> str:
 
 
 def substitutions() -> dict[str, str]:
-    """The domain words of views.sql. No level is among them but the whole tree's (its metrics' rows):
-    the views read each study's levels from `study_levels`, so one rendering serves every depth."""
+    """The domain words of views.sql. No level is among them: the views read each study's levels from
+    `study_levels`, so one rendering serves every depth."""
     return {
         "ranking_metrics": sql_list(RANKING_METRICS),
-        "whole_tree": WHOLE_TREE,
         "hier": HIER_SCORE,
         "map": MAP,
         "arms": sql_list(ARMS),
