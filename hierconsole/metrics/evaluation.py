@@ -1,10 +1,11 @@
 """`evaluate`: every metric of a query set against a gallery, exact, streamed over query chunks.
 
 Each chunk of queries is ranked against the whole gallery once (`ranking`), and one compiled pass down
-each ranking computes every metric (`scan`): no [Q, G] matrix is ever held, so a 10^6-item gallery costs a chunk's temporaries (the memory
-budget) per worker thread beyond the embeddings. Chunks are scored on worker threads (the distance
-product, the sort and NumPy's kernels release the GIL); each chunk's numbers are the same whatever the
-number of workers.
+each ranking computes every metric (`scan`): no [Q, G] matrix is ever held, so a 10^6-item gallery costs
+the chunks' temporaries (the memory budget) beyond the embeddings. Chunks are scored on worker threads
+(the distances, the sort and the pass release the GIL). Under the built-in distances a query's numbers
+are the same bits whatever its chunk and the number of workers (`distances`); a distance function of
+one's own is called per chunk, and its last bits may follow the chunk's shape.
 """
 
 from __future__ import annotations
