@@ -59,12 +59,20 @@ def evaluate(
     leaf first. ``geometry`` is ``euclidean``, ``poincare`` (curvature 1), or a function (x [n, D], y [m, D])
     -> [n, m] distances (e.g. ``distances.poincare(c)``). ``level_names`` name the levels of the result
     (default: their indices, 0 the leaf). ``gain`` is NDCG's; ``relevance`` and ``alpha`` H-AP's
-    (`scan.relevance`). ``workers`` threads score chunks of queries (default: the usable cores), all within
+    (`relevance`). ``workers`` threads score chunks of queries (default: the usable cores), all within
     ``memory_budget`` bytes of temporaries.
 
     ValueError, naming the argument, for anything malformed, before any work.
     """
     wanted = MetricSet.parse(metrics)
+    if gain not in GAINS:
+        raise ValueError(f"unknown gain {gain!r}: use one of {', '.join(GAINS)}")
+    if relevance not in RELEVANCES:
+        raise ValueError(f"unknown relevance {relevance!r}: use one of {', '.join(RELEVANCES)}")
+    if not alpha > 0:
+        raise ValueError(f"alpha must be > 0, not {alpha}")
+    if aggregate not in AGGREGATIONS:
+        raise ValueError(f"aggregate must be one of {', '.join(AGGREGATIONS)}, got {aggregate!r}")
     q, g = as_embeddings(query, "query"), as_embeddings(gallery, "gallery")
     if q.shape[1] != g.shape[1] or g.shape[0] == 0:
         raise ValueError(f"query and gallery must be [Q, D] and [G, D] with G > 0; got {q.shape} and {g.shape}")
@@ -76,16 +84,8 @@ def evaluate(
     levels = tuple(range(tree.k)) if level_names is None else tuple(level_names)
     if len(levels) != tree.k or len(set(levels)) != tree.k:
         raise ValueError(f"level_names must name the {tree.k} levels once each, leaf first; got {list(levels)}")
-    if gain not in GAINS:
-        raise ValueError(f"unknown gain {gain!r}: use one of {', '.join(GAINS)}")
-    if relevance not in RELEVANCES:
-        raise ValueError(f"unknown relevance {relevance!r}: use one of {', '.join(RELEVANCES)}")
-    if not alpha > 0:
-        raise ValueError(f"alpha must be > 0, not {alpha}")
-    if aggregate not in AGGREGATIONS:
-        raise ValueError(f"aggregate must be one of {', '.join(AGGREGATIONS)}, got {aggregate!r}")
     distance = resolve(geometry)
-    centroids = cpcc(g, g_lab, distance=distance) if wanted.cpcc else None  # fails before the long part
+    cpcc_value = cpcc(g, g_lab, distance=distance) if wanted.cpcc else None  # fails before the long part
     workers = max(1, usable_cores() if workers is None else int(workers))
 
     n_q, n_g = q.shape[0], g.shape[0]
@@ -108,9 +108,8 @@ def evaluate(
             scratch.heights = np.empty((rows_per_chunk, n_g), dtype=np.uint8)
         rows = stop - start
         dist = distances_to(q[start:stop], scratch.dist[:rows])
-        heights = tree.heights(start, stop, out=scratch.heights[:rows])
+        heights, counts = tree.chunk(start, stop, out=scratch.heights[:rows])
         ranked = ranked_heights(dist, heights, out=scratch.packed[:rows], index=index)
-        counts = tree.counts(start, stop)
         rel = relevance_of(counts, relevance, alpha)
         parts = (ap, recall, hap, asi, ndcg, severity)
         scan(ranked, counts, rel, recall_ks, head_ks, gain == "exp", *(a[start:stop] for a in parts))
@@ -139,6 +138,6 @@ def evaluate(
         per_level=per_level,
         per_query=per_query,
         query_labels=q_lab,
-        cpcc=centroids,
+        cpcc=cpcc_value,
         aggregate=aggregate,
     )

@@ -94,20 +94,19 @@ class Tree:
         self.query_leaf = inverse[: len(query_labels)]
         self.gallery_leaf = inverse[len(query_labels) :]
         self.n_leaves = leaves.size
+        self._per_leaf = np.bincount(self.gallery_leaf, minlength=self.n_leaves)
+        """The gallery items of each leaf."""
 
-    def heights(self, start: int, stop: int, out: np.ndarray | None = None) -> np.ndarray:
-        """uint8 [stop - start, G]: the tree distance of queries start..stop to every gallery item."""
+    def chunk(self, start: int, stop: int, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """For queries start..stop: uint8 [rows, G] their tree distance to every gallery item (in ``out``
+        when given), and int64 [rows, K + 1] how many gallery items lie at each tree distance; both read
+        from one [rows, leaves] table of the queries' leaves against every leaf."""
         table = relation_codes(self.leaf_rows[self.query_leaf[start:stop]], self.leaf_rows).astype(np.uint8)
-        return np.take(table, self.gallery_leaf, axis=1, out=out)
-
-    def counts(self, start: int, stop: int) -> np.ndarray:
-        """int64 [stop - start, K + 1]: how many gallery items lie at each tree distance from each query."""
-        per_leaf = np.bincount(self.gallery_leaf, minlength=self.n_leaves)
-        table = relation_codes(self.leaf_rows[self.query_leaf[start:stop]], self.leaf_rows).astype(np.int64)
-        cells = table + (self.k + 1) * np.arange(stop - start)[:, None]
-        weights = np.broadcast_to(per_leaf, table.shape).ravel()
+        heights = np.take(table, self.gallery_leaf, axis=1, out=out)
+        cells = table.astype(np.int64) + (self.k + 1) * np.arange(stop - start)[:, None]
+        weights = np.broadcast_to(self._per_leaf, table.shape).ravel()
         counts = np.bincount(cells.ravel(), weights=weights, minlength=(stop - start) * (self.k + 1))
-        return counts.astype(np.int64).reshape(stop - start, self.k + 1)
+        return heights, counts.astype(np.int64).reshape(stop - start, self.k + 1)
 
 
 def _not_a_tree(labels: np.ndarray, n_query: int, row: int, other: int, level: int) -> None:
