@@ -139,7 +139,13 @@ def run_evaluation(
         metrics = {level: {k: float(v) for k, v in m.items()} for level, m in result.aggregate(spec.aggregation).items()}
         if whole_tree:
             metrics[WHOLE_TREE] = whole_tree_metrics(
-                whole_tree, spec.aggregation, unit.query_emb, unit.gallery_emb, *_labels(unit), scored.geometry
+                whole_tree,
+                spec.aggregation,
+                unit.query_emb,
+                unit.gallery_emb,
+                unit.q_labels,
+                unit.g_labels,
+                scored.geometry,
             )
         emit(
             metrics_event(
@@ -152,10 +158,6 @@ def run_evaluation(
                 metrics=metrics,
             )
         )
-
-
-def _labels(unit: Unit) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.as_tensor(unit.q_labels), torch.as_tensor(unit.g_labels)
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,12 @@ def whole_tree_metrics(
     aggregation: str,
     query: Tensor,
     gallery: Tensor,
-    q_labels: Tensor,
-    g_labels: Tensor,
+    q_labels: Tensor | np.ndarray,
+    g_labels: Tensor | np.ndarray,
     geometry: Geometry,
 ) -> dict[str, float]:
-    """{metric: its mean under ``aggregation``} (NaN where no query is defined for it)."""
+    """{metric: its mean under ``aggregation``} (NaN where no query is defined for it); tensors on any
+    device, which the library takes to the CPU."""
     # Imported here: the library's compiled passes need numba, which a worker scoring a study without
     # these metrics (and a GPU machine that carries only torch, numpy and geoopt) never loads.
     from hierconsole.metrics.evaluation import evaluate
@@ -38,10 +39,10 @@ def whole_tree_metrics(
     # One worker: with a BLAS product inside the distances, a query's last bits follow its chunk's shape,
     # which one worker and the default budget keep the same at every evaluation and re-score.
     result = evaluate(
-        query.detach().cpu().numpy(),
-        gallery.detach().cpu().numpy(),
-        q_labels.cpu().numpy(),
-        g_labels.cpu().numpy(),
+        query,
+        gallery,
+        q_labels,
+        g_labels,
         metrics=tuple(names),
         geometry=distances,
         aggregate=aggregation,  # type: ignore[arg-type]
