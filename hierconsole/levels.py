@@ -29,6 +29,13 @@ RESERVED_CODES = frozenset({"hier", WHOLE_TREE})
 """Codes a level cannot take: `hier` is the hier score's row beside the levels, `hierarchy` the whole
 tree's."""
 
+
+def column_of(level: str, metric: str) -> str:
+    """The per-seed column of a (level, metric): ``{level}_{metric}``, or the metric's own name for the
+    whole tree's metrics (``H-AP``, ``NDCG@10``, ...), which belong to no level."""
+    return metric if level == WHOLE_TREE else f"{level}_{metric}"
+
+
 _CODE = re.compile(r"[a-z][a-z0-9]*")
 
 

@@ -19,7 +19,7 @@ import polars as pl
 
 from hierconsole.errors import InputError
 from hierconsole.factorial import GEOMETRY_CODES, OBJECTIVE_CODES, arm_codes, cells_in_order
-from hierconsole.levels import PAPER_CODES, PAPER_LEVELS, WHOLE_TREE, LevelPlan, Levels
+from hierconsole.levels import PAPER_CODES, PAPER_LEVELS, WHOLE_TREE, LevelPlan, Levels, column_of
 from hierconsole.vocabulary import (
     ARMS,
     BASELINE_SEED,
@@ -194,12 +194,6 @@ def split_column(column: str) -> tuple[str, str]:
     metric such as ``R@10`` neither); ("", column) when it has no `_`."""
     level, _, metric = column.rpartition("_")
     return level, metric
-
-
-def column_of(level: str, metric: str) -> str:
-    """The per-seed column of a stored (level, metric): ``{level}_{metric}``, or the metric's own name for
-    the whole tree's metrics (``H-AP``, ``NDCG@10``, ...), which belong to no level."""
-    return metric if level == WHOLE_TREE else f"{level}_{metric}"
 
 
 def _defined_whole_tree(df: pl.DataFrame) -> pl.DataFrame:

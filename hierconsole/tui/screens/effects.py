@@ -17,7 +17,7 @@ from textual.widgets import Static
 
 from hierconsole.contract.events import EventKind
 from hierconsole.errors import HierconsoleError
-from hierconsole.levels import WHOLE_TREE
+from hierconsole.levels import WHOLE_TREE, column_of
 from hierconsole.locations import report_path
 from hierconsole.present.levels import PAPER, level_choices, levels_in_columns
 from hierconsole.present.render import minimum_width, render
@@ -60,7 +60,7 @@ MEASURES = RANKING_METRICS
 def metric_name(level: str, measure: str) -> str:
     """The per-seed column: hier exists for mAP only (mean of the non-leaf levels' mAP, never the leaf); a
     metric of the whole tree is its own column."""
-    return measure if level == WHOLE_TREE else f"{level}_{measure}"
+    return column_of(level, measure)
 
 
 @dataclass(frozen=True)
