@@ -4,9 +4,12 @@ Several specs (final jobs of the seeds of one study) are trained in this one pro
 computation (`engine.stacked`); each job keeps its own folder, lock, heartbeat, events and exit record,
 as if it ran alone.
 
-Started with `--standby` instead of a spec, it imports the engine (torch, geoopt: seconds) first and then
-reads its spec's path from standard input, so that an orchestrator can start it before the job exists
-and a launch pays no start-up; standard input closing before a path arrives ends it (EXIT_UNUSED).
+Started with `--standby` instead of a spec, it is a fork server: it imports the engine (torch, geoopt:
+seconds) once, says `ready` on standard output, and then forks one worker per spec path it reads on
+standard input, answering each with the worker's PID (`_serve`). Each fork is a fresh process holding
+nothing but the imports, so no job sees state another left behind, and a launch pays no start-up. It
+ends (EXIT_UNUSED) when its standard input closes, as it does when the orchestrator dies; the workers it
+forked run on.
 
 It never opens the store. It appends typed events (`contract.events`) as JSON lines to `events.jsonl`
 beside its spec (the orchestrator tails that file and can replay it after a crash) and touches
@@ -17,6 +20,7 @@ Exit statuses: `contract.exit_status`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -35,6 +39,7 @@ from hierconsole.contract.exit_status import (
 )
 from hierconsole.contract.jobspec import JobSpec
 from hierconsole.contract.liveness import claim_job_lock
+from hierconsole.contract.standby import READY, STANDBY_FLAG, STANDBY_NAME, WORKER_NAME
 from hierconsole.errors import HierconsoleError
 from hierconsole.locations import study_dir
 from hierconsole.registry import COMPONENTS_FOLDER
@@ -78,23 +83,74 @@ def _heartbeat(path: Path, stop: threading.Event) -> None:
         path.touch()
 
 
-def _await_spec() -> Path | None:
-    """A standby's wait: the engine imported, then one line naming the spec. Output goes to the job's
-    worker log from then on, as it would for a worker started for that job."""
+def _name_process(name: str) -> None:
+    with contextlib.suppress(OSError):  # Linux only; the name is for people, nothing reads it back
+        Path("/proc/self/comm").write_text(name)
+
+
+def _serve(home: Path) -> Path | None:
+    """A standby's life: import the engine, then fork a worker for each spec path read on standard input
+    and answer with its PID. Returns in a forked worker (the spec it is to run, its output already going
+    to the job's log); None in the standby itself once its input closes.
+
+    A worker is forked twice over (standby -> intermediate -> worker), and the intermediate exits at once,
+    so that the worker is handed to the orchestrator, which asked to adopt orphans just for the hand-off
+    (`study.executors.standby`): the orchestrator is then its parent as it is a cold worker's, and reaps
+    its exit status. The PID is answered only after the intermediate is reaped, when that has happened."""
     import hierconsole.engine.evaluator  # noqa: F401 - the imports a launch would otherwise wait for
     import hierconsole.engine.trainer  # noqa: F401
 
-    line = sys.stdin.readline().strip()
-    if not line:
+    _name_process(STANDBY_NAME)
+    try:
+        os.write(1, READY + b"\n")
+    except BrokenPipeError:  # the orchestrator died while we imported
         return None
-    spec_path = Path(line)
+    while line := sys.stdin.buffer.readline():
+        spec_path = Path(os.fsdecode(line.rstrip(b"\n")))
+        read_pid, write_pid = os.pipe()
+        try:
+            intermediate = os.fork()
+        except OSError as exc:
+            os.close(read_pid)
+            os.close(write_pid)
+            os.write(1, f"error {exc.strerror}\n".encode())
+            continue
+        if intermediate == 0:
+            os.close(read_pid)
+            try:
+                worker = os.fork()
+            except OSError:
+                os._exit(1)
+            if worker == 0:
+                os.close(write_pid)
+                _become_worker(spec_path)
+                return spec_path
+            os.write(write_pid, f"{worker}\n".encode())
+            os._exit(0)
+        os.close(write_pid)
+        with os.fdopen(read_pid, "rb") as answer:
+            pid = answer.read().strip()
+        os.waitpid(intermediate, 0)
+        try:
+            os.write(1, b"%s\n" % pid if pid else b"error fork\n")
+        except BrokenPipeError:  # the orchestrator died during the hand-off: the worker runs on, adoptable
+            return None
+    return None
+
+
+def _become_worker(spec_path: Path) -> None:
+    """In a forked worker: a worker's name (before its session: a process named as its standby and leading
+    a session is the standby), a session of its own (as a cold worker's `start_new_session`), no input,
+    and output to the job's worker log, as a worker started for that job has."""
+    _name_process(WORKER_NAME)
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
     log = os.open(spec_path.parent / layout.WORKER_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
-    sys.stdout.flush()
-    sys.stderr.flush()
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
-    return spec_path
 
 
 class _Job:
@@ -117,21 +173,22 @@ class _Job:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hierconsole.engine.worker")
     parser.add_argument("--home", type=Path, required=True, help="the home the spec's paths are relative to")
-    parser.add_argument("--standby", action="store_true", help="import the engine, then read SPEC from stdin")
+    parser.add_argument(STANDBY_FLAG, action="store_true", help="import the engine, then fork a worker for each SPEC read from stdin")
     parser.add_argument("spec", type=Path, nargs="*", help="job specs; several are trained as one stack")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if slow_start := os.environ.get(SLOW_START_ENV):
-        time.sleep(float(slow_start))
     spec_paths: list[Path] = args.spec
     if args.standby:
         if spec_paths:
-            parser.error("--standby takes its spec from stdin, not the command line")
-        received = _await_spec()
+            parser.error("--standby takes its specs from stdin, not the command line")
+        received = _serve(args.home)
         if received is None:
             return EXIT_UNUSED
         spec_paths = [received]
     elif not spec_paths:
         parser.error("a SPEC path is required (or --standby)")
+    _name_process(WORKER_NAME)
+    if slow_start := os.environ.get(SLOW_START_ENV):
+        time.sleep(float(slow_start))
     jobs: list[_Job] = []
     for spec_path in spec_paths:
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from hierconsole.study.executors.standby import STANDBY_FLAG
+from hierconsole.contract.standby import STANDBY_FLAG, WORKER_NAME
 
 PROC = Path("/proc")
 
@@ -25,6 +25,32 @@ def cmdline(pid: int) -> str:
         return (PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+def _name_and_session(pid: int) -> tuple[str, int] | None:
+    try:
+        text = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    name, _, rest = text.rpartition(")")
+    return name.partition("(")[2], int(rest.split()[3])
+
+
+def is_standby(pid: int) -> bool:
+    """A standby worker: started with STANDBY_FLAG and leading its session. What it forks keeps its command
+    line, but a forked worker takes WORKER_NAME before it leads a session of its own, and the fork between
+    them (which exits at once) leads none."""
+    found = _name_and_session(pid)
+    return found is not None and found[0] != WORKER_NAME and found[1] == pid and STANDBY_FLAG in cmdline(pid)
+
+
+def is_worker(pid: int) -> bool:
+    """A job's worker, cold or forked by a standby."""
+    found = _name_and_session(pid)
+    if found is None:
+        return False
+    line = cmdline(pid)
+    return found[0] == WORKER_NAME or ("hierconsole.engine.worker" in line and STANDBY_FLAG not in line)
 
 
 def descendants(pid: int) -> set[int]:
@@ -56,6 +82,7 @@ def standbys_of(home: Path) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if STANDBY_FLAG.encode() in argv and os.fsencode(home) in argv and _stat(int(entry.name)) is not None:
-            found.append(int(entry.name))
+        pid = int(entry.name)
+        if os.fsencode(home) in argv and is_standby(pid) and _stat(pid) is not None:
+            found.append(pid)
     return found

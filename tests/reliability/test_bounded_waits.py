@@ -24,7 +24,7 @@ from hierconsole.errors import TERMINATED_EXIT
 from hierconsole.study.db.storage import Store
 from hierconsole.vocabulary import RESUMABLE_STATES
 from tests.reliability.conftest import TINY_RUN, cli, cli_argv, one_line_error, wait_for
-from tests.reliability.processes import alive, cmdline, descendants
+from tests.reliability.processes import alive, descendants, is_standby, is_worker
 
 pytestmark = [
     pytest.mark.slow,  # the CLI and its workers in subprocesses
@@ -50,12 +50,7 @@ class Watched:
         return now
 
     def workers(self, *, standby: bool) -> set[int]:
-        found = set()
-        for pid in self.children():
-            line = cmdline(pid)
-            if "hierconsole.engine.worker" in line and ("--standby" in line) == standby:
-                found.add(pid)
-        return found
+        return {pid for pid in self.children() if (is_standby(pid) if standby else is_worker(pid))}
 
     def stop(self, sig: int = signal.SIGTERM) -> tuple[str, str]:
         self.children()

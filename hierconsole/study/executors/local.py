@@ -1,8 +1,9 @@
 """The local executor: each job's worker is a subprocess of the orchestrator, writing its folder in the home.
 
-Started with Popen (never fork: DuckDB is not fork-safe) by module name, so the orchestrator never
-imports the engine (nor torch). One worker per `--gpus` id, each seeing only its own device. A CPU launch
-may go to a warm worker started ahead of it (`study.executors.standby`): the same worker, its imports already done.
+Started with Popen (the orchestrator never forks itself: DuckDB is not fork-safe) by module name, so the
+orchestrator never imports the engine (nor torch). One worker per `--gpus` id, each seeing only its own
+device. A CPU launch may be forked by a standby started ahead of it (`study.executors.standby`): the same
+worker, its imports already done, and the orchestrator's child as a cold one is.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from hierconsole.contract import layout
 from hierconsole.contract.jobspec import JobSpec
 from hierconsole.contract.liveness import pid_alive, process_start_time
 from hierconsole.study.executors.priority import run_in_background
-from hierconsole.study.executors.standby import Standbys
+from hierconsole.study.executors.standby import ForkedWorker, Standbys, forks_available
 from hierconsole.vocabulary import Executor
 
 WORKER_MODULE = "hierconsole.engine.worker"
@@ -31,7 +32,11 @@ class LocalHandle:
     node: str = LOCAL_NODE
 
     def __init__(
-        self, pid: int, pid_start: str | None, proc: subprocess.Popen[bytes] | None = None, gpu: str | None = None
+        self,
+        pid: int,
+        pid_start: str | None,
+        proc: subprocess.Popen[bytes] | ForkedWorker | None = None,
+        gpu: str | None = None,
     ):
         self.pid = pid
         self.pid_start = pid_start
@@ -79,7 +84,8 @@ class LocalExecutor:
         self.python = python or sys.executable
         # One worker per GPU: each sees only its own device through CUDA_VISIBLE_DEVICES.
         self.gpus = list(gpus or [])
-        self.standbys = Standbys(self.python, WORKER_MODULE, home) if warm and not self.gpus else None
+        warm = warm and not self.gpus and forks_available()
+        self.standbys = Standbys(self.python, WORKER_MODULE, home) if warm else None
         """Warm CPU workers (see `study.executors.standby`); None: every launch starts cold."""
         self._launch_env: dict[str, str] | None = None
         """The environment of the latest launch: the one a standby is started in."""
@@ -91,12 +97,24 @@ class LocalExecutor:
             return max_parallel
         return 1
 
-    def launch(self, job_id: str, folder: Path, spec: JobSpec, *, busy_gpus: set[str]) -> LocalHandle:
-        spec_path = layout.spec_path(folder)
+    def _env(self, spec: JobSpec) -> dict[str, str]:
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", str(spec.threads))
+        return env
+
+    def defers(self, spec: JobSpec) -> bool:
+        """True: leave this launch queued for now, as the standby that is to fork it is still importing
+        (one is started for it if none runs). A cold start would import the same modules on the same cores."""
+        if self.standbys is None:
+            return False
+        self._launch_env = self._env(spec)
+        return self.standbys.importing(self._launch_env)
+
+    def launch(self, job_id: str, folder: Path, spec: JobSpec, *, busy_gpus: set[str]) -> LocalHandle:
+        spec_path = layout.spec_path(folder)
+        env = self._env(spec)
         gpu = None
-        proc = None
+        proc: subprocess.Popen[bytes] | ForkedWorker | None = None
         if self.gpus:
             gpu = next(g for g in self.gpus if g not in busy_gpus)
             env["CUDA_VISIBLE_DEVICES"] = gpu
@@ -114,7 +132,7 @@ class LocalExecutor:
                 start_new_session=True,  # a Ctrl-C in the terminal is the orchestrator's to handle
             )
             log_file.close()
-            run_in_background(proc.pid)
+        run_in_background(proc.pid)  # a forked worker too: its own session is a scheduling group of its own
         return LocalHandle(proc.pid, process_start_time(proc.pid), proc, gpu)
 
     def warm(self, coming: bool) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from hierconsole.config.preset import Preset
 from hierconsole.contract.exit_status import EXIT_UNUSED
+from hierconsole.contract.standby import STANDBY_FLAG
 from hierconsole.errors import HierconsoleError
 from hierconsole.orphans import die_with_parent
 from hierconsole.study.db.calibrations import calibration, put_calibration
@@ -96,7 +97,7 @@ def _started(argv: Sequence[str], *, copies: int = 1, exits: int = 0) -> float:
 def measure(preset: Preset, model: str, gallery: int, images: Sequence[Path]) -> UnitCosts:
     """A worker's start-up, a few optimiser steps at the preset's shapes, a retrieval pass at ``gallery``
     items and the backbone on ``images``: a few seconds on a CPU."""
-    standby = ["-m", WORKER_MODULE, "--home", tempfile.gettempdir(), "--standby"]
+    standby = ["-m", WORKER_MODULE, "--home", tempfile.gettempdir(), STANDBY_FLAG]
     cores = os.cpu_count() or 1
     worker_start = min(_started(standby, copies=cores, exits=EXIT_UNUSED) for _ in range(2))
     import torch

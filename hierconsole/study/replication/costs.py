@@ -5,14 +5,13 @@ Plain values in and out, so the arithmetic is tested by hand and every front end
 (`replicate --dry-run` prints it; the console shows it through `estimate`). A stage's work is what its
 plan says it does: the commands it calls (in this process; only `extract` as a child), images through the
 backbone, and its studies' jobs as phases (the tuning runs, the final seeds, the evaluation), each job
-costing its start-up, its cell-updates and its scored query x gallery pairs. A family's members run under one orchestrator, so their phases are
-pooled: all members' final jobs share the family's slots, then all their evaluations. A phase of J jobs
-on S slots and C cores takes ``(J * start + J * work) / min(J, S, C)`` seconds: every running job,
-starting or training, shares the cores (importing torch is CPU work too, so two start-ups on one core
-take twice as long). A phase after a study's first finds one launch warm (the orchestrator starts a
-standby worker while the study trains), which saves as much of a start-up as the previous phase's work
-lasted: at a paper's budgets a whole start-up, in a smoke run almost nothing. The refinement below
-corrects what this misjudges on a machine.
+costing its cell-updates and its scored query x gallery pairs. A family's members run under one
+orchestrator, so their phases are pooled: all members' final jobs share the family's slots, then all their
+evaluations. A phase of J jobs on S slots and C cores takes ``J * work / min(J, S, C)`` seconds: every
+running job shares the cores. Workers are forked by one standby that imported the engine once
+(`study.executors.standby`): a run's first phase waits for that one start-up, and the standby stays
+ready for the run's later phases (``warm``), which pay none. The refinement below corrects what this
+misjudges on a machine.
 
 Refinement: a stage that ran before (its wall time recorded) is estimated at that time (source
 ``measured``); every other stage is its calibrated prediction times the ratio measured / predicted of the
@@ -44,7 +43,8 @@ class Phase:
     comparisons: float = 0
     """Query x gallery pairs each job scores (validation passes and test perturbations together)."""
     warm: int = 0
-    """Jobs that may start on a warm standby worker (its imports done while the previous phase ran)."""
+    """Its jobs forked by a standby already ready (an earlier phase of the run started it); the others wait
+    for the standby's one start-up."""
 
 
 @dataclass(frozen=True)
@@ -100,28 +100,23 @@ def job_work_seconds(phase: Phase, units: UnitCosts) -> float:
     return phase.updates * units.cell_update + phase.comparisons * units.comparison
 
 
-def phase_seconds(phase: Phase, units: UnitCosts, warm_for: float = 0.0) -> float:
-    """The phase's wall time. ``warm_for``: how long a standby had to import before this phase (the
-    previous phase's work); each warm job saves that much of its start-up, a whole one at most."""
+def phase_seconds(phase: Phase, units: UnitCosts) -> float:
+    """The phase's wall time: its jobs' work on the cores they share, after the standby's start-up unless
+    every job of it is forked by a standby already ready."""
     if phase.jobs <= 0:
         return 0.0
-    saved = min(phase.warm, phase.jobs) * min(units.worker_start, max(0.0, warm_for))
-    demand = phase.jobs * (units.worker_start + job_work_seconds(phase, units)) - saved
-    return demand / max(1, min(phase.jobs, phase.slots, units.cores))
+    start = 0.0 if phase.warm >= phase.jobs else units.worker_start
+    return start + phase.jobs * job_work_seconds(phase, units) / max(1, min(phase.jobs, phase.slots, units.cores))
 
 
 def predicted_seconds(work: StageWork, units: UnitCosts) -> float:
     """The calibrated time of a stage: its commands, its images and its studies' phases."""
-    phases, before = 0.0, 0.0
-    for phase in work.phases:
-        phases += phase_seconds(phase, units, warm_for=before)
-        before = job_work_seconds(phase, units)
     return (
         work.commands * units.command_start
         + work.torch_commands * units.worker_start
         + work.backbones * units.backbone
         + work.images * units.image
-        + phases
+        + sum(phase_seconds(phase, units) for phase in work.phases)
     )
 
 

@@ -143,9 +143,8 @@ def study_phases(preset: Preset, size: DatasetSize) -> tuple[Phase, ...]:
     phases.append(
         Phase(jobs=1, slots=1, comparisons=models * len(preset.evaluation.qg_seeds) * queries * gallery)
     )
-    # The orchestrator keeps one worker started ahead while a study trains: every phase after the
-    # first finds one launch warm.
-    return tuple(p if i == 0 else dataclasses.replace(p, warm=1) for i, p in enumerate(phases))
+    # The orchestrator keeps its standby while a study trains: every phase after the first is forked by it.
+    return tuple(p if i == 0 else dataclasses.replace(p, warm=p.jobs) for i, p in enumerate(phases))
 
 
 def pooled(studies: Sequence[Sequence[Phase]], slots: int) -> tuple[Phase, ...]:
@@ -162,7 +161,7 @@ def pooled(studies: Sequence[Sequence[Phase]], slots: int) -> tuple[Phase, ...]:
                     slots=slots,
                     updates=sum(p.jobs * p.updates for p in parts) / jobs,
                     comparisons=sum(p.jobs * p.comparisons for p in parts) / jobs,
-                    warm=min(1, sum(p.warm for p in parts)),
+                    warm=sum(p.warm for p in parts),
                 )
             )
     return tuple(out)
@@ -216,13 +215,13 @@ def stage_work(
             factorial, aggregation = RESCORED[name]
             (run,) = STAGE_RUNS[factorial]
             (preset,) = run_presets(run, scale)
-            # The re-score is a study's evaluation again, started cold (no training runs before it); under
-            # an aggregation other than the registered one a reconciliation under that one follows it, one
-            # job at a time (`rescore` drives one), on the standby started while the first scored.
+            # The re-score is a study's evaluation again, waiting for the standby's start-up (no training runs
+            # before it); under an aggregation other than the registered one a reconciliation under that one
+            # follows it, one job at a time (`rescore` drives one), forked by the same standby.
             evaluation = dataclasses.replace(study_phases(preset, sizes[run.dataset])[-1], warm=0)
             phases = [evaluation]
             if aggregation != preset.evaluation.aggregation:
-                phases.append(dataclasses.replace(evaluation, warm=1))
+                phases.append(dataclasses.replace(evaluation, warm=evaluation.jobs))
             work[name] = StageWork(commands=1, phases=tuple(phases))
         else:
             work[name] = StageWork(commands=int(name in LIGHT_STAGES))

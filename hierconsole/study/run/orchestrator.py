@@ -325,26 +325,23 @@ class Orchestrator:
         for job_id, study_id in queued:
             executor = self._executor_of(study_id)
             running = sum(1 for a in self.active.values() if a.owner is executor)
-            if running < executor.capacity(self.max_parallel):
-                self.launch(job_id)
-            else:
+            if running >= executor.capacity(self.max_parallel) or not self.launch(job_id):
                 waiting.append(study_id)
         return waiting
 
     def _keep_warm(self, waiting: list[str]) -> None:
-        """One local standby while a local launch is to come: a queued job waiting for a slot, or a
-        training job running, after which its study goes on (more training, or the evaluate job); none
-        otherwise. It is started once the running workers have reported their start, so that its imports
-        do not compete with theirs. ``waiting``: the study ids of the jobs `_launch_queued` left queued."""
+        """One local standby while a local launch is to come: a queued job waiting for a slot (or for the
+        standby's imports), or a training job running, after which its study goes on (more training, or the
+        evaluate job); none otherwise, so no idle process holds torch's memory between runs. ``waiting``: the
+        study ids of the jobs `_launch_queued` left queued."""
         local = [a for a in self.active.values() if a.owner is self.local]
-        if not all(a.started for a in local):
-            return
         coming = any(a.job.kind in TRAINING_KINDS for a in local) or any(
             self._executor_of(study_id) is self.local for study_id in waiting
         )
         self.local.warm(coming)
 
-    def launch(self, job_id: str) -> None:
+    def launch(self, job_id: str) -> bool:
+        """Start a queued job's worker (or adopt one already running it); False: it stays queued for now."""
         job = self._job(job_id)
         folder = job_dir(self.store.home, job_id)
         if job_id in self.active:
@@ -356,11 +353,13 @@ class Orchestrator:
         holder = job_lock_holder(folder)
         if holder is not None:
             self._adopt_unrecorded(job, folder, holder, read)
-            return
+            return True
         if job_lock_held(folder):
             raise HierconsoleError(f"job {job_id} is already running; it cannot be active twice")
         spec = JobSpec.read(layout.spec_path(folder))  # fail here, not in the worker, on an unreadable spec
         executor = self._executor_of(job.study_id)
+        if executor is self.local and self.local.defers(spec):
+            return False  # its standby forks it within seconds; a later tick launches it
         busy = {a.gpu for a in self.active.values() if a.gpu is not None}
         handle = executor.launch(job_id, folder, spec, busy_gpus=busy)
         if os.environ.get(LAUNCH_FAULT_ENV):
@@ -372,6 +371,7 @@ class Orchestrator:
             heartbeat_seen=time.time(),
         )
         self._record_running(job_id, handle)
+        return True
 
     def _adopt_unrecorded(self, job: JobRef, folder: Path, pid: int, read: ev.EventsRead) -> None:
         """Drive a queued job's live worker that an earlier orchestrator started but never recorded."""

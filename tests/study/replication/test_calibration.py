@@ -82,7 +82,7 @@ def test_a_smoke_factorial_counts_its_jobs_updates_and_pairs_by_hand():
     # Evaluation: every model and untrained baseline on 3 perturbations of 10 queries x 22 gallery items.
     untrained = sum(b in ("frozen", "pca") for b in preset.evaluation.baselines)
     assert evaluation == Phase(jobs=1, slots=1, comparisons=(2 * cells + untrained) * 3 * 10 * 22, warm=1)
-    assert tune.warm == 0 and final.warm == 1  # the standby started while the tuning ran
+    assert tune.warm == 0 and final.warm == 2  # forked by the standby the tuning waited for
     assert predicted_seconds(StageWork(phases=(tune, final, evaluation)), UNITS) > 0
 
 
@@ -97,7 +97,8 @@ def test_a_family_stage_pools_its_members_and_the_post_hoc_rescore_reconciles_af
         seeds, studies = len(family.members[0].preset.training.seeds), len(family.members)
         expected += [(studies * seeds, 3), (studies, 3)]  # every member's seeds, then every evaluation
     assert [(p.jobs, p.slots) for p in work["families-cub"].phases] == expected
-    # S11's re-score runs the factorial's evaluation again (cold), then its reconciliation (warm).
+    # S11's re-score runs the factorial's evaluation again (waiting for the standby), then its reconciliation
+    # (forked by the ready standby).
     (run,) = STAGE_RUNS["factorial-cub"]
     evaluation = study_phases(load_preset(run.preset).with_overrides(values=run_overrides(run, SMOKE)), sizes["cub"])[-1]
     assert work["rescore-cub"].phases == (

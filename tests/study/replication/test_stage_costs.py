@@ -21,54 +21,51 @@ UNITS = UnitCosts(
 )
 
 
-def test_a_phase_shares_the_cores_among_its_running_jobs_start_ups_included():
-    # 3 jobs of a 2 s start-up + 1000 updates x 1 ms + 10^6 pairs x 1 us = 4 s each, on 3 slots but 2 cores.
+def test_a_phase_shares_the_cores_after_one_start_up_of_its_standby():
+    # 3 jobs of 1000 updates x 1 ms + 10^6 pairs x 1 us = 2 s each, on 3 slots but 2 cores, after the
+    # standby's 2 s start-up that every launch waits for (one import, not one per job).
     phase = Phase(jobs=3, slots=3, updates=1000, comparisons=1_000_000)
-    assert phase_seconds(phase, UNITS) == pytest.approx(3 * (2.0 + 2.0) / 2)
-    # One slot: one job after another, each its start-up and its 1 s.
-    assert phase_seconds(Phase(jobs=3, slots=1, updates=1000), UNITS) == pytest.approx(3 * (2.0 + 1.0))
+    assert phase_seconds(phase, UNITS) == pytest.approx(2.0 + 3 * 2.0 / 2)
+    # One slot: one job after another, each its 1 s.
+    assert phase_seconds(Phase(jobs=3, slots=1, updates=1000), UNITS) == pytest.approx(2.0 + 3 * 1.0)
     # 5 jobs on 2 slots and 2 cores.
-    assert phase_seconds(Phase(jobs=5, slots=2, updates=1000), UNITS) == pytest.approx(5 * (2.0 + 1.0) / 2)
+    assert phase_seconds(Phase(jobs=5, slots=2, updates=1000), UNITS) == pytest.approx(2.0 + 5 * 1.0 / 2)
     assert phase_seconds(Phase(jobs=1, slots=3), UNITS) == pytest.approx(2.0)
     assert phase_seconds(Phase(jobs=0, slots=3, updates=10), UNITS) == 0.0
 
 
-def test_a_warm_standby_saves_what_the_previous_phase_gave_it_to_import():
-    # A standby imports while the previous phase works: 10 s of work hides a whole 2 s start-up, 0.5 s
-    # of work a quarter of it, and a phase with no warm job saves nothing.
-    phase = Phase(jobs=3, slots=2, updates=1000, warm=1)
-    assert phase_seconds(phase, UNITS) == pytest.approx(3 * 3.0 / 2)
-    assert phase_seconds(phase, UNITS, warm_for=10.0) == pytest.approx((3 * 3.0 - 2.0) / 2)
-    assert phase_seconds(phase, UNITS, warm_for=0.5) == pytest.approx((3 * 3.0 - 0.5) / 2)
-    assert phase_seconds(Phase(jobs=3, slots=2, updates=1000), UNITS, warm_for=10.0) == pytest.approx(4.5)
-    # In a stage, each phase is warmed by the one before it: the tuning's 1 s of work hides half of the
-    # finals' warm start-up, the finals' 2 s a whole one of the evaluation's.
-    tune, final = Phase(jobs=2, slots=2, updates=1000), Phase(jobs=2, slots=2, updates=2000, warm=1)
+def test_a_ready_standby_forks_a_later_phase_with_no_start_up():
+    phase = Phase(jobs=3, slots=2, updates=1000, warm=3)
+    assert phase_seconds(phase, UNITS) == pytest.approx(3 * 1.0 / 2)
+    # A phase only partly forked by a ready standby (a pooled phase whose first member starts it) waits.
+    assert phase_seconds(Phase(jobs=3, slots=2, updates=1000, warm=1), UNITS) == pytest.approx(2.0 + 1.5)
+    # A stage pays one start-up, in its first phase: the tuning's, then the finals and the evaluation forked.
+    tune, final = Phase(jobs=2, slots=2, updates=1000), Phase(jobs=2, slots=2, updates=2000, warm=2)
     evaluate = Phase(jobs=1, slots=1, comparisons=1_000_000, warm=1)
-    expected = 2 * 3.0 / 2 + (2 * 4.0 - 1.0) / 2 + (3.0 - 2.0)
+    expected = (2.0 + 2 * 1.0 / 2) + 2 * 2.0 / 2 + 1.0
     assert predicted_seconds(StageWork(phases=(tune, final, evaluate)), UNITS) == pytest.approx(expected)
 
 
 def test_a_family_pools_its_members_phases_on_its_slots():
-    tuned = (Phase(jobs=2, slots=3, updates=10), Phase(jobs=3, slots=3, updates=100, warm=1))
-    plain = (Phase(jobs=3, slots=3, updates=40, warm=1),)
+    tuned = (Phase(jobs=2, slots=3, updates=10), Phase(jobs=3, slots=3, updates=100, warm=3))
+    plain = (Phase(jobs=3, slots=3, updates=40),)
     # Phases pool by position: the tuned member's tuning with the plain member's finals, then its finals.
     first, second = pooled([tuned, plain], slots=3)
-    assert first == Phase(jobs=5, slots=3, updates=(2 * 10 + 3 * 40) / 5, warm=1)
-    assert second == Phase(jobs=3, slots=3, updates=100, warm=1)
-    # Five 1 s jobs of one member each alone on 3 slots against all of them at once: the same CPU, one
-    # wait on the family's cores.
+    assert first == Phase(jobs=5, slots=3, updates=(2 * 10 + 3 * 40) / 5, warm=0)
+    assert second == Phase(jobs=3, slots=3, updates=100, warm=3)
+    # Five 1 s jobs of one member each alone on 3 slots against all of them at once: one start-up and one
+    # wait on the family's cores, against five of each.
     members = [(Phase(jobs=1, slots=3, updates=1000),)] * 5
     (together,) = pooled(members, slots=3)
-    assert phase_seconds(together, UNITS) == pytest.approx(5 * 3.0 / 2)
-    assert sum(phase_seconds(m[0], UNITS) for m in members) == pytest.approx(5 * 3.0)
+    assert phase_seconds(together, UNITS) == pytest.approx(2.0 + 5 * 1.0 / 2)
+    assert sum(phase_seconds(m[0], UNITS) for m in members) == pytest.approx(5 * (2.0 + 1.0))
 
 
 def test_a_stage_is_its_commands_images_and_phases():
     work = StageWork(
         commands=2, torch_commands=1, images=50, backbones=1, phases=(Phase(jobs=2, slots=2, updates=500),)
     )
-    # 2 x 0.5 + 1 x 2.0 + 3.0 + 50 x 0.1 + (2 x (2.0 + 0.5) / 2)
+    # 2 x 0.5 + 1 x 2.0 + 3.0 + 50 x 0.1 + (2.0 + 2 x 0.5 / 2)
     assert predicted_seconds(work, UNITS) == pytest.approx(1.0 + 2.0 + 3.0 + 5.0 + 2.5)
     assert StageWork.from_json(work.to_json()) == work
     assert UnitCosts.from_json(UNITS.to_json()) == UNITS
