@@ -96,7 +96,9 @@ def _serve(home: Path) -> Path | None:
     A worker is forked twice over (standby -> intermediate -> worker), and the intermediate exits at once,
     so that the worker is handed to the orchestrator, which asked to adopt orphans just for the hand-off
     (`study.executors.standby`): the orchestrator is then its parent as it is a cold worker's, and reaps
-    its exit status. The PID is answered only after the intermediate is reaped, when that has happened."""
+    its exit status. The worker reports its own PID once it leads its session (the orchestrator then sets
+    that session's priority), and the PID is answered only after the intermediate is reaped, when the
+    worker is the orchestrator's."""
     import hierconsole.engine.evaluator  # noqa: F401 - the imports a launch would otherwise wait for
     import hierconsole.engine.trainer  # noqa: F401
 
@@ -122,14 +124,14 @@ def _serve(home: Path) -> Path | None:
             except OSError:
                 os._exit(1)
             if worker == 0:
-                os.close(write_pid)
                 _become_worker(spec_path)
+                os.write(write_pid, f"{os.getpid()}\n".encode())
+                os.close(write_pid)
                 return spec_path
-            os.write(write_pid, f"{worker}\n".encode())
             os._exit(0)
         os.close(write_pid)
         with os.fdopen(read_pid, "rb") as answer:
-            pid = answer.read().strip()
+            pid = answer.read().strip()  # until the worker and the intermediate closed their ends
         os.waitpid(intermediate, 0)
         try:
             os.write(1, b"%s\n" % pid if pid else b"error fork\n")
