@@ -50,4 +50,7 @@ def effect_words(doc: dict, digits: int) -> list[str]:
         words.append(f"{doc['p_signflip']:.4g}")
     if doc.get("seeds_to_resolve") is not None:
         words.append(str(doc["seeds_to_resolve"]))
+    for key in ("p_holm", "p_tost"):  # the adjusted p where the row is in a family; the TOST's with a SESOI
+        if doc.get(key) is not None:
+            words.append(f"{doc[key]:.4g}")
     return words

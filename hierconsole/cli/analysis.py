@@ -38,10 +38,11 @@ from hierconsole.present.tables.effects import (
     factorial_names,
     redistribution_grid,
 )
+from hierconsole.present.tables.evidence import evidence_legend
 from hierconsole.present.tables.families import pooled_effects_grid
 from hierconsole.study import read
 from hierconsole.study.db.storage import Store
-from hierconsole.study.read.effects import EffectsView
+from hierconsole.study.read.effects import SESOI_HELP, EffectsView, parse_sesoi
 from hierconsole.study.read.per_seed_csv import csv_effects, csv_table_frame
 from hierconsole.study.read.results import ANALYSIS_TABLES, FAMILY_TABLES, POSTHOC_TABLES, TABLES, check_table
 from hierconsole.styles import ARM_DIGITS, EFFECT_DIGITS
@@ -80,6 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="metric column to analyse (repeatable; default: every numeric column)",
     )
     p.add_argument("--json", action="store_true", help="print the effects as JSON only")
+    p.add_argument("--sesoi", metavar="DELTA", help=SESOI_HELP)
     p.add_argument("--aggregate", choices=AGGREGATIONS, help=AGGREGATE_HELP)
     p.add_argument(
         "--precision",
@@ -132,10 +134,11 @@ def cmd_effects(args: argparse.Namespace) -> int:
     if args.study and args.from_csv:
         raise HierconsoleError("give either a STUDY or --from-csv FILE, not both")
     check_precision(args.precision)
+    sesoi = parse_sesoi(args.sesoi)
     if args.aggregate and args.from_csv:
         raise HierconsoleError(NO_AGGREGATE)
     if args.from_csv:
-        return _show_effects(args, csv_effects(args.from_csv, args.metric))
+        return _show_effects(args, csv_effects(args.from_csv, args.metric, sesoi=sesoi))
     # One open for the whole screen: every table comes from the same store (or the same live snapshot,
     # whose note is printed once).
     from hierconsole.study.read.report_inputs import is_family_ref
@@ -144,9 +147,10 @@ def cmd_effects(args: argparse.Namespace) -> int:
         if args.study and is_family_ref(store, args.study):
             if args.aggregate:
                 raise HierconsoleError(NO_AGGREGATE)
-            return _family_effects(args, store)
+            return _family_effects(args, store, sesoi)
         study_id = read.resolve_study(store, args.study)  # no STUDY: the newest; an empty store says how
-        code = _show_effects(args, read.study_effects(store, study_id, args.metric, aggregation=args.aggregate))
+        view = read.study_effects(store, study_id, args.metric, aggregation=args.aggregate, sesoi=sesoi)
+        code = _show_effects(args, view)
         if not args.json:
             print_empty_levels(store, study_id, output_console())
         return code
@@ -178,6 +182,9 @@ def print_effects(console: Console, view: EffectsView, arm_digits: int, effect_d
         print_grid(console, redistribution_grid(view.redistribution, effect_digits, console.width))
     console.print(Text(view.factorial.legend, style="dim"))
     for line in effects_legend(view.effects):
+        console.print(line)
+    summaries = [e for by_name in (*view.effects.values(), *view.baseline_contrasts.values()) for e in by_name.values()]
+    for line in evidence_legend(summaries):
         console.print(line)
     if view.baselines is not None and not view.baselines.is_empty():
         console.print(Text(BASELINE_LEGEND + "; <arm>_vs_<baseline> = <arm> - <baseline>", style="dim"))
@@ -277,7 +284,7 @@ def _export_outer_table(args: argparse.Namespace) -> int:
     return 0
 
 
-def _family_effects(args: argparse.Namespace, store: Store) -> int:
+def _family_effects(args: argparse.Namespace, store: Store, sesoi: float | None) -> int:
     """Each member's effects (averaged over its seeds) and their mean ± SD over members: the outer split as
     the unit, as the paper reads its outer-split studies."""
     from hierconsole.study.read.families import family_effects
@@ -286,7 +293,7 @@ def _family_effects(args: argparse.Namespace, store: Store) -> int:
     if args.metric and len(args.metric) > 1:
         raise HierconsoleError("--metric: give one metric for a family's pooled effects")
     metric = args.metric[0] if args.metric else HIER_METRIC
-    family, pooled = family_effects(store, args.study, metric=metric)
+    family, pooled = family_effects(store, args.study, metric=metric, sesoi=sesoi)
     if not pooled:  # e.g. members training different cells (an outer-split family with arms)
         where = (
             f"its arms over outer splits: `hierconsole families {family.name}`"

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from rich.console import Console
 from rich.text import Text
 
 from hierconsole.cli.analysis import check_precision
@@ -19,6 +20,7 @@ from hierconsole.config.overrides import parse_literal
 from hierconsole.errors import HierconsoleError
 from hierconsole.names import check_name
 from hierconsole.present.json_output import json_text
+from hierconsole.present.tables.evidence import evidence_legend
 from hierconsole.present.tables.families import (
     contrast_grid,
     families_grid,
@@ -28,10 +30,11 @@ from hierconsole.present.tables.families import (
 from hierconsole.study.read.contrasts import (
     DEFAULT_METRIC,
     StudyContrast,
-    compare_studies,
+    contrast_family,
     metric_columns,
     parse_arm_pair,
 )
+from hierconsole.study.read.effects import SESOI_HELP, parse_sesoi
 from hierconsole.study.read.families import (
     FamilyRow,
     family_contrasts,
@@ -57,6 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--metric", default=DEFAULT_METRIC, help=f"ranking metric (default {DEFAULT_METRIC}; or R@1, ...)")
     c.add_argument("--arms", metavar="ARM_A:ARM_B", help="compare these arms (default: every arm both train)")
     c.add_argument("--json", action="store_true", help="print JSON only")
+    c.add_argument("--sesoi", metavar="DELTA", help=SESOI_HELP)
     c.add_argument("--precision", type=int, default=EFFECT_DIGITS, metavar="N", help="decimals shown")
     c.set_defaults(func=cmd_contrast)
 
@@ -123,6 +127,7 @@ def _grid_axis(text: str) -> tuple[str, list[Any]]:
 def cmd_contrast(args: argparse.Namespace) -> int:
     metric_columns(args.metric)
     check_precision(args.precision)
+    sesoi = parse_sesoi(args.sesoi)
     arms = [parse_arm_pair(args.arms)] if args.arms else None
     with open_for_reading(args.home) as store:
         if args.b is None:
@@ -133,7 +138,7 @@ def cmd_contrast(args: argparse.Namespace) -> int:
                 )
             if arms is not None:
                 raise HierconsoleError("--arms applies to `contrast STUDY_A STUDY_B`; a family declares its arms")
-            family, contrasts = family_contrasts(store, args.a, metric=args.metric)
+            family, contrasts = family_contrasts(store, args.a, metric=args.metric, sesoi=sesoi)
             if args.json:
                 doc = {"family": family.family_id, "contrasts": [{"name": c.name, **c.to_json()} for c in contrasts]}
                 sys.stdout.write(json_text(doc))
@@ -143,15 +148,23 @@ def cmd_contrast(args: argparse.Namespace) -> int:
             console.print(f"family [bold]{family.name}[/] ({family.family_id})")
             for c in contrasts:
                 print_grid(console, contrast_grid(c, args.precision))
+            _legend(console, contrasts)
             return 0
         a, b = resolve_reference(store, args.a), resolve_reference(store, args.b)
-        result = compare_studies(store, a, b, metric=args.metric, arms=arms)
+        result = contrast_family(store, a, b, metric=args.metric, arms=arms, sesoi=sesoi)
     if args.json:
         sys.stdout.write(json_text(result.to_json()))
         _dropped_to_stderr([result])
         return 0
-    print_grid(output_console(), contrast_grid(result, args.precision))
+    console = output_console()
+    print_grid(console, contrast_grid(result, args.precision))
+    _legend(console, [result])
     return 0
+
+
+def _legend(console: Console, contrasts: Sequence[StudyContrast]) -> None:
+    for line in evidence_legend([r for c in contrasts for r in c.rows]):
+        console.print(line)
 
 
 def _dropped_to_stderr(contrasts: Sequence[StudyContrast]) -> None:

@@ -21,8 +21,8 @@ from hierconsole.locations import DB_NAME, db_path, resolve_home
 from hierconsole.present import frames
 from hierconsole.study import read
 from hierconsole.study.db.storage import Store
-from hierconsole.study.read.contrasts import DEFAULT_METRIC, compare_studies, metric_columns, parse_arm_pair
-from hierconsole.study.read.effects import EffectsView
+from hierconsole.study.read.contrasts import DEFAULT_METRIC, contrast_family, metric_columns, parse_arm_pair
+from hierconsole.study.read.effects import EffectsView, parse_sesoi
 from hierconsole.study.read.families import (
     family_contrasts,
     family_effects,
@@ -180,24 +180,33 @@ class Home:
         return self._effects_view(study, metrics).arms
 
     def effects(
-        self, study: str | None = None, metrics: Sequence[str] | None = None, *, summary: bool = False
+        self,
+        study: str | None = None,
+        metrics: Sequence[str] | None = None,
+        *,
+        summary: bool = False,
+        sesoi: float | None = None,
     ) -> pl.DataFrame:
         """The paired simple effects and the interaction (group `effects`) and each cell against each
         baseline (group `baseline_contrasts`), per metric, as `hierconsole effects STUDY --json` holds them.
 
         Long: one row per (group, metric, effect, seed) with that seed's `value`, and beside it the
         summary over seeds (mean, sd, positive_seeds, n_seeds, the t and bootstrap intervals, sign-flip p,
-        seeds to resolve), the same on each seed's row. `summary=True`: one row per effect, no seeds.
+        seeds to resolve, the Holm- and BH-adjusted p over its family; with `sesoi`, the TOST and its
+        verdict: `effects STUDY --sesoi DELTA`), the same on each seed's row. `summary=True`: one row per
+        effect, no seeds.
 
         >>> fx = home.effects("demo")                                        # doctest: +SKIP
         >>> fx.filter(metric="hier_mAP", effect="loss_H")["value"].mean()   # doctest: +SKIP
         """
-        view = self._effects_view(study, metrics)
+        view = self._effects_view(study, metrics, parse_sesoi(None if sesoi is None else str(sesoi), "sesoi="))
         return frames.effects_long(
             {"effects": view.effects, "baseline_contrasts": view.baseline_contrasts}, summary=summary
         )
 
-    def _effects_view(self, study: str | None, metrics: Sequence[str] | None) -> EffectsView:
+    def _effects_view(
+        self, study: str | None, metrics: Sequence[str] | None, sesoi: float | None = None
+    ) -> EffectsView:
 
         with self._reading() as store:
             if study is not None and is_family_ref(store, study):
@@ -205,7 +214,7 @@ class Home:
                     f"{study!r} is a family, not a study\n  fix: its members' pooled effects are "
                     f"home.family_effects({study!r}); one member's are home.effects('FAMILY:member')"
                 )
-            return read.study_effects(store, _study_ref(store, study), metrics)
+            return read.study_effects(store, _study_ref(store, study), metrics, sesoi=sesoi)
 
     def table(self, name: str, study: str | None = None) -> pl.DataFrame:
         """Any table `hierconsole export NAME --study STUDY` writes (runs, metrics, arms, effects, recall,
@@ -225,6 +234,7 @@ class Home:
         metric: str | None = None,
         arms: str | tuple[str, str] | None = None,
         summary: bool = False,
+        sesoi: float | None = None,
     ) -> pl.DataFrame:
         """metric(A, arm_a, seed) - metric(B, arm_b, seed) per level, paired by training seed
         (`hierconsole contrast A B --json`); with only `a` a family, every contrast it declares
@@ -235,6 +245,7 @@ class Home:
         """
         metric = metric or DEFAULT_METRIC
         metric_columns(metric)
+        delta = parse_sesoi(None if sesoi is None else str(sesoi), "sesoi=")
         pair = [parse_arm_pair(arms) if isinstance(arms, str) else arms] if arms is not None else None
         with self._reading() as store:
             if b is None:
@@ -245,10 +256,10 @@ class Home:
                     )
                 if pair is not None:
                     raise HierconsoleError("arms= applies to home.contrast(A, B); a family declares its arms")
-                _, contrasts = family_contrasts(store, a, metric=metric)
+                _, contrasts = family_contrasts(store, a, metric=metric, sesoi=delta)
             else:
                 sa, sb = resolve_reference(store, a), resolve_reference(store, b)
-                contrasts = [compare_studies(store, sa, sb, metric=metric, arms=pair)]
+                contrasts = [contrast_family(store, sa, sb, metric=metric, arms=pair, sesoi=delta)]
         return frames.contrasts_long(contrasts, summary=summary)
 
     def families(self) -> pl.DataFrame:

@@ -7,10 +7,11 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-JSON_SCHEMA = 2
+JSON_SCHEMA = 3
 """The version of the `--json` shapes; raise it, and say what changed in the README's list, whenever a
-document's keys move. 1: no `schema` field, `effects --json` held the effects at the top level; 2: the
-effects under "effects" beside the arms, and `schema` in every document."""
+document's keys move or are added. 1: no `schema` field, `effects --json` held the effects at the top
+level; 2: the effects under "effects" beside the arms, and `schema` in every document; 3: every paired
+summary (effect, contrast row, pooled effect) carries the TOST's and the multiplicity family's keys."""
 SCHEMA_KEY = "schema"
 
 

@@ -55,6 +55,27 @@ def test_effects_json_from_csv_is_exactly_the_effects_json(tmp_path, capsys, cub
     assert doc["hier_mAP"]["interaction"]["positive_seeds"] == 0
 
 
+def test_effects_with_a_sesoi_give_each_effect_its_tost_verdict_and_adjusted_p(tmp_path, capsys, cub_csv):
+    code, out, _ = run(tmp_path, capsys, "effects", "--from-csv", str(cub_csv), "--sesoi", "0.005", "--json")
+    assert code == 0
+    geom_r = json.loads(out)["effects"]["hier_mAP"]["geom_R"]
+    # Paper Table S7's geom_R on CUB: +0.0102 with an SD of 0.0004 over 3 seeds, far beyond ±0.005.
+    assert geom_r["sesoi"] == 0.005 and geom_r["verdict"] == "different" and geom_r["p_tost"] > 0.05
+    assert geom_r["family"] == "mAP effects" and geom_r["p_holm"] >= geom_r["p_signflip"]
+    code, out, _ = run(tmp_path, capsys, "effects", "--from-csv", str(cub_csv), "--sesoi", "0.005", "--metric", "hier_mAP")
+    assert code == 0
+    flat = " ".join(out.split())
+    assert "p (Holm)" in flat and "verdict" in flat and "different" in flat
+    assert "adjusted over its family (mAP effects)" in flat and "p (TOST): paired TOST against ±SESOI" in flat
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "abc", "nan"])
+def test_a_bad_sesoi_is_refused_in_one_line_before_anything_is_read(tmp_path, capsys, cub_csv, bad):
+    code, out, err = run(tmp_path, capsys, "effects", "--from-csv", str(cub_csv), f"--sesoi={bad}")
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert f"--sesoi {bad}: the smallest effect size of interest is a positive number" in err
+
+
 def test_effects_metric_selection(tmp_path, capsys, cub_csv):
     code, out, _ = run(
         tmp_path, capsys, "effects", "--from-csv", str(cub_csv), "--metric", "high_mAP", "--json"

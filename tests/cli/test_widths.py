@@ -43,12 +43,13 @@ def _ok(done: subprocess.CompletedProcess, columns: int | None = None) -> str:
     return done.stdout
 
 
+@pytest.mark.parametrize("sesoi", [(), ("--sesoi", "0.005")], ids=["", "sesoi"])
 @pytest.mark.parametrize("columns", WIDTHS)
-def test_effects_shows_every_number_of_its_json_whole(family, columns):
+def test_effects_shows_every_number_of_its_json_whole(family, columns, sesoi):
     home, members, _ = family
     study = members["curved"]
-    doc = json.loads(_ok(cli(home, "effects", study, "--metric", "hier_mAP", "--json")))
-    text = _ok(cli(home, "effects", study, "--metric", "hier_mAP", columns=columns), columns)
+    doc = json.loads(_ok(cli(home, "effects", study, "--metric", "hier_mAP", *sesoi, "--json")))
+    text = _ok(cli(home, "effects", study, "--metric", "hier_mAP", *sesoi, columns=columns), columns)
     words = [plain(r["mean"], ARM_DIGITS) for r in doc["arms"]]
     words += [plain(r["sd"], ARM_DIGITS) for r in doc["arms"] if r["sd"] is not None]
     for section in ("effects", "baseline_contrasts"):
@@ -59,11 +60,15 @@ def test_effects_shows_every_number_of_its_json_whole(family, columns):
     assert_whole(text, words, f"effects at {columns} columns")
 
 
+@pytest.mark.parametrize("sesoi", [(), ("--sesoi", "0.005")], ids=["", "sesoi"])
 @pytest.mark.parametrize("columns", WIDTHS)
-def test_a_family_contrast_shows_every_number_of_its_json_whole(family, columns):
+def test_a_family_contrast_shows_every_number_of_its_json_whole(family, columns, sesoi):
     home, _, _ = family
-    doc = json.loads(_ok(cli(home, "contrast", "widths", "--json")))
-    text = _ok(cli(home, "contrast", "widths", columns=columns), columns)
+    doc = json.loads(_ok(cli(home, "contrast", "widths", *sesoi, "--json")))
+    text = _ok(cli(home, "contrast", "widths", *sesoi, columns=columns), columns)
+    rows = [row for c in doc["contrasts"] for row in c["rows"]]
+    assert {row["family"] for row in rows} == {"family widths"} and all(row["p_holm"] is not None for row in rows)
+    assert all((row["verdict"] is not None) == bool(sesoi) for row in rows)
     words = [w for c in doc["contrasts"] for row in c["rows"] for w in effect_words(row, EFFECT_DIGITS)]
     assert_whole(text, words, f"contrast at {columns} columns")
 

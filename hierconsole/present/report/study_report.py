@@ -28,7 +28,7 @@ from hierconsole.study.analysis.frames import arms_frame, effects_frame, recall_
 from hierconsole.study.analysis.headline import headline_frame
 from hierconsole.study.analysis.outer_arms import outer_arms_frame, outer_gains_frame
 from hierconsole.study.analysis.report_inputs import FamilyInputs, StudyInputs, level_label
-from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA, STATISTICS_LEGEND
+from hierconsole.study.analysis.statistics import EQUIVALENCE_KEYS, EVIDENCE_SCHEMA, STATISTICS_LEGEND
 from hierconsole.styles import EFFECT_DIGITS
 from hierconsole.vocabulary import (
     BASELINE_LEGEND,
@@ -96,7 +96,16 @@ def _set_arguments(overrides: dict[str, Any]) -> list[str]:
 def _effects_table(effects: SimpleEffects, names: list[str], metrics: list[str]) -> pl.DataFrame:
     frame = effects_frame({m: {n: e for n, e in effects[m].items() if n in names} for m in metrics if m in effects})
     keep = ["metric", "effect", "definition", "mean", "sd", *EVIDENCE_SCHEMA, "positive_seeds", "n_seeds"]
-    return frame.select([c for c in keep if c in frame.columns and c != "ci95_boot_seed"])
+    return _without_tost(frame.select([c for c in keep if c in frame.columns and c != "ci95_boot_seed"]))
+
+
+def _without_tost(frame: pl.DataFrame) -> pl.DataFrame:
+    """The table without the TOST's columns when no SESOI was declared (all null): a report shows what was
+    tested."""
+    keys = [k for k in EQUIVALENCE_KEYS if k in frame.columns]
+    if keys and frame.select(pl.col(keys[0]).is_null().all()).item():
+        return frame.drop(keys)
+    return frame
 
 
 WHOLE_TREE_TITLE = "The whole tree's metrics (evaluation.metrics)"
@@ -427,6 +436,7 @@ def family_sections(inputs: FamilyInputs) -> list[Section]:
             ],
             schema={"effect": pl.String, "definition": pl.String, "mean": pl.Float64, "sd": pl.Float64, **EVIDENCE_SCHEMA, "positive": pl.Int64, "n": pl.Int64},
         ).drop("ci95_boot_seed")
+        pooled = _without_tost(pooled)
         pooled_blocks = [
             Table(pooled, f"Each member's effect of {inputs.metric} (mean over its seeds), summarised with the member as the unit", EFFECT_DIGITS),
             _figure("effects", inputs, "Pooled effects: one point per member."),

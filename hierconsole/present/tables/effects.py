@@ -14,7 +14,7 @@ from hierconsole.present import numbers
 from hierconsole.present.grid import Column, Grid
 from hierconsole.present.levels import PAPER, codes_in, levels_from
 from hierconsole.present.render import fits
-from hierconsole.present.tables.evidence import summary_cells, summary_columns
+from hierconsole.present.tables.evidence import Shown, summary_cells, summary_columns
 from hierconsole.study.analysis.effects import Effect, SimpleEffects, seeds_of
 from hierconsole.study.analysis.redistribution import Redistribution
 from hierconsole.styles import arm_colour
@@ -77,6 +77,7 @@ def arms_grid(arms: pl.DataFrame, digits: int, source: str) -> Grid:
 
 def _effect_grid(title: str, effects: SimpleEffects, names: set[str], digits: int) -> Grid:
     seeds = seeds_of(effects)
+    optional = Shown.of(e for by_name in effects.values() for n, e in by_name.items() if n in names)
     grid = Grid(
         title,
         [
@@ -84,7 +85,7 @@ def _effect_grid(title: str, effects: SimpleEffects, names: set[str], digits: in
             Column("effect", numeric=False),
             Column("definition", numeric=False, droppable=True, style="dim"),
             *_seed_columns(seeds),
-            *summary_columns("seed"),
+            *summary_columns("seed", optional),
         ],
         key_columns=2,
     )
@@ -96,7 +97,7 @@ def _effect_grid(title: str, effects: SimpleEffects, names: set[str], digits: in
                 e.name,
                 e.definition,
                 *(numbers.signed(e.per_unit.get(s), digits) for s in seeds),
-                *summary_cells(e, digits),
+                *summary_cells(e, digits, optional),
                 end_section=j == len(shown) - 1,
             )
     return grid

@@ -11,7 +11,7 @@ from rich.text import Text
 from hierconsole.present import numbers
 from hierconsole.present.grid import Column, Grid
 from hierconsole.present.tables.effects import PER_SEED
-from hierconsole.present.tables.evidence import summary_cells, summary_columns
+from hierconsole.present.tables.evidence import Shown, summary_cells, summary_columns
 from hierconsole.study.analysis.contrasts import StudyContrast, contrast_caption
 from hierconsole.study.analysis.outer_arms import UNIT, OuterArmsView
 from hierconsole.study.analysis.pooled import PooledEffect
@@ -22,6 +22,7 @@ def contrast_grid(contrast: StudyContrast, digits: int) -> Grid:
     """A − B per arm pair and level, paired by seed, with intervals and tests; a seed one study lacks
     shows as NO_VALUE (and the note under the table names it)."""
     seeds = sorted({s for r in contrast.rows for s in r.per_unit})
+    shown = Shown.of(contrast.rows)
     name = f"{contrast.name}: " if contrast.name else ""
     grid = Grid(
         f"{name}{contrast.a} − {contrast.b} ({contrast_caption(contrast.metric)}, paired by seed)",
@@ -29,7 +30,7 @@ def contrast_grid(contrast: StudyContrast, digits: int) -> Grid:
             Column("arms", numeric=False),
             Column("level", numeric=False),
             *(Column(str(s), group=PER_SEED, record_header=f"seed {s}") for s in seeds),
-            *summary_columns("seed"),
+            *summary_columns("seed", shown),
         ],
         key_columns=2,
     )
@@ -42,7 +43,7 @@ def contrast_grid(contrast: StudyContrast, digits: int) -> Grid:
             pair if pair != previous else "",
             r.level,
             *(numbers.signed(r.per_unit.get(s), digits) for s in seeds),
-            *summary_cells(r, digits),
+            *summary_cells(r, digits, shown),
         )
         previous = pair
     dropped = contrast.dropped_text()
@@ -54,13 +55,14 @@ def contrast_grid(contrast: StudyContrast, digits: int) -> Grid:
 def pooled_effects_grid(title: str, members: Sequence[str], pooled: Mapping[str, PooledEffect], digits: int) -> Grid:
     """Each member's effect (the mean over its seeds), then mean ± SD over members with the member as the
     unit, as the paper reads its outer splits."""
+    shown = Shown.of(pooled.values())
     grid = Grid(
         title,
         [
             Column("effect", numeric=False),
             Column("definition", numeric=False, droppable=True, style="dim"),
             *(Column(m, group="per member", record_header=f"member {m}") for m in members),
-            *summary_columns("member"),
+            *summary_columns("member", shown),
         ],
     )
     for name, e in pooled.items():
@@ -68,7 +70,7 @@ def pooled_effects_grid(title: str, members: Sequence[str], pooled: Mapping[str,
             name,
             e.definition,
             *(numbers.signed(e.per_unit.get(m), digits) for m in members),
-            *summary_cells(e, digits),
+            *summary_cells(e, digits, shown),
         )
     grid.note("seeds to resolve counts members here: the member is the unit")
     return grid

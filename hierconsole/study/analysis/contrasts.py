@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
@@ -23,6 +23,7 @@ from hierconsole.levels import PAPER_CODES, WHOLE_TREE
 from hierconsole.metrics.names import whole_tree_metric
 from hierconsole.study.analysis.paired import PairedSummary, summary_schema
 from hierconsole.study.analysis.per_seed import LevelsLike, arms_present, codes_of, normalize_arm
+from hierconsole.study.analysis.statistics import adjusted
 from hierconsole.vocabulary import HIER_METRIC, HIER_SCORE, MAP, RANKING_METRICS
 
 DEFAULT_METRIC = HIER_METRIC
@@ -182,6 +183,17 @@ def contrast_tables(
     dropped = {"a": sorted(seeds_a - seeds_b), "b": sorted(seeds_b - seeds_a)}
     return StudyContrast(metric=metric, a=a, b=b, rows=rows, dropped=dropped, name=name, levels=codes_of(levels))
 
+
+
+def as_one_family(contrasts: Sequence[StudyContrast], family: str, *, sesoi: float | None = None) -> list[StudyContrast]:
+    """`contrasts` with every row (arm pair x level, of every contrast) tested in one multiplicity family
+    named `family` (Holm, Benjamini-Hochberg over all of them) and, with a `sesoi`, its TOST and verdict."""
+    p = {(i, j): r.evidence.p_signflip for i, c in enumerate(contrasts) for j, r in enumerate(c.rows)}
+    adjustments = adjusted(p, family)
+    return [
+        replace(c, rows=[replace(r, adjusted=adjustments[(i, j)], sesoi=sesoi) for j, r in enumerate(c.rows)])
+        for i, c in enumerate(contrasts)
+    ]
 
 
 def contrasts_frame(contrasts: Sequence[StudyContrast]) -> pl.DataFrame:

@@ -7,20 +7,22 @@ then summarised across seeds as a :class:`~hierconsole.study.analysis.paired.Pai
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
 from hierconsole.errors import InputError
-from hierconsole.factorial import Factorial
+from hierconsole.factorial import Factorial, is_baseline_contrast
 from hierconsole.study.analysis.paired import PairedSummary
 from hierconsole.study.analysis.per_seed import (
     DEFAULT_SOURCE,
     arms_present,
     baseline_values,
     indexed_cells,
+    metric_columns,
 )
-from hierconsole.vocabulary import BASELINE_SEED
+from hierconsole.study.analysis.statistics import Adjusted, adjusted
+from hierconsole.vocabulary import BASELINE_SEED, MAP
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,6 +89,28 @@ def simple_effects(
     *,
     source: str = DEFAULT_SOURCE,
     baselines: pl.DataFrame | None = None,
+    sesoi: float | None = None,
+) -> SimpleEffects:
+    """Paired simple effects and the interaction (paper Eq. 12-13) of `metrics` (default: every metric
+    column), each contrast against a baseline too (see :func:`paired_effects`), with the sign-flip p of
+    the mAP effects adjusted over their whole family (:func:`family_adjustments`: every level's mAP, whichever
+    `metrics` were asked for) and, with a ``sesoi``, every effect's TOST and verdict against it."""
+    chosen = paired_effects(per_seed, metrics, source=source, baselines=baselines, sesoi=sesoi)
+    members = [m for m in metric_columns(per_seed) if in_primary_family(m)]
+    missing = [m for m in members if m not in chosen]
+    family = {m: chosen[m] for m in members if m in chosen}
+    if missing:
+        family |= paired_effects(per_seed, missing, source=source, baselines=baselines)
+    return with_adjustments(chosen, family_adjustments(family))
+
+
+def paired_effects(
+    per_seed: pl.DataFrame,
+    metrics: Sequence[str] | str | None = None,
+    *,
+    source: str = DEFAULT_SOURCE,
+    baselines: pl.DataFrame | None = None,
+    sesoi: float | None = None,
 ) -> SimpleEffects:
     """Paired simple effects and the interaction (paper Eq. 12-13) for every metric.
 
@@ -95,7 +119,9 @@ def simple_effects(
     the table lacks is left out (see :func:`omitted_effects`), never filled in. With ``baselines``
     (:func:`baselines_from_long`), each arm minus each baseline (:data:`BASELINE_CONTRASTS`) follows,
     every seed paired with an untrained baseline's one value, or with a trained baseline's run of the same
-    seed (a contrast against a trained baseline lacking one of the seeds is left out).
+    seed (a contrast against a trained baseline lacking one of the seeds is left out). With a ``sesoi``,
+    every effect carries its TOST and verdict against it. No multiplicity adjustment: see
+    :func:`simple_effects`.
     """
     names, cells = indexed_cells(per_seed, metrics, source)
     seeds = _paired_seeds(cells, source)
@@ -120,9 +146,47 @@ def simple_effects(
                 )
                 for s in seeds
             }
-            out[m][name] = Effect(metric=m, name=name, definition=contrast.text(), per_unit=values)
+            out[m][name] = Effect(metric=m, name=name, definition=contrast.text(), per_unit=values, sesoi=sesoi)
     return out
 
+
+
+EFFECTS_FAMILY = "mAP effects"
+BASELINES_FAMILY = "mAP against baselines"
+"""The multiplicity families of a study's effects: its simple effects and interactions on the mAP of every
+level and the hier score (the study's primary endpoint), and its cells against the baselines on the same.
+Other metrics' effects belong to no family: their p is shown raw, as exploratory."""
+
+
+def in_primary_family(metric: str) -> bool:
+    """Whether effects on `metric` are tested in a family: the mAP of a level or the hier score."""
+    return metric.endswith(f"_{MAP}")
+
+
+def family_adjustments(effects: SimpleEffects) -> dict[tuple[str, str], Adjusted]:
+    """(metric, effect) -> its sign-flip p adjusted (Holm, Benjamini-Hochberg) over its family
+    (:data:`EFFECTS_FAMILY`, :data:`BASELINES_FAMILY`): `effects` must hold every metric of the family, so
+    that the adjustment never depends on which metrics a screen shows."""
+    out: dict[tuple[str, str], Adjusted] = {}
+    for family, baseline in ((EFFECTS_FAMILY, False), (BASELINES_FAMILY, True)):
+        members = {
+            (m, n): e.evidence.p_signflip
+            for m, by_name in effects.items()
+            if in_primary_family(m)
+            for n, e in by_name.items()
+            if is_baseline_contrast(n) == baseline
+        }
+        if members:
+            out |= adjusted(members, family)
+    return out
+
+
+def with_adjustments(effects: SimpleEffects, adjustments: Mapping[tuple[str, str], Adjusted]) -> SimpleEffects:
+    """`effects` with each member's adjusted p (see :func:`family_adjustments`)."""
+    return {
+        m: {n: replace(e, adjusted=adjustments.get((m, n))) for n, e in by_name.items()}
+        for m, by_name in effects.items()
+    }
 
 
 def effects_json(effects: SimpleEffects) -> dict:

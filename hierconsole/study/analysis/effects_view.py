@@ -76,11 +76,13 @@ def effects_view(
     aggregation: str | None = None,
     posthoc: bool = False,
     levels: LevelsLike | None = None,
+    sesoi: float | None = None,
 ) -> EffectsView:
     """`metrics` for the arm table (default: every metric column), `effect_metrics` for the effects
     (default: `metrics`); `levels`: the study's (default: those of the table's columns); the
-    redistribution needs every one's mAP."""
-    everything = simple_effects(per_seed, effect_metrics or metrics, source=source, baselines=baselines)
+    redistribution needs every one's mAP. With a `sesoi`, every effect's TOST and verdict against it.
+    The adjusted p of the mAP effects are over the whole family (every level), whichever metrics are shown."""
+    everything = simple_effects(per_seed, effect_metrics or metrics, source=source, baselines=baselines, sesoi=sesoi)
     shown = list(metrics) if metrics else None
     codes = table_levels(per_seed.columns) if levels is None else codes_of(levels)
     every_level = all(f"{level}_{MAP}" in per_seed.columns for level in codes)

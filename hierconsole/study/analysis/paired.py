@@ -10,13 +10,13 @@ the keys its JSON and frames have always carried (`per_seed`, `positive_seeds`, 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import polars as pl
 
-from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA, Evidence, evidence
+from hierconsole.study.analysis.statistics import EVIDENCE_SCHEMA, Adjusted, Evidence, evidence
 
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType
@@ -35,6 +35,10 @@ class PairedSummary(Generic[K]):
     """unit -> value, in the units' order (seeds ascending, members and splits as declared)."""
     unit: str = "seed"
     """What one value is ("seed", "split", "member", "dataset", ...): names the keys of :meth:`columns`."""
+    sesoi: float | None = None
+    """The smallest effect size of interest of its metric: with it, the TOST and a verdict."""
+    adjusted: Adjusted | None = None
+    """Its sign-flip p adjusted over the multiplicity family it belongs to (None: in none)."""
 
     @property
     def n(self) -> int:
@@ -57,7 +61,8 @@ class PairedSummary(Generic[K]):
     @cached_property
     def evidence(self) -> Evidence:
         """The intervals and tests over the units (`seeds_to_resolve` then counts units)."""
-        return evidence(list(self.per_unit.values()))
+        found = evidence(list(self.per_unit.values()), self.sesoi)
+        return found if self.adjusted is None else replace(found, adjusted=self.adjusted)
 
     def columns(self, *, named: bool = True) -> dict[str, Any]:
         """mean, sd, positive_<unit>s, n_<unit>s, then the evidence columns: a JSON entry's or a frame row's

@@ -24,8 +24,11 @@ class PooledEffect(PairedSummary[str]):
     definition: str
 
 
-def pooled_effects(tables: Mapping[str, pl.DataFrame], metric: str = HIER_METRIC) -> dict[str, PooledEffect]:
-    """The effects every study in `tables` (label -> per-seed table) can compute, pooled across studies.
+def pooled_effects(
+    tables: Mapping[str, pl.DataFrame], metric: str = HIER_METRIC, *, sesoi: float | None = None
+) -> dict[str, PooledEffect]:
+    """The effects every study in `tables` (label -> per-seed table) can compute, pooled across studies
+    (with a `sesoi`: each with its TOST and verdict over members).
 
     Within a study the effect is paired by seed and averaged over seeds; across studies nothing is paired
     (outer splits have different test sets), so only the study-level values are summarised.
@@ -45,7 +48,11 @@ def pooled_effects(tables: Mapping[str, pl.DataFrame], metric: str = HIER_METRIC
     ]
     return {
         name: PooledEffect(
-            metric=metric, name=name, definition=next(iter(definitions[name])), per_unit={label: per_study[label][name] for label in tables}
+            metric=metric,
+            name=name,
+            definition=next(iter(definitions[name])),
+            per_unit={label: per_study[label][name] for label in tables},
+            sesoi=sesoi,
         )
         for name in common
     }

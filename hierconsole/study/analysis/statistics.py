@@ -3,7 +3,11 @@
 Each interval and test is a pure function of the per-seed values d_1..d_n of one effect or contrast (Q/G
 perturbations already averaged within the seed), with its edge cases named: one seed has no spread, so no
 t interval, no bootstrap interval and no `seeds_to_resolve`; ties count towards the sign-flip p-value.
-References: tests/study/analysis/test_statistics.py holds each against scipy.stats and a loop written out there.
+With a smallest effect size of interest (SESOI) declared, the paired TOST and a verdict join them
+(`equivalence`); across a family of summaries, Holm and Benjamini-Hochberg adjust the sign-flip p
+(`adjusted`). Distributions come from scipy, imported where a summary is computed.
+References: tests/study/analysis/test_statistics.py holds each against scipy.stats, statsmodels and a loop
+written out there.
 """
 
 from __future__ import annotations
@@ -13,20 +17,37 @@ import itertools
 import math
 import statistics
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import polars as pl
 
-from hierconsole.study.analysis.student_t import t_ppf
+from hierconsole.errors import ConfigError
 
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType
 
+KT = TypeVar("KT", bound=Hashable)
+"""A member's key within its multiplicity family."""
+
 CI_QUANTILE = 0.975
 """Two-sided 95 %: the t quantile and the bootstrap's upper percentile (the lower is 1 - this)."""
+ALPHA = 0.05
+"""The level of every test and verdict: "different" when the 95 % t interval excludes 0, "equivalent" when
+both one-sided tests of the TOST reject at this level (its 90 % t interval lies inside ±SESOI)."""
+TOST_QUANTILE = 1 - ALPHA
+"""The t quantile of the TOST's interval (90 %, two-sided)."""
+
+EQUIVALENT = "equivalent"
+DIFFERENT = "different"
+EQUIVALENT_AND_DIFFERENT = "equivalent and different"
+INCONCLUSIVE = "inconclusive"
+VERDICTS = (EQUIVALENT, DIFFERENT, EQUIVALENT_AND_DIFFERENT, INCONCLUSIVE)
+"""What an effect is shown to be at its SESOI: `equivalent` (inside ±SESOI, not shown non-zero), `different`
+(non-zero, not shown inside), `equivalent and different` (non-zero but smaller than the SESOI) or
+`inconclusive` (neither)."""
 BOOTSTRAP_EXACT_UP_TO = 100_000
 """With n^n resamples up to this many, the bootstrap enumerates every one (n <= 6): no randomness at all."""
 BOOTSTRAP_DRAWS = 10_000
@@ -46,9 +67,20 @@ EVIDENCE_KEYS: tuple[str, ...] = (
     "ci95_boot_seed",
     "p_signflip",
     "seeds_to_resolve",
+    "sesoi",
+    "ci90_t_lo",
+    "ci90_t_hi",
+    "p_tost",
+    "verdict",
+    "family",
+    "p_holm",
+    "p_bh",
 )
 """The keys every effect, contrast and pooled row carries, in JSON, CSV and Parquet alike (null where the
-statistic is undefined: one seed, or an exactly enumerated bootstrap for `ci95_boot_seed`)."""
+statistic is undefined: one seed, or an exactly enumerated bootstrap for `ci95_boot_seed`; no SESOI
+declared for the TOST's; a row in no multiplicity family for the adjusted p)."""
+EQUIVALENCE_KEYS = ("sesoi", "ci90_t_lo", "ci90_t_hi", "p_tost", "verdict")
+"""The TOST's keys among them: null throughout where no SESOI was declared."""
 
 EVIDENCE_SCHEMA: dict[str, PolarsDataType] = {
     "ci95_t_lo": pl.Float64,
@@ -58,12 +90,21 @@ EVIDENCE_SCHEMA: dict[str, PolarsDataType] = {
     "ci95_boot_seed": pl.Int64,
     "p_signflip": pl.Float64,
     "seeds_to_resolve": pl.Int64,
+    "sesoi": pl.Float64,
+    "ci90_t_lo": pl.Float64,
+    "ci90_t_hi": pl.Float64,
+    "p_tost": pl.Float64,
+    "verdict": pl.String,
+    "family": pl.String,
+    "p_holm": pl.Float64,
+    "p_bh": pl.Float64,
 }
 """The polars types of the :data:`EVIDENCE_KEYS` columns in exported frames."""
 
 INTERVALS: dict[str, str] = {
     "ci95_t": "95 % t interval of the mean over seeds: mean ± t(0.975, n-1)·SD/√n",
     "ci95_boot": "95 % percentile bootstrap of the mean over seeds (every resample when n^n ≤ 100,000)",
+    "ci90_t": "90 % t interval of the mean over seeds (the TOST's): mean ± t(0.95, n-1)·SD/√n",
 }
 """Interval name (`<name>_lo` / `<name>_hi` columns) -> what it is, for legends and reports."""
 
@@ -71,8 +112,17 @@ STATISTICS_LEGEND = (
     "ci95_t: mean ± t(0.975, n-1)·SD/√n; ci95_boot: percentile bootstrap of the mean over seeds "
     f"(exact when n^n ≤ {BOOTSTRAP_EXACT_UP_TO:,}, else {BOOTSTRAP_DRAWS:,} draws, seed {BOOTSTRAP_SEED}); "
     "p_signflip: exact two-sided sign-flip p of the mean (2^n patterns, ties counted: n seeds never reach "
-    "below 2/2^n); seeds_to_resolve: fewest seeds whose t interval at this mean and SD excludes 0"
+    "below 2/2^n); seeds_to_resolve: fewest seeds whose t interval at this mean and SD excludes 0; "
+    "p_holm / p_bh: the sign-flip p adjusted over the row's family (Holm: family-wise error; "
+    "Benjamini-Hochberg: false discovery rate)"
 )
+
+
+def _t() -> Any:
+    """scipy's Student t (imported here: the light commands and the console's first frame never load scipy)."""
+    from scipy import stats
+
+    return stats.t
 
 
 def mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
@@ -82,19 +132,53 @@ def mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
     return mean, sd
 
 
-def t_half_width(sd: float, n: int) -> float:
-    """Half the width of the 95 % t interval of a mean of `n` >= 2 values with sample SD `sd`."""
-    return t_ppf(CI_QUANTILE, n - 1) * sd / math.sqrt(n)
+def t_half_width(sd: float, n: int, quantile: float = CI_QUANTILE) -> float:
+    """Half the width of the t interval (95 %; 90 % at quantile 0.95) of a mean of `n` >= 2 values with
+    sample SD `sd`."""
+    return _t_quantile(quantile, n - 1) * sd / math.sqrt(n)
 
 
-def ci95_t(values: Sequence[float]) -> tuple[float, float] | None:
-    """mean ± t(0.975, n-1)·SD/√n; None for fewer than two values (no SD, no interval)."""
+@functools.lru_cache(maxsize=4096)
+def _t_quantile(quantile: float, df: int) -> float:
+    """t(quantile, df), kept: `seeds_to_resolve` asks for the same few dozen df for every effect."""
+    return float(_t().ppf(quantile, df))
+
+
+def ci95_t(values: Sequence[float], quantile: float = CI_QUANTILE) -> tuple[float, float] | None:
+    """mean ± t(0.975, n-1)·SD/√n (`quantile` 0.95: the 90 % interval); None for fewer than two values
+    (no SD, no interval)."""
     if len(values) < 2:
         return None
     mean, sd = mean_sd(values)
     assert sd is not None  # two or more values
-    half = t_half_width(sd, len(values))
+    half = t_half_width(sd, len(values), quantile)
     return mean - half, mean + half
+
+
+def p_tost(values: Sequence[float], sesoi: float) -> float | None:
+    """The paired TOST's p against the equivalence bounds ±`sesoi`: the larger of the one-sided t-test p of
+    H0 mean <= -sesoi and of H0 mean >= +sesoi (n-1 df). None for fewer than two values. With no spread
+    at all the mean is known: 0 inside the bounds, 1 on or outside them."""
+    if len(values) < 2:
+        return None
+    mean, sd = mean_sd(values)
+    assert sd is not None
+    if sd == 0:
+        return 0.0 if abs(mean) < sesoi else 1.0
+    se, t = sd / math.sqrt(len(values)), _t()
+    df = len(values) - 1
+    return float(max(t.sf((mean + sesoi) / se, df), t.cdf((mean - sesoi) / se, df)))
+
+
+def verdict(ci95: tuple[float, float] | None, p_equivalence: float | None) -> str | None:
+    """The :data:`VERDICTS` word for a 95 % t interval and a TOST p (None without either)."""
+    if ci95 is None or p_equivalence is None:
+        return None
+    different = ci95[0] > 0 or ci95[1] < 0
+    equivalent = p_equivalence < ALPHA
+    if equivalent:
+        return EQUIVALENT_AND_DIFFERENT if different else EQUIVALENT
+    return DIFFERENT if different else INCONCLUSIVE
 
 
 def bootstrap_seed(n: int) -> int | None:
@@ -198,6 +282,25 @@ def seeds_to_resolve(values: Sequence[float]) -> int | None:
 
 
 @dataclass(frozen=True)
+class Equivalence:
+    """The TOST of one summary at its SESOI (see :func:`p_tost`, :func:`verdict`)."""
+
+    sesoi: float
+    ci90_t: tuple[float, float] | None
+    p_tost: float | None
+    verdict: str | None
+
+
+@dataclass(frozen=True)
+class Adjusted:
+    """A summary's sign-flip p adjusted over the family it is tested in (see :func:`adjusted`)."""
+
+    family: str
+    p_holm: float | None
+    p_bh: float | None
+
+
+@dataclass(frozen=True)
 class Evidence:
     """The intervals and tests of one per-seed summary (see the functions of the same names)."""
 
@@ -207,11 +310,18 @@ class Evidence:
     """The bootstrap's seed; None when every resample was enumerated (no randomness)."""
     p_signflip: float | None
     seeds_to_resolve: int | None
+    equivalence: Equivalence | None = None
+    """None: no SESOI declared for its metric."""
+    adjusted: Adjusted | None = None
+    """None: in no multiplicity family."""
 
-    def columns(self) -> dict[str, float | int | None]:
+    def columns(self) -> dict[str, float | int | str | None]:
         """The flat :data:`EVIDENCE_KEYS` form of JSON rows and table columns."""
         t_lo, t_hi = self.ci95_t or (None, None)
         b_lo, b_hi = self.ci95_boot or (None, None)
+        q = self.equivalence
+        e_lo, e_hi = (q.ci90_t if q is not None else None) or (None, None)
+        a = self.adjusted
         return {
             "ci95_t_lo": t_lo,
             "ci95_t_hi": t_hi,
@@ -220,6 +330,14 @@ class Evidence:
             "ci95_boot_seed": self.ci95_boot_seed,
             "p_signflip": self.p_signflip,
             "seeds_to_resolve": self.seeds_to_resolve,
+            "sesoi": q.sesoi if q is not None else None,
+            "ci90_t_lo": e_lo,
+            "ci90_t_hi": e_hi,
+            "p_tost": q.p_tost if q is not None else None,
+            "verdict": q.verdict if q is not None else None,
+            "family": a.family if a is not None else None,
+            "p_holm": a.p_holm if a is not None else None,
+            "p_bh": a.p_bh if a is not None else None,
         }
 
     @property
@@ -228,8 +346,19 @@ class Evidence:
         return self.ci95_t is not None and (self.ci95_t[0] > 0 or self.ci95_t[1] < 0)
 
 
-def evidence(values: Sequence[float]) -> Evidence:
-    """Every interval and test of the per-seed values `values` (one effect or contrast)."""
+def equivalence(values: Sequence[float], sesoi: float) -> Equivalence:
+    """The TOST of `values` against ±`sesoi` (> 0), its 90 % interval and its verdict."""
+    if not (sesoi > 0 and math.isfinite(sesoi)):
+        raise ValueError(f"a SESOI must be a positive number, not {sesoi!r}")
+    p = p_tost(values, sesoi)
+    return Equivalence(
+        sesoi=sesoi, ci90_t=ci95_t(values, TOST_QUANTILE), p_tost=p, verdict=verdict(ci95_t(values), p)
+    )
+
+
+def evidence(values: Sequence[float], sesoi: float | None = None) -> Evidence:
+    """Every interval and test of the per-seed values `values` (one effect or contrast); the TOST too with
+    a `sesoi`."""
     values = list(values)
     return Evidence(
         ci95_t=ci95_t(values),
@@ -237,7 +366,39 @@ def evidence(values: Sequence[float]) -> Evidence:
         ci95_boot_seed=bootstrap_seed(len(values)) if len(values) >= 2 else None,
         p_signflip=p_signflip(values),
         seeds_to_resolve=seeds_to_resolve(values),
+        equivalence=None if sesoi is None else equivalence(values, sesoi),
     )
+
+
+def holm(p: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment (family-wise error): the k-th smallest p times (m - k + 1), made
+    non-decreasing in that order and capped at 1."""
+    m = len(p)
+    out = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(sorted(range(m), key=lambda j: p[j])):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        out[i] = running
+    return out
+
+
+def benjamini_hochberg(p: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg's adjustment (false discovery rate), as scipy computes it."""
+    if not p:
+        return []
+    from scipy import stats
+
+    return [float(v) for v in stats.false_discovery_control(np.asarray(p, dtype=np.float64), method="bh")]
+
+
+def adjusted(p_values: Mapping[KT, float | None], family: str) -> dict[KT, Adjusted]:
+    """Holm and Benjamini-Hochberg over the p-values of one family (key -> p). A key whose p is None (a test
+    that could not be run) stays in the family with no adjusted p and is not counted among its tests."""
+    tested = {k: v for k, v in p_values.items() if v is not None}
+    keys = list(tested)
+    by_holm = dict(zip(keys, holm(list(tested.values())), strict=True))
+    by_bh = dict(zip(keys, benjamini_hochberg(list(tested.values())), strict=True))
+    return {k: Adjusted(family=family, p_holm=by_holm.get(k), p_bh=by_bh.get(k)) for k in p_values}
 
 
 @dataclass(frozen=True)
@@ -280,3 +441,25 @@ def variance_components(groups: Sequence[Sequence[float]]) -> VarianceComponents
         n_seeds=len(groups),
         n_perturbations=max(len(g) for g in groups),
     )
+
+
+SESOI_HELP = (
+    "smallest effect size of interest, in the metric's units (e.g. 0.01: one mAP point): each effect gets "
+    "the paired TOST against ±DELTA and a verdict (equivalent, different, both, inconclusive)"
+)
+
+
+def parse_sesoi(text: str | None, option: str = "--sesoi") -> float | None:
+    """A SESOI as typed (None: none given); a ConfigError naming `option` unless it is a positive number."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise ConfigError(
+            f"{option} {text}: the smallest effect size of interest is a positive number in the metric's "
+            "units\n  fix: e.g. --sesoi 0.01 (one point of mAP)"
+        )
+    return value

@@ -4,10 +4,12 @@ aggregation), then A - B paired by training seed (`study.analysis.contrasts`).""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from hierconsole.errors import HierconsoleError
 from hierconsole.study.analysis.contrasts import (
     DEFAULT_METRIC,
+    as_one_family,
     contrast_tables,
     metric_columns,
     parse_arm_pair,
@@ -19,7 +21,15 @@ from hierconsole.study.db.records import get_study
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.results import empty_levels, per_seed
 
-__all__ = ["DEFAULT_METRIC", "StudyContrast", "compare_studies", "comparable", "metric_columns", "parse_arm_pair"]
+__all__ = [
+    "DEFAULT_METRIC",
+    "StudyContrast",
+    "compare_studies",
+    "comparable",
+    "contrast_family",
+    "metric_columns",
+    "parse_arm_pair",
+]
 """What a front end reads of a contrast: the result type, and the metric and --arms checks it makes before
 it opens the store (the ones `compare_studies` makes again)."""
 
@@ -90,8 +100,16 @@ def compare_studies(
     comparable(store, a, b)
     label_a, label_b = labels or (a, b)
     excluded = sorted({*empty_levels(store, a), *empty_levels(store, b)})
-    return contrast_tables(
+    result = contrast_tables(
         per_seed(store, a), per_seed(store, b), a=label_a, b=label_b, metric=metric, arms=arms, name=name,
         excluded=excluded, levels=study_levels(store, a).levels,  # one dataset, so one set of levels
     )  # fmt: skip
+    return result
+
+
+def contrast_family(store: Store, a: str, b: str, **options: Any) -> StudyContrast:
+    """`contrast A B`: :func:`compare_studies`, its rows tested as one family (`contrast A − B`)."""
+    sesoi = options.pop("sesoi", None)
+    result = compare_studies(store, a, b, **options)
+    return as_one_family([result], f"contrast {result.a} − {result.b}", sesoi=sesoi)[0]
 

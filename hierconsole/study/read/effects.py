@@ -15,6 +15,8 @@ from hierconsole.study.analysis.effects_view import effects_view
 from hierconsole.study.analysis.per_seed import metric_columns, table_levels
 from hierconsole.study.analysis.redistribution import Redistribution as Redistribution
 from hierconsole.study.analysis.redistribution import can_redistribute, redistribution
+from hierconsole.study.analysis.statistics import SESOI_HELP as SESOI_HELP
+from hierconsole.study.analysis.statistics import parse_sesoi as parse_sesoi
 from hierconsole.study.db.catalog import study_levels
 from hierconsole.study.db.storage import Store
 from hierconsole.study.read.results import baselines, per_seed, reported_aggregation
@@ -28,10 +30,12 @@ def study_effects(
     *,
     effect_metrics: Sequence[str] | None = None,
     aggregation: str | None = None,
+    sesoi: float | None = None,
 ) -> EffectsView:
     """`metrics` for the arm table (default: every metric), `effect_metrics` for the effects (default:
     `metrics`); the redistribution whenever every level's mAP is among them. `aggregation` (default: the
-    registered one) may name a finished post-hoc re-score: its view says so in its source and label."""
+    registered one) may name a finished post-hoc re-score: its view says so in its source and label. With
+    a `sesoi` (smallest effect size of interest), every effect's TOST and verdict against it."""
     reported = reported_aggregation(store, study_id, aggregation)
     return effects_view(
         per_seed(store, study_id, reported.name),
@@ -42,6 +46,7 @@ def study_effects(
         aggregation=reported.label,
         posthoc=reported.posthoc,
         levels=study_levels(store, study_id).levels,
+        sesoi=sesoi,
     )
 
 

@@ -16,6 +16,7 @@ from hierconsole.levels import PAPER_LEVELS
 from hierconsole.study.analysis.contrasts import (
     DEFAULT_METRIC,
     StudyContrast,
+    as_one_family,
     contrasts_frame,
     parse_arm_pair,
 )
@@ -151,8 +152,11 @@ def _declared(store: Store, family: FamilyRow, contrast: dict, metric: str, labe
     )
 
 
-def family_contrasts(store: Store, ref: str, *, metric: str = DEFAULT_METRIC) -> tuple[FamilyRow, list[StudyContrast]]:
-    """Every contrast the family declares, A - B by training seed, members named `FAMILY:member`."""
+def family_contrasts(
+    store: Store, ref: str, *, metric: str = DEFAULT_METRIC, sesoi: float | None = None
+) -> tuple[FamilyRow, list[StudyContrast]]:
+    """Every contrast the family declares, A - B by training seed, members named `FAMILY:member`: their rows
+    one multiplicity family (`family NAME`), each with its TOST and verdict given a `sesoi`."""
     family = get_family(store, ref)
     declared = family.definition.get("contrasts", [])
     if not declared:
@@ -160,9 +164,10 @@ def family_contrasts(store: Store, ref: str, *, metric: str = DEFAULT_METRIC) ->
             f"family {family.name} ({family.family_id}) declares no contrasts\n"
             "  fix: compare two members with `hierconsole contrast FAMILY:A FAMILY:B`"
         )
-    return family, [
+    contrasts = [
         _declared(store, family, c, metric, (f"{family.name}:{c['a']}", f"{family.name}:{c['b']}")) for c in declared
     ]
+    return family, as_one_family(contrasts, f"family {family.name}", sesoi=sesoi)
 
 
 def contrasts_so_far(
@@ -180,8 +185,11 @@ def contrasts_so_far(
     return out
 
 
-def family_effects(store: Store, ref: str, *, metric: str = HIER_METRIC) -> tuple[FamilyRow, dict[str, PooledEffect]]:
-    """The within-study effects of every member, pooled with the member as the unit (outer splits)."""
+def family_effects(
+    store: Store, ref: str, *, metric: str = HIER_METRIC, sesoi: float | None = None
+) -> tuple[FamilyRow, dict[str, PooledEffect]]:
+    """The within-study effects of every member, pooled with the member as the unit (outer splits); with a
+    `sesoi`, each with its TOST and verdict."""
     family = get_family(store, ref)
     waiting = [m.member for m in family.members if m.phase != Phase.COMPLETE]
     if waiting:
@@ -190,7 +198,7 @@ def family_effects(store: Store, ref: str, *, metric: str = HIER_METRIC) -> tupl
             "pooled effects need every member evaluated"
         )
     tables = {m.member: per_seed(store, m.study_id) for m in family.members}
-    return family, pooled_effects(tables, metric)
+    return family, pooled_effects(tables, metric, sesoi=sesoi)
 
 
 def family_outer_arms(store: Store, ref: str) -> tuple[FamilyRow, OuterArmsView]:

@@ -114,9 +114,10 @@ def load_effects_csv(path: str | Path, metrics: Sequence[str] | str | None = Non
     return pl.DataFrame(rows, schema={"arm": pl.String, "seed": pl.Int64, **{m: pl.Float64 for m in chosen}})
 
 
-def csv_effects(path: str | Path, metrics: Sequence[str] | None = None) -> EffectsView:
-    """The effects screen of a per-seed CSV (`effects --from-csv`): arms, simple effects, redistribution."""
-    return effects_view(load_effects_csv(path, metrics), source=str(path), metrics=metrics)
+def csv_effects(path: str | Path, metrics: Sequence[str] | None = None, *, sesoi: float | None = None) -> EffectsView:
+    """The effects screen of a per-seed CSV (`effects --from-csv`): arms, simple effects, redistribution
+    (with a `sesoi`: every effect's TOST and verdict)."""
+    return effects_view(load_effects_csv(path, metrics), source=str(path), metrics=metrics, sesoi=sesoi)
 
 
 def csv_table_frame(table: str, path: str | Path, metrics: Sequence[str] | None = None) -> pl.DataFrame:

@@ -8,8 +8,13 @@ import polars as pl
 import pytest
 
 from hierconsole.errors import HierconsoleError
-from hierconsole.study.analysis.contrasts import contrast_tables, contrasts_frame, parse_arm_pair
-from hierconsole.study.analysis.statistics import EVIDENCE_KEYS, evidence
+from hierconsole.study.analysis.contrasts import (
+    as_one_family,
+    contrast_tables,
+    contrasts_frame,
+    parse_arm_pair,
+)
+from hierconsole.study.analysis.statistics import EVIDENCE_KEYS, equivalence, evidence
 
 
 def _table(arms: dict[str, dict[int, float]], metric: str = "mAP") -> pl.DataFrame:
@@ -103,3 +108,24 @@ def test_a_metric_of_the_whole_tree_contrasts_in_one_row_per_arm_pair():
     for r in got.rows:
         assert r.mean == pytest.approx(0.2, abs=1e-12)
     assert got.to_json()["rows"][0]["metric"] == "H-AP"
+
+
+def test_contrasts_as_one_family_are_one_family_each_row_with_its_tost():
+    multipletests = pytest.importorskip("statsmodels.stats.multitest").multipletests
+    a = _table({"E_S": {1: 0.50, 2: 0.42, 3: 0.47, 4: 0.44}, "H_S": {1: 0.51, 2: 0.43, 3: 0.45, 4: 0.47}})
+    b = _table({"E_S": {1: 0.40, 2: 0.41, 3: 0.36, 4: 0.30}, "H_S": {1: 0.50, 2: 0.44, 3: 0.46, 4: 0.45}})
+    first = contrast_tables(a, b, a="A", b="B", arms=[("E_S", "E_S")], name="one")
+    second = contrast_tables(a, b, a="A", b="B", arms=[("H_S", "H_S")], name="two")
+    together = as_one_family([first, second], "family F", sesoi=0.02)
+    rows = [r for c in together for r in c.rows]
+    assert len(rows) == 8  # 2 contrasts x 4 levels, all in one family
+    p = [r.evidence.p_signflip for r in rows]
+    for r, holm_p, bh_p in zip(rows, multipletests(p, method="holm")[1], multipletests(p, method="fdr_bh")[1], strict=True):
+        assert r.adjusted is not None and r.adjusted.family == "family F"
+        assert (r.adjusted.p_holm, r.adjusted.p_bh) == pytest.approx((holm_p, bh_p), rel=1e-12)
+        assert r.evidence.equivalence == equivalence(list(r.per_unit.values()), 0.02)
+    # E_S differs by ~0.09: different; H_S by ~0.0025 with a small spread: not shown different.
+    assert together[0].rows[0].evidence.equivalence.verdict == "different"
+    assert together[1].rows[0].evidence.equivalence.verdict in ("equivalent", "inconclusive")
+    frame = contrasts_frame(together)
+    assert frame["family"].unique().to_list() == ["family F"] and frame["sesoi"].unique().to_list() == [0.02]

@@ -9,24 +9,39 @@ import statistics
 from fractions import Fraction
 
 import numpy as np
+import polars as pl
 import pytest
 from scipy import stats
 
+from hierconsole.errors import ConfigError
+from hierconsole.study.analysis.effects import EFFECTS_FAMILY
+from hierconsole.study.analysis.effects_view import effects_view
 from hierconsole.study.analysis.statistics import (
+    ALPHA,
     BOOTSTRAP_DRAWS,
     BOOTSTRAP_SEED,
+    DIFFERENT,
+    EQUIVALENT,
+    EQUIVALENT_AND_DIFFERENT,
     EVIDENCE_KEYS,
+    INCONCLUSIVE,
     MAX_SEEDS_TO_RESOLVE,
     SIGNFLIP_MAX_SEEDS,
+    VERDICTS,
+    adjusted,
+    benjamini_hochberg,
     bootstrap_seed,
     ci95_boot,
     ci95_t,
+    equivalence,
     evidence,
+    holm,
     p_signflip,
+    p_tost,
+    parse_sesoi,
     seeds_to_resolve,
     variance_components,
 )
-from hierconsole.study.analysis.student_t import t_ppf
 
 # Per-seed effect values of the sizes the issue names; the NABirds geom_R row of paper Table S7 among them.
 SAMPLES = {
@@ -45,17 +60,6 @@ TIES = {
     "all_zero": [0.0, 0.0, 0.0],
     "equal_pair": [2.0, 2.0],
 }
-
-
-# --------------------------------------------------------------------------------------- Student t
-
-
-@pytest.mark.parametrize("df", [1, 2, 3, 4, 6, 9, 29, 30, 99, 1000, 99_999, 100_000])
-@pytest.mark.parametrize("p", [0.975, 0.995, 0.9, 0.6, 0.025, 1e-6])
-def test_t_quantile_matches_scipy(p, df):
-    # The large-df tail is held to 1e-12 relative: the continued fraction of a = df/2 = 50,000 sums a few
-    # hundred terms (against mpmath at 40 digits the worst case here is 7e-13).
-    assert t_ppf(p, df) == pytest.approx(stats.t.ppf(p, df), rel=1e-12)
 
 
 # ----------------------------------------------------------------------------------------- t interval
@@ -256,3 +260,138 @@ def test_variance_components_edges():
     assert one_draw.within_seed is None and one_draw.between_seed == pytest.approx(0.005)
     with pytest.raises(ValueError):
         variance_components([[0.4], []])
+
+
+# ------------------------------------------------------------------------------------ equivalence (TOST)
+
+
+@pytest.mark.parametrize("sesoi", [0.001, 0.005, 0.02, 0.5])
+@pytest.mark.parametrize("name", [*SAMPLES, "mirror", "zero_member"])
+def test_tost_is_the_larger_one_sided_t_test_and_statsmodels_ttost(name, sesoi):
+    values = (SAMPLES | TIES)[name]
+    lower = stats.ttest_1samp(values, -sesoi, alternative="greater").pvalue
+    upper = stats.ttest_1samp(values, sesoi, alternative="less").pvalue
+    assert p_tost(values, sesoi) == pytest.approx(max(lower, upper), rel=1e-12, abs=1e-300)
+    ttost_paired = pytest.importorskip("statsmodels.stats.weightstats").ttost_paired
+    p_sm = ttost_paired(np.asarray(values), np.zeros(len(values)), -sesoi, sesoi)[0]
+    assert p_tost(values, sesoi) == pytest.approx(p_sm, rel=1e-12, abs=1e-300)
+
+
+@pytest.mark.parametrize("name", list(SAMPLES))
+def test_the_tosts_interval_is_the_90_percent_t_interval(name):
+    values = SAMPLES[name]
+    ref = stats.t.interval(0.90, len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
+    assert equivalence(values, 0.01).ci90_t == pytest.approx(ref, rel=1e-12)
+    # Equivalent at 5 % exactly when that interval lies inside the bounds (the TOST's duality).
+    for sesoi in (0.001, 0.01, 0.1, 1.0, 3.0):
+        q = equivalence(values, sesoi)
+        assert (q.p_tost < ALPHA) == (-sesoi < q.ci90_t[0] and q.ci90_t[1] < sesoi)
+
+
+def test_each_verdict_from_an_effect_made_for_it():
+    # Tight around 0.02: non-zero, and inside ±0.05 but not ±0.01.
+    tight = [0.0199, 0.0201, 0.0200, 0.0202, 0.0198]
+    assert equivalence(tight, 0.05).verdict == EQUIVALENT_AND_DIFFERENT
+    assert equivalence(tight, 0.01).verdict == DIFFERENT
+    # Around zero and tight: equivalent at 0.01, not shown non-zero.
+    assert equivalence([0.001, -0.0012, 0.0004, -0.0001, 0.0002], 0.01).verdict == EQUIVALENT
+    # Three wide seeds: neither.
+    assert equivalence([0.03, -0.04, 0.01], 0.01).verdict == INCONCLUSIVE
+    assert set(VERDICTS) == {EQUIVALENT, DIFFERENT, EQUIVALENT_AND_DIFFERENT, INCONCLUSIVE}
+
+
+def test_tost_edge_cases_one_seed_and_no_spread():
+    assert p_tost([0.1], 0.5) is None and equivalence([0.1], 0.5).verdict is None
+    assert p_tost([0.2, 0.2, 0.2], 0.5) == 0.0  # known exactly: inside the bounds
+    assert p_tost([0.5, 0.5], 0.5) == 1.0  # on a bound is not inside
+    assert equivalence([0.2, 0.2, 0.2], 0.5).verdict == EQUIVALENT_AND_DIFFERENT
+    with pytest.raises(ValueError, match="positive"):
+        equivalence([0.1, 0.2], 0.0)
+    # Without a SESOI nothing of the TOST is claimed.
+    cols = evidence(SAMPLES["n3"]).columns()
+    assert [cols[k] for k in ("sesoi", "ci90_t_lo", "ci90_t_hi", "p_tost", "verdict")] == [None] * 5
+    cols = evidence(SAMPLES["n3"], 0.01).columns()
+    assert cols["sesoi"] == 0.01 and cols["verdict"] in VERDICTS
+
+
+@pytest.mark.parametrize("text", ["0", "-0.01", "nan", "inf", "abc", ""])
+def test_a_bad_sesoi_is_one_line_naming_the_option(text):
+    with pytest.raises(ConfigError) as caught:
+        parse_sesoi(text)
+    first = str(caught.value).splitlines()[0]
+    assert first.startswith(f"--sesoi {text}:") and "positive number" in first
+    assert parse_sesoi("0.005") == 0.005 and parse_sesoi(None) is None
+
+
+# ----------------------------------------------------------------------------------------- multiplicity
+
+
+P_FAMILIES = {
+    "spread": [0.25, 0.5, 0.125, 1.0, 0.75],
+    "ties": [0.25, 0.25, 0.25, 0.5, 1.0],
+    "tiny": [1e-4, 0.02, 0.03, 0.04, 0.5, 0.9, 0.011],
+    "one": [0.03],
+}
+
+
+@pytest.mark.parametrize("name", list(P_FAMILIES))
+def test_holm_and_bh_equal_statsmodels_multipletests(name):
+    multipletests = pytest.importorskip("statsmodels.stats.multitest").multipletests
+    p = P_FAMILIES[name]
+    assert holm(p) == pytest.approx(list(multipletests(p, method="holm")[1]), rel=1e-12)
+    assert benjamini_hochberg(p) == pytest.approx(list(multipletests(p, method="fdr_bh")[1]), rel=1e-12)
+
+
+def test_a_test_that_could_not_run_stays_in_its_family_unadjusted_and_uncounted():
+    found = adjusted({"a": 0.25, "b": None, "c": 0.5}, "mine")
+    assert found["b"].p_holm is None and found["b"].family == "mine"
+    assert found["a"].p_holm == 0.5 and found["c"].p_holm == 0.5  # m = 2, not 3
+    assert [found[k].p_bh for k in "ac"] == [0.5, 0.5]
+
+
+# ------------------------------------------------------------------- a study's families and its adjusted p
+
+
+def _table() -> pl.DataFrame:
+    rows = []
+    rng = np.random.default_rng(5)
+    for arm, shift in (("E_R", 0.0), ("H_R", 0.01), ("E_S", 0.03), ("H_S", 0.035)):
+        for seed in (42, 2024, 3407, 7):
+            row = {"arm": arm, "seed": seed}
+            for level, base in (("leaf", 0.6), ("middle", 0.5), ("high", 0.55), ("hier", 0.53)):
+                row[f"{level}_mAP"] = base + shift + float(rng.normal(0, 0.004))
+            row["leaf_R@1"] = 0.5 + shift + float(rng.normal(0, 0.01))
+            rows.append(row)
+    return pl.DataFrame(rows)
+
+
+def test_a_studys_mAP_effects_are_one_family_whichever_metrics_are_shown():
+    multipletests = pytest.importorskip("statsmodels.stats.multitest").multipletests
+    table = _table()
+    whole = effects_view(table, source="t")
+    # The family: every simple effect and interaction on the mAP of every level and the hier score.
+    members = [(m, n) for m, by in whole.effects.items() if m.endswith("_mAP") for n in by]
+    assert len(members) == 4 * 5
+    p = [whole.effects[m][n].evidence.p_signflip for m, n in members]
+    holm_p, bh_p = multipletests(p, method="holm")[1], multipletests(p, method="fdr_bh")[1]
+    for (m, n), h, b in zip(members, holm_p, bh_p, strict=True):
+        a = whole.effects[m][n].adjusted
+        assert a is not None and a.family == EFFECTS_FAMILY
+        assert (a.p_holm, a.p_bh) == pytest.approx((h, b), rel=1e-12)
+    # A recall metric's effects are exploratory: raw p only.
+    assert all(e.adjusted is None for e in whole.effects["leaf_R@1"].values())
+    # Showing one metric does not shrink the family its p are adjusted over.
+    one = effects_view(table, source="t", metrics=["hier_mAP"])
+    assert list(one.effects) == ["hier_mAP"]
+    assert one.effects["hier_mAP"]["geom_R"].adjusted == whole.effects["hier_mAP"]["geom_R"].adjusted
+    assert one.effects["hier_mAP"]["geom_R"].evidence.columns() == whole.effects["hier_mAP"]["geom_R"].evidence.columns()
+
+
+def test_a_sesoi_reaches_every_effect_and_its_json():
+    view = effects_view(_table(), source="t", sesoi=0.02)
+    geom = view.effects["hier_mAP"]["geom_R"]
+    values = list(geom.per_unit.values())
+    assert geom.evidence.equivalence == equivalence(values, 0.02)
+    doc = view.to_json()["effects"]["hier_mAP"]["geom_R"]
+    assert doc["sesoi"] == 0.02 and doc["verdict"] == geom.evidence.equivalence.verdict
+    assert doc["family"] == EFFECTS_FAMILY and doc["p_holm"] == geom.adjusted.p_holm
