@@ -30,7 +30,6 @@ from hierconsole.present.tables.effects import (
     factorial_names,
     levels_grid,
 )
-from hierconsole.present.tables.evidence import evidence_legend
 from hierconsole.study.read import (
     StudyProgress,
     aggregations,
@@ -314,9 +313,6 @@ class EffectsScreen(AnalysisScreen):
         if view.omitted:
             parts.append(Text(view.omitted, style="yellow"))
         parts += effects_legend(view.effects)
-        parts += evidence_legend(
-            [e for by_name in (*view.effects.values(), *view.baseline_contrasts.values()) for e in by_name.values()]
-        )
         return Group(*parts)
 
     def action_write_report(self) -> None:
