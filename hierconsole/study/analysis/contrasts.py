@@ -23,7 +23,7 @@ from hierconsole.levels import PAPER_CODES, WHOLE_TREE
 from hierconsole.metrics.names import whole_tree_metric
 from hierconsole.study.analysis.paired import PairedSummary, summary_schema
 from hierconsole.study.analysis.per_seed import LevelsLike, arms_present, codes_of, normalize_arm
-from hierconsole.study.analysis.statistics import adjusted
+from hierconsole.study.analysis.statistics import adjusted, p_signflip
 from hierconsole.vocabulary import HIER_METRIC, HIER_SCORE, MAP, RANKING_METRICS
 
 DEFAULT_METRIC = HIER_METRIC
@@ -188,7 +188,8 @@ def contrast_tables(
 def as_one_family(contrasts: Sequence[StudyContrast], family: str, *, sesoi: float | None = None) -> list[StudyContrast]:
     """`contrasts` with every row (arm pair x level, of every contrast) tested in one multiplicity family
     named `family` (Holm, Benjamini-Hochberg over all of them) and, with a `sesoi`, its TOST and verdict."""
-    p = {(i, j): r.evidence.p_signflip for i, c in enumerate(contrasts) for j, r in enumerate(c.rows)}
+    # The test alone (not the row's whole evidence): every row is rebuilt below, its evidence then computed once.
+    p = {(i, j): p_signflip(list(r.per_unit.values())) for i, c in enumerate(contrasts) for j, r in enumerate(c.rows)}
     adjustments = adjusted(p, family)
     return [
         replace(c, rows=[replace(r, adjusted=adjustments[(i, j)], sesoi=sesoi) for j, r in enumerate(c.rows)])

@@ -21,7 +21,7 @@ from hierconsole.study.analysis.per_seed import (
     indexed_cells,
     metric_columns,
 )
-from hierconsole.study.analysis.statistics import Adjusted, adjusted
+from hierconsole.study.analysis.statistics import Adjusted, adjusted, p_signflip
 from hierconsole.vocabulary import BASELINE_SEED, MAP
 
 
@@ -170,7 +170,7 @@ def family_adjustments(effects: SimpleEffects) -> dict[tuple[str, str], Adjusted
     out: dict[tuple[str, str], Adjusted] = {}
     for family, baseline in ((EFFECTS_FAMILY, False), (BASELINES_FAMILY, True)):
         members = {
-            (m, n): e.evidence.p_signflip
+            (m, n): p_signflip(list(e.per_unit.values()))  # the test alone: each member is rebuilt with its p
             for m, by_name in effects.items()
             if in_primary_family(m)
             for n, e in by_name.items()
