@@ -157,20 +157,14 @@ class Standbys:
 
     def take(self, env: dict[str, str], spec_path: Path) -> ForkedWorker | None:
         """Have the standby fork the worker of `spec_path` and return it, or None (the caller starts a worker
-        cold): none ready (a standby still importing stays for the next launch), it died or is stuck, or it
-        was started in another environment."""
+        cold): none ready as :meth:`importing` last found it (one still importing stays for the next
+        launch), it died or is stuck, or it was started in another environment."""
         proc = self._proc
         if proc is None or self._env != env or proc.poll() is not None or proc.stdin is None:
             self.close()
             return None
         if not self._ready:
-            line = self._line(proc, timeout=0.0)
-            if line is None:
-                return None
-            if line != READY:
-                self.close()
-                return None
-            self._ready = True
+            return None
         with _adopting_orphans():
             try:
                 proc.stdin.write(os.fsencode(spec_path) + b"\n")
