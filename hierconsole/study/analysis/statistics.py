@@ -59,6 +59,8 @@ SIGNFLIP_MAX_SEEDS = 40
 """The exact sign-flip test counts 2^n patterns by meeting in the middle (2 x 2^(n/2) sums); past this many
 seeds that is too slow, and the p-value is null rather than approximate."""
 
+EQUIVALENCE_KEYS = ("sesoi", "ci90_t_lo", "ci90_t_hi", "p_tost", "verdict")
+"""The TOST's keys among the evidence keys: null throughout where no SESOI was declared."""
 EVIDENCE_KEYS: tuple[str, ...] = (
     "ci95_t_lo",
     "ci95_t_hi",
@@ -67,11 +69,7 @@ EVIDENCE_KEYS: tuple[str, ...] = (
     "ci95_boot_seed",
     "p_signflip",
     "seeds_to_resolve",
-    "sesoi",
-    "ci90_t_lo",
-    "ci90_t_hi",
-    "p_tost",
-    "verdict",
+    *EQUIVALENCE_KEYS,
     "family",
     "p_holm",
     "p_bh",
@@ -79,8 +77,6 @@ EVIDENCE_KEYS: tuple[str, ...] = (
 """The keys every effect, contrast and pooled row carries, in JSON, CSV and Parquet alike (null where the
 statistic is undefined: one seed, or an exactly enumerated bootstrap for `ci95_boot_seed`; no SESOI
 declared for the TOST's; a row in no multiplicity family for the adjusted p)."""
-EQUIVALENCE_KEYS = ("sesoi", "ci90_t_lo", "ci90_t_hi", "p_tost", "verdict")
-"""The TOST's keys among them: null throughout where no SESOI was declared."""
 
 EVIDENCE_SCHEMA: dict[str, PolarsDataType] = {
     "ci95_t_lo": pl.Float64,

@@ -4,7 +4,6 @@ aggregation), then A - B paired by training seed (`study.analysis.contrasts`).""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from hierconsole.errors import HierconsoleError
 from hierconsole.study.analysis.contrasts import (
@@ -100,16 +99,23 @@ def compare_studies(
     comparable(store, a, b)
     label_a, label_b = labels or (a, b)
     excluded = sorted({*empty_levels(store, a), *empty_levels(store, b)})
-    result = contrast_tables(
+    return contrast_tables(
         per_seed(store, a), per_seed(store, b), a=label_a, b=label_b, metric=metric, arms=arms, name=name,
         excluded=excluded, levels=study_levels(store, a).levels,  # one dataset, so one set of levels
     )  # fmt: skip
-    return result
 
 
-def contrast_family(store: Store, a: str, b: str, **options: Any) -> StudyContrast:
-    """`contrast A B`: :func:`compare_studies`, its rows tested as one family (`contrast A − B`)."""
-    sesoi = options.pop("sesoi", None)
-    result = compare_studies(store, a, b, **options)
+def contrast_family(
+    store: Store,
+    a: str,
+    b: str,
+    *,
+    metric: str = DEFAULT_METRIC,
+    arms: Sequence[tuple[str, str]] | None = None,
+    sesoi: float | None = None,
+) -> StudyContrast:
+    """`contrast A B`: :func:`compare_studies`, its rows tested as one family (`contrast A − B`), each with
+    its TOST and verdict given a `sesoi`."""
+    result = compare_studies(store, a, b, metric=metric, arms=arms)
     return as_one_family([result], f"contrast {result.a} − {result.b}", sesoi=sesoi)[0]
 
